@@ -1,0 +1,86 @@
+// The one config loader: every process describes its settings once, reads them from the
+// environment once in its entrypoint, and refuses to start with a list of every problem.
+
+type Parser<T> = (raw: string) => T;
+
+export interface Setting<T> {
+  readonly env: string;
+  readonly parse: Parser<T>;
+  readonly fallback?: T;
+  readonly optional?: boolean;
+  readonly doc: string;
+}
+
+type Spec = Record<string, Setting<unknown>>;
+export type ConfigOf<S extends Spec> = {
+  [K in keyof S]: S[K] extends Setting<infer T> ? (S[K]["optional"] extends true ? T | undefined : T) : never;
+};
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  ${problems.join("\n  ")}`);
+  }
+}
+
+export const parse = {
+  string: (raw: string) => raw,
+  int: (min: number, max: number): Parser<number> => (raw) => {
+    if (!/^-?\d+$/.test(raw)) throw new Error(`expected an integer, got "${raw}"`);
+    const n = Number(raw);
+    if (n < min || n > max) throw new Error(`expected ${min}..${max}, got ${n}`);
+    return n;
+  },
+  port: (raw: string) => parse.int(0, 65535)(raw),
+  bool: (raw: string) => {
+    if (/^(1|true|yes|on)$/i.test(raw)) return true;
+    if (/^(0|false|no|off)$/i.test(raw)) return false;
+    throw new Error(`expected true or false, got "${raw}"`);
+  },
+  oneOf: <T extends string>(...values: T[]): Parser<T> => (raw) => {
+    if (!(values as string[]).includes(raw)) throw new Error(`expected one of ${values.join(", ")}, got "${raw}"`);
+    return raw as T;
+  },
+  url: (...protocols: string[]): Parser<string> => (raw) => {
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      throw new Error("expected a URL");
+    }
+    if (protocols.length > 0 && !protocols.includes(url.protocol)) throw new Error(`expected a ${protocols.join(" or ")} URL`);
+    return raw;
+  },
+  /** host:port of a gRPC peer. */
+  address: (raw: string) => {
+    if (!/^[\w.-]+:\d{1,5}$|^\[[\da-f:]+\]:\d{1,5}$/i.test(raw)) throw new Error(`expected host:port, got "${raw}"`);
+    return raw;
+  },
+};
+
+export function setting<T>(env: string, parser: Parser<T>, doc: string, fallback?: T): Setting<T> {
+  return fallback === undefined ? { env, parse: parser, doc } : { env, parse: parser, doc, fallback };
+}
+
+export function optionalSetting<T>(env: string, parser: Parser<T>, doc: string): Setting<T> & { optional: true } {
+  return { env, parse: parser, doc, optional: true };
+}
+
+export function loadConfig<S extends Spec>(spec: S, env: NodeJS.ProcessEnv): ConfigOf<S> {
+  const problems: string[] = [];
+  const out: Record<string, unknown> = {};
+  for (const [key, s] of Object.entries(spec)) {
+    const raw = env[s.env];
+    if (raw === undefined || raw === "") {
+      if (s.fallback !== undefined) out[key] = s.fallback;
+      else if (!s.optional) problems.push(`${s.env} is required (${s.doc})`);
+      continue;
+    }
+    try {
+      out[key] = s.parse(raw);
+    } catch (err) {
+      problems.push(`${s.env}: ${(err as Error).message}`);
+    }
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return out as ConfigOf<S>;
+}

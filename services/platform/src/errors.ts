@@ -1,0 +1,57 @@
+// The error catalogue: every failure a service raises has a stable reason (google.rpc.ErrorInfo),
+// a gRPC code, and the HTTP status the public edge answers with. Services throw `fail(...)`;
+// the gateway reads the same table, so a reason means one thing everywhere.
+import { Code, ConnectError } from "@connectrpc/connect";
+import { create } from "@bufbuild/protobuf";
+import { ErrorInfoSchema, type ErrorInfo } from "@switchyard/gen/google/rpc/error_details_pb.js";
+
+export const ERROR_DOMAIN = "switchyard";
+
+interface CatalogueEntry {
+  readonly code: Code;
+  readonly http: number;
+}
+
+export const errorCatalogue = {
+  // 400: the request itself is malformed.
+  INVALID_REQUEST: { code: Code.InvalidArgument, http: 400 },
+  INVALID_CURSOR: { code: Code.InvalidArgument, http: 400 },
+  IDEMPOTENCY_KEY_INVALID: { code: Code.InvalidArgument, http: 400 },
+  // 422: well-formed values that break a rule.
+  RULE_VIOLATION: { code: Code.InvalidArgument, http: 422 },
+  IDEMPOTENCY_KEY_REUSED: { code: Code.InvalidArgument, http: 422 },
+  REFUND_EXCEEDS_REFUNDABLE: { code: Code.InvalidArgument, http: 422 },
+  // 401 / 403.
+  UNAUTHENTICATED: { code: Code.Unauthenticated, http: 401 },
+  INVALID_CREDENTIALS: { code: Code.Unauthenticated, http: 401 },
+  TENANT_MISMATCH: { code: Code.PermissionDenied, http: 403 },
+  ROLE_REQUIRED: { code: Code.PermissionDenied, http: 403 },
+  // 404 / 409 / 412.
+  NOT_FOUND: { code: Code.NotFound, http: 404 },
+  ALREADY_EXISTS: { code: Code.AlreadyExists, http: 409 },
+  IDEMPOTENCY_KEY_IN_FLIGHT: { code: Code.Aborted, http: 409 },
+  INVALID_STATE: { code: Code.FailedPrecondition, http: 409 },
+  ETAG_MISMATCH: { code: Code.FailedPrecondition, http: 412 },
+  // 5xx.
+  LOAD_SHED: { code: Code.Unavailable, http: 503 },
+  UPSTREAM_UNAVAILABLE: { code: Code.Unavailable, http: 502 },
+  DEADLINE_EXCEEDED: { code: Code.DeadlineExceeded, http: 504 },
+  INTERNAL: { code: Code.Internal, http: 500 },
+} as const satisfies Record<string, CatalogueEntry>;
+
+export type ErrorReason = keyof typeof errorCatalogue;
+
+export function isErrorReason(reason: string): reason is ErrorReason {
+  return Object.hasOwn(errorCatalogue, reason);
+}
+
+/** Builds the ConnectError for a catalogued reason, carrying an ErrorInfo detail. */
+export function fail(reason: ErrorReason, message: string, metadata: Record<string, string> = {}): ConnectError {
+  const info = create(ErrorInfoSchema, { reason, domain: ERROR_DOMAIN, metadata });
+  return new ConnectError(message, errorCatalogue[reason].code, undefined, [{ desc: ErrorInfoSchema, value: info }]);
+}
+
+/** The ErrorInfo of an error, whether raised here or decoded from a peer's status details. */
+export function errorInfoOf(err: ConnectError): ErrorInfo | undefined {
+  return err.findDetails(ErrorInfoSchema)[0];
+}

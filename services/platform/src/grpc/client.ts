@@ -1,0 +1,146 @@
+// Typed clients over long-lived grpc-js channels: the same Connect `Client<S>` shape handlers
+// are written against, with the deadline, abort signal and metadata of every call honoured.
+import { Client as GrpcChannelClient, credentials, Metadata, type CallOptions as GrpcCallOptions, type ChannelOptions, type ClientDuplexStream, type ClientReadableStream, type ClientWritableStream, type ServiceError } from "@grpc/grpc-js";
+import { create, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { Code, ConnectError, type CallOptions, type Client } from "@connectrpc/connect";
+import { methodDefinition } from "./service-adapter.js";
+import { errorFromStatus } from "./status-details.js";
+
+export type { Client } from "@connectrpc/connect";
+
+const DEFAULT_CHANNEL_OPTIONS: ChannelOptions = {
+  "grpc.keepalive_time_ms": 30_000,
+  "grpc.keepalive_timeout_ms": 10_000,
+  "grpc.keepalive_permit_without_calls": 1,
+  // Reconnect quickly after a peer restarts; the first failure is still reported at once.
+  "grpc.initial_reconnect_backoff_ms": 200,
+  "grpc.max_reconnect_backoff_ms": 2_000,
+};
+
+/** One long-lived HTTP/2 channel to a service; share it between every client of that address. */
+export function openChannel(address: string, options: ChannelOptions = {}): GrpcChannelClient {
+  return new GrpcChannelClient(address, credentials.createInsecure(), { ...DEFAULT_CHANNEL_OPTIONS, ...options });
+}
+
+function metadataOf(options: CallOptions | undefined): Metadata {
+  const metadata = new Metadata();
+  const headers = options?.headers;
+  if (headers) new Headers(headers).forEach((value, key) => metadata.set(key, value));
+  return metadata;
+}
+
+function grpcOptions(options: CallOptions | undefined): GrpcCallOptions {
+  const timeoutMs = options?.timeoutMs;
+  return timeoutMs === undefined ? {} : { deadline: Date.now() + Math.max(0, timeoutMs) };
+}
+
+/** The error a call ended with: the abort reason when our own signal cancelled it. */
+function callError(err: unknown, signal: AbortSignal | undefined): ConnectError {
+  if (signal?.aborted) {
+    const reason: unknown = signal.reason;
+    return reason instanceof ConnectError ? reason : new ConnectError("call cancelled", Code.Canceled);
+  }
+  if (err instanceof ConnectError) return err;
+  if (err && typeof err === "object" && "code" in err) return errorFromStatus(err as ServiceError);
+  return ConnectError.from(err);
+}
+
+function preflight(options: CallOptions | undefined): ConnectError | undefined {
+  if (options?.signal?.aborted) return callError(undefined, options.signal);
+  if (options?.timeoutMs !== undefined && options.timeoutMs <= 0) return new ConnectError("deadline exceeded before the call", Code.DeadlineExceeded);
+  return undefined;
+}
+
+function cancelOnAbort(signal: AbortSignal | undefined, call: { cancel(): void }): () => void {
+  if (!signal) return () => {};
+  const onAbort = () => call.cancel();
+  signal.addEventListener("abort", onAbort, { once: true });
+  return () => signal.removeEventListener("abort", onAbort);
+}
+
+async function* readAll(call: ClientReadableStream<object> | ClientDuplexStream<object, object>, signal: AbortSignal | undefined, release: () => void) {
+  let finished = false;
+  try {
+    for await (const message of call) yield message;
+    finished = true;
+  } catch (err) {
+    finished = true;
+    throw callError(err, signal);
+  } finally {
+    release();
+    // The consumer stopped early (break / return): end only this stream, not the channel.
+    if (!finished) call.cancel();
+  }
+}
+
+async function pump(call: ClientWritableStream<object> | ClientDuplexStream<object, object>, method: DescMethod, requests: AsyncIterable<unknown>) {
+  try {
+    for await (const request of requests) {
+      if (!call.write(create(method.input, request as never))) await new Promise((resolve) => call.once("drain", resolve));
+    }
+    call.end();
+  } catch {
+    call.cancel();
+  }
+}
+
+export function createServiceClient<S extends DescService>(service: S, channel: GrpcChannelClient): Client<S> {
+  const client: Record<string, unknown> = {};
+  for (const method of service.methods) {
+    const def = methodDefinition(method);
+    const path = def.path;
+    const ser = def.requestSerialize;
+    const de = def.responseDeserialize;
+    switch (method.methodKind) {
+      case "unary":
+        client[method.localName] = (request: object, options?: CallOptions) =>
+          new Promise((resolve, reject) => {
+            const early = preflight(options);
+            if (early) return reject(early);
+            const signal = options?.signal;
+            let release = () => {};
+            const call = channel.makeUnaryRequest(path, ser, de, create(method.input, request as never), metadataOf(options), grpcOptions(options), (err, value) => {
+              release();
+              if (err) reject(callError(err, signal));
+              else resolve(value);
+            });
+            release = cancelOnAbort(signal, call);
+          });
+        break;
+      case "server_streaming":
+        client[method.localName] = (request: object, options?: CallOptions) => {
+          const early = preflight(options);
+          if (early) return (async function* () { throw early; })();
+          const call = channel.makeServerStreamRequest(path, ser, de, create(method.input, request as never), metadataOf(options), grpcOptions(options));
+          return readAll(call, options?.signal, cancelOnAbort(options?.signal, call));
+        };
+        break;
+      case "client_streaming":
+        client[method.localName] = (requests: AsyncIterable<unknown>, options?: CallOptions) =>
+          new Promise((resolve, reject) => {
+            const early = preflight(options);
+            if (early) return reject(early);
+            const signal = options?.signal;
+            let release = () => {};
+            const call = channel.makeClientStreamRequest(path, ser, de, metadataOf(options), grpcOptions(options), (err, value) => {
+              release();
+              if (err) reject(callError(err, signal));
+              else resolve(value);
+            });
+            release = cancelOnAbort(signal, call);
+            void pump(call, method, requests);
+          });
+        break;
+      case "bidi_streaming":
+        client[method.localName] = (requests: AsyncIterable<unknown>, options?: CallOptions) => {
+          const early = preflight(options);
+          if (early) return (async function* () { throw early; })();
+          const call = channel.makeBidiStreamRequest(path, ser, de, metadataOf(options), grpcOptions(options));
+          void pump(call, method, requests);
+          return readAll(call, options?.signal, cancelOnAbort(options?.signal, call));
+        };
+        break;
+    }
+  }
+  return client as Client<S>;
+}

@@ -1,0 +1,145 @@
+// Serves a protobuf-es service descriptor with Connect-shaped handlers on a grpc-js server:
+// proto in, proto out, a HandlerContext with deadline and abort signal, streams as async iterables.
+import type {
+  handleBidiStreamingCall,
+  handleClientStreamingCall,
+  handleServerStreamingCall,
+  handleUnaryCall,
+  MethodDefinition,
+  ServerDuplexStream,
+  ServerReadableStream,
+  ServerWritableStream,
+  ServiceDefinition,
+  UntypedServiceImplementation,
+} from "@grpc/grpc-js";
+import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethod, type DescService, type MessageShape } from "@bufbuild/protobuf";
+import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { openCallScope } from "./handler-context.js";
+import { statusFromError } from "./status-details.js";
+
+export type RpcErrorListener = (err: unknown, method: DescMethod) => void;
+
+/** Serializer pair of one message type, shared by client and server definitions. */
+export function codecOf<D extends DescMessage>(desc: D) {
+  return {
+    serialize: (message: MessageShape<D>) => Buffer.from(toBinary(desc, message)),
+    deserialize: (bytes: Buffer) => fromBinary(desc, bytes),
+  };
+}
+
+function toMessage(desc: DescMessage, value: unknown) {
+  return isMessage(value, desc) ? value : create(desc, value as never);
+}
+
+export function methodPath(method: DescMethod): string {
+  return `/${method.parent.typeName}/${method.name}`;
+}
+
+/** The grpc-js MethodDefinition of a protobuf-es method descriptor. */
+export function methodDefinition(method: DescMethod): MethodDefinition<object, object> {
+  const input = codecOf(method.input);
+  const output = codecOf(method.output);
+  return {
+    path: methodPath(method),
+    requestStream: method.methodKind === "client_streaming" || method.methodKind === "bidi_streaming",
+    responseStream: method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming",
+    requestSerialize: (m: object) => input.serialize(m as never),
+    requestDeserialize: input.deserialize,
+    responseSerialize: (m: object) => output.serialize(toMessage(method.output, m) as never),
+    responseDeserialize: output.deserialize,
+  };
+}
+
+async function writeAll(call: ServerWritableStream<object, object> | ServerDuplexStream<object, object>, source: AsyncIterable<unknown>, method: DescMethod, signal: AbortSignal) {
+  for await (const item of source) {
+    if (signal.aborted) return;
+    // Respect HTTP/2 flow control: wait for drain instead of buffering without bound.
+    if (!call.write(toMessage(method.output, item))) {
+      await new Promise<void>((resolve) => {
+        const done = () => { call.removeListener("drain", done); signal.removeEventListener("abort", done); resolve(); };
+        call.once("drain", done);
+        signal.addEventListener("abort", done, { once: true });
+      });
+    }
+  }
+}
+
+type AnyImpl = (input: never, context: HandlerContext) => unknown;
+
+/**
+ * The request side of a streaming call as an async iterable. A plain `for await` over the
+ * stream destroys it when the loop ends, which would also kill the response side of a bidi call.
+ */
+function requestsOf(call: ServerReadableStream<object, object> | ServerDuplexStream<object, object>): AsyncIterable<object> {
+  return { [Symbol.asyncIterator]: () => call.iterator({ destroyOnReturn: false }) };
+}
+
+/** grpc-js definition + implementation for one service; `onError` sees every failed call. */
+export function adaptService<S extends DescService>(service: S, impl: Partial<ServiceImpl<S>>, onError: RpcErrorListener) {
+  const definition: Record<string, MethodDefinition<object, object>> = {};
+  const implementation: UntypedServiceImplementation = {};
+  for (const method of service.methods) {
+    const handler = (impl as Record<string, AnyImpl | undefined>)[method.localName];
+    if (!handler) continue;
+    definition[method.name] = methodDefinition(method);
+    implementation[method.name] = handlerFor(service, method, handler.bind(impl), onError);
+  }
+  return { definition: definition as ServiceDefinition, implementation };
+}
+
+function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, onError: RpcErrorListener) {
+  const reportAndStatus = (err: unknown) => {
+    onError(err, method);
+    return statusFromError(err);
+  };
+  switch (method.methodKind) {
+    case "unary": {
+      const h: handleUnaryCall<object, object> = (call, callback) => {
+        const scope = openCallScope(call, service, method);
+        Promise.resolve()
+          .then(() => impl(call.request as never, scope.context))
+          .then(
+            (res) => { scope.done(); callback(null, toMessage(method.output, res)); },
+            (err) => { scope.done(); callback(reportAndStatus(err)); },
+          );
+      };
+      return h;
+    }
+    case "server_streaming": {
+      const h: handleServerStreamingCall<object, object> = (call) => {
+        const scope = openCallScope(call, service, method);
+        Promise.resolve()
+          .then(() => writeAll(call, impl(call.request as never, scope.context) as AsyncIterable<unknown>, method, scope.context.signal))
+          .then(
+            () => { scope.done(); call.end(); },
+            (err) => { scope.done(); call.emit("error", reportAndStatus(err)); },
+          );
+      };
+      return h;
+    }
+    case "client_streaming": {
+      const h: handleClientStreamingCall<object, object> = (call: ServerReadableStream<object, object>, callback) => {
+        const scope = openCallScope(call, service, method);
+        Promise.resolve()
+          .then(() => impl(requestsOf(call) as never, scope.context))
+          .then(
+            (res) => { scope.done(); callback(null, toMessage(method.output, res)); },
+            (err) => { scope.done(); callback(reportAndStatus(err)); },
+          );
+      };
+      return h;
+    }
+    case "bidi_streaming": {
+      const h: handleBidiStreamingCall<object, object> = (call) => {
+        const scope = openCallScope(call, service, method);
+        Promise.resolve()
+          .then(() => writeAll(call, impl(requestsOf(call) as never, scope.context) as AsyncIterable<unknown>, method, scope.context.signal))
+          .then(
+            () => { scope.done(); call.end(); },
+            (err) => { scope.done(); call.emit("error", reportAndStatus(err)); },
+          );
+      };
+      return h;
+    }
+  }
+}

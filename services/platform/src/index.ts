@@ -1,0 +1,14 @@
+export * from "./errors.js";
+export * from "./config.js";
+export * from "./logger.js";
+export * from "./auth.js";
+export * from "./paging.js";
+export * from "./server.js";
+export * from "./grpc/client.js";
+export * from "./grpc/handler-context.js";
+export { codecOf, methodPath } from "./grpc/service-adapter.js";
+export { errorFromStatus, statusFromError } from "./grpc/status-details.js";
+export { HealthStatus, ServingStatus } from "./grpc/health.js";
+export * from "./store/sql.js";
+export * from "./store/idempotency.js";
+export { echoImpl, EchoService } from "./echo.js";

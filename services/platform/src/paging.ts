@@ -1,0 +1,60 @@
+// The keyset cursor every list uses: a page is tied to the position (created_at, id) of its last
+// row, never to an offset, so its cost does not grow with depth and inserts do not shift it.
+import { fail } from "./errors.js";
+
+export const DEFAULT_PAGE_SIZE = 20;
+export const MAX_PAGE_SIZE = 100;
+
+export interface Keyset {
+  createdAt: Date;
+  id: string;
+}
+
+interface CursorBody {
+  v: 1;
+  /** Which list (and whose): a cursor from another list is refused, never misread. */
+  c: string;
+  t: number;
+  i: string;
+}
+
+/** 0 (unset) means the default; anything outside 1..100 is refused. */
+export function pageSizeOf(requested: number): number {
+  if (requested === 0) return DEFAULT_PAGE_SIZE;
+  if (!Number.isInteger(requested) || requested < 1 || requested > MAX_PAGE_SIZE) {
+    throw fail("INVALID_REQUEST", `page size must be between 1 and ${MAX_PAGE_SIZE}`);
+  }
+  return requested;
+}
+
+export function encodeCursor(collection: string, key: Keyset): string {
+  const body: CursorBody = { v: 1, c: collection, t: key.createdAt.getTime(), i: key.id };
+  return Buffer.from(JSON.stringify(body)).toString("base64url");
+}
+
+/** The position a cursor names, or undefined for the first page. Malformed or foreign → 400. */
+export function decodeCursor(collection: string, token: string): Keyset | undefined {
+  if (token === "") return undefined;
+  let body: Partial<CursorBody>;
+  try {
+    if (token.length > 512 || !/^[A-Za-z0-9_-]+$/.test(token)) throw new Error("shape");
+    body = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as Partial<CursorBody>;
+  } catch {
+    throw fail("INVALID_CURSOR", "the cursor is malformed");
+  }
+  if (body.v !== 1 || typeof body.t !== "number" || !Number.isSafeInteger(body.t) || typeof body.i !== "string") {
+    throw fail("INVALID_CURSOR", "the cursor is malformed");
+  }
+  if (body.c !== collection) throw fail("INVALID_CURSOR", "the cursor belongs to another list");
+  return { createdAt: new Date(body.t), id: body.i };
+}
+
+/**
+ * Splits rows fetched with `LIMIT size + 1` into a page and the cursor of the next one
+ * ("" on the last page).
+ */
+export function pageOf<T>(rows: T[], size: number, collection: string, keyOf: (row: T) => Keyset): { items: T[]; nextCursor: string } {
+  if (rows.length <= size) return { items: rows, nextCursor: "" };
+  const items = rows.slice(0, size);
+  return { items, nextCursor: encodeCursor(collection, keyOf(items[items.length - 1] as T)) };
+}

@@ -1,0 +1,124 @@
+// The one server bootstrap: every service is served through here with the same gRPC server,
+// health, reflection, error reporting and graceful shutdown.
+import { Server, ServerCredentials, type ServerOptions } from "@grpc/grpc-js";
+import type { DescMethod, DescService } from "@bufbuild/protobuf";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import { Health } from "@switchyard/gen/health/v1/health_pb.js";
+import { adaptService } from "./grpc/service-adapter.js";
+import { HealthStatus, ServingStatus } from "./grpc/health.js";
+import { reflectionImpls, ReflectionV1, ReflectionV1Alpha } from "./grpc/reflection.js";
+import type { Logger } from "./logger.js";
+
+export interface ServiceRegistration {
+  readonly service: DescService;
+  readonly impl: object;
+}
+
+/** Pairs a service descriptor with its Connect-shaped implementation (type-checked). */
+export function registration<S extends DescService>(service: S, impl: ServiceImpl<S>): ServiceRegistration {
+  return { service, impl };
+}
+
+export interface GrpcServerOptions {
+  name: string;
+  host: string;
+  port: number;
+  services: ServiceRegistration[];
+  logger: Logger;
+  /** How long a graceful shutdown waits for in-flight calls before cutting them. */
+  drainTimeoutMs?: number;
+}
+
+export interface RunningServer {
+  readonly port: number;
+  readonly health: HealthStatus;
+  /** Stops taking calls, lets in-flight calls finish (up to the drain timeout), then closes. */
+  shutdown(): Promise<void>;
+}
+
+const SERVER_OPTIONS: ServerOptions = {
+  "grpc.max_receive_message_length": 4 * 1024 * 1024,
+  "grpc.keepalive_time_ms": 60_000,
+  "grpc.keepalive_permit_without_calls": 1,
+  "grpc.http2.min_ping_interval_without_data_ms": 10_000,
+};
+
+/** Client errors are logged quietly; INTERNAL and non-catalogued errors loudly, with their stack. */
+function errorReporter(logger: Logger) {
+  return (err: unknown, method: DescMethod) => {
+    const rpc = `${method.parent.typeName}/${method.name}`;
+    if (err instanceof ConnectError && err.code !== Code.Internal && err.code !== Code.Unknown) {
+      logger.debug({ rpc, code: Code[err.code], message: err.rawMessage }, "rpc failed");
+    } else {
+      logger.error({ rpc, err }, "rpc failed with an internal error");
+    }
+  };
+}
+
+export async function startGrpcServer(options: GrpcServerOptions): Promise<RunningServer> {
+  const server = new Server(SERVER_OPTIONS);
+  const health = new HealthStatus();
+  const onError = errorReporter(options.logger);
+  const reflection = reflectionImpls([...options.services.map((s) => s.service), Health]);
+  const all: ServiceRegistration[] = [
+    ...options.services,
+    registration(Health, health.impl()),
+    registration(ReflectionV1, reflection.v1),
+    registration(ReflectionV1Alpha, reflection.v1alpha),
+  ];
+  for (const { service, impl } of all) {
+    const adapted = adaptService(service, impl as never, onError);
+    server.addService(adapted.definition, adapted.implementation);
+  }
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${options.host}:${options.port}`, ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
+  );
+  for (const { service } of options.services) health.set(service.typeName, ServingStatus.SERVING);
+  health.set("", ServingStatus.SERVING);
+
+  let stopping: Promise<void> | undefined;
+  const shutdown = () =>
+    (stopping ??= new Promise<void>((resolve) => {
+      health.setAll(ServingStatus.NOT_SERVING);
+      const timer = setTimeout(() => {
+        options.logger.warn("drain timeout: cancelling calls still in flight");
+        server.forceShutdown();
+        resolve();
+      }, options.drainTimeoutMs ?? 10_000);
+      server.tryShutdown(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    }));
+  options.logger.info({ port }, `${options.name} listening`);
+  return { port, health, shutdown };
+}
+
+/**
+ * Runs an entrypoint: starts it, and on SIGTERM or SIGINT stops it gracefully once.
+ * `start` returns the stop function of everything it opened.
+ */
+export function runMain(name: string, start: () => Promise<() => Promise<void>>): void {
+  start().then(
+    (stop) => {
+      let stopping = false;
+      const onSignal = (signal: string) => {
+        if (stopping) return;
+        stopping = true;
+        stop().then(
+          () => process.exit(0),
+          (err: unknown) => {
+            process.stderr.write(`${name}: error while stopping on ${signal}: ${String(err)}\n`);
+            process.exit(1);
+          },
+        );
+      };
+      process.on("SIGTERM", () => onSignal("SIGTERM"));
+      process.on("SIGINT", () => onSignal("SIGINT"));
+    },
+    (err: unknown) => {
+      process.stderr.write(`${name}: failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exit(1);
+    },
+  );
+}

@@ -1,0 +1,94 @@
+// Idempotency keys (after the IETF httpapi Idempotency-Key draft), kept in the service's own
+// database: the key record and the business write commit in one transaction, so a retry either
+// finds the finished result or nothing at all — never half of it.
+import { createHash } from "node:crypto";
+import { fail } from "../errors.js";
+import type { SqlDatabase, SqlExecutor } from "./sql.js";
+
+/** Include in a service's migrations to use `runIdempotent`. */
+export const IDEMPOTENCY_TABLE_SQL = `
+CREATE TABLE idempotency_keys (
+  tenant_id    text        NOT NULL,
+  operation    text        NOT NULL,
+  key          text        NOT NULL,
+  request_hash text        NOT NULL,
+  response     bytea,
+  created_at   timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (tenant_id, operation, key)
+);
+CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
+`;
+
+export interface IdempotencyScope {
+  tenantId: string;
+  /** The operation the key belongs to, e.g. "payments.create": keys of different operations never meet. */
+  operation: string;
+  key: string;
+  /** Fingerprint of the request (see requestFingerprint): same key with another request → 422. */
+  requestHash: string;
+}
+
+export interface ResultCodec<T> {
+  encode(value: T): Uint8Array;
+  decode(bytes: Uint8Array): T;
+}
+
+export interface IdempotentOutcome<T> {
+  result: T;
+  replayed: boolean;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Refuses a key that is not a UUID (400). */
+export function assertIdempotencyKey(key: string): void {
+  if (!UUID.test(key)) throw fail("IDEMPOTENCY_KEY_INVALID", "Idempotency-Key must be a UUID");
+}
+
+/** A stable fingerprint of the fields that make a request what it is. */
+export function requestFingerprint(fields: Record<string, string | number | bigint | boolean>): string {
+  const canonical = Object.keys(fields)
+    .sort()
+    .map((k) => `${k}=${JSON.stringify(String(fields[k]))}`)
+    .join("&");
+  return createHash("sha256").update(canonical).digest("base64url");
+}
+
+/**
+ * Runs `work` at most once per scope. The first call stores its encoded result with the key in
+ * the same transaction as the work; later calls with the same request get that result back
+ * (replayed), and with another request an IDEMPOTENCY_KEY_REUSED error. Concurrent first calls
+ * wait on the key's row: one does the work, the rest replay it.
+ */
+export async function runIdempotent<T>(db: SqlDatabase, scope: IdempotencyScope, codec: ResultCodec<T>, work: (tx: SqlExecutor) => Promise<T>): Promise<IdempotentOutcome<T>> {
+  assertIdempotencyKey(scope.key);
+  const keyParams = [scope.tenantId, scope.operation, scope.key.toLowerCase()];
+  return db.transaction(async (tx) => {
+    const claimed = await tx.query(
+      `INSERT INTO idempotency_keys (tenant_id, operation, key, request_hash) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+      [...keyParams, scope.requestHash],
+    );
+    if (claimed.rowCount === 1) {
+      const result = await work(tx);
+      await tx.query(`UPDATE idempotency_keys SET response = $4 WHERE tenant_id = $1 AND operation = $2 AND key = $3`, [...keyParams, codec.encode(result)]);
+      return { result, replayed: false };
+    }
+    const found = await tx.query<{ request_hash: string; response: Uint8Array | null }>(
+      `SELECT request_hash, response FROM idempotency_keys WHERE tenant_id = $1 AND operation = $2 AND key = $3`,
+      keyParams,
+    );
+    const record = found.rows[0];
+    if (!record) throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "a request with this Idempotency-Key is still in progress; retry later");
+    if (record.request_hash !== scope.requestHash) {
+      throw fail("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was already used with a different request body");
+    }
+    if (!record.response) throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "a request with this Idempotency-Key is still in progress; retry later");
+    return { result: codec.decode(record.response), replayed: true };
+  });
+}
+
+/** Forgets keys older than `olderThanMs` (kept at least 24 h by the services' settings). */
+export async function purgeIdempotencyKeys(db: SqlExecutor, olderThanMs: number): Promise<number> {
+  const result = await db.query(`DELETE FROM idempotency_keys WHERE created_at < now() - ($1::bigint * interval '1 millisecond')`, [olderThanMs]);
+  return result.rowCount;
+}

@@ -1,0 +1,178 @@
+// The PostgreSQL-family store adapter: embedded PGlite (a real PostgreSQL engine, persisted under
+// ./data/<service>) when no DATABASE_URL is given, a PostgreSQL server through `pg` when it is.
+// Each service owns one schema; versioned migrations are applied at start under an advisory lock
+// so that replicas starting together do not race.
+import { mkdirSync } from "node:fs";
+import pg from "pg";
+import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
+
+export interface SqlResult<R> {
+  rows: R[];
+  rowCount: number;
+}
+
+export interface SqlExecutor {
+  query<R = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<SqlResult<R>>;
+  /** Runs a script of several statements without parameters (migrations). */
+  exec(sql: string): Promise<void>;
+}
+
+export interface SqlDatabase extends SqlExecutor {
+  readonly engine: "pglite" | "postgres";
+  readonly schema: string;
+  /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
+  transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly sql: string;
+}
+
+export interface OpenSqlOptions {
+  /** postgres://… to use a server; undefined for embedded PGlite. */
+  databaseUrl?: string | undefined;
+  /** PGlite data directory; undefined keeps the embedded database in memory (tests). */
+  dataDir?: string | undefined;
+  /** Schema owned by the service (a lower-case identifier). */
+  schema: string;
+  migrations: readonly Migration[];
+  /** Pool size for a PostgreSQL server. */
+  maxConnections?: number;
+}
+
+const INT8_OID = 20;
+const parseInt8 = (value: string) => BigInt(value);
+
+/** bigint parameters travel as text: both drivers then agree on them. */
+function normalizeParams(params: unknown[] | undefined): unknown[] | undefined {
+  return params?.map((p) => (typeof p === "bigint" ? p.toString() : p));
+}
+
+function assertIdentifier(schema: string): void {
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error(`invalid schema name "${schema}"`);
+}
+
+class PgliteDatabase implements SqlDatabase {
+  readonly engine = "pglite";
+  constructor(private readonly db: PGlite, readonly schema: string) {}
+
+  async query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
+    const result = await this.db.query<R>(sql, normalizeParams(params));
+    return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+  }
+
+  async exec(sql: string): Promise<void> {
+    await this.db.exec(sql);
+  }
+
+  transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    return this.db.transaction(async (tx) =>
+      work({
+        query: async <R>(sql: string, params?: unknown[]) => {
+          const result = await tx.query<R>(sql, normalizeParams(params));
+          return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+        },
+        exec: async (sql: string) => {
+          await tx.exec(sql);
+        },
+      }),
+    );
+  }
+
+  async close(): Promise<void> {
+    if (!this.db.closed) await this.db.close();
+  }
+}
+
+class PostgresDatabase implements SqlDatabase {
+  readonly engine = "postgres";
+  constructor(private readonly pool: pg.Pool, readonly schema: string) {}
+
+  async query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
+    const result = await this.pool.query(sql, normalizeParams(params));
+    return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
+  }
+
+  async exec(sql: string): Promise<void> {
+    await this.pool.query(sql);
+  }
+
+  async transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    try {
+      await client.query("BEGIN");
+      const value = await work({
+        query: async <R>(sql: string, params?: unknown[]) => {
+          const result = await client.query(sql, normalizeParams(params));
+          return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
+        },
+        exec: async (sql: string) => {
+          await client.query(sql);
+        },
+      });
+      await client.query("COMMIT");
+      return value;
+    } catch (err) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+async function migrate(db: SqlDatabase, migrations: readonly Migration[]): Promise<void> {
+  const versions = migrations.map((m) => m.version);
+  if (new Set(versions).size !== versions.length) throw new Error("duplicate migration version");
+  await db.transaction(async (tx) => {
+    // Replicas of one service starting together apply each migration once.
+    await tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`switchyard.migrations.${db.schema}`]);
+    await tx.query(`CREATE SCHEMA IF NOT EXISTS ${db.schema}`);
+    await tx.query(`CREATE TABLE IF NOT EXISTS ${db.schema}.schema_migrations (
+      version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
+    const applied = await tx.query<{ version: number }>(`SELECT version FROM ${db.schema}.schema_migrations`);
+    const done = new Set(applied.rows.map((r) => Number(r.version)));
+    for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
+      if (done.has(m.version)) continue;
+      await tx.query(`SET LOCAL search_path TO ${db.schema}`);
+      await tx.exec(m.sql);
+      await tx.query(`INSERT INTO ${db.schema}.schema_migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
+    }
+  });
+}
+
+export async function openSqlDatabase(options: OpenSqlOptions): Promise<SqlDatabase> {
+  assertIdentifier(options.schema);
+  let db: SqlDatabase;
+  if (options.databaseUrl) {
+    const pool = new pg.Pool({
+      connectionString: options.databaseUrl,
+      max: options.maxConnections ?? 10,
+      options: `-c search_path=${options.schema}`,
+      types: { getTypeParser: ((oid: number, format?: "text" | "binary") => (oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as "text"))) as typeof pg.types.getTypeParser },
+    });
+    // An idle client that loses its server must not crash the process; the next query reconnects.
+    pool.on("error", () => {});
+    db = new PostgresDatabase(pool, options.schema);
+  } else {
+    if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
+    const lite = new PGlite(options.dataDir, { parsers: { [pgliteTypes.INT8]: parseInt8 } });
+    await lite.waitReady;
+    db = new PgliteDatabase(lite, options.schema);
+  }
+  try {
+    await migrate(db, options.migrations);
+    if (db.engine === "pglite") await db.query(`SET search_path TO ${options.schema}`);
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+  return db;
+}

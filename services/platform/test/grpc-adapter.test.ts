@@ -1,0 +1,182 @@
+// The gRPC adapter over real HTTP/2 sockets: all four call shapes, errors with ErrorInfo,
+// deadlines and cancellation reaching the handler, and wire compatibility with other clients.
+import { expect } from "chai";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
+import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
+import { ServerReflection } from "@switchyard/gen/grpc/reflection/v1/reflection_pb.js";
+import { ErrorInfoSchema } from "@switchyard/gen/google/rpc/error_details_pb.js";
+import { createLogger, createServiceClient, echoImpl, EchoService, errorInfoOf, openChannel, registration, startGrpcServer, type RunningServer } from "@switchyard/platform";
+
+const run = promisify(execFile);
+
+async function* from<T>(items: T[], gapMs = 0): AsyncIterable<T> {
+  for (const item of items) {
+    if (gapMs) await sleep(gapMs);
+    yield item;
+  }
+}
+
+describe("gRPC adapter (grpc-js server, protobuf-es messages, Connect-shaped handlers)", () => {
+  let server: RunningServer;
+  let channel: ReturnType<typeof openChannel>;
+  const events: { method: string; aborted: boolean }[] = [];
+  let address: string;
+
+  before(async () => {
+    server = await startGrpcServer({
+      name: "echo",
+      host: "127.0.0.1",
+      port: 0,
+      services: [registration(EchoService, echoImpl((e) => events.push(e)))],
+      logger: createLogger("test", "silent"),
+      drainTimeoutMs: 2_000,
+    });
+    address = `127.0.0.1:${server.port}`;
+    channel = openChannel(address);
+  });
+  after(async () => {
+    channel.close();
+    await server.shutdown();
+  });
+  beforeEach(() => {
+    events.length = 0;
+  });
+
+  const echo = () => createServiceClient(EchoService, channel);
+  const waitForEvent = async (method: string) => {
+    for (let i = 0; i < 100 && !events.some((e) => e.method === method); i++) await sleep(10);
+    return events.find((e) => e.method === method);
+  };
+
+  it("answers a unary call", async () => {
+    const res = await echo().echo({ message: "hello" });
+    expect(res.message).to.equal("hello");
+  });
+
+  it("carries the error code, message and ErrorInfo reason to the client", async () => {
+    const err = await echo().echo({ message: "fail" }).then(() => undefined, (e: unknown) => e);
+    expect(err).to.be.instanceOf(ConnectError);
+    const ce = err as ConnectError;
+    expect(ce.code).to.equal(Code.InvalidArgument);
+    expect(ce.rawMessage).to.equal("asked to fail");
+    expect(errorInfoOf(ce)?.reason).to.equal("RULE_VIOLATION");
+    expect(errorInfoOf(ce)?.metadata).to.deep.equal({ field: "message" });
+  });
+
+  it("ends a call at its deadline on both ends", async () => {
+    const started = Date.now();
+    const err = (await echo().echo({ message: "slow", delayMs: 2_000 }, { timeoutMs: 150 }).catch((e: unknown) => e)) as ConnectError;
+    expect(err.code).to.equal(Code.DeadlineExceeded);
+    expect(Date.now() - started).to.be.lessThan(1_000);
+    const event = await waitForEvent("echo");
+    expect(event, "the handler saw its signal abort").to.deep.equal({ method: "echo", aborted: true });
+  });
+
+  it("propagates a client abort to the handler", async () => {
+    const controller = new AbortController();
+    const pending = echo().echo({ message: "slow", delayMs: 2_000 }, { signal: controller.signal }).catch((e: unknown) => e);
+    await sleep(100);
+    controller.abort();
+    const err = (await pending) as ConnectError;
+    expect(err.code).to.equal(Code.Canceled);
+    expect(await waitForEvent("echo")).to.deep.equal({ method: "echo", aborted: true });
+  });
+
+  it("streams from the server", async () => {
+    const got: number[] = [];
+    for await (const m of echo().echoStream({ message: "tick", count: 5 })) got.push(m.sequence);
+    expect(got).to.deep.equal([1, 2, 3, 4, 5]);
+  });
+
+  it("streams from the client", async () => {
+    const res = await echo().collect(from([{ message: "a" }, { message: "b" }, { message: "c" }], 5));
+    expect(res).to.include({ joined: "a b c", count: 3 });
+  });
+
+  it("streams both ways", async () => {
+    const got: string[] = [];
+    for await (const m of echo().chat(from([{ message: "x" }, { message: "y" }]))) got.push(`${m.sequence}:${m.message}`);
+    expect(got).to.deep.equal(["1:x", "2:y"]);
+  });
+
+  it("cancels one stream without disturbing another call on the same connection", async () => {
+    const controller = new AbortController();
+    const long = (async () => {
+      const got: number[] = [];
+      try {
+        for await (const m of echo().echoStream({ message: "long", count: 50, delayMs: 20 }, { signal: controller.signal })) got.push(m.sequence);
+      } catch (err) {
+        return { got, err: err as ConnectError };
+      }
+      return { got, err: undefined };
+    })();
+    const other = (async () => {
+      const got: number[] = [];
+      for await (const m of echo().echoStream({ message: "other", count: 10, delayMs: 20 })) got.push(m.sequence);
+      return got;
+    })();
+    await sleep(80);
+    controller.abort();
+    const [cancelled, completed] = await Promise.all([long, other]);
+    expect(cancelled.err?.code).to.equal(Code.Canceled);
+    expect(cancelled.got.length).to.be.lessThan(50);
+    expect(completed).to.have.length(10);
+    expect(await waitForEvent("echoStream")).to.deep.equal({ method: "echoStream", aborted: true });
+  });
+
+  it("serves grpc.health.v1.Health", async () => {
+    const health = createServiceClient(Health, channel);
+    expect((await health.check({ service: "" })).status).to.equal(HealthCheckResponse_ServingStatus.SERVING);
+    expect((await health.check({ service: "switchyard.echo.v1.EchoService" })).status).to.equal(HealthCheckResponse_ServingStatus.SERVING);
+    const err = (await health.check({ service: "nope" }).catch((e: unknown) => e)) as ConnectError;
+    expect(err.code).to.equal(Code.NotFound);
+  });
+
+  it("answers server reflection", async () => {
+    const reflection = createServiceClient(ServerReflection, channel);
+    const answers = [];
+    for await (const res of reflection.serverReflectionInfo(from([{ messageRequest: { case: "listServices" as const, value: "" } }]))) answers.push(res);
+    const listed = answers[0]?.messageResponse;
+    expect(listed?.case).to.equal("listServicesResponse");
+    const names = listed?.case === "listServicesResponse" ? listed.value.service.map((s) => s.name) : [];
+    expect(names).to.include.members(["switchyard.echo.v1.EchoService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"]);
+  });
+
+  describe("wire compatibility with clients other than grpc-js", () => {
+    it("is called by connect-node's gRPC transport, ErrorInfo included", async () => {
+      const transport = createGrpcTransport({ baseUrl: `http://${address}` });
+      const client = createClient(EchoService, transport);
+      expect((await client.echo({ message: "via connect" })).message).to.equal("via connect");
+      const got: number[] = [];
+      for await (const m of client.echoStream({ message: "s", count: 3 })) got.push(m.sequence);
+      expect(got).to.deep.equal([1, 2, 3]);
+      const err = ConnectError.from(await client.echo({ message: "fail" }).catch((e: unknown) => e));
+      expect(err.code).to.equal(Code.InvalidArgument);
+      expect(err.findDetails(ErrorInfoSchema)[0]?.reason).to.equal("RULE_VIOLATION");
+    });
+
+    it("is called by `buf curl` through server reflection, without local protos", async () => {
+      const { stdout } = await run("node_modules/.bin/buf", ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "-d", '{"message":"via buf"}', `http://${address}/switchyard.echo.v1.EchoService/Echo`], { cwd: new URL("../../..", import.meta.url).pathname });
+      expect(JSON.parse(stdout)).to.deep.equal({ message: "via buf" });
+    });
+  });
+
+  it("drains in-flight calls on shutdown, then refuses new ones", async () => {
+    const own = await startGrpcServer({ name: "drain", host: "127.0.0.1", port: 0, services: [registration(EchoService, echoImpl())], logger: createLogger("test", "silent"), drainTimeoutMs: 3_000 });
+    const ch = openChannel(`127.0.0.1:${own.port}`);
+    const client = createServiceClient(EchoService, ch);
+    await client.echo({ message: "warm" });
+    const inFlight = client.echo({ message: "in flight", delayMs: 300 });
+    await sleep(50);
+    const stopped = own.shutdown();
+    expect((await inFlight).message).to.equal("in flight");
+    await stopped;
+    const err = (await client.echo({ message: "late" }, { timeoutMs: 1_000 }).catch((e: unknown) => e)) as ConnectError;
+    expect(err.code).to.equal(Code.Unavailable);
+    ch.close();
+  });
+});
