@@ -84,3 +84,15 @@ export function loadConfig<S extends Spec>(spec: S, env: NodeJS.ProcessEnv): Con
   if (problems.length > 0) throw new ConfigError(problems);
   return out as ConfigOf<S>;
 }
+
+/** Settings every service process has; each entrypoint adds its own. */
+export function serviceSettings(prefix: string, defaultPort: number) {
+  return {
+    host: setting(`${prefix}_HOST`, parse.string, "interface the gRPC server binds", "127.0.0.1"),
+    port: setting(`${prefix}_PORT`, parse.port, "gRPC port", defaultPort),
+    logLevel: setting("LOG_LEVEL", parse.oneOf("fatal", "error", "warn", "info", "debug", "trace", "silent"), "log level", "info" as string),
+    databaseUrl: optionalSetting("DATABASE_URL", parse.url("postgres:", "postgresql:"), "PostgreSQL server; unset = embedded PGlite under DATA_DIR"),
+    dataDir: setting("DATA_DIR", parse.string, "where embedded databases persist (one folder per service)", "./data"),
+    drainTimeoutMs: setting("SHUTDOWN_DRAIN_MS", parse.int(0, 600_000), "how long SIGTERM waits for in-flight calls", 10_000),
+  };
+}

@@ -26,6 +26,11 @@ export const errorCatalogue = {
   INVALID_CREDENTIALS: { code: Code.Unauthenticated, http: 401 },
   TENANT_MISMATCH: { code: Code.PermissionDenied, http: 403 },
   ROLE_REQUIRED: { code: Code.PermissionDenied, http: 403 },
+  // The edge's own refusals (the gateway raises these before any service is called).
+  PAYLOAD_TOO_LARGE: { code: Code.InvalidArgument, http: 413 },
+  UNSUPPORTED_MEDIA_TYPE: { code: Code.InvalidArgument, http: 415 },
+  ROUTE_NOT_FOUND: { code: Code.NotFound, http: 404 },
+  METHOD_NOT_ALLOWED: { code: Code.Unimplemented, http: 405 },
   // 404 / 409 / 412.
   NOT_FOUND: { code: Code.NotFound, http: 404 },
   ALREADY_EXISTS: { code: Code.AlreadyExists, http: 409 },

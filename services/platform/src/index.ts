@@ -12,3 +12,5 @@ export { HealthStatus, ServingStatus } from "./grpc/health.js";
 export * from "./store/sql.js";
 export * from "./store/idempotency.js";
 export { echoImpl, EchoService } from "./echo.js";
+export { jwksFromIdentity } from "./identity-keys.js";
+export { newId, isIdOf } from "./ids.js";

@@ -1,0 +1,184 @@
+// The public edge: an HTTP server that routes and validates every /v1 request from the OpenAPI
+// document, authenticates it, and translates it into gRPC calls with a deadline.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
+import { bearerToken, createServiceClient, jwksFromIdentity, loadConfig, parse, setting, TokenVerifier, type Caller, type ConfigOf, type Logger } from "@switchyard/platform";
+import { readJsonBody } from "./runtime/body.js";
+import { edgeError, toHttpError } from "./runtime/errors.js";
+import { describeBodyError, describeParamError, loadApiDocument, type CompiledOperation } from "./runtime/openapi.js";
+import { sendError, sendJson } from "./runtime/respond.js";
+import type { RouteGroup, RouteHandler } from "./runtime/route.js";
+import { Router } from "./runtime/router.js";
+import { identityRoutes } from "./routes/identity.js";
+import { paymentRoutes } from "./routes/payments.js";
+import { openUpstreams, type Upstreams } from "./upstreams.js";
+
+export const gatewaySettings = {
+  host: setting("GATEWAY_HOST", parse.string, "interface the HTTP server binds", "127.0.0.1"),
+  port: setting("GATEWAY_PORT", parse.port, "HTTP port of the public API", 8080),
+  logLevel: setting("LOG_LEVEL", parse.oneOf("fatal", "error", "warn", "info", "debug", "trace", "silent"), "log level", "info" as string),
+  identityAddress: setting("IDENTITY_ADDRESS", parse.address, "identity service", "127.0.0.1:50051"),
+  paymentsAddress: setting("PAYMENTS_ADDRESS", parse.address, "payments service", "127.0.0.1:50052"),
+  deadlineMs: setting("GATEWAY_DEADLINE_MS", parse.int(50, 120_000), "deadline given to every upstream call chain", 5_000),
+  maxBodyBytes: setting("GATEWAY_MAX_BODY_BYTES", parse.int(1_024, 10 * 1024 * 1024), "largest accepted request body", 64 * 1024),
+  drainTimeoutMs: setting("SHUTDOWN_DRAIN_MS", parse.int(0, 600_000), "how long SIGTERM waits for in-flight requests", 10_000),
+};
+export type GatewayConfig = ConfigOf<typeof gatewaySettings>;
+
+export function gatewayConfigFrom(env: NodeJS.ProcessEnv): GatewayConfig {
+  return loadConfig(gatewaySettings, env);
+}
+
+const ROUTE_GROUPS: RouteGroup[] = [identityRoutes, paymentRoutes];
+const BUILT_IN = new Set(["getOpenApiDocument"]);
+
+interface BoundRoute {
+  handler: RouteHandler;
+  upstream: string;
+}
+
+/** Every operation of the document has exactly one handler, and every handler an operation. */
+export function bindRoutes(operations: CompiledOperation[], groups: RouteGroup[] = ROUTE_GROUPS): Map<string, BoundRoute> {
+  const bound = new Map<string, BoundRoute>();
+  for (const group of groups) {
+    for (const [operationId, handler] of Object.entries(group.handlers)) {
+      if (bound.has(operationId)) throw new Error(`two handlers for operation ${operationId}`);
+      bound.set(operationId, { handler, upstream: group.upstream });
+    }
+  }
+  const documented = new Set(operations.map((o) => o.operationId));
+  const missing = [...documented].filter((id) => !bound.has(id) && !BUILT_IN.has(id));
+  const undocumented = [...bound.keys()].filter((id) => !documented.has(id));
+  if (missing.length > 0 || undocumented.length > 0) {
+    throw new Error(`routes and OpenAPI document disagree: without handler [${missing.join(", ")}], without operation [${undocumented.join(", ")}]`);
+  }
+  return bound;
+}
+
+export interface RunningGateway {
+  readonly port: number;
+  readonly server: Server;
+  stop(): Promise<void>;
+}
+
+function splitUrl(url: string): { pathname: string; search: string } {
+  const q = url.indexOf("?");
+  return q === -1 ? { pathname: url, search: "" } : { pathname: url.slice(0, q), search: url.slice(q + 1) };
+}
+
+export async function startGateway(config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
+  const api = loadApiDocument();
+  const routes = bindRoutes(api.operations);
+  const router = new Router(api.operations);
+  const upstreams: Upstreams = openUpstreams({ identity: config.identityAddress, payments: config.paymentsAddress });
+  const verifier = new TokenVerifier(jwksFromIdentity(upstreams.channels.identity));
+  const healthClients = Object.values(upstreams.channels).map((channel) => createServiceClient(Health, channel));
+
+  /** Ready when every upstream reports SERVING over grpc.health.v1. */
+  async function ready(): Promise<boolean> {
+    const checks = await Promise.allSettled(healthClients.map((h) => h.check({ service: "" }, { timeoutMs: 1_000 })));
+    return checks.every((c) => c.status === "fulfilled" && c.value.status === HealthCheckResponse_ServingStatus.SERVING);
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    let presentedToken = false;
+    let upstream = "upstream";
+    const controller = new AbortController();
+    // A client that goes away cancels the gRPC call and everything below it.
+    res.once("close", () => {
+      if (!res.writableFinished) controller.abort();
+    });
+    try {
+      const { pathname, search } = splitUrl(req.url ?? "/");
+      const method = req.method ?? "GET";
+      if (pathname === "/healthz") return sendJson(res, 200, { status: "ok" });
+      if (pathname === "/readyz") return (await ready()) ? sendJson(res, 200, { status: "ready" }) : sendJson(res, 503, { error: "an upstream is not ready", code: "UPSTREAM_UNAVAILABLE" }, { "retry-after": "1" });
+      const { operation, pathParams } = router.match(method, pathname);
+      if (operation.operationId === "getOpenApiDocument") return sendJson(res, 200, api.document);
+      const route = routes.get(operation.operationId)!;
+      upstream = route.upstream;
+
+      const params: Record<string, unknown> = { ...pathParams };
+      if (search) {
+        const query = new URLSearchParams(search);
+        for (const name of operation.queryParams) {
+          const values = query.getAll(name);
+          if (values.length > 1) throw edgeError("INVALID_REQUEST", `query parameter ${name} is given more than once`);
+          if (values.length === 1) params[name] = values[0];
+        }
+      }
+      for (const { key } of operation.headerParams) {
+        const value = req.headers[key];
+        if (typeof value === "string") params[key] = value;
+      }
+      if (!operation.validateParams(params)) throw edgeError("INVALID_REQUEST", describeParamError(operation.validateParams.errors![0]!));
+
+      let body: unknown;
+      if (operation.validateBody) {
+        body = await readJsonBody(req, config.maxBodyBytes);
+        if (!operation.validateBody(body)) {
+          const problem = describeBodyError(operation.validateBody.errors![0]!);
+          throw edgeError(problem.status === 422 ? "RULE_VIOLATION" : "INVALID_REQUEST", problem.message);
+        }
+      }
+
+      let caller: Caller | undefined;
+      if (operation.requiresAuth) {
+        presentedToken = req.headers.authorization !== undefined;
+        caller = await verifier.verify(bearerToken(req.headers.authorization));
+      }
+      const deadlineAt = Date.now() + config.deadlineMs;
+      const authorization = caller ? { authorization: `Bearer ${caller.token}` } : undefined;
+      const result = await route.handler({
+        params,
+        body,
+        caller,
+        upstreams,
+        path: pathname,
+        callOptions: () => ({ signal: controller.signal, timeoutMs: deadlineAt - Date.now(), ...(authorization ? { headers: authorization } : {}) }),
+      });
+      sendJson(res, result.status, result.body, result.headers);
+    } catch (err) {
+      const httpError = toHttpError(err, upstream);
+      if (httpError.status >= 500) logger.warn({ status: httpError.status, code: httpError.code, url: req.url, err }, "request failed");
+      sendError(res, httpError, presentedToken);
+    }
+  }
+
+  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000, keepAliveTimeout: 5_000 }, (req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      logger.error({ err }, "unhandled error in request pipeline");
+      if (!res.headersSent) sendJson(res, 500, { error: "internal error", code: "INTERNAL" });
+    });
+  });
+  // Requests node cannot even parse still get a JSON error, not a bare socket reset.
+  server.on("clientError", (err: NodeJS.ErrnoException, socket) => {
+    if (!socket.writable) return socket.destroy();
+    const status = err.code === "HPE_HEADER_OVERFLOW" ? 431 : err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : 400;
+    const body = JSON.stringify({ error: status === 431 ? "request headers are too large" : "malformed HTTP request", code: "INVALID_REQUEST" });
+    socket.end(`HTTP/1.1 ${status} ${status === 431 ? "Request Header Fields Too Large" : status === 408 ? "Request Timeout" : "Bad Request"}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  logger.info({ port }, "gateway listening");
+
+  let stopping: Promise<void> | undefined;
+  return {
+    port,
+    server,
+    stop: () =>
+      (stopping ??= new Promise<void>((resolve) => {
+        const timer = setTimeout(() => server.closeAllConnections(), config.drainTimeoutMs);
+        server.close(() => {
+          clearTimeout(timer);
+          upstreams.close();
+          resolve();
+        });
+        server.closeIdleConnections();
+      })),
+  };
+}

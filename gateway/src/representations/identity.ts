@@ -1,0 +1,32 @@
+// Public representations of identity resources: explicit field lists, never the proto as it is.
+import { Role, type CreateSessionResponse, type User } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
+import { isoTime } from "./time.js";
+
+export function roleName(role: Role): "admin" | "member" {
+  return role === Role.ADMIN ? "admin" : "member";
+}
+
+export function roleFromName(name: unknown): Role {
+  if (name === "admin") return Role.ADMIN;
+  if (name === "member") return Role.MEMBER;
+  return Role.UNSPECIFIED;
+}
+
+export function userJson(user: User) {
+  return {
+    id: Number(user.id),
+    email: user.email,
+    full_name: user.fullName,
+    role: roleName(user.role),
+    created_at: isoTime(user.createTime),
+  };
+}
+
+export function sessionJson(session: CreateSessionResponse) {
+  return {
+    id: session.sessionId,
+    access_token: session.accessToken,
+    token_type: session.tokenType,
+    expires_in: session.expiresInSeconds,
+  };
+}

@@ -1,0 +1,41 @@
+// /v1/tenants/…: sessions and users, translated to IdentityService calls.
+import type { RouteGroup } from "../runtime/route.js";
+import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
+import { roleFromName, sessionJson, userJson } from "../representations/identity.js";
+
+interface SessionBody { email: string; password: string }
+interface UserBody { email: string; full_name: string; password: string; role?: string }
+
+export const identityRoutes: RouteGroup = {
+  upstream: "identity",
+  handlers: {
+    async createSession({ params, body, upstreams, callOptions }) {
+      const tenantId = params.tenant_id as string;
+      const { email, password } = body as SessionBody;
+      const session = await upstreams.identity.createSession({ tenantId, email, password }, callOptions());
+      return { status: 201, body: sessionJson(session), headers: { location: `/v1/tenants/${tenantId}/sessions/${session.sessionId}` } };
+    },
+
+    async listUsers({ params, upstreams, callOptions, path }) {
+      const res = await upstreams.identity.listUsers({ tenantId: params.tenant_id as string, pageSize: pageSizeParam(params.limit), pageToken: cursorParam(params.cursor) }, callOptions());
+      return listResult(path, params.limit, res.users.map(userJson), res.nextPageToken);
+    },
+
+    async createUser({ params, body, upstreams, callOptions }) {
+      const tenantId = params.tenant_id as string;
+      const input = body as UserBody;
+      const { user } = await upstreams.identity.createUser({ tenantId, email: input.email, fullName: input.full_name, password: input.password, role: roleFromName(input.role) }, callOptions());
+      return { status: 201, body: userJson(user!), headers: { location: `/v1/tenants/${tenantId}/users/${user!.id}` } };
+    },
+
+    async getUser({ params, upstreams, callOptions }) {
+      const { user } = await upstreams.identity.getUser({ tenantId: params.tenant_id as string, userId: BigInt(params.user_id as number) }, callOptions());
+      return { status: 200, body: userJson(user!) };
+    },
+
+    async deleteUser({ params, upstreams, callOptions }) {
+      await upstreams.identity.deleteUser({ tenantId: params.tenant_id as string, userId: BigInt(params.user_id as number) }, callOptions());
+      return { status: 204 };
+    },
+  },
+};

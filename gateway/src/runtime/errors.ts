@@ -1,0 +1,88 @@
+// One place maps failures to HTTP: the catalogue's status for a known reason, else the gRPC
+// code's status (the grpc-gateway table). The body is always {"error", "code"}.
+import { Code, ConnectError } from "@connectrpc/connect";
+import { errorCatalogue, errorInfoOf, isErrorReason, type ErrorReason } from "@switchyard/platform";
+
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+/** An error the gateway raises itself, by catalogue reason. */
+export function edgeError(reason: ErrorReason, message: string, headers?: Record<string, string>): HttpError {
+  return new HttpError(errorCatalogue[reason].http, reason, message, headers);
+}
+
+const STATUS_BY_CODE: Record<Code, number> = {
+  [Code.Canceled]: 499,
+  [Code.Unknown]: 502,
+  [Code.InvalidArgument]: 400,
+  [Code.DeadlineExceeded]: 504,
+  [Code.NotFound]: 404,
+  [Code.AlreadyExists]: 409,
+  [Code.PermissionDenied]: 403,
+  [Code.ResourceExhausted]: 429,
+  [Code.FailedPrecondition]: 409,
+  [Code.Aborted]: 409,
+  [Code.OutOfRange]: 400,
+  [Code.Unimplemented]: 501,
+  [Code.Internal]: 500,
+  [Code.Unavailable]: 502,
+  [Code.DataLoss]: 500,
+  [Code.Unauthenticated]: 401,
+};
+
+// Codes for failures that arrive without a catalogued reason.
+const REASON_BY_CODE: Partial<Record<Code, ErrorReason>> = {
+  [Code.Unavailable]: "UPSTREAM_UNAVAILABLE",
+  [Code.DeadlineExceeded]: "DEADLINE_EXCEEDED",
+  [Code.Internal]: "INTERNAL",
+  [Code.Unknown]: "UPSTREAM_UNAVAILABLE",
+  [Code.DataLoss]: "INTERNAL",
+  [Code.Unauthenticated]: "UNAUTHENTICATED",
+  [Code.PermissionDenied]: "ROLE_REQUIRED",
+  [Code.NotFound]: "NOT_FOUND",
+  [Code.InvalidArgument]: "INVALID_REQUEST",
+};
+
+/** Retry-After (seconds) on statuses the client should come back to later. */
+const RETRY_AFTER: Record<number, string> = { 503: "1", 429: "1" };
+
+/** Maps anything a handler threw to the HTTP error the client sees. */
+export function toHttpError(err: unknown, upstream = "upstream"): HttpError {
+  if (err instanceof HttpError) return err;
+  if (!(err instanceof ConnectError)) return edgeError("INTERNAL", "internal error");
+  const reason = errorInfoOf(err)?.reason;
+  if (reason && isErrorReason(reason)) {
+    const status = errorCatalogue[reason].http;
+    return new HttpError(status, reason, status >= 500 ? messageFor5xx(status, upstream) : err.rawMessage, retryAfter(status));
+  }
+  const status = STATUS_BY_CODE[err.code] ?? 500;
+  const code = REASON_BY_CODE[err.code] ?? "INTERNAL";
+  return new HttpError(status, code, status >= 500 ? messageFor5xx(status, upstream) : err.rawMessage, retryAfter(status));
+}
+
+function retryAfter(status: number): Record<string, string> {
+  const seconds = RETRY_AFTER[status];
+  return seconds ? { "retry-after": seconds } : {};
+}
+
+// 5xx messages never echo upstream internals.
+function messageFor5xx(status: number, upstream: string): string {
+  switch (status) {
+    case 502:
+      return `the ${upstream} service is unavailable`;
+    case 503:
+      return `the ${upstream} service is shedding load; retry after the Retry-After delay`;
+    case 504:
+      return `the ${upstream} service did not answer in time; the operation may have completed`;
+    default:
+      return "internal error";
+  }
+}

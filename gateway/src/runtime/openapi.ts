@@ -1,0 +1,164 @@
+// Spec-first: the OpenAPI document is loaded once and compiled into operations the router
+// matches and validators that check parameters and bodies exactly as the document says.
+import { readFileSync } from "node:fs";
+import { parse as parseYaml } from "yaml";
+import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
+import addFormatsModule from "ajv-formats";
+
+const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
+
+export const OPENAPI_PATH = new URL("../../openapi/v1.yaml", import.meta.url);
+
+type Json = Record<string, unknown>;
+
+interface ParameterObject {
+  name: string;
+  in: "path" | "query" | "header" | "cookie";
+  required?: boolean;
+  schema: Json;
+}
+
+export interface CompiledOperation {
+  readonly operationId: string;
+  readonly method: string;
+  readonly pathTemplate: string;
+  readonly pattern: RegExp;
+  readonly pathParams: string[];
+  readonly queryParams: string[];
+  /** Header parameters, lower-cased. */
+  readonly headerParams: { name: string; key: string }[];
+  readonly validateParams: ValidateFunction;
+  readonly validateBody: ValidateFunction | undefined;
+  readonly bodyRequired: boolean;
+  readonly requiresAuth: boolean;
+}
+
+export interface ApiDocument {
+  readonly document: Json;
+  readonly json: string;
+  readonly operations: CompiledOperation[];
+}
+
+const DEFS_ID = "urn:switchyard:openapi:v1";
+const METHODS = ["get", "put", "post", "delete", "patch", "head", "options"] as const;
+
+/** `#/components/schemas/X` → a ref into the schema registered with Ajv. */
+function rewriteRefs(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(rewriteRefs);
+  if (node && typeof node === "object") {
+    const out: Json = {};
+    for (const [k, v] of Object.entries(node)) {
+      out[k] = k === "$ref" && typeof v === "string" && v.startsWith("#/components/schemas/") ? `${DEFS_ID}#/$defs/${v.slice("#/components/schemas/".length)}` : rewriteRefs(v);
+    }
+    return out;
+  }
+  return node;
+}
+
+function resolve<T>(doc: Json, node: unknown): T {
+  const ref = (node as { $ref?: string } | undefined)?.$ref;
+  if (!ref) return node as T;
+  let target: unknown = doc;
+  for (const part of ref.replace(/^#\//, "").split("/")) target = (target as Json)[part];
+  if (target === undefined) throw new Error(`unresolved $ref ${ref}`);
+  return resolve<T>(doc, target);
+}
+
+function compilePattern(template: string): { pattern: RegExp; names: string[] } {
+  const names: string[] = [];
+  const source = template
+    .split("/")
+    .map((segment) => {
+      const m = /^\{(\w+)\}$/.exec(segment);
+      if (!m) return segment.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+      names.push(m[1]!);
+      return "([^/]+)";
+    })
+    .join("/");
+  return { pattern: new RegExp(`^${source}$`), names };
+}
+
+export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument {
+  const document = parseYaml(readFileSync(path, "utf8")) as Json;
+  const components = (document.components ?? {}) as Json;
+  const ajvOptions = { strict: true, allErrors: false, allowUnionTypes: true, strictTuples: false };
+  const bodyAjv = new Ajv2020(ajvOptions);
+  const paramAjv = new Ajv2020({ ...ajvOptions, coerceTypes: true });
+  for (const ajv of [bodyAjv, paramAjv]) {
+    addFormats(ajv);
+    ajv.addSchema({ $id: DEFS_ID, $defs: rewriteRefs(components.schemas ?? {}) as Json });
+  }
+  const globalSecurity = (document.security ?? []) as unknown[];
+  const operations: CompiledOperation[] = [];
+  for (const [template, rawItem] of Object.entries((document.paths ?? {}) as Json)) {
+    const item = rawItem as Json;
+    const shared = ((item.parameters ?? []) as unknown[]).map((p) => resolve<ParameterObject>(document, p));
+    const { pattern, names } = compilePattern(template);
+    for (const method of METHODS) {
+      const op = item[method] as Json | undefined;
+      if (!op) continue;
+      const own = ((op.parameters ?? []) as unknown[]).map((p) => resolve<ParameterObject>(document, p));
+      const params = [...shared.filter((s) => !own.some((o) => o.name === s.name && o.in === s.in)), ...own];
+      const keyOf = (p: ParameterObject) => (p.in === "header" ? p.name.toLowerCase() : p.name);
+      const paramSchema = {
+        type: "object",
+        properties: Object.fromEntries(params.map((p) => [keyOf(p), rewriteRefs(p.schema)])),
+        required: params.filter((p) => p.required || p.in === "path").map(keyOf),
+      };
+      const body = resolve<Json | undefined>(document, op.requestBody);
+      const bodySchema = (body?.content as Json | undefined)?.["application/json"] as Json | undefined;
+      const security = (op.security ?? globalSecurity) as unknown[];
+      operations.push({
+        operationId: String(op.operationId),
+        method: method.toUpperCase(),
+        pathTemplate: template,
+        pattern,
+        pathParams: names,
+        queryParams: params.filter((p) => p.in === "query").map((p) => p.name),
+        headerParams: params.filter((p) => p.in === "header").map((p) => ({ name: p.name, key: p.name.toLowerCase() })),
+        validateParams: paramAjv.compile(paramSchema),
+        validateBody: bodySchema ? bodyAjv.compile(rewriteRefs(bodySchema.schema) as Json) : undefined,
+        bodyRequired: Boolean(body?.required),
+        requiresAuth: security.length > 0,
+      });
+    }
+  }
+  return { document, json: JSON.stringify(document), operations };
+}
+
+// Keywords that say a value is of the wrong shape (400) rather than breaking a rule (422).
+const VALUE_KEYWORDS = new Set(["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "format", "enum", "const", "multipleOf", "minItems", "maxItems", "uniqueItems"]);
+
+export interface ValidationProblem {
+  /** 400 for a malformed request, 422 for well-typed values that break a rule. */
+  status: 400 | 422;
+  message: string;
+}
+
+function fieldName(error: ErrorObject, root: string): string {
+  const path = error.instancePath.replace(/^\//, "").replaceAll("/", ".");
+  if (error.keyword === "required") return [path, (error.params as { missingProperty: string }).missingProperty].filter(Boolean).join(".");
+  if (error.keyword === "additionalProperties") return [path, (error.params as { additionalProperty: string }).additionalProperty].filter(Boolean).join(".");
+  return path || root;
+}
+
+export function describeBodyError(error: ErrorObject): ValidationProblem {
+  const field = fieldName(error, "body");
+  switch (error.keyword) {
+    case "required":
+      return { status: 400, message: `${field} is required` };
+    case "additionalProperties":
+      return { status: 400, message: `unknown field ${field}` };
+    case "type":
+      return { status: 400, message: `${field} must be of type ${String((error.params as { type: string | string[] }).type)}` };
+    default:
+      return { status: VALUE_KEYWORDS.has(error.keyword) ? 422 : 400, message: `${field} ${error.message ?? "is invalid"}` };
+  }
+}
+
+/** Parameters are part of the request's syntax: any problem with one is a 400. */
+export function describeParamError(error: ErrorObject): string {
+  const field = fieldName(error, "parameter");
+  if (error.keyword === "required") return `${field} is required`;
+  return `${field} ${error.message ?? "is invalid"}`;
+}

@@ -1,0 +1,32 @@
+// The shape every route handler has: validated input in, status + representation out.
+import type { CallOptions } from "@connectrpc/connect";
+import type { Caller } from "@switchyard/platform";
+import type { Upstreams } from "../upstreams.js";
+
+export interface RouteContext {
+  /** Path, query and header parameters, validated and typed by the OpenAPI document (headers lower-cased). */
+  params: Record<string, unknown>;
+  /** The validated JSON body, if the operation has one. */
+  body: unknown;
+  /** The verified caller on authenticated routes. */
+  caller: Caller | undefined;
+  /** Options for an upstream call: the remaining deadline, the abort signal and the caller's token. */
+  callOptions(): CallOptions;
+  upstreams: Upstreams;
+  /** The request path, for Link headers. */
+  path: string;
+}
+
+export interface RouteResult {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+export type RouteHandler = (ctx: RouteContext) => Promise<RouteResult>;
+
+export interface RouteGroup {
+  /** The service these routes call, named in 5xx messages. */
+  upstream: string;
+  handlers: Record<string, RouteHandler>;
+}

@@ -1,0 +1,31 @@
+// One long-lived grpc-js channel per upstream service, opened at start and reused by every request.
+import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
+import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
+import { createServiceClient, openChannel, type Client } from "@switchyard/platform";
+
+export interface UpstreamAddresses {
+  identity: string;
+  payments: string;
+}
+
+export interface Upstreams {
+  identity: Client<typeof IdentityService>;
+  payments: Client<typeof PaymentService>;
+  /** The channels by service name (health checks, the token key source). */
+  channels: Record<keyof UpstreamAddresses, ReturnType<typeof openChannel>>;
+  close(): void;
+}
+
+export function openUpstreams(addresses: UpstreamAddresses): Upstreams {
+  const identityChannel = openChannel(addresses.identity);
+  const paymentsChannel = openChannel(addresses.payments);
+  return {
+    identity: createServiceClient(IdentityService, identityChannel),
+    payments: createServiceClient(PaymentService, paymentsChannel),
+    channels: { identity: identityChannel, payments: paymentsChannel },
+    close() {
+      identityChannel.close();
+      paymentsChannel.close();
+    },
+  };
+}

@@ -1,0 +1,29 @@
+// `npm start`: the whole mesh on embedded storage with demo data, until Ctrl-C.
+import { DEMO_PASSWORD, DEMO_USERS } from "@switchyard/identity/demo-data.js";
+import { startMesh } from "./mesh.js";
+
+const mesh = await startMesh({
+  dataDir: process.env.DATA_DIR ?? "./data",
+  demoData: true,
+  output: "inherit",
+  ports: { identity: 50051, payments: 50052, gateway: 8080 },
+  env: { LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" },
+}).catch((err: unknown) => {
+  process.stderr.write(`switchyard: could not start: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+});
+
+const users = DEMO_USERS.map((u) => `${u.email} (${u.role}, tenant ${u.tenantId})`).join(", ");
+process.stdout.write(
+  `Switchyard is ready at ${mesh.gatewayUrl} (identity :${mesh.ports.identity}, payments :${mesh.ports.payments}) — demo users ${users}, password "${DEMO_PASSWORD}". Ctrl-C stops.\n`,
+);
+
+let stopping = false;
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.on(signal, () => {
+    if (stopping) return;
+    stopping = true;
+    process.stdout.write("Switchyard: stopping…\n");
+    mesh.stop().then(() => process.exit(0), () => process.exit(1));
+  });
+}

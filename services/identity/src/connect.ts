@@ -1,0 +1,105 @@
+// IdentityService RPC handlers: proto in, proto out. Rules live in domain/, storage behind the port.
+import { randomUUID } from "node:crypto";
+import type { ServiceImpl } from "@connectrpc/connect";
+import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
+import { decodeCursor, fail, pageOf, pageSizeOf, requireRole, requireTenant, type TokenVerifier } from "@switchyard/platform";
+import { isTenantId, normalizeEmail, validateNewUser } from "./domain/users.js";
+import { accessTokenClaims } from "./domain/tokens.js";
+import { burnPasswordCheck, hashPassword, verifyPassword } from "./passwords.js";
+import { roleFromProto, tenantToProto, userToProto } from "./proto-mapping.js";
+import type { KeyRing } from "./signing-keys.js";
+import type { IdentityStore } from "./store/port.js";
+
+export interface IdentityDeps {
+  store: IdentityStore;
+  keys: KeyRing;
+  verifier: TokenVerifier;
+  tokenTtlSeconds: number;
+  now?: () => number;
+}
+
+const usersCollection = (tenantId: string) => `users:${tenantId}`;
+
+function tenantIdOf(raw: string): string {
+  if (!isTenantId(raw)) throw fail("INVALID_REQUEST", "tenant_id must be a lower-case slug");
+  return raw;
+}
+
+function userIdOf(raw: bigint): bigint {
+  if (raw <= 0n) throw fail("INVALID_REQUEST", "user_id must be a positive integer");
+  return raw;
+}
+
+export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof IdentityService> {
+  const { store, keys, verifier } = deps;
+  const now = deps.now ?? Date.now;
+  return {
+    async createSession(req) {
+      const tenantId = req.tenantId;
+      const user = isTenantId(tenantId) && req.email ? await store.findUserByEmail(tenantId, normalizeEmail(req.email)) : undefined;
+      if (!user) {
+        await burnPasswordCheck(req.password);
+        throw fail("INVALID_CREDENTIALS", "email or password is wrong");
+      }
+      if (!(await verifyPassword(req.password, user.passwordHash))) throw fail("INVALID_CREDENTIALS", "email or password is wrong");
+      const sessionId = `ses_${randomUUID().replaceAll("-", "")}`;
+      const issuedAt = Math.floor(now() / 1000);
+      const accessToken = await keys.sign(accessTokenClaims({ tenantId, userId: user.id, role: user.role, sessionId }, issuedAt, deps.tokenTtlSeconds));
+      await store.recordSession({ id: sessionId, tenantId, userId: user.id, expiresAt: new Date((issuedAt + deps.tokenTtlSeconds) * 1000) });
+      return { sessionId, accessToken, tokenType: "Bearer", expiresInSeconds: deps.tokenTtlSeconds, user: userToProto(user) };
+    },
+
+    getJwks() {
+      return { keys: keys.publicKeys().map((k) => ({ kid: k.kid ?? "", kty: k.kty ?? "", crv: k.crv ?? "", x: k.x ?? "", alg: k.alg ?? "", use: k.use ?? "" })) };
+    },
+
+    async getTenant(req, ctx) {
+      const caller = await verifier.authenticate(ctx);
+      requireTenant(caller, tenantIdOf(req.tenantId));
+      const tenant = await store.getTenant(req.tenantId);
+      if (!tenant) throw fail("NOT_FOUND", "tenant not found");
+      return { tenant: tenantToProto(tenant) };
+    },
+
+    async listUsers(req, ctx) {
+      const caller = await verifier.authenticate(ctx);
+      const tenantId = tenantIdOf(req.tenantId);
+      requireTenant(caller, tenantId);
+      const size = pageSizeOf(req.pageSize);
+      const after = decodeCursor(usersCollection(tenantId), req.pageToken);
+      const rows = await store.listUsers(tenantId, after, size + 1);
+      const page = pageOf(rows, size, usersCollection(tenantId), (u) => ({ createdAt: u.createdAt, id: u.id.toString() }));
+      return { users: page.items.map(userToProto), nextPageToken: page.nextCursor };
+    },
+
+    async createUser(req, ctx) {
+      const caller = await verifier.authenticate(ctx);
+      const tenantId = tenantIdOf(req.tenantId);
+      requireTenant(caller, tenantId);
+      requireRole(caller, "admin");
+      const role = roleFromProto(req.role);
+      if (role === "invalid") throw fail("RULE_VIOLATION", "role must be admin or member", { field: "role" });
+      const valid = validateNewUser({ email: req.email, fullName: req.fullName, password: req.password, role });
+      const user = await store.createUser({ tenantId, email: valid.email, fullName: valid.fullName, role: valid.role, passwordHash: await hashPassword(valid.password) });
+      return { user: userToProto(user) };
+    },
+
+    async getUser(req, ctx) {
+      const caller = await verifier.authenticate(ctx);
+      const tenantId = tenantIdOf(req.tenantId);
+      requireTenant(caller, tenantId);
+      const user = await store.getUser(tenantId, userIdOf(req.userId));
+      if (!user) throw fail("NOT_FOUND", "user not found");
+      return { user: userToProto(user) };
+    },
+
+    async deleteUser(req, ctx) {
+      const caller = await verifier.authenticate(ctx);
+      const tenantId = tenantIdOf(req.tenantId);
+      requireTenant(caller, tenantId);
+      requireRole(caller, "admin");
+      if (!(await store.deleteUser(tenantId, userIdOf(req.userId)))) throw fail("NOT_FOUND", "user not found");
+      return {};
+    },
+  };
+}

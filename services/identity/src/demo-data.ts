@@ -1,0 +1,26 @@
+// Demo tenants and users for `npm start` on embedded storage only (never in deploy/).
+import type { Role } from "@switchyard/platform";
+import { hashPassword } from "./passwords.js";
+import type { IdentityStore } from "./store/port.js";
+
+export const DEMO_PASSWORD = "demo-password";
+
+export const DEMO_USERS: { tenantId: string; email: string; fullName: string; role: Role }[] = [
+  { tenantId: "acme", email: "alice@acme.test", fullName: "Alice Example", role: "admin" },
+  { tenantId: "acme", email: "bob@acme.test", fullName: "Bob Example", role: "member" },
+  { tenantId: "globex", email: "carol@globex.test", fullName: "Carol Example", role: "admin" },
+];
+
+const DEMO_TENANTS = [
+  { id: "acme", displayName: "Acme Corporation" },
+  { id: "globex", displayName: "Globex Corporation" },
+];
+
+/** Idempotent: a second start finds the demo users and leaves them as they are. */
+export async function seedDemoData(store: IdentityStore): Promise<void> {
+  for (const tenant of DEMO_TENANTS) await store.upsertTenant(tenant);
+  for (const user of DEMO_USERS) {
+    if (await store.findUserByEmail(user.tenantId, user.email)) continue;
+    await store.createUser({ ...user, passwordHash: await hashPassword(DEMO_PASSWORD) });
+  }
+}

@@ -1,0 +1,9 @@
+// Entrypoint of the identity process: the only place that reads the environment.
+import { createLogger, runMain } from "@switchyard/platform";
+import { identityConfigFrom, startIdentityService } from "./service.js";
+
+runMain("identity", async () => {
+  const config = identityConfigFrom(process.env);
+  const runtime = await startIdentityService(config, createLogger("identity", config.logLevel));
+  return runtime.stop;
+});

@@ -1,0 +1,54 @@
+// Assembles the identity service from its parts; main.ts feeds it the environment, tests call it directly.
+import { join } from "node:path";
+import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
+import { loadConfig, openSqlDatabase, parse, registration, serviceSettings, setting, startGrpcServer, TokenVerifier, type ConfigOf, type Logger, type RunningServer } from "@switchyard/platform";
+import { identityHandlers } from "./connect.js";
+import { seedDemoData } from "./demo-data.js";
+import { loadKeyRing } from "./signing-keys.js";
+import { identityMigrations } from "./store/migrations.js";
+import { SqlIdentityStore } from "./store/sql-store.js";
+
+export const identitySettings = {
+  ...serviceSettings("IDENTITY", 50051),
+  tokenTtlSeconds: setting("TOKEN_TTL_SECONDS", parse.int(60, 86_400), "lifetime of access tokens", 900),
+  demoData: setting("IDENTITY_DEMO_DATA", parse.bool, "seed the demo tenants and users (npm start sets it)", false),
+};
+export type IdentityConfig = ConfigOf<typeof identitySettings>;
+
+export function identityConfigFrom(env: NodeJS.ProcessEnv): IdentityConfig {
+  return loadConfig(identitySettings, env);
+}
+
+export interface IdentityRuntime {
+  server: RunningServer;
+  stop(): Promise<void>;
+}
+
+export async function startIdentityService(config: IdentityConfig, logger: Logger): Promise<IdentityRuntime> {
+  const db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, "identity"), schema: "identity", migrations: identityMigrations });
+  try {
+    const store = new SqlIdentityStore(db);
+    if (config.demoData) await seedDemoData(store);
+    const keys = await loadKeyRing(store);
+    // Identity verifies the tokens it issued with its own published keys: no network hop.
+    const verifier = new TokenVerifier(async () => keys.publicKeys());
+    const server = await startGrpcServer({
+      name: "identity",
+      host: config.host,
+      port: config.port,
+      logger,
+      drainTimeoutMs: config.drainTimeoutMs,
+      services: [registration(IdentityService, identityHandlers({ store, keys, verifier, tokenTtlSeconds: config.tokenTtlSeconds }))],
+    });
+    return {
+      server,
+      async stop() {
+        await server.shutdown();
+        await db.close();
+      },
+    };
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+}

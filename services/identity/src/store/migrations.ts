@@ -1,0 +1,43 @@
+import type { Migration } from "@switchyard/platform";
+
+// Never edit a migration that has shipped: add the next version.
+export const identityMigrations: Migration[] = [
+  {
+    version: 1,
+    name: "tenants, users, sessions, signing keys",
+    sql: `
+CREATE TABLE tenants (
+  id           text PRIMARY KEY,
+  display_name text NOT NULL,
+  created_at   timestamptz NOT NULL DEFAULT date_trunc('milliseconds', clock_timestamp())
+);
+CREATE TABLE users (
+  id                  bigserial PRIMARY KEY,
+  tenant_id           text NOT NULL REFERENCES tenants (id),
+  email               text NOT NULL,
+  full_name           text NOT NULL,
+  role                text NOT NULL CHECK (role IN ('admin', 'member')),
+  password_hash       text NOT NULL,
+  internal_risk_score integer NOT NULL DEFAULT 0,
+  is_deleted          boolean NOT NULL DEFAULT false,
+  deleted_at          timestamptz,
+  created_at          timestamptz NOT NULL DEFAULT date_trunc('milliseconds', clock_timestamp())
+);
+CREATE UNIQUE INDEX users_active_email ON users (tenant_id, lower(email)) WHERE NOT is_deleted;
+CREATE INDEX users_active_by_created ON users (tenant_id, created_at DESC, id DESC) WHERE NOT is_deleted;
+CREATE TABLE sessions (
+  id         text PRIMARY KEY,
+  tenant_id  text NOT NULL,
+  user_id    bigint NOT NULL REFERENCES users (id),
+  created_at timestamptz NOT NULL DEFAULT now(),
+  expires_at timestamptz NOT NULL
+);
+CREATE TABLE signing_keys (
+  kid         text PRIMARY KEY,
+  private_jwk text NOT NULL,
+  public_jwk  text NOT NULL,
+  created_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+`,
+  },
+];

@@ -1,0 +1,47 @@
+// What the identity service needs from storage. Records here are internal: they carry the
+// password hash, the risk score and the deletion state, and never leave the service as they are.
+import type { Keyset, Role } from "@switchyard/platform";
+
+export interface TenantRecord {
+  id: string;
+  displayName: string;
+  createdAt: Date;
+}
+
+export interface UserRecord {
+  id: bigint;
+  tenantId: string;
+  email: string;
+  fullName: string;
+  role: Role;
+  passwordHash: string;
+  internalRiskScore: number;
+  createdAt: Date;
+}
+
+export interface SigningKeyRecord {
+  kid: string;
+  /** JWK JSON of the Ed25519 private key. */
+  privateJwk: string;
+  /** JWK JSON of the public half, as published. */
+  publicJwk: string;
+  createdAt: Date;
+}
+
+export interface IdentityStore {
+  upsertTenant(tenant: { id: string; displayName: string }): Promise<TenantRecord>;
+  getTenant(id: string): Promise<TenantRecord | undefined>;
+  /** Active (not deleted) users only. */
+  findUserByEmail(tenantId: string, email: string): Promise<UserRecord | undefined>;
+  getUser(tenantId: string, id: bigint): Promise<UserRecord | undefined>;
+  /** Newest first; `after` is the keyset position of the previous page's last row. */
+  listUsers(tenantId: string, after: Keyset | undefined, limit: number): Promise<UserRecord[]>;
+  /** Fails with ALREADY_EXISTS when an active user of the tenant has the email. */
+  createUser(user: { tenantId: string; email: string; fullName: string; role: Role; passwordHash: string }): Promise<UserRecord>;
+  /** Soft delete; false when there was no such active user. */
+  deleteUser(tenantId: string, id: bigint): Promise<boolean>;
+  recordSession(session: { id: string; tenantId: string; userId: bigint; expiresAt: Date }): Promise<void>;
+  /** Newest first. */
+  signingKeys(): Promise<SigningKeyRecord[]>;
+  addSigningKey(key: { kid: string; privateJwk: string; publicJwk: string }): Promise<void>;
+}

@@ -1,0 +1,104 @@
+// IdentityStore on the PostgreSQL-family adapter (PGlite or a PostgreSQL server).
+import { fail, type Keyset, type Role, type SqlDatabase } from "@switchyard/platform";
+import type { IdentityStore, SigningKeyRecord, TenantRecord, UserRecord } from "./port.js";
+
+interface UserRow {
+  id: bigint;
+  tenant_id: string;
+  email: string;
+  full_name: string;
+  role: Role;
+  password_hash: string;
+  internal_risk_score: number;
+  created_at: Date;
+}
+
+const USER_COLUMNS = "id, tenant_id, email, full_name, role, password_hash, internal_risk_score, created_at";
+
+const toUser = (r: UserRow): UserRecord => ({
+  id: r.id,
+  tenantId: r.tenant_id,
+  email: r.email,
+  fullName: r.full_name,
+  role: r.role,
+  passwordHash: r.password_hash,
+  internalRiskScore: r.internal_risk_score,
+  createdAt: r.created_at,
+});
+
+const toTenant = (r: { id: string; display_name: string; created_at: Date }): TenantRecord => ({ id: r.id, displayName: r.display_name, createdAt: r.created_at });
+
+const UNIQUE_VIOLATION = "23505";
+
+export class SqlIdentityStore implements IdentityStore {
+  constructor(private readonly db: SqlDatabase) {}
+
+  async upsertTenant(tenant: { id: string; displayName: string }): Promise<TenantRecord> {
+    const { rows } = await this.db.query<{ id: string; display_name: string; created_at: Date }>(
+      `INSERT INTO tenants (id, display_name) VALUES ($1, $2)
+       ON CONFLICT (id) DO UPDATE SET display_name = EXCLUDED.display_name
+       RETURNING id, display_name, created_at`,
+      [tenant.id, tenant.displayName],
+    );
+    return toTenant(rows[0]!);
+  }
+
+  async getTenant(id: string): Promise<TenantRecord | undefined> {
+    const { rows } = await this.db.query<{ id: string; display_name: string; created_at: Date }>(`SELECT id, display_name, created_at FROM tenants WHERE id = $1`, [id]);
+    return rows[0] && toTenant(rows[0]);
+  }
+
+  async findUserByEmail(tenantId: string, email: string): Promise<UserRecord | undefined> {
+    const { rows } = await this.db.query<UserRow>(`SELECT ${USER_COLUMNS} FROM users WHERE tenant_id = $1 AND lower(email) = lower($2) AND NOT is_deleted`, [tenantId, email]);
+    return rows[0] && toUser(rows[0]);
+  }
+
+  async getUser(tenantId: string, id: bigint): Promise<UserRecord | undefined> {
+    const { rows } = await this.db.query<UserRow>(`SELECT ${USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2 AND NOT is_deleted`, [tenantId, id]);
+    return rows[0] && toUser(rows[0]);
+  }
+
+  async listUsers(tenantId: string, after: Keyset | undefined, limit: number): Promise<UserRecord[]> {
+    const { rows } = after
+      ? await this.db.query<UserRow>(
+          `SELECT ${USER_COLUMNS} FROM users WHERE tenant_id = $1 AND NOT is_deleted AND (created_at, id) < ($2, $3)
+           ORDER BY created_at DESC, id DESC LIMIT $4`,
+          [tenantId, after.createdAt, after.id, limit],
+        )
+      : await this.db.query<UserRow>(`SELECT ${USER_COLUMNS} FROM users WHERE tenant_id = $1 AND NOT is_deleted ORDER BY created_at DESC, id DESC LIMIT $2`, [tenantId, limit]);
+    return rows.map(toUser);
+  }
+
+  async createUser(user: { tenantId: string; email: string; fullName: string; role: Role; passwordHash: string }): Promise<UserRecord> {
+    try {
+      const { rows } = await this.db.query<UserRow>(
+        `INSERT INTO users (tenant_id, email, full_name, role, password_hash) VALUES ($1, $2, $3, $4, $5) RETURNING ${USER_COLUMNS}`,
+        [user.tenantId, user.email, user.fullName, user.role, user.passwordHash],
+      );
+      return toUser(rows[0]!);
+    } catch (err) {
+      if ((err as { code?: string }).code === UNIQUE_VIOLATION) throw fail("ALREADY_EXISTS", "a user with this email already exists in the tenant", { field: "email" });
+      throw err;
+    }
+  }
+
+  async deleteUser(tenantId: string, id: bigint): Promise<boolean> {
+    const { rowCount } = await this.db.query(`UPDATE users SET is_deleted = true, deleted_at = now() WHERE tenant_id = $1 AND id = $2 AND NOT is_deleted`, [tenantId, id]);
+    return rowCount === 1;
+  }
+
+  async recordSession(session: { id: string; tenantId: string; userId: bigint; expiresAt: Date }): Promise<void> {
+    await this.db.query(`INSERT INTO sessions (id, tenant_id, user_id, expires_at) VALUES ($1, $2, $3, $4)`, [session.id, session.tenantId, session.userId, session.expiresAt]);
+  }
+
+  async signingKeys(): Promise<SigningKeyRecord[]> {
+    const { rows } = await this.db.query<{ kid: string; private_jwk: string; public_jwk: string; created_at: Date }>(
+      `SELECT kid, private_jwk, public_jwk, created_at FROM signing_keys ORDER BY created_at DESC, kid DESC`,
+    );
+    return rows.map((r) => ({ kid: r.kid, privateJwk: r.private_jwk, publicJwk: r.public_jwk, createdAt: r.created_at }));
+  }
+
+  async addSigningKey(key: { kid: string; privateJwk: string; publicJwk: string }): Promise<void> {
+    await this.db.query(`INSERT INTO signing_keys (kid, private_jwk, public_jwk) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [key.kid, key.privateJwk, key.publicJwk]);
+  }
+}

@@ -1,0 +1,123 @@
+// PaymentsStore on the PostgreSQL-family adapter. The idempotency key and the write it guards
+// commit in one transaction (runIdempotent); refunds lock their payment row first.
+import { fail, newId, runIdempotent, type Keyset, type ResultCodec, type SqlDatabase, type SqlExecutor } from "@switchyard/platform";
+import type { NewPayment } from "../domain/payments.js";
+import type { IdempotencyInput, PaymentRecord, PaymentsStore, RefundRecord } from "./port.js";
+
+interface PaymentRow {
+  id: string;
+  tenant_id: string;
+  amount: bigint;
+  currency: string;
+  source: string;
+  amount_refunded: bigint;
+  created_at: Date;
+}
+
+interface RefundRow {
+  id: string;
+  tenant_id: string;
+  payment_id: string;
+  amount: bigint;
+  currency: string;
+  reason: string;
+  created_at: Date;
+}
+
+const PAYMENT_COLUMNS = "id, tenant_id, amount, currency, source, amount_refunded, created_at";
+const REFUND_COLUMNS = "id, tenant_id, payment_id, amount, currency, reason, created_at";
+
+const toPayment = (r: PaymentRow): PaymentRecord => ({
+  id: r.id,
+  tenantId: r.tenant_id,
+  amount: r.amount,
+  currency: r.currency,
+  source: r.source,
+  amountRefunded: r.amount_refunded,
+  createdAt: r.created_at,
+});
+
+const toRefund = (r: RefundRow): RefundRecord => ({
+  id: r.id,
+  tenantId: r.tenant_id,
+  paymentId: r.payment_id,
+  amount: r.amount,
+  currency: r.currency,
+  reason: r.reason,
+  createdAt: r.created_at,
+});
+
+/** The first result, as stored with the key: bigints as strings, dates as ISO strings. */
+function jsonCodec<T extends object>(dates: (keyof T)[], bigints: (keyof T)[]): ResultCodec<T> {
+  return {
+    encode: (value) => new TextEncoder().encode(JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v))),
+    decode: (bytes) => {
+      const raw = JSON.parse(new TextDecoder().decode(bytes)) as Record<string, unknown>;
+      for (const k of dates) raw[k as string] = new Date(raw[k as string] as string);
+      for (const k of bigints) raw[k as string] = BigInt(raw[k as string] as string);
+      return raw as T;
+    },
+  };
+}
+
+const paymentCodec = jsonCodec<PaymentRecord>(["createdAt"], ["amount", "amountRefunded"]);
+const refundCodec = jsonCodec<RefundRecord>(["createdAt"], ["amount"]);
+
+export class SqlPaymentsStore implements PaymentsStore {
+  constructor(private readonly db: SqlDatabase) {}
+
+  createPayment(tenantId: string, idempotency: IdempotencyInput, payment: NewPayment) {
+    return runIdempotent(this.db, { tenantId, operation: "payments.create", ...idempotency }, paymentCodec, async (tx) => {
+      const { rows } = await tx.query<PaymentRow>(
+        `INSERT INTO payments (id, tenant_id, amount, currency, source) VALUES ($1, $2, $3, $4, $5) RETURNING ${PAYMENT_COLUMNS}`,
+        [newId("pay"), tenantId, payment.amount, payment.currency, payment.source],
+      );
+      return toPayment(rows[0]!);
+    });
+  }
+
+  async getPayment(tenantId: string, id: string): Promise<PaymentRecord | undefined> {
+    const { rows } = await this.db.query<PaymentRow>(`SELECT ${PAYMENT_COLUMNS} FROM payments WHERE id = $1 AND tenant_id = $2`, [id, tenantId]);
+    return rows[0] && toPayment(rows[0]);
+  }
+
+  async listPayments(tenantId: string, after: Keyset | undefined, limit: number): Promise<PaymentRecord[]> {
+    const { rows } = after
+      ? await this.db.query<PaymentRow>(
+          `SELECT ${PAYMENT_COLUMNS} FROM payments WHERE tenant_id = $1 AND (created_at, id) < ($2, $3) ORDER BY created_at DESC, id DESC LIMIT $4`,
+          [tenantId, after.createdAt, after.id, limit],
+        )
+      : await this.db.query<PaymentRow>(`SELECT ${PAYMENT_COLUMNS} FROM payments WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, [tenantId, limit]);
+    return rows.map(toPayment);
+  }
+
+  createRefund(tenantId: string, idempotency: IdempotencyInput, refund: { paymentId: string; amount: bigint; reason: string }, check: (payment: PaymentRecord) => void) {
+    return runIdempotent(this.db, { tenantId, operation: "refunds.create", ...idempotency }, refundCodec, async (tx: SqlExecutor) => {
+      const locked = await tx.query<PaymentRow>(`SELECT ${PAYMENT_COLUMNS} FROM payments WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, [refund.paymentId, tenantId]);
+      const payment = locked.rows[0] && toPayment(locked.rows[0]);
+      if (!payment) throw fail("NOT_FOUND", "payment not found");
+      check(payment);
+      await tx.query(`UPDATE payments SET amount_refunded = amount_refunded + $1 WHERE id = $2`, [refund.amount, payment.id]);
+      const { rows } = await tx.query<RefundRow>(
+        `INSERT INTO refunds (id, tenant_id, payment_id, amount, currency, reason) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${REFUND_COLUMNS}`,
+        [newId("re"), tenantId, payment.id, refund.amount, payment.currency, refund.reason],
+      );
+      return toRefund(rows[0]!);
+    });
+  }
+
+  async getRefund(tenantId: string, paymentId: string, refundId: string): Promise<RefundRecord | undefined> {
+    const { rows } = await this.db.query<RefundRow>(`SELECT ${REFUND_COLUMNS} FROM refunds WHERE id = $1 AND payment_id = $2 AND tenant_id = $3`, [refundId, paymentId, tenantId]);
+    return rows[0] && toRefund(rows[0]);
+  }
+
+  async listRefunds(tenantId: string, paymentId: string, after: Keyset | undefined, limit: number): Promise<RefundRecord[]> {
+    const { rows } = after
+      ? await this.db.query<RefundRow>(
+          `SELECT ${REFUND_COLUMNS} FROM refunds WHERE payment_id = $1 AND tenant_id = $2 AND (created_at, id) < ($3, $4) ORDER BY created_at DESC, id DESC LIMIT $5`,
+          [paymentId, tenantId, after.createdAt, after.id, limit],
+        )
+      : await this.db.query<RefundRow>(`SELECT ${REFUND_COLUMNS} FROM refunds WHERE payment_id = $1 AND tenant_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3`, [paymentId, tenantId, limit]);
+    return rows.map(toRefund);
+  }
+}
