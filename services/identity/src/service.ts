@@ -25,7 +25,7 @@ export interface IdentityRuntime {
 }
 
 export async function startIdentityService(config: IdentityConfig, logger: Logger): Promise<IdentityRuntime> {
-  const db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, "identity"), schema: "identity", migrations: identityMigrations });
+  const db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, "identity"), schema: config.databaseSchema, migrations: identityMigrations });
   try {
     const store = new SqlIdentityStore(db);
     if (config.demoData) await seedDemoData(store);

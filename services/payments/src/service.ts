@@ -22,7 +22,7 @@ export interface PaymentsRuntime {
 }
 
 export async function startPaymentsService(config: PaymentsConfig, logger: Logger): Promise<PaymentsRuntime> {
-  const db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, "payments"), schema: "payments", migrations: paymentsMigrations });
+  const db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, "payments"), schema: config.databaseSchema, migrations: paymentsMigrations });
   const identity = openChannel(config.identityAddress);
   try {
     const verifier = new TokenVerifier(jwksFromIdentity(identity));

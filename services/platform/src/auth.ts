@@ -25,7 +25,9 @@ export interface Caller {
 export type KeySource = () => Promise<JWK[]>;
 
 const MAX_CACHED_TOKENS = 10_000;
-const KEY_REFRESH_INTERVAL_MS = 5_000;
+// An unknown key id triggers a fresh look at the keys at most this often (garbage tokens must not
+// turn into a storm of JWKS calls).
+const KEY_REFRESH_INTERVAL_MS = 1_000;
 
 /** Splits `Bearer <token>`; anything else is unauthenticated. */
 export function bearerToken(header: string | undefined): string {

@@ -50,6 +50,11 @@ export const parse = {
     if (protocols.length > 0 && !protocols.includes(url.protocol)) throw new Error(`expected a ${protocols.join(" or ")} URL`);
     return raw;
   },
+  /** A lower-case SQL identifier (schema names). */
+  identifier: (raw: string) => {
+    if (!/^[a-z_][a-z0-9_]{0,62}$/.test(raw)) throw new Error(`expected a lower-case identifier, got "${raw}"`);
+    return raw;
+  },
   /** host:port of a gRPC peer. */
   address: (raw: string) => {
     if (!/^[\w.-]+:\d{1,5}$|^\[[\da-f:]+\]:\d{1,5}$/i.test(raw)) throw new Error(`expected host:port, got "${raw}"`);
@@ -87,7 +92,9 @@ export function loadConfig<S extends Spec>(spec: S, env: NodeJS.ProcessEnv): Con
 
 /** Settings every service process has; each entrypoint adds its own. */
 export function serviceSettings(prefix: string, defaultPort: number) {
+  const schema = prefix.toLowerCase();
   return {
+    databaseSchema: setting(`${prefix}_DB_SCHEMA`, parse.identifier, "schema the service owns in the database", schema),
     host: setting(`${prefix}_HOST`, parse.string, "interface the gRPC server binds", "127.0.0.1"),
     port: setting(`${prefix}_PORT`, parse.port, "gRPC port", defaultPort),
     logLevel: setting("LOG_LEVEL", parse.oneOf("fatal", "error", "warn", "info", "debug", "trace", "silent"), "log level", "info" as string),

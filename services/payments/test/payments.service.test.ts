@@ -1,0 +1,114 @@
+// PaymentService over real gRPC, with identity issuing the tokens: idempotency, refunds, tenancy.
+import { expect } from "chai";
+import { randomUUID } from "node:crypto";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { PaymentStatus } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
+import { errorInfoOf } from "@switchyard/platform";
+import { serviceEngines, startInProcessMesh, type InProcessMesh } from "../../platform/test/support/in-process-mesh.js";
+
+async function failure(promise: Promise<unknown>): Promise<{ code: Code; reason: string | undefined }> {
+  const err = await promise.then(() => undefined, (e: unknown) => e);
+  expect(err, "the call should have failed").to.be.instanceOf(ConnectError);
+  return { code: (err as ConnectError).code, reason: errorInfoOf(err as ConnectError)?.reason };
+}
+
+for (const engine of serviceEngines()) {
+  describe(`payments service over gRPC (${engine.name})`, function () {
+    this.timeout(60_000);
+    let mesh: InProcessMesh;
+    let alice: { headers: { authorization: string } };
+    let carol: { headers: { authorization: string } };
+
+    before(async () => {
+      mesh = await startInProcessMesh({ databaseUrl: engine.databaseUrl });
+      alice = { headers: await mesh.login("alice@acme.test") };
+      carol = { headers: await mesh.login("carol@globex.test") };
+    });
+    after(async () => mesh?.stop());
+
+    const create = (key: string, amount = 1000n, opts = alice) => mesh.payments.createPayment({ idempotencyKey: key, amount, currency: "EUR", source: "tok_visa" }, opts);
+
+    it("creates a payment once per key: N concurrent calls, one payment, one answer", async () => {
+      const key = randomUUID();
+      const results = await Promise.all(Array.from({ length: 15 }, () => create(key, 4242n)));
+      const ids = new Set(results.map((r) => r.payment!.id));
+      expect(ids.size).to.equal(1);
+      expect(results.filter((r) => !r.replayed)).to.have.length(1);
+      const listed = await mesh.payments.listPayments({ pageSize: 100 }, alice);
+      expect(listed.payments.filter((p) => p.id === [...ids][0])).to.have.length(1);
+    });
+
+    it("refuses the same key with another request, and a key that is not a UUID", async () => {
+      const key = randomUUID();
+      await create(key, 100n);
+      expect(await failure(create(key, 101n))).to.deep.equal({ code: Code.InvalidArgument, reason: "IDEMPOTENCY_KEY_REUSED" });
+      expect(await failure(create("not-a-uuid"))).to.deep.equal({ code: Code.InvalidArgument, reason: "IDEMPOTENCY_KEY_INVALID" });
+    });
+
+    it("applies the payment rules", async () => {
+      expect((await failure(create(randomUUID(), 0n))).reason).to.equal("RULE_VIOLATION");
+      expect((await failure(mesh.payments.createPayment({ idempotencyKey: randomUUID(), amount: 5n, currency: "eur", source: "x" }, alice))).reason).to.equal("RULE_VIOLATION");
+      expect((await failure(mesh.payments.createPayment({ idempotencyKey: randomUUID(), amount: 5n, currency: "XYZ", source: "x" }, alice))).reason).to.equal("RULE_VIOLATION");
+      expect((await failure(mesh.payments.createPayment({ idempotencyKey: randomUUID(), amount: 5n, currency: "EUR", source: "" }, alice))).reason).to.equal("RULE_VIOLATION");
+    });
+
+    it("keeps tenants apart: another tenant's payment is not found, keys are per tenant", async () => {
+      const key = randomUUID();
+      const mine = await create(key);
+      const theirs = await create(key, 1000n, carol);
+      expect(theirs.payment!.id).to.not.equal(mine.payment!.id);
+      expect(theirs.replayed).to.equal(false);
+      expect(await failure(mesh.payments.getPayment({ paymentId: mine.payment!.id }, carol))).to.deep.equal({ code: Code.NotFound, reason: "NOT_FOUND" });
+    });
+
+    it("verifies the token itself: none, garbage and forged tokens are refused", async () => {
+      expect((await failure(mesh.payments.listPayments({}))).code).to.equal(Code.Unauthenticated);
+      expect((await failure(mesh.payments.listPayments({}, { headers: { authorization: "Bearer garbage" } }))).code).to.equal(Code.Unauthenticated);
+      const [header, payload] = alice.headers.authorization.slice(7).split(".");
+      const claims = JSON.parse(Buffer.from(payload!, "base64url").toString()) as Record<string, unknown>;
+      const forged = Buffer.from(JSON.stringify({ ...claims, tid: "globex" })).toString("base64url");
+      expect((await failure(mesh.payments.listPayments({}, { headers: { authorization: `Bearer ${header}.${forged}.${alice.headers.authorization.split(".")[2]}` } }))).code).to.equal(Code.Unauthenticated);
+      const none = Buffer.from(JSON.stringify({ alg: "none", typ: "JWT" })).toString("base64url");
+      expect((await failure(mesh.payments.listPayments({}, { headers: { authorization: `Bearer ${none}.${payload}.` } }))).code).to.equal(Code.Unauthenticated);
+    });
+
+    it("never refunds more than the refundable rest, even concurrently", async () => {
+      const { payment } = await create(randomUUID(), 100n);
+      const attempts = await Promise.allSettled(Array.from({ length: 8 }, () => mesh.payments.createRefund({ idempotencyKey: randomUUID(), paymentId: payment!.id, amount: 30n }, alice)));
+      const ok = attempts.filter((a) => a.status === "fulfilled");
+      expect(ok).to.have.length(3);
+      for (const a of attempts) if (a.status === "rejected") expect(errorInfoOf(a.reason as ConnectError)?.reason).to.equal("REFUND_EXCEEDS_REFUNDABLE");
+      const after = await mesh.payments.getPayment({ paymentId: payment!.id }, alice);
+      expect(after.payment!.amountRefunded).to.equal(90n);
+      expect(after.payment!.status).to.equal(PaymentStatus.PARTIALLY_REFUNDED);
+      await mesh.payments.createRefund({ idempotencyKey: randomUUID(), paymentId: payment!.id, amount: 10n, reason: "rest" }, alice);
+      expect((await mesh.payments.getPayment({ paymentId: payment!.id }, alice)).payment!.status).to.equal(PaymentStatus.REFUNDED);
+      const refunds = await mesh.payments.listRefunds({ paymentId: payment!.id, pageSize: 2 }, alice);
+      expect(refunds.refunds).to.have.length(2);
+      expect(refunds.nextPageToken).to.not.equal("");
+    });
+
+    it("replays a refund with the same key without refunding twice", async () => {
+      const { payment } = await create(randomUUID(), 500n);
+      const key = randomUUID();
+      const first = await mesh.payments.createRefund({ idempotencyKey: key, paymentId: payment!.id, amount: 200n }, alice);
+      const again = await mesh.payments.createRefund({ idempotencyKey: key, paymentId: payment!.id, amount: 200n }, alice);
+      expect(again.replayed).to.equal(true);
+      expect(again.refund!.id).to.equal(first.refund!.id);
+      expect((await mesh.payments.getPayment({ paymentId: payment!.id }, alice)).payment!.amountRefunded).to.equal(200n);
+      expect(await failure(mesh.payments.createRefund({ idempotencyKey: randomUUID(), paymentId: "pay_AAAAAAAAAAAAAAAAAAAA", amount: 1n }, alice))).to.deep.equal({ code: Code.NotFound, reason: "NOT_FOUND" });
+    });
+
+    it("pages payments newest first with a keyset cursor, refusing a foreign cursor", async () => {
+      for (let i = 0; i < 5; i++) await create(randomUUID(), BigInt(10 + i));
+      const first = await mesh.payments.listPayments({ pageSize: 2 }, alice);
+      const second = await mesh.payments.listPayments({ pageSize: 2, pageToken: first.nextPageToken }, alice);
+      expect(first.payments).to.have.length(2);
+      expect(second.payments[0]!.id).to.not.equal(first.payments[1]!.id);
+      const t = (p: { createTime?: { seconds: bigint; nanos: number } }) => Number(p.createTime!.seconds) * 1e3 + p.createTime!.nanos / 1e6;
+      expect(t(first.payments[1]!)).to.be.at.least(t(second.payments[0]!));
+      expect(await failure(mesh.payments.listPayments({ pageToken: first.nextPageToken }, carol))).to.deep.equal({ code: Code.InvalidArgument, reason: "INVALID_CURSOR" });
+      expect((await failure(mesh.payments.listPayments({ pageSize: 101 }, alice))).reason).to.equal("INVALID_REQUEST");
+    });
+  });
+}

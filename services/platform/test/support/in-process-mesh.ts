@@ -1,0 +1,67 @@
+// Identity and payments in this test process (one process keeps service tests fast), on real
+// gRPC sockets and a real PostgreSQL engine (PGlite in a temp dir, or the server in DATABASE_URL
+// when `onServer` is set, each run under fresh schemas).
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
+import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
+import { identityConfigFrom, startIdentityService, type IdentityRuntime } from "@switchyard/identity";
+import { paymentsConfigFrom, startPaymentsService, type PaymentsRuntime } from "@switchyard/payments";
+import { createLogger, createServiceClient, openChannel, type Client } from "@switchyard/platform";
+
+export interface InProcessMesh {
+  identity: Client<typeof IdentityService>;
+  payments: Client<typeof PaymentService>;
+  identityRuntime: IdentityRuntime;
+  paymentsRuntime: PaymentsRuntime;
+  login(email: string, tenant?: string): Promise<{ authorization: string }>;
+  stop(): Promise<void>;
+}
+
+export async function startInProcessMesh(options: { databaseUrl?: string | undefined } = {}): Promise<InProcessMesh> {
+  const dataDir = mkdtempSync(join(tmpdir(), "switchyard-svc-"));
+  const suffix = randomBytes(4).toString("hex");
+  const common = { DATA_DIR: dataDir, LOG_LEVEL: "silent", DATABASE_URL: options.databaseUrl ?? "", IDENTITY_PORT: "0", PAYMENTS_PORT: "0" };
+  const logger = createLogger("test", "silent");
+  const identityRuntime = await startIdentityService(identityConfigFrom({ ...common, IDENTITY_DEMO_DATA: "true", IDENTITY_DB_SCHEMA: `identity_${suffix}` }), logger);
+  const identityAddress = `127.0.0.1:${identityRuntime.server.port}`;
+  const paymentsRuntime = await startPaymentsService(paymentsConfigFrom({ ...common, IDENTITY_ADDRESS: identityAddress, PAYMENTS_DB_SCHEMA: `payments_${suffix}` }), logger);
+  const identityChannel = openChannel(identityAddress);
+  const paymentsChannel = openChannel(`127.0.0.1:${paymentsRuntime.server.port}`);
+  const identity = createServiceClient(IdentityService, identityChannel);
+  const payments = createServiceClient(PaymentService, paymentsChannel);
+  return {
+    identity,
+    payments,
+    identityRuntime,
+    paymentsRuntime,
+    async login(email, tenant = email.split("@")[1]!.split(".")[0]!) {
+      const session = await identity.createSession({ tenantId: tenant, email, password: "demo-password" });
+      return { authorization: `Bearer ${session.accessToken}` };
+    },
+    async stop() {
+      identityChannel.close();
+      paymentsChannel.close();
+      await paymentsRuntime.stop();
+      await identityRuntime.stop();
+      rmSync(dataDir, { recursive: true, force: true });
+      if (options.databaseUrl) {
+        const client = new pg.Client(options.databaseUrl);
+        await client.connect();
+        await client.query(`DROP SCHEMA IF EXISTS identity_${suffix} CASCADE; DROP SCHEMA IF EXISTS payments_${suffix} CASCADE`);
+        await client.end();
+      }
+    },
+  };
+}
+
+/** The engines service suites run on: PGlite always, the PostgreSQL server when DATABASE_URL is set. */
+export function serviceEngines(): { name: string; databaseUrl: string | undefined }[] {
+  const engines: { name: string; databaseUrl: string | undefined }[] = [{ name: "embedded PGlite", databaseUrl: undefined }];
+  if (process.env.DATABASE_URL) engines.push({ name: "PostgreSQL server", databaseUrl: process.env.DATABASE_URL });
+  else console.log("  (PostgreSQL server service suites skipped: DATABASE_URL is not set)");
+  return engines;
+}
