@@ -141,7 +141,10 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       sendJson(res, result.status, result.body, result.headers);
     } catch (err) {
       const httpError = toHttpError(err, upstream);
-      if (httpError.status >= 500) logger.warn({ status: httpError.status, code: httpError.code, url: req.url, err }, "request failed");
+      if (httpError.status >= 500) {
+        const cause = err instanceof Error ? { type: err.name, message: err.message } : { message: String(err) };
+        logger.warn({ status: httpError.status, code: httpError.code, method: req.method, path: req.url?.split("?")[0], cause }, "request failed");
+      }
       sendError(res, httpError, presentedToken);
     }
   }

@@ -50,7 +50,9 @@ function errorReporter(logger: Logger) {
     if (err instanceof ConnectError && err.code !== Code.Internal && err.code !== Code.Unknown) {
       logger.debug({ rpc, code: Code[err.code], message: err.rawMessage }, "rpc failed");
     } else {
-      logger.error({ rpc, err }, "rpc failed with an internal error");
+      // Only message and stack: driver errors carry row data (a hash, an email) in other fields.
+      const e = err instanceof Error ? { type: err.name, message: err.message, stack: err.stack } : { message: String(err) };
+      logger.error({ rpc, err: e }, "rpc failed with an internal error");
     }
   };
 }
