@@ -1,0 +1,48 @@
+// The build check of contract §9.5: additive changes pass, breaking ones are named.
+import { expect } from "chai";
+import { readFileSync } from "node:fs";
+import { parse } from "yaml";
+import { breakingChanges } from "../scripts/ci/openapi-breaking.js";
+
+const doc = () => parse(readFileSync(new URL("../gateway/openapi/v1.yaml", import.meta.url), "utf8")) as Record<string, any>;
+
+describe("OpenAPI breaking-change check", () => {
+  it("finds nothing between the document and itself", () => {
+    expect(breakingChanges(doc(), doc())).to.deep.equal([]);
+  });
+
+  it("lets additive changes through: a new optional field, a new response field, a new operation", () => {
+    const next = doc();
+    next.components.schemas.PaymentCreate.properties.description = { type: "string" };
+    next.components.schemas.Payment.properties.description = { type: "string" };
+    next.paths["/v1/things"] = { get: { operationId: "listThings", responses: { "200": { description: "ok" } } } };
+    next.components.schemas.PaymentCreate.properties.source.maxLength = 1000;
+    expect(breakingChanges(doc(), next)).to.deep.equal([]);
+  });
+
+  const cases: [string, (d: Record<string, any>) => void, RegExp][] = [
+    ["a removed operation", (d) => delete d.paths["/v1/payments/{payment_id}"].get, /operation removed/],
+    ["a removed response field", (d) => delete d.components.schemas.Payment.properties.source, /field removed/],
+    ["a renamed response field", (d) => {
+      d.components.schemas.User.properties.name = d.components.schemas.User.properties.full_name;
+      delete d.components.schemas.User.properties.full_name;
+    }, /full_name: field removed/],
+    ["a changed type", (d) => (d.components.schemas.Payment.properties.amount.type = "string"), /type changed/],
+    ["a new required request field", (d) => {
+      d.components.schemas.RefundCreate.properties.note = { type: "string" };
+      d.components.schemas.RefundCreate.required.push("note");
+    }, /note: became required/],
+    ["tightened validation", (d) => (d.components.schemas.PaymentCreate.properties.source.maxLength = 10), /maxLength tightened/],
+    ["a tightened enum", (d) => (d.components.schemas.Role.enum = ["admin"]), /enum tightened/],
+    ["a parameter that became required", (d) => (d.components.parameters.Cursor.required = true), /parameter became required/],
+    ["a changed error envelope", (d) => delete d.components.schemas.Error.properties.code, /field removed/],
+  ];
+  for (const [name, change, expected] of cases) {
+    it(`names ${name}`, () => {
+      const next = doc();
+      change(next);
+      const found = breakingChanges(doc(), next).map((b) => `${b.where}: ${b.what}`);
+      expect(found.join("\n")).to.match(expected);
+    });
+  }
+});
