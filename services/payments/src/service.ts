@@ -1,7 +1,7 @@
 // Assembles the payments service; main.ts feeds it the environment, tests call it directly.
 import { join } from "node:path";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import { jwksFromIdentity, loadConfig, openChannel, openSqlDatabase, parse, purgeIdempotencyKeys, registration, serviceSettings, setting, startGrpcServer, TokenVerifier, type ConfigOf, type Logger, type RunningServer } from "@switchyard/platform";
+import { jwksFromIdentity, loadConfig, openChannel, openSqlDatabase, parse, idempotencyKeyTtlSetting, schedulePurgeOfIdempotencyKeys, registration, serviceSettings, setting, startGrpcServer, TokenVerifier, type ConfigOf, type Logger, type RunningServer } from "@switchyard/platform";
 import { paymentHandlers } from "./connect.js";
 import { paymentsMigrations } from "./store/migrations.js";
 import { SqlPaymentsStore } from "./store/sql-store.js";
@@ -9,10 +9,8 @@ import { SqlPaymentsStore } from "./store/sql-store.js";
 export const paymentsSettings = {
   ...serviceSettings("PAYMENTS", 50052),
   identityAddress: setting("IDENTITY_ADDRESS", parse.address, "identity service (token keys)", "127.0.0.1:50051"),
-  idempotencyKeyTtlHours: setting("IDEMPOTENCY_KEY_TTL_HOURS", parse.int(24, 24 * 365), "how long Idempotency-Keys are remembered (at least 24)", 48),
+  idempotencyKeyTtlHours: idempotencyKeyTtlSetting,
 };
-
-const PURGE_INTERVAL_MS = 60 * 60 * 1000;
 export type PaymentsConfig = ConfigOf<typeof paymentsSettings>;
 
 export function paymentsConfigFrom(env: NodeJS.ProcessEnv): PaymentsConfig {
@@ -37,18 +35,11 @@ export async function startPaymentsService(config: PaymentsConfig, logger: Logge
       drainTimeoutMs: config.drainTimeoutMs,
       services: [registration(PaymentService, paymentHandlers({ store: new SqlPaymentsStore(db), verifier }))],
     });
-    // Forget idempotency keys past their time, hourly; a failed purge is retried the next hour.
-    const purge = () =>
-      purgeIdempotencyKeys(db, config.idempotencyKeyTtlHours * 3_600_000).then(
-        (n) => n > 0 && logger.info({ purged: n }, "forgot expired idempotency keys"),
-        (err: unknown) => logger.warn({ message: String(err) }, "idempotency key purge failed"),
-      );
-    const purgeTimer = setInterval(purge, PURGE_INTERVAL_MS).unref();
-    void purge();
+    const stopPurge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
     return {
       server,
       async stop() {
-        clearInterval(purgeTimer);
+        stopPurge();
         await server.shutdown();
         identity.close();
         await db.close();

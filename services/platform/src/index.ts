@@ -14,3 +14,5 @@ export * from "./store/idempotency.js";
 export { echoImpl, EchoService } from "./echo.js";
 export { jwksFromIdentity } from "./identity-keys.js";
 export { newId, isIdOf } from "./ids.js";
+export * from "./money.js";
+export { AsyncQueue } from "./async-queue.js";

@@ -38,11 +38,14 @@ export function decodeCursor(collection: string, token: string): Keyset | undefi
   let body: Partial<CursorBody>;
   try {
     if (token.length > 512 || !/^[A-Za-z0-9_-]+$/.test(token)) throw new Error("shape");
-    body = JSON.parse(Buffer.from(token, "base64url").toString("utf8")) as Partial<CursorBody>;
+    const parsed: unknown = JSON.parse(Buffer.from(token, "base64url").toString("utf8"));
+    if (typeof parsed !== "object" || parsed === null) throw new Error("shape");
+    body = parsed as Partial<CursorBody>;
   } catch {
     throw fail("INVALID_CURSOR", "the cursor is malformed");
   }
-  if (body.v !== 1 || typeof body.t !== "number" || !Number.isSafeInteger(body.t) || typeof body.i !== "string") {
+  // A Date holds at most ±8.64e15 ms: beyond that it is Invalid Date, not a position.
+  if (body.v !== 1 || typeof body.t !== "number" || !Number.isSafeInteger(body.t) || Math.abs(body.t) > 8.64e15 || typeof body.i !== "string") {
     throw fail("INVALID_CURSOR", "the cursor is malformed");
   }
   if (body.c !== collection) throw fail("INVALID_CURSOR", "the cursor belongs to another list");

@@ -1,14 +1,11 @@
 // Payment and refund rules, without I/O.
-import { fail } from "@switchyard/platform";
+import { assertAmount, assertCurrency, fail } from "@switchyard/platform";
 
 export type PaymentStatus = "succeeded" | "partially_refunded" | "refunded";
 
-/** Largest amount accepted, in minor units: far below 2^53, so JSON numbers stay exact. */
-export const MAX_AMOUNT = 100_000_000_000n;
 export const SOURCE_MAX_LENGTH = 255;
 export const REASON_MAX_LENGTH = 500;
 
-const CURRENCIES = new Set(Intl.supportedValuesOf("currency"));
 const CONTROL = /\p{Cc}/u;
 
 export interface NewPayment {
@@ -17,15 +14,9 @@ export interface NewPayment {
   source: string;
 }
 
-function checkAmount(amount: bigint): void {
-  if (amount < 1n || amount > MAX_AMOUNT) throw fail("RULE_VIOLATION", `amount must be a positive integer in minor units, at most ${MAX_AMOUNT}`, { field: "amount" });
-}
-
 export function validateNewPayment(input: NewPayment): NewPayment {
-  checkAmount(input.amount);
-  if (!/^[A-Z]{3}$/.test(input.currency) || !CURRENCIES.has(input.currency)) {
-    throw fail("RULE_VIOLATION", "currency must be an upper-case ISO 4217 code such as EUR", { field: "currency" });
-  }
+  assertAmount(input.amount, "amount");
+  assertCurrency(input.currency);
   if (input.source.length === 0 || input.source.length > SOURCE_MAX_LENGTH || CONTROL.test(input.source)) {
     throw fail("RULE_VIOLATION", `source must be 1 to ${SOURCE_MAX_LENGTH} characters without control characters`, { field: "source" });
   }
@@ -33,7 +24,7 @@ export function validateNewPayment(input: NewPayment): NewPayment {
 }
 
 export function validateRefundRequest(input: { amount: bigint; reason: string }): { amount: bigint; reason: string } {
-  checkAmount(input.amount);
+  assertAmount(input.amount, "amount");
   if (input.reason.length > REASON_MAX_LENGTH || CONTROL.test(input.reason)) {
     throw fail("RULE_VIOLATION", `reason must be at most ${REASON_MAX_LENGTH} characters without control characters`, { field: "reason" });
   }

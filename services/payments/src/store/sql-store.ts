@@ -1,6 +1,6 @@
 // PaymentsStore on the PostgreSQL-family adapter. The idempotency key and the write it guards
 // commit in one transaction (runIdempotent); refunds lock their payment row first.
-import { fail, newId, runIdempotent, type Keyset, type ResultCodec, type SqlDatabase, type SqlExecutor } from "@switchyard/platform";
+import { fail, jsonResultCodec, newId, runIdempotent, type Keyset, type SqlDatabase, type SqlExecutor } from "@switchyard/platform";
 import type { NewPayment } from "../domain/payments.js";
 import type { IdempotencyInput, PaymentRecord, PaymentsStore, RefundRecord } from "./port.js";
 
@@ -47,21 +47,8 @@ const toRefund = (r: RefundRow): RefundRecord => ({
   createdAt: r.created_at,
 });
 
-/** The first result, as stored with the key: bigints as strings, dates as ISO strings. */
-function jsonCodec<T extends object>(dates: (keyof T)[], bigints: (keyof T)[]): ResultCodec<T> {
-  return {
-    encode: (value) => new TextEncoder().encode(JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v))),
-    decode: (bytes) => {
-      const raw = JSON.parse(new TextDecoder().decode(bytes)) as Record<string, unknown>;
-      for (const k of dates) raw[k as string] = new Date(raw[k as string] as string);
-      for (const k of bigints) raw[k as string] = BigInt(raw[k as string] as string);
-      return raw as T;
-    },
-  };
-}
-
-const paymentCodec = jsonCodec<PaymentRecord>(["createdAt"], ["amount", "amountRefunded"]);
-const refundCodec = jsonCodec<RefundRecord>(["createdAt"], ["amount"]);
+const paymentCodec = jsonResultCodec<PaymentRecord>();
+const refundCodec = jsonResultCodec<RefundRecord>();
 
 export class SqlPaymentsStore implements PaymentsStore {
   constructor(private readonly db: SqlDatabase) {}

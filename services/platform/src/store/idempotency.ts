@@ -4,6 +4,13 @@
 import { createHash } from "node:crypto";
 import { fail } from "../errors.js";
 import type { SqlDatabase, SqlExecutor } from "./sql.js";
+import type { Logger } from "../logger.js";
+import { parse, setting } from "../config.js";
+
+/** The setting of every service that keeps idempotency keys. */
+export const idempotencyKeyTtlSetting = setting("IDEMPOTENCY_KEY_TTL_HOURS", parse.int(24, 24 * 365), "how long Idempotency-Keys are remembered (at least 24)", 48);
+
+const PURGE_INTERVAL_MS = 60 * 60 * 1000;
 
 /** Include in a service's migrations to use `runIdempotent`. */
 export const IDEMPOTENCY_TABLE_SQL = `
@@ -31,6 +38,32 @@ export interface IdempotencyScope {
 export interface ResultCodec<T> {
   encode(value: T): Uint8Array;
   decode(bytes: Uint8Array): T;
+}
+
+/**
+ * Stores a result as JSON, keeping bigints and Dates exact (tagged), however deeply nested:
+ * a replay decodes to the same value the first call returned.
+ */
+export function jsonResultCodec<T>(): ResultCodec<T> {
+  return {
+    encode: (value) =>
+      new TextEncoder().encode(
+        JSON.stringify(value, function (this: Record<string, unknown>, key: string, json: unknown) {
+          const raw = this[key];
+          if (typeof raw === "bigint") return { $bigint: raw.toString() };
+          if (raw instanceof Date) return { $date: raw.toISOString() };
+          return json;
+        }),
+      ),
+    decode: (bytes) =>
+      JSON.parse(new TextDecoder().decode(bytes), (_key, value: unknown) => {
+        if (value && typeof value === "object") {
+          if ("$bigint" in value) return BigInt((value as { $bigint: string }).$bigint);
+          if ("$date" in value) return new Date((value as { $date: string }).$date);
+        }
+        return value;
+      }) as T,
+  };
 }
 
 export interface IdempotentOutcome<T> {
@@ -87,8 +120,29 @@ export async function runIdempotent<T>(db: SqlDatabase, scope: IdempotencyScope,
   });
 }
 
+/**
+ * A UUID-shaped key derived from what an operation is about (e.g. tenant, order, version), for a
+ * service calling another idempotently: the same operation always sends the same key.
+ */
+export function derivedIdempotencyKey(...parts: (string | number | bigint)[]): string {
+  const h = createHash("sha256").update(parts.map(String).join("\u0000")).digest("hex");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${((parseInt(h[16]!, 16) & 3) | 8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
+}
+
 /** Forgets keys older than `olderThanMs` (kept at least 24 h by the services' settings). */
 export async function purgeIdempotencyKeys(db: SqlExecutor, olderThanMs: number): Promise<number> {
   const result = await db.query(`DELETE FROM idempotency_keys WHERE created_at < now() - ($1::bigint * interval '1 millisecond')`, [olderThanMs]);
   return result.rowCount;
+}
+
+/** Purges expired keys now and then hourly; returns the stop function. A failed purge is retried next hour. */
+export function schedulePurgeOfIdempotencyKeys(db: SqlExecutor, ttlHours: number, logger: Logger): () => void {
+  const purge = () =>
+    purgeIdempotencyKeys(db, ttlHours * 3_600_000).then(
+      (n) => n > 0 && logger.info({ purged: n }, "forgot expired idempotency keys"),
+      (err: unknown) => logger.warn({ message: String(err) }, "idempotency key purge failed"),
+    );
+  const timer = setInterval(purge, PURGE_INTERVAL_MS).unref();
+  void purge();
+  return () => clearInterval(timer);
 }

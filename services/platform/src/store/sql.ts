@@ -55,13 +55,18 @@ function assertIdentifier(schema: string): void {
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error(`invalid schema name "${schema}"`);
 }
 
+/** As pg counts: the rows a statement returned, else the rows it changed (PGlite says 0 for a SELECT). */
+function pgliteRowCount(result: { rows: unknown[]; fields: unknown[]; affectedRows?: number }): number {
+  return result.fields.length > 0 ? result.rows.length : (result.affectedRows ?? 0);
+}
+
 class PgliteDatabase implements SqlDatabase {
   readonly engine = "pglite";
   constructor(private readonly db: PGlite, readonly schema: string) {}
 
   async query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
     const result = await this.db.query<R>(sql, normalizeParams(params));
-    return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+    return { rows: result.rows, rowCount: pgliteRowCount(result) };
   }
 
   async exec(sql: string): Promise<void> {
@@ -73,7 +78,7 @@ class PgliteDatabase implements SqlDatabase {
       work({
         query: async <R>(sql: string, params?: unknown[]) => {
           const result = await tx.query<R>(sql, normalizeParams(params));
-          return { rows: result.rows, rowCount: result.affectedRows ?? result.rows.length };
+          return { rows: result.rows, rowCount: pgliteRowCount(result) };
         },
         exec: async (sql: string) => {
           await tx.exec(sql);
@@ -123,8 +128,12 @@ class PostgresDatabase implements SqlDatabase {
     }
   }
 
-  async close(): Promise<void> {
-    await this.pool.end();
+  private ending: Promise<void> | undefined;
+
+  /** Like PGlite's, safe to call again (pg's Pool.end() rejects a second call). */
+  close(): Promise<void> {
+    this.ending ??= this.pool.end();
+    return this.ending;
   }
 }
 
@@ -163,7 +172,8 @@ export async function openSqlDatabase(options: OpenSqlOptions): Promise<SqlDatab
     db = new PostgresDatabase(pool, options.schema);
   } else {
     if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
-    const lite = new PGlite(options.dataDir, { parsers: { [pgliteTypes.INT8]: parseInt8 } });
+    // One options object: `new PGlite(undefined, options)` (in memory) silently drops the options.
+    const lite = new PGlite({ dataDir: options.dataDir, parsers: { [pgliteTypes.INT8]: parseInt8 } });
     await lite.waitReady;
     db = new PgliteDatabase(lite, options.schema);
   }

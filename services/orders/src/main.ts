@@ -1,0 +1,9 @@
+// Entrypoint of the orders process: the only place that reads the environment.
+import { createLogger, runMain } from "@switchyard/platform";
+import { ordersConfigFrom, startOrdersService } from "./service.js";
+
+runMain("orders", async () => {
+  const config = ordersConfigFrom(process.env);
+  const runtime = await startOrdersService(config, createLogger("orders", config.logLevel));
+  return runtime.stop;
+});

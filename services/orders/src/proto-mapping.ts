@@ -1,0 +1,40 @@
+// Internal records → proto messages, field by field; totals computed by the domain.
+import { create } from "@bufbuild/protobuf";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { DiscountSchema, ItemSchema, OrderSchema, OrderStatus as ProtoStatus, ShipmentSchema, type Discount, type Item, type Order, type Shipment } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
+import { totalsOf } from "./domain/orders.js";
+import type { OrderStatus } from "./domain/state-machine.js";
+import type { DiscountRecord, ItemRecord, OrderRecord, ShipmentRecord } from "./store/port.js";
+
+export const STATUS_TO_PROTO: Record<OrderStatus, ProtoStatus> = {
+  pending: ProtoStatus.PENDING,
+  paid: ProtoStatus.PAID,
+  shipped: ProtoStatus.SHIPPED,
+  cancelled: ProtoStatus.CANCELLED,
+};
+
+export const itemToProto = (i: ItemRecord): Item => create(ItemSchema, { id: i.id, sku: i.sku, quantity: i.quantity, unitPrice: i.unitPrice, createTime: timestampFromDate(i.createdAt) });
+export const discountToProto = (d: DiscountRecord): Discount => create(DiscountSchema, { id: d.id, code: d.code, amount: d.amount, createTime: timestampFromDate(d.createdAt) });
+export const shipmentToProto = (s: ShipmentRecord): Shipment =>
+  create(ShipmentSchema, { id: s.id, orderId: s.orderId, carrier: s.carrier, trackingNumber: s.trackingNumber, createTime: timestampFromDate(s.createdAt) });
+
+export function orderToProto(o: OrderRecord): Order {
+  const totals = totalsOf(o.items, o.discounts);
+  return create(OrderSchema, {
+    id: o.id,
+    userId: o.userId,
+    status: STATUS_TO_PROTO[o.status],
+    currency: o.currency,
+    items: o.items.map(itemToProto),
+    discounts: o.discounts.map(discountToProto),
+    subtotal: totals.subtotal,
+    discountTotal: totals.discountTotal,
+    total: totals.total,
+    note: o.note,
+    paymentId: o.paymentId,
+    refundId: o.refundId,
+    shipments: o.shipments.map(shipmentToProto),
+    createTime: timestampFromDate(o.createdAt),
+    updateTime: timestampFromDate(o.updatedAt),
+  });
+}

@@ -1,0 +1,50 @@
+import { IDEMPOTENCY_TABLE_SQL, type Migration } from "@switchyard/platform";
+
+// Never edit a migration that has shipped: add the next version.
+export const ordersMigrations: Migration[] = [
+  {
+    version: 1,
+    name: "orders, items, discounts, shipments, idempotency keys",
+    sql: `
+CREATE TABLE orders (
+  id         bigserial PRIMARY KEY,
+  tenant_id  text NOT NULL,
+  user_id    bigint NOT NULL,
+  status     text NOT NULL CHECK (status IN ('pending', 'paid', 'shipped', 'cancelled')),
+  currency   text NOT NULL,
+  note       text NOT NULL DEFAULT '',
+  payment_id text NOT NULL DEFAULT '',
+  refund_id  text NOT NULL DEFAULT '',
+  version    integer NOT NULL DEFAULT 1,
+  created_at timestamptz NOT NULL DEFAULT date_trunc('milliseconds', clock_timestamp()),
+  updated_at timestamptz NOT NULL DEFAULT date_trunc('milliseconds', clock_timestamp())
+);
+CREATE INDEX orders_by_user ON orders (tenant_id, user_id, created_at DESC, id DESC);
+CREATE TABLE order_items (
+  id         bigserial PRIMARY KEY,
+  order_id   bigint NOT NULL REFERENCES orders (id),
+  sku        text NOT NULL,
+  quantity   bigint NOT NULL CHECK (quantity > 0),
+  unit_price bigint NOT NULL CHECK (unit_price >= 0),
+  created_at timestamptz NOT NULL DEFAULT date_trunc('milliseconds', clock_timestamp())
+);
+CREATE INDEX order_items_by_order ON order_items (order_id, id);
+CREATE TABLE order_discounts (
+  id         bigserial PRIMARY KEY,
+  order_id   bigint NOT NULL REFERENCES orders (id),
+  code       text NOT NULL,
+  amount     bigint NOT NULL CHECK (amount > 0),
+  created_at timestamptz NOT NULL DEFAULT date_trunc('milliseconds', clock_timestamp())
+);
+CREATE INDEX order_discounts_by_order ON order_discounts (order_id, id);
+CREATE TABLE shipments (
+  id              text PRIMARY KEY,
+  order_id        bigint NOT NULL REFERENCES orders (id),
+  carrier         text NOT NULL DEFAULT '',
+  tracking_number text NOT NULL DEFAULT '',
+  created_at      timestamptz NOT NULL DEFAULT date_trunc('milliseconds', clock_timestamp())
+);
+CREATE INDEX shipments_by_order ON shipments (order_id, created_at);
+${IDEMPOTENCY_TABLE_SQL}`,
+  },
+];

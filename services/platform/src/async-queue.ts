@@ -1,0 +1,59 @@
+// A push-to-pull bridge for server streams: producers push, the handler yields in order;
+// close() ends the stream, fail() ends it with an error.
+export class AsyncQueue<T> implements AsyncIterable<T> {
+  private readonly items: T[] = [];
+  private waiting: ((r: IteratorResult<T>) => void) | undefined;
+  private failWaiting: ((err: unknown) => void) | undefined;
+  private closed = false;
+  private error: unknown;
+
+  push(item: T): void {
+    if (this.closed) return;
+    if (this.waiting) {
+      const resolve = this.waiting;
+      this.waiting = this.failWaiting = undefined;
+      resolve({ value: item, done: false });
+    } else {
+      this.items.push(item);
+    }
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.waiting) {
+      const resolve = this.waiting;
+      this.waiting = this.failWaiting = undefined;
+      resolve({ value: undefined, done: true });
+    }
+  }
+
+  fail(err: unknown): void {
+    if (this.closed) return;
+    this.error = err;
+    this.closed = true;
+    if (this.failWaiting) {
+      const reject = this.failWaiting;
+      this.waiting = this.failWaiting = undefined;
+      reject(err);
+    }
+  }
+
+  [Symbol.asyncIterator](): AsyncIterator<T> {
+    return {
+      next: () => {
+        if (this.items.length > 0) return Promise.resolve({ value: this.items.shift() as T, done: false });
+        if (this.error !== undefined) return Promise.reject(this.error);
+        if (this.closed) return Promise.resolve({ value: undefined, done: true });
+        return new Promise((resolve, reject) => {
+          this.waiting = resolve;
+          this.failWaiting = reject;
+        });
+      },
+      return: () => {
+        this.close();
+        return Promise.resolve({ value: undefined, done: true });
+      },
+    };
+  }
+}
