@@ -1,4 +1,4 @@
-// Starts the mesh as separate processes (identity, payments, gateway), waits until every part is
+// Starts the mesh as separate processes (identity, payments, orders, gateway), waits until every part is
 // healthy, and stops it cleanly. `npm start`, the end-to-end tests and the benchmark all use it.
 import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
@@ -10,6 +10,7 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url));
 export const SERVICES = {
   identity: "services/identity/src/main.ts",
   payments: "services/payments/src/main.ts",
+  orders: "services/orders/src/main.ts",
   gateway: "gateway/src/main.ts",
 } as const;
 export type ServiceName = keyof typeof SERVICES;
@@ -66,6 +67,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const ports = {
     identity: options.ports?.identity ?? (await freePort()),
     payments: options.ports?.payments ?? (await freePort()),
+    orders: options.ports?.orders ?? (await freePort()),
     gateway: options.ports?.gateway ?? (await freePort()),
   };
   const address = (name: ServiceName) => `127.0.0.1:${ports[name]}`;
@@ -74,9 +76,11 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     DATA_DIR: options.dataDir,
     IDENTITY_PORT: String(ports.identity),
     PAYMENTS_PORT: String(ports.payments),
+    ORDERS_PORT: String(ports.orders),
     GATEWAY_PORT: String(ports.gateway),
     IDENTITY_ADDRESS: address("identity"),
     PAYMENTS_ADDRESS: address("payments"),
+    ORDERS_ADDRESS: address("orders"),
     IDENTITY_DEMO_DATA: options.demoData ? "true" : "false",
     ...options.env,
   };
@@ -122,6 +126,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     // identity first: the others fetch its token keys.
     launch("identity");
     launch("payments");
+    launch("orders");
     launch("gateway");
     await waitFor(gatewayReady, readyTimeoutMs, "the mesh to become ready", failure);
   } catch (err) {
@@ -144,7 +149,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     async stop() {
       // The edge first, so no new work arrives; then the services.
       await stopService("gateway");
-      await Promise.all([stopService("payments"), stopService("identity")]);
+      await Promise.all([stopService("orders"), stopService("payments"), stopService("identity")]);
     },
   };
 }

@@ -12,6 +12,7 @@ import type { RouteGroup, RouteHandler } from "./runtime/route.js";
 import { Router } from "./runtime/router.js";
 import { identityRoutes } from "./routes/identity.js";
 import { paymentRoutes } from "./routes/payments.js";
+import { orderRoutes } from "./routes/orders.js";
 import { openUpstreams, type Upstreams } from "./upstreams.js";
 
 export const gatewaySettings = {
@@ -20,6 +21,7 @@ export const gatewaySettings = {
   logLevel: setting("LOG_LEVEL", parse.oneOf("fatal", "error", "warn", "info", "debug", "trace", "silent"), "log level", "info" as string),
   identityAddress: setting("IDENTITY_ADDRESS", parse.address, "identity service", "127.0.0.1:50051"),
   paymentsAddress: setting("PAYMENTS_ADDRESS", parse.address, "payments service", "127.0.0.1:50052"),
+  ordersAddress: setting("ORDERS_ADDRESS", parse.address, "orders service", "127.0.0.1:50053"),
   deadlineMs: setting("GATEWAY_DEADLINE_MS", parse.int(50, 120_000), "deadline given to every upstream call chain", 5_000),
   maxBodyBytes: setting("GATEWAY_MAX_BODY_BYTES", parse.int(1_024, 10 * 1024 * 1024), "largest accepted request body", 64 * 1024),
   drainTimeoutMs: setting("SHUTDOWN_DRAIN_MS", parse.int(0, 600_000), "how long SIGTERM waits for in-flight requests", 10_000),
@@ -30,7 +32,7 @@ export function gatewayConfigFrom(env: NodeJS.ProcessEnv): GatewayConfig {
   return loadConfig(gatewaySettings, env);
 }
 
-const ROUTE_GROUPS: RouteGroup[] = [identityRoutes, paymentRoutes];
+const ROUTE_GROUPS: RouteGroup[] = [identityRoutes, paymentRoutes, orderRoutes];
 const BUILT_IN = new Set(["getOpenApiDocument"]);
 
 interface BoundRoute {
@@ -71,7 +73,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const api = loadApiDocument();
   const routes = bindRoutes(api.operations);
   const router = new Router(api.operations);
-  const upstreams: Upstreams = openUpstreams({ identity: config.identityAddress, payments: config.paymentsAddress });
+  const upstreams: Upstreams = openUpstreams({ identity: config.identityAddress, payments: config.paymentsAddress, orders: config.ordersAddress });
   const verifier = new TokenVerifier(jwksFromIdentity(upstreams.channels.identity));
   const healthClients = Object.values(upstreams.channels).map((channel) => createServiceClient(Health, channel));
 
@@ -115,7 +117,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       if (!operation.validateParams(params)) throw edgeError("INVALID_REQUEST", describeParamError(operation.validateParams.errors![0]!));
 
       let body: unknown;
-      if (operation.validateBody) {
+      const sentBody = Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined;
+      if (operation.validateBody && (operation.bodyRequired || sentBody)) {
         body = await readJsonBody(req, config.maxBodyBytes);
         if (!operation.validateBody(body)) {
           const problem = describeBodyError(operation.validateBody.errors![0]!);

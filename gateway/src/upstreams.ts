@@ -1,16 +1,19 @@
 // One long-lived grpc-js channel per upstream service, opened at start and reused by every request.
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
+import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { createServiceClient, openChannel, type Client } from "@switchyard/platform";
 
 export interface UpstreamAddresses {
   identity: string;
   payments: string;
+  orders: string;
 }
 
 export interface Upstreams {
   identity: Client<typeof IdentityService>;
   payments: Client<typeof PaymentService>;
+  orders: Client<typeof OrderService>;
   /** The channels by service name (health checks, the token key source). */
   channels: Record<keyof UpstreamAddresses, ReturnType<typeof openChannel>>;
   close(): void;
@@ -19,13 +22,16 @@ export interface Upstreams {
 export function openUpstreams(addresses: UpstreamAddresses): Upstreams {
   const identityChannel = openChannel(addresses.identity);
   const paymentsChannel = openChannel(addresses.payments);
+  const ordersChannel = openChannel(addresses.orders);
   return {
     identity: createServiceClient(IdentityService, identityChannel),
     payments: createServiceClient(PaymentService, paymentsChannel),
-    channels: { identity: identityChannel, payments: paymentsChannel },
+    orders: createServiceClient(OrderService, ordersChannel),
+    channels: { identity: identityChannel, payments: paymentsChannel, orders: ordersChannel },
     close() {
       identityChannel.close();
       paymentsChannel.close();
+      ordersChannel.close();
     },
   };
 }

@@ -1,17 +1,10 @@
 // /v1/payments…: payments and refunds, translated to PaymentService calls.
-import type { RouteGroup, RouteResult } from "../runtime/route.js";
+import { created, type RouteGroup } from "../runtime/route.js";
 import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
 import { paymentJson, refundJson } from "../representations/payments.js";
 
 interface PaymentBody { amount: number; currency: string; source: string }
 interface RefundBody { amount: number; reason?: string }
-
-/** First write → 201; a replay → 200 with the same body and Location. */
-function created(body: unknown, location: string, replayed: boolean): RouteResult {
-  return replayed
-    ? { status: 200, body, headers: { location, "idempotent-replayed": "true" } }
-    : { status: 201, body, headers: { location } };
-}
 
 export const paymentRoutes: RouteGroup = {
   upstream: "payments",
