@@ -1,4 +1,4 @@
-// Identity and payments in this test process (one process keeps service tests fast), on real
+// Identity, payments and orders in this test process (one process keeps service tests fast), on real
 // gRPC sockets and a real PostgreSQL engine (PGlite in a temp dir, or the server in DATABASE_URL
 // when `onServer` is set, each run under fresh schemas).
 import { mkdtempSync, rmSync } from "node:fs";
@@ -8,6 +8,8 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
+import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
+import { ordersConfigFrom, startOrdersService, type OrdersRuntime } from "@switchyard/orders";
 import { identityConfigFrom, startIdentityService, type IdentityRuntime } from "@switchyard/identity";
 import { paymentsConfigFrom, startPaymentsService, type PaymentsRuntime } from "@switchyard/payments";
 import { createLogger, createServiceClient, openChannel, type Client } from "@switchyard/platform";
@@ -15,29 +17,51 @@ import { createLogger, createServiceClient, openChannel, type Client } from "@sw
 export interface InProcessMesh {
   identity: Client<typeof IdentityService>;
   payments: Client<typeof PaymentService>;
+  orders: Client<typeof OrderService>;
   identityRuntime: IdentityRuntime;
   paymentsRuntime: PaymentsRuntime;
+  ordersRuntime: OrdersRuntime;
+  identityAddress: string;
+  ordersAddress: string;
   login(email: string, tenant?: string): Promise<{ authorization: string }>;
   stop(): Promise<void>;
 }
 
-export async function startInProcessMesh(options: { databaseUrl?: string | undefined } = {}): Promise<InProcessMesh> {
+export interface InProcessMeshOptions {
+  databaseUrl?: string | undefined;
+  /** Where orders finds payments; the in-process payments service when absent (tests put a slow one here). */
+  paymentsAddressForOrders?: string;
+}
+
+export async function startInProcessMesh(options: InProcessMeshOptions = {}): Promise<InProcessMesh> {
   const dataDir = mkdtempSync(join(tmpdir(), "switchyard-svc-"));
   const suffix = randomBytes(4).toString("hex");
-  const common = { DATA_DIR: dataDir, LOG_LEVEL: "silent", DATABASE_URL: options.databaseUrl ?? "", IDENTITY_PORT: "0", PAYMENTS_PORT: "0" };
+  const common = { DATA_DIR: dataDir, LOG_LEVEL: "silent", DATABASE_URL: options.databaseUrl ?? "", IDENTITY_PORT: "0", PAYMENTS_PORT: "0", ORDERS_PORT: "0" };
   const logger = createLogger("test", "silent");
   const identityRuntime = await startIdentityService(identityConfigFrom({ ...common, IDENTITY_DEMO_DATA: "true", IDENTITY_DB_SCHEMA: `identity_${suffix}` }), logger);
   const identityAddress = `127.0.0.1:${identityRuntime.server.port}`;
   const paymentsRuntime = await startPaymentsService(paymentsConfigFrom({ ...common, IDENTITY_ADDRESS: identityAddress, PAYMENTS_DB_SCHEMA: `payments_${suffix}` }), logger);
+  const paymentsAddress = `127.0.0.1:${paymentsRuntime.server.port}`;
+  const ordersRuntime = await startOrdersService(
+    ordersConfigFrom({ ...common, IDENTITY_ADDRESS: identityAddress, PAYMENTS_ADDRESS: options.paymentsAddressForOrders ?? paymentsAddress, ORDERS_DB_SCHEMA: `orders_${suffix}` }),
+    logger,
+  );
+  const ordersAddress = `127.0.0.1:${ordersRuntime.server.port}`;
   const identityChannel = openChannel(identityAddress);
-  const paymentsChannel = openChannel(`127.0.0.1:${paymentsRuntime.server.port}`);
+  const paymentsChannel = openChannel(paymentsAddress);
+  const ordersChannel = openChannel(ordersAddress);
   const identity = createServiceClient(IdentityService, identityChannel);
   const payments = createServiceClient(PaymentService, paymentsChannel);
+  const orders = createServiceClient(OrderService, ordersChannel);
   return {
     identity,
     payments,
+    orders,
     identityRuntime,
     paymentsRuntime,
+    ordersRuntime,
+    identityAddress,
+    ordersAddress,
     async login(email, tenant = email.split("@")[1]!.split(".")[0]!) {
       const session = await identity.createSession({ tenantId: tenant, email, password: "demo-password" });
       return { authorization: `Bearer ${session.accessToken}` };
@@ -45,13 +69,15 @@ export async function startInProcessMesh(options: { databaseUrl?: string | undef
     async stop() {
       identityChannel.close();
       paymentsChannel.close();
+      ordersChannel.close();
+      await ordersRuntime.stop();
       await paymentsRuntime.stop();
       await identityRuntime.stop();
       rmSync(dataDir, { recursive: true, force: true });
       if (options.databaseUrl) {
         const client = new pg.Client(options.databaseUrl);
         await client.connect();
-        await client.query(`DROP SCHEMA IF EXISTS identity_${suffix} CASCADE; DROP SCHEMA IF EXISTS payments_${suffix} CASCADE`);
+        await client.query(`DROP SCHEMA IF EXISTS identity_${suffix} CASCADE; DROP SCHEMA IF EXISTS payments_${suffix} CASCADE; DROP SCHEMA IF EXISTS orders_${suffix} CASCADE`);
         await client.end();
       }
     },
