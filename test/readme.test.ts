@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { identitySettings } from "@switchyard/identity";
 import { paymentsSettings } from "@switchyard/payments";
+import { ordersSettings } from "@switchyard/orders";
 import { gatewaySettings } from "@switchyard/gateway";
 import { startMesh, type Mesh } from "../scripts/mesh.js";
 
@@ -33,7 +34,7 @@ describe("README", function () {
 
   it("documents every environment variable the processes read", () => {
     const table = section("Configuration");
-    for (const spec of [identitySettings, paymentsSettings, gatewaySettings]) {
+    for (const spec of [identitySettings, paymentsSettings, ordersSettings, gatewaySettings]) {
       for (const s of Object.values(spec)) expect(table, s.env).to.include(`\`${s.env}\``);
     }
   });
