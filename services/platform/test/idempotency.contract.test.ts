@@ -1,0 +1,253 @@
+// Idempotency keys on every store adapter: one run per key, replays of the stored result, refusal
+// of a key reused for another request, isolation of tenants and operations, nothing kept when the
+// work fails, and exactly one winner among concurrent first calls.
+import { expect } from "chai";
+import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import { ConnectError } from "@connectrpc/connect";
+import {
+  assertIdempotencyKey,
+  errorInfoOf,
+  IDEMPOTENCY_TABLE_SQL,
+  purgeIdempotencyKeys,
+  requestFingerprint,
+  runIdempotent,
+  type IdempotencyScope,
+  type Migration,
+  type ResultCodec,
+  type SqlDatabase,
+  type SqlExecutor,
+} from "@switchyard/platform";
+import { forEachDatabase } from "./support/databases.js";
+
+const MIGRATIONS: readonly Migration[] = [
+  { version: 1, name: "idempotency keys", sql: IDEMPOTENCY_TABLE_SQL },
+  { version: 2, name: "things", sql: "CREATE TABLE things (id serial PRIMARY KEY, tenant_id text NOT NULL, label text NOT NULL)" },
+];
+
+interface Thing {
+  id: number;
+  label: string;
+}
+
+const thingCodec: ResultCodec<Thing> = {
+  encode: (value) => new TextEncoder().encode(JSON.stringify(value)),
+  decode: (bytes) => JSON.parse(new TextDecoder().decode(bytes)) as Thing,
+};
+
+async function reasonOf(promise: Promise<unknown>): Promise<string | undefined> {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err, "expected the call to fail").to.be.instanceOf(ConnectError);
+  return errorInfoOf(err as ConnectError)?.reason;
+}
+
+forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
+  let db: SqlDatabase;
+  before(async () => {
+    db = await dbs.open(MIGRATIONS);
+  });
+
+  /** A fresh tenant per test, so tests sharing the database never meet. */
+  const tenant = () => `tenant-${randomUUID()}`;
+  const scopeOf = (tenantId: string, overrides: Partial<IdempotencyScope> = {}): IdempotencyScope => ({
+    tenantId,
+    operation: "things.create",
+    key: randomUUID(),
+    requestHash: requestFingerprint({ label: "a" }),
+    ...overrides,
+  });
+
+  /** The work under test: creates one thing and counts its runs. */
+  const creator = (tenantId: string, label: string, delayMs = 0) => {
+    const counter = {
+      runs: 0,
+      work: async (tx: SqlExecutor): Promise<Thing> => {
+        counter.runs++;
+        const { rows } = await tx.query<{ id: number }>("INSERT INTO things (tenant_id, label) VALUES ($1, $2) RETURNING id", [tenantId, label]);
+        if (delayMs) await sleep(delayMs);
+        return { id: rows[0]?.id ?? -1, label };
+      },
+    };
+    return counter;
+  };
+
+  const thingsOf = async (tenantId: string) =>
+    (await db.query<{ label: string }>("SELECT label FROM things WHERE tenant_id = $1 ORDER BY id", [tenantId])).rows.map((r) => r.label);
+  const keysOf = async (tenantId: string) =>
+    (await db.query<{ key: string; response: Uint8Array | null }>("SELECT key, response FROM idempotency_keys WHERE tenant_id = $1", [tenantId])).rows;
+
+  it("the first call runs the work once and stores its result with the key", async () => {
+    const t = tenant();
+    const scope = scopeOf(t);
+    const create = creator(t, "first");
+    const outcome = await runIdempotent(db, scope, thingCodec, create.work);
+    expect(outcome.replayed).to.equal(false);
+    expect(outcome.result.label).to.equal("first");
+    expect(create.runs).to.equal(1);
+    expect(await thingsOf(t)).to.deep.equal(["first"]);
+    const keys = await keysOf(t);
+    expect(keys).to.have.length(1);
+    expect(keys[0]?.key).to.equal(scope.key);
+    expect(thingCodec.decode(keys[0]?.response ?? new Uint8Array())).to.deep.equal(outcome.result);
+  });
+
+  it("a second call with the same key and request replays the stored result without running the work", async () => {
+    const t = tenant();
+    const scope = scopeOf(t);
+    const create = creator(t, "once");
+    const first = await runIdempotent(db, scope, thingCodec, create.work);
+    const second = await runIdempotent(db, scope, thingCodec, create.work);
+    const third = await runIdempotent(db, { ...scope, key: scope.key.toUpperCase() }, thingCodec, create.work);
+    expect(second).to.deep.equal({ result: first.result, replayed: true });
+    expect(third, "keys compare case-insensitively").to.deep.equal({ result: first.result, replayed: true });
+    expect(create.runs).to.equal(1);
+    expect(await thingsOf(t)).to.deep.equal(["once"]);
+  });
+
+  it("the same key with another request is refused with IDEMPOTENCY_KEY_REUSED, and the stored result stays", async () => {
+    const t = tenant();
+    const scope = scopeOf(t);
+    const create = creator(t, "original");
+    const first = await runIdempotent(db, scope, thingCodec, create.work);
+    const other = { ...scope, requestHash: requestFingerprint({ label: "b" }) };
+    expect(await reasonOf(runIdempotent(db, other, thingCodec, create.work))).to.equal("IDEMPOTENCY_KEY_REUSED");
+    expect(create.runs).to.equal(1);
+    expect(await runIdempotent(db, scope, thingCodec, create.work)).to.deep.equal({ result: first.result, replayed: true });
+    expect(await thingsOf(t)).to.deep.equal(["original"]);
+  });
+
+  it("a key that is not a UUID is refused with IDEMPOTENCY_KEY_INVALID before anything runs", async () => {
+    const t = tenant();
+    const create = creator(t, "never");
+    const uuid = randomUUID();
+    for (const key of ["", "not-a-uuid", uuid.replaceAll("-", ""), `${uuid}\n`, ` ${uuid}`, `${uuid}0`, uuid.replace(/^./, "g")]) {
+      expect(await reasonOf(runIdempotent(db, scopeOf(t, { key }), thingCodec, create.work)), JSON.stringify(key)).to.equal("IDEMPOTENCY_KEY_INVALID");
+      expect(() => assertIdempotencyKey(key), JSON.stringify(key)).to.throw(ConnectError);
+    }
+    expect(create.runs).to.equal(0);
+    expect(await keysOf(t)).to.deep.equal([]);
+    expect(() => assertIdempotencyKey(uuid)).not.to.throw();
+  });
+
+  it("keys of different tenants or operations never meet", async () => {
+    const [a, b] = [tenant(), tenant()];
+    const key = randomUUID();
+    const createA = creator(a, "for a");
+    const createB = creator(b, "for b");
+    const createRefund = creator(a, "refund for a");
+    const ofA = await runIdempotent(db, scopeOf(a, { key }), thingCodec, createA.work);
+    // Same key, another tenant, even with another request: a first call of its own.
+    const ofB = await runIdempotent(db, scopeOf(b, { key, requestHash: requestFingerprint({ label: "b" }) }), thingCodec, createB.work);
+    const refund = await runIdempotent(db, scopeOf(a, { key, operation: "things.refund" }), thingCodec, createRefund.work);
+    expect([ofA.replayed, ofB.replayed, refund.replayed]).to.deep.equal([false, false, false]);
+    expect([createA.runs, createB.runs, createRefund.runs]).to.deep.equal([1, 1, 1]);
+    expect(await thingsOf(a)).to.deep.equal(["for a", "refund for a"]);
+    expect(await thingsOf(b)).to.deep.equal(["for b"]);
+    expect(await runIdempotent(db, scopeOf(b, { key, requestHash: requestFingerprint({ label: "b" }) }), thingCodec, createB.work)).to.deep.equal({
+      result: ofB.result,
+      replayed: true,
+    });
+  });
+
+  it("when the work throws, nothing is kept: the error passes through and a retry runs the work", async () => {
+    const t = tenant();
+    const scope = scopeOf(t);
+    const boom = new Error("card declined");
+    let runs = 0;
+    const failing = async (tx: SqlExecutor): Promise<Thing> => {
+      runs++;
+      await tx.query("INSERT INTO things (tenant_id, label) VALUES ($1, 'half')", [t]);
+      throw boom;
+    };
+    const err = await runIdempotent(db, scope, thingCodec, failing).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).to.equal(boom);
+    expect(runs).to.equal(1);
+    expect(await keysOf(t)).to.deep.equal([]);
+    expect(await thingsOf(t)).to.deep.equal([]);
+
+    // The key is free again, even for another request.
+    const retry = creator(t, "retried");
+    const outcome = await runIdempotent(db, { ...scope, requestHash: requestFingerprint({ label: "c" }) }, thingCodec, retry.work);
+    expect(outcome.replayed).to.equal(false);
+    expect(retry.runs).to.equal(1);
+    expect(await thingsOf(t)).to.deep.equal(["retried"]);
+  });
+
+  it("25 concurrent calls with one key create exactly one thing and all return its result", async () => {
+    const t = tenant();
+    const scope = scopeOf(t);
+    const create = creator(t, "raced", 20);
+    const outcomes = await Promise.all(Array.from({ length: 25 }, () => runIdempotent(db, scope, thingCodec, create.work)));
+    expect(create.runs).to.equal(1);
+    expect(await thingsOf(t)).to.deep.equal(["raced"]);
+    expect(outcomes.filter((o) => !o.replayed)).to.have.length(1);
+    const winner = outcomes.find((o) => !o.replayed);
+    for (const o of outcomes) expect(o.result).to.deep.equal(winner?.result);
+  });
+
+  it("purgeIdempotencyKeys forgets only keys older than the limit, which frees them", async () => {
+    const t = tenant();
+    const scopes = Array.from({ length: 5 }, () => scopeOf(t));
+    for (const scope of scopes) await runIdempotent(db, scope, thingCodec, creator(t, "kept").work);
+    const [old1, old2, almost] = scopes;
+    const age = async (scope: IdempotencyScope | undefined, interval: string) =>
+      db.query(`UPDATE idempotency_keys SET created_at = now() - $2::interval WHERE tenant_id = $1 AND key = $3`, [t, interval, scope?.key]);
+    await age(old1, "25 hours");
+    await age(old2, "30 days");
+    await age(almost, "23 hours");
+    const dayMs = 24 * 60 * 60 * 1000;
+
+    expect(await purgeIdempotencyKeys(db, dayMs)).to.equal(2);
+    const left = (await keysOf(t)).map((k) => k.key).sort();
+    expect(left).to.deep.equal(
+      scopes
+        .slice(2)
+        .map((s) => s.key)
+        .sort(),
+    );
+    expect(await purgeIdempotencyKeys(db, dayMs), "nothing more is old enough").to.equal(0);
+
+    const again = creator(t, "after purge");
+    expect((await runIdempotent(db, old1 as IdempotencyScope, thingCodec, again.work)).replayed).to.equal(false);
+    expect(again.runs).to.equal(1);
+    expect((await runIdempotent(db, almost as IdempotencyScope, thingCodec, again.work)).replayed).to.equal(true);
+  });
+});
+
+describe("requestFingerprint", () => {
+  it("does not depend on the order of the fields", () => {
+    expect(requestFingerprint({ amount: 100n, currency: "EUR", capture: true })).to.equal(requestFingerprint({ capture: true, currency: "EUR", amount: 100n }));
+  });
+
+  it("changes with any value, name or field", () => {
+    const base = { amount: 100n, currency: "EUR", source: "tok_1" };
+    const variants: Record<string, string | bigint>[] = [
+      { ...base, amount: 101n },
+      { ...base, currency: "USD" },
+      { ...base, source: "tok_2" },
+      { amount: 100n, currency: "EUR", sourcE: "tok_1" },
+      { amount: 100n, currency: "EUR" },
+      { ...base, extra: "" },
+      { ...base, source: 'tok_1"&x="' },
+    ];
+    const prints = new Set([base, ...variants].map((fields) => requestFingerprint(fields)));
+    expect(prints.size).to.equal(variants.length + 1);
+  });
+
+  it("does not let a value spill into the next field", () => {
+    expect(requestFingerprint({ a: "1&b=2" })).not.to.equal(requestFingerprint({ a: "1", b: "2" }));
+    expect(requestFingerprint({ a: "", b: "x" })).not.to.equal(requestFingerprint({ a: "x", b: "" }));
+  });
+
+  it("is a stable, compact hash", () => {
+    const print = requestFingerprint({ amount: 1 });
+    expect(print).to.match(/^[A-Za-z0-9_-]{43}$/);
+    expect(requestFingerprint({ amount: 1 })).to.equal(print);
+  });
+});

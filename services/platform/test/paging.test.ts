@@ -1,0 +1,175 @@
+// The keyset cursor: its encoding, what it refuses, page sizes, page splitting, and paging a real
+// table newest first while rows keep arriving.
+import { expect } from "chai";
+import { randomBytes } from "node:crypto";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { decodeCursor, DEFAULT_PAGE_SIZE, encodeCursor, errorInfoOf, MAX_PAGE_SIZE, pageOf, pageSizeOf, type Keyset, type SqlDatabase } from "@switchyard/platform";
+import { forEachDatabase } from "./support/databases.js";
+
+const COLLECTION = "payments:tenant-1";
+const token = (body: unknown) => Buffer.from(JSON.stringify(body)).toString("base64url");
+
+function reasonOf(call: () => unknown): string | undefined {
+  let thrown: unknown;
+  try {
+    call();
+  } catch (err) {
+    thrown = err;
+  }
+  expect(thrown, "expected a ConnectError").to.be.instanceOf(ConnectError);
+  expect((thrown as ConnectError).code).to.equal(Code.InvalidArgument);
+  return errorInfoOf(thrown as ConnectError)?.reason;
+}
+
+describe("paging (keyset cursors)", () => {
+  describe("encodeCursor / decodeCursor", () => {
+    it("round-trips a position, in URL-safe characters", () => {
+      const key: Keyset = { createdAt: new Date("2024-05-06T07:08:09.123Z"), id: "pay_AbC-_123" };
+      const cursor = encodeCursor(COLLECTION, key);
+      expect(cursor).to.match(/^[A-Za-z0-9_-]+$/);
+      const back = decodeCursor(COLLECTION, cursor);
+      expect(back?.id).to.equal(key.id);
+      expect(back?.createdAt).to.be.instanceOf(Date);
+      expect(back?.createdAt.getTime()).to.equal(key.createdAt.getTime());
+    });
+
+    it("reads the empty cursor as the first page", () => {
+      expect(decodeCursor(COLLECTION, "")).to.equal(undefined);
+    });
+
+    it("refuses a cursor of another list with INVALID_CURSOR", () => {
+      const cursor = encodeCursor("payments:tenant-2", { createdAt: new Date(), id: "pay_1" });
+      expect(reasonOf(() => decodeCursor(COLLECTION, cursor))).to.equal("INVALID_CURSOR");
+      const refunds = encodeCursor("refunds:pay_1", { createdAt: new Date(), id: "re_1" });
+      expect(reasonOf(() => decodeCursor(COLLECTION, refunds))).to.equal("INVALID_CURSOR");
+    });
+
+    it("refuses garbage, oversized and non-base64url cursors with INVALID_CURSOR", () => {
+      const now = Date.now();
+      const bad: Record<string, string> = {
+        "random letters": "hello",
+        "random bytes": randomBytes(30).toString("base64url"),
+        "not base64url (+ / =)": "ab+cd/ef==",
+        "padding": `${encodeCursor(COLLECTION, { createdAt: new Date(), id: "x" })}=`,
+        "spaces": "abc def",
+        "non-ASCII": "çursör",
+        "JSON null": token(null),
+        "JSON number": token(42),
+        "JSON string": token("cursor"),
+        "JSON array": token([1, COLLECTION, now, "x"]),
+        "empty object": token({}),
+        "other version": token({ v: 2, c: COLLECTION, t: now, i: "x" }),
+        "time as text": token({ v: 1, c: COLLECTION, t: String(now), i: "x" }),
+        "fractional time": token({ v: 1, c: COLLECTION, t: now + 0.5, i: "x" }),
+        "time beyond any Date": token({ v: 1, c: COLLECTION, t: 9e15, i: "x" }),
+        "id not a string": token({ v: 1, c: COLLECTION, t: now, i: 7 }),
+        "no collection": token({ v: 1, t: now, i: "x" }),
+        "oversized": encodeCursor(COLLECTION, { createdAt: new Date(), id: "x".repeat(600) }),
+      };
+      for (const [what, cursor] of Object.entries(bad)) {
+        expect(reasonOf(() => decodeCursor(COLLECTION, cursor)), what).to.equal("INVALID_CURSOR");
+      }
+    });
+  });
+
+  describe("pageSizeOf", () => {
+    it(`reads 0 (unset) as the default of ${DEFAULT_PAGE_SIZE}`, () => {
+      expect(pageSizeOf(0)).to.equal(20);
+    });
+
+    it(`accepts 1..${MAX_PAGE_SIZE} as given`, () => {
+      for (const size of [1, 2, 50, 99, 100]) expect(pageSizeOf(size)).to.equal(size);
+    });
+
+    it("refuses anything else with INVALID_REQUEST", () => {
+      for (const size of [101, 1000, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+        expect(reasonOf(() => pageSizeOf(size)), String(size)).to.equal("INVALID_REQUEST");
+      }
+    });
+  });
+
+  describe("pageOf", () => {
+    const rows = (n: number) => Array.from({ length: n }, (_, i) => ({ id: `r${i}`, createdAt: new Date(1_700_000_000_000 - i * 1000) }));
+    const keyOf = (r: { id: string; createdAt: Date }): Keyset => r;
+
+    it("with one row more than the page, returns the page and the cursor of its last row", () => {
+      const page = pageOf(rows(4), 3, COLLECTION, keyOf);
+      expect(page.items.map((r) => r.id)).to.deep.equal(["r0", "r1", "r2"]);
+      const next = decodeCursor(COLLECTION, page.nextCursor);
+      expect(next?.id).to.equal("r2");
+      expect(next?.createdAt.getTime()).to.equal(1_700_000_000_000 - 2000);
+    });
+
+    it('on the last page returns every row and the cursor ""', () => {
+      expect(pageOf(rows(3), 3, COLLECTION, keyOf)).to.deep.equal({ items: rows(3), nextCursor: "" });
+      expect(pageOf(rows(1), 3, COLLECTION, keyOf)).to.deep.equal({ items: rows(1), nextCursor: "" });
+      expect(pageOf([], 3, COLLECTION, keyOf)).to.deep.equal({ items: [], nextCursor: "" });
+    });
+  });
+});
+
+// created_at is kept to the millisecond (as the services' tables do): a cursor carries a JS Date,
+// and a microsecond the Date cannot hold would make the next page skip rows.
+const ENTRIES_SQL = `
+  CREATE TABLE entries (
+    id         text COLLATE "C" PRIMARY KEY,
+    created_at timestamptz NOT NULL DEFAULT date_trunc('milliseconds', clock_timestamp()),
+    original   boolean NOT NULL DEFAULT false
+  );
+  CREATE INDEX entries_by_created ON entries (created_at DESC, id DESC);`;
+
+forEachDatabase("paging a table by keyset", (dbs) => {
+  let db: SqlDatabase;
+  before(async () => {
+    db = await dbs.open([{ version: 1, name: "entries", sql: ENTRIES_SQL }]);
+  });
+
+  it("pages 250 rows newest first without duplicates or gaps while rows are inserted between pages", async () => {
+    const base = new Date("2024-01-01T00:00:00.000Z");
+    // 250 rows over 40 distinct instants: many rows share a created_at, so the id decides.
+    await db.query(
+      `INSERT INTO entries (id, created_at, original)
+       SELECT md5(i::text), $1::timestamptz + (i % 40) * interval '1 millisecond', true FROM generate_series(1, 250) AS i`,
+      [base],
+    );
+    const originals = (await db.query<{ id: string }>("SELECT id FROM entries WHERE original")).rows.map((r) => r.id);
+    expect(originals).to.have.length(250);
+
+    const collection = "entries:test";
+    const size = 17;
+    const seen: { id: string; createdAt: Date; original: boolean }[] = [];
+    let cursor = "";
+    let pages = 0;
+    do {
+      const after = decodeCursor(collection, cursor);
+      const { rows } = after
+        ? await db.query<{ id: string; created_at: Date; original: boolean }>(
+            "SELECT id, created_at, original FROM entries WHERE (created_at, id) < ($1, $2) ORDER BY created_at DESC, id DESC LIMIT $3",
+            [after.createdAt, after.id, size + 1],
+          )
+        : await db.query<{ id: string; created_at: Date; original: boolean }>("SELECT id, created_at, original FROM entries ORDER BY created_at DESC, id DESC LIMIT $1", [size + 1]);
+      const page = pageOf(rows, size, collection, (r) => ({ createdAt: r.created_at, id: r.id }));
+      if (page.nextCursor !== "") expect(page.items, `page ${pages}`).to.have.length(size);
+      seen.push(...page.items.map((r) => ({ id: r.id, createdAt: r.created_at, original: r.original })));
+      cursor = page.nextCursor;
+      pages++;
+      // Rows keep arriving: newer than everything, tied with an original's instant, and older.
+      const tied = new Date(base.getTime() + (pages % 40));
+      await db.query("INSERT INTO entries (id) VALUES ($1)", [`new-${pages}`]);
+      await db.query("INSERT INTO entries (id, created_at) VALUES ($1, $2), ($3, $2)", [`tie-${pages}-0`, tied, `tie-${pages}-f`]);
+      await db.query("INSERT INTO entries (id, created_at) VALUES ($1, $2)", [`old-${pages}`, new Date(base.getTime() - pages)]);
+    } while (cursor !== "" && pages < 100);
+
+    expect(cursor, "paging ended").to.equal("");
+    const seenOriginals = seen.filter((r) => r.original).map((r) => r.id);
+    expect(new Set(seen.map((r) => r.id)).size, "no row seen twice").to.equal(seen.length);
+    expect(seenOriginals.length, "every original row seen").to.equal(250);
+    expect([...seenOriginals].sort()).to.deep.equal([...originals].sort());
+    for (let i = 1; i < seen.length; i++) {
+      const [prev, cur] = [seen[i - 1], seen[i]];
+      if (!prev || !cur) continue;
+      const newer = prev.createdAt.getTime() > cur.createdAt.getTime() || (prev.createdAt.getTime() === cur.createdAt.getTime() && prev.id > cur.id);
+      expect(newer, `row ${i} is older than row ${i - 1}`).to.equal(true);
+    }
+  });
+});
