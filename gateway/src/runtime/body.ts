@@ -12,26 +12,56 @@ function isJsonMediaType(contentType: string | undefined): boolean {
   return !charset || charset === "charset=utf-8" || charset === 'charset="utf-8"';
 }
 
+// A refused body is answered at once and the rest of it read and dropped (never a destroyed
+// socket under a client that is still uploading: it could not read the 4xx, RFC 9112 §9.6).
+// Only a body declared larger than this gets `connection: close` instead.
+const DISCARD_LIMIT_BYTES = 16 * 1024 * 1024;
+
+/** The body's bytes, or undefined once it passes maxBytes (the rest then flows away unread). */
+function collect(req: IncomingMessage, maxBytes: number): Promise<Buffer | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const done = () => {
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onError);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) {
+        done();
+        req.resume();
+        resolve(undefined);
+      } else chunks.push(chunk);
+    };
+    const onEnd = () => {
+      done();
+      resolve(Buffer.concat(chunks));
+    };
+    const onError = (err: Error) => {
+      done();
+      reject(err);
+    };
+    req.on("data", onData).on("end", onEnd).on("error", onError);
+  });
+}
+
+function refuse(req: IncomingMessage, error: ReturnType<typeof edgeError>): never {
+  req.resume();
+  if (Number(req.headers["content-length"] ?? 0) > DISCARD_LIMIT_BYTES) error.headers.connection = "close";
+  throw error;
+}
+
 export async function readJsonBody(req: IncomingMessage, maxBytes: number): Promise<unknown> {
-  const declared = req.headers["content-length"];
-  if (declared !== undefined && Number(declared) > maxBytes) {
-    req.resume();
-    throw edgeError("PAYLOAD_TOO_LARGE", `the request body is larger than ${maxBytes} bytes`, { connection: "close" });
-  }
-  if (!isJsonMediaType(req.headers["content-type"])) {
-    req.resume();
-    throw edgeError("UNSUPPORTED_MEDIA_TYPE", "the request body must be application/json (UTF-8)");
-  }
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > maxBytes) throw edgeError("PAYLOAD_TOO_LARGE", `the request body is larger than ${maxBytes} bytes`, { connection: "close" });
-    chunks.push(chunk);
-  }
+  const tooLarge = () => edgeError("PAYLOAD_TOO_LARGE", `the request body is larger than ${maxBytes} bytes`);
+  if (Number(req.headers["content-length"] ?? 0) > maxBytes) refuse(req, tooLarge());
+  if (!isJsonMediaType(req.headers["content-type"])) refuse(req, edgeError("UNSUPPORTED_MEDIA_TYPE", "the request body must be application/json (UTF-8)"));
+  const bytes = await collect(req, maxBytes);
+  if (!bytes) refuse(req, tooLarge());
   let text: string;
   try {
-    text = utf8.decode(Buffer.concat(chunks));
+    text = utf8.decode(bytes);
   } catch {
     throw edgeError("INVALID_REQUEST", "the request body is not valid UTF-8");
   }

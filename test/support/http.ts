@@ -1,0 +1,182 @@
+// Helpers for the end-to-end tests: one mesh per file over real HTTP (global fetch), a recording
+// JSON client, logins for the demo users, and the error-envelope assertion every test leans on.
+import { expect } from "chai";
+import { randomUUID } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { SERVICES, startMesh, type Mesh, type MeshOptions, type ServiceName } from "../../scripts/mesh.js";
+
+export const DEMO_PASSWORD = "demo-password";
+export const ALICE = { tenant: "acme", email: "alice@acme.test" } as const; // admin of acme
+export const BOB = { tenant: "acme", email: "bob@acme.test" } as const; // member of acme
+export const CAROL = { tenant: "globex", email: "carol@globex.test" } as const; // admin of globex
+
+/** Every process of the mesh (identity, payments, gateway, and whatever joins them). */
+export const MESH_PROCESSES = Object.keys(SERVICES) as ServiceName[];
+
+/** A fresh Idempotency-Key. */
+export const newKey = (): string => randomUUID();
+
+/** A unique suffix for emails and sources, so reruns and parallel tests never collide. */
+export const unique = (): string => randomUUID().slice(0, 8);
+
+export interface ApiResponse {
+  readonly status: number;
+  readonly headers: Headers;
+  readonly text: string;
+  /** The parsed body; undefined when it is empty or not JSON. */
+  readonly json: any;
+  /** Wall-clock milliseconds from sending to the end of the body. */
+  readonly ms: number;
+}
+
+export interface RequestOptions {
+  token?: string | undefined;
+  /** A value to send as JSON (content-type application/json). */
+  json?: unknown;
+  /** Bytes or text sent as they are (content-type only as given in headers). */
+  raw?: string | Buffer;
+  headers?: Record<string, string>;
+  /** Idempotency-Key header. */
+  key?: string;
+  signal?: AbortSignal;
+}
+
+/** A JSON client for the gateway that records every response body it has seen. */
+export class Api {
+  /** Every response text received, for the "nothing secret ever leaves" checks. */
+  readonly seen: string[] = [];
+
+  constructor(readonly baseUrl: string) {}
+
+  async request(method: string, path: string, options: RequestOptions = {}): Promise<ApiResponse> {
+    const headers: Record<string, string> = { accept: "application/json", ...options.headers };
+    if (options.token !== undefined) headers.authorization = `Bearer ${options.token}`;
+    if (options.key !== undefined) headers["idempotency-key"] = options.key;
+    let body: string | Uint8Array | undefined;
+    if (options.json !== undefined) {
+      body = JSON.stringify(options.json);
+      headers["content-type"] ??= "application/json";
+    } else if (options.raw !== undefined) {
+      body = typeof options.raw === "string" ? options.raw : new Uint8Array(options.raw);
+    }
+    const started = performance.now();
+    const res = await fetch(`${this.baseUrl}${path}`, { method, headers, body, redirect: "manual", ...(options.signal ? { signal: options.signal } : {}) });
+    const text = await res.text();
+    const ms = performance.now() - started;
+    this.seen.push(text);
+    let json: unknown;
+    try {
+      json = text === "" ? undefined : JSON.parse(text);
+    } catch {
+      json = undefined;
+    }
+    return { status: res.status, headers: res.headers, text, json, ms };
+  }
+
+  get(path: string, options?: RequestOptions) {
+    return this.request("GET", path, options);
+  }
+  post(path: string, options?: RequestOptions) {
+    return this.request("POST", path, options);
+  }
+  delete(path: string, options?: RequestOptions) {
+    return this.request("DELETE", path, options);
+  }
+
+  /** Logs in and returns the access token (asserting the 201). */
+  async login(who: { tenant: string; email: string }, password = DEMO_PASSWORD): Promise<string> {
+    const res = await this.post(`/v1/tenants/${who.tenant}/sessions`, { json: { email: who.email, password } });
+    expect(res.status, `login of ${who.email}: ${res.text}`).to.equal(201);
+    expect(res.json.access_token).to.be.a("string").and.not.equal("");
+    return res.json.access_token as string;
+  }
+
+  /** Every item of a cursor list, walking next_cursor until it is null. */
+  async listAll(path: string, token: string, limit = 100): Promise<any[]> {
+    const items: unknown[] = [];
+    let cursor: string | null = null;
+    for (let pages = 0; pages < 1_000; pages++) {
+      const query = new URLSearchParams({ limit: String(limit) });
+      if (cursor) query.set("cursor", cursor);
+      const res = await this.get(`${path}?${query.toString()}`, { token });
+      expect(res.status, res.text).to.equal(200);
+      items.push(...(res.json.items as unknown[]));
+      cursor = res.json.next_cursor as string | null;
+      if (cursor === null) return items;
+    }
+    throw new Error(`${path}: more than 1000 pages`);
+  }
+}
+
+/** Status, JSON content type and the error envelope {error: string, code} — nothing else in it. */
+export function expectError(res: ApiResponse, status: number, code: string): void {
+  expect(res.status, `status of ${res.text}`).to.equal(status);
+  expect(res.headers.get("content-type") ?? "", "content-type").to.match(/^application\/json\b/);
+  expect(res.json, `body ${res.text}`).to.be.an("object");
+  expect(Object.keys(res.json).sort(), `body keys of ${res.text}`).to.deep.equal(["code", "error"]);
+  expect(res.json.error).to.be.a("string").and.not.equal("");
+  expect(res.json.code, `code of ${res.text}`).to.equal(code);
+}
+
+/** A 401 must tell the client how to authenticate. */
+export function expectUnauthenticated(res: ApiResponse, code = "UNAUTHENTICATED"): void {
+  expectError(res, 401, code);
+  expect(res.headers.get("www-authenticate") ?? "", "WWW-Authenticate").to.match(/^Bearer\b/);
+}
+
+export interface E2eMesh {
+  mesh: Mesh;
+  api: Api;
+  dataDir: string;
+  stop(): Promise<void>;
+}
+
+/**
+ * One mesh for a test file: a fresh data directory, demo data, embedded storage (DATABASE_URL is
+ * blanked so a CI server in the parent environment is not used), output collected in mesh.logs.
+ */
+export async function startE2eMesh(name: string, extra: Pick<MeshOptions, "env" | "envFor"> = {}): Promise<E2eMesh> {
+  const dataDir = mkdtempSync(join(tmpdir(), `switchyard-e2e-${name}-`));
+  let mesh: Mesh;
+  try {
+    mesh = await startMesh({
+      dataDir,
+      demoData: true,
+      output: "collect",
+      env: { DATABASE_URL: "", LOG_LEVEL: "info", ...extra.env },
+      ...(extra.envFor ? { envFor: extra.envFor } : {}),
+    });
+  } catch (err) {
+    rmSync(dataDir, { recursive: true, force: true });
+    throw err;
+  }
+  let stopped = false;
+  return {
+    mesh,
+    api: new Api(mesh.gatewayUrl),
+    dataDir,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      try {
+        await mesh.stop();
+      } finally {
+        rmSync(dataDir, { recursive: true, force: true });
+      }
+    },
+  };
+}
+
+/** base64url of a JSON value (for hand-made JWT parts). */
+export function b64url(value: unknown): string {
+  return Buffer.from(JSON.stringify(value)).toString("base64url");
+}
+
+/** The decoded payload of a JWT (no verification). */
+export function jwtPayload(token: string): Record<string, unknown> {
+  const part = token.split(".")[1];
+  if (part === undefined) throw new Error("not a JWT");
+  return JSON.parse(Buffer.from(part, "base64url").toString("utf8")) as Record<string, unknown>;
+}
