@@ -33,6 +33,18 @@ function userIdOf(raw: bigint): bigint {
 export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof IdentityService> {
   const { store, keys, verifier } = deps;
   const now = deps.now ?? Date.now;
+
+  /**
+   * Identity owns the users, so it does not take a token's word for them: a deleted user's token
+   * stops working here at once, and the role is the stored one. (Other services trust the token
+   * until it expires, TOKEN_TTL_SECONDS at most.)
+   */
+  async function authenticate(ctx: Parameters<TokenVerifier["authenticate"]>[0]) {
+    const caller = await verifier.authenticate(ctx);
+    const user = await store.getUser(caller.tenantId, caller.userId);
+    if (!user) throw fail("UNAUTHENTICATED", "the user of this token no longer exists");
+    return { ...caller, role: user.role };
+  }
   return {
     async createSession(req) {
       const tenantId = req.tenantId;
@@ -54,7 +66,7 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
     },
 
     async getTenant(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = await authenticate(ctx);
       requireTenant(caller, tenantIdOf(req.tenantId));
       const tenant = await store.getTenant(req.tenantId);
       if (!tenant) throw fail("NOT_FOUND", "tenant not found");
@@ -62,7 +74,7 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
     },
 
     async listUsers(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = await authenticate(ctx);
       const tenantId = tenantIdOf(req.tenantId);
       requireTenant(caller, tenantId);
       const size = pageSizeOf(req.pageSize);
@@ -73,7 +85,7 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
     },
 
     async createUser(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = await authenticate(ctx);
       const tenantId = tenantIdOf(req.tenantId);
       requireTenant(caller, tenantId);
       requireRole(caller, "admin");
@@ -85,7 +97,7 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
     },
 
     async getUser(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = await authenticate(ctx);
       const tenantId = tenantIdOf(req.tenantId);
       requireTenant(caller, tenantId);
       const user = await store.getUser(tenantId, userIdOf(req.userId));
@@ -94,7 +106,7 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
     },
 
     async deleteUser(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = await authenticate(ctx);
       const tenantId = tenantIdOf(req.tenantId);
       requireTenant(caller, tenantId);
       requireRole(caller, "admin");

@@ -1,0 +1,35 @@
+// IdentityService over real gRPC: identity trusts its own users table over a token's claims.
+import { expect } from "chai";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { Role } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
+import { errorInfoOf } from "@switchyard/platform";
+import { startInProcessMesh, type InProcessMesh } from "../../platform/test/support/in-process-mesh.js";
+
+describe("identity service over gRPC", function () {
+  this.timeout(60_000);
+  let mesh: InProcessMesh;
+  before(async () => {
+    mesh = await startInProcessMesh();
+  });
+  after(async () => mesh?.stop());
+
+  it("stops honouring a deleted user's token at once, even an admin's", async () => {
+    const alice = { headers: await mesh.login("alice@acme.test") };
+    const { user: eve } = await mesh.identity.createUser({ tenantId: "acme", email: "eve@acme.test", fullName: "Eve", password: "eve-password-123", role: Role.ADMIN }, alice);
+    const session = await mesh.identity.createSession({ tenantId: "acme", email: "eve@acme.test", password: "eve-password-123" });
+    const asEve = { headers: { authorization: `Bearer ${session.accessToken}` } };
+    expect((await mesh.identity.listUsers({ tenantId: "acme" }, asEve)).users.length).to.be.greaterThan(0);
+    await mesh.identity.deleteUser({ tenantId: "acme", userId: eve!.id }, alice);
+    for (const call of [
+      mesh.identity.listUsers({ tenantId: "acme" }, asEve),
+      mesh.identity.createUser({ tenantId: "acme", email: "mallory@acme.test", fullName: "Mallory", password: "mallory-password", role: Role.ADMIN }, asEve),
+    ]) {
+      const err = (await call.then(() => undefined, (e: unknown) => e)) as ConnectError;
+      expect(err).to.be.instanceOf(ConnectError);
+      expect(err.code).to.equal(Code.Unauthenticated);
+      expect(errorInfoOf(err)?.reason).to.equal("UNAUTHENTICATED");
+    }
+    const err = (await mesh.identity.createSession({ tenantId: "acme", email: "eve@acme.test", password: "eve-password-123" }).catch((e: unknown) => e)) as ConnectError;
+    expect(errorInfoOf(err)?.reason).to.equal("INVALID_CREDENTIALS");
+  });
+});
