@@ -1,4 +1,4 @@
-// Starts the mesh as separate processes (identity, payments, orders, gateway), waits until every part is
+// Starts the mesh as separate processes (identity, payments, orders, content, gateway), waits until every part is
 // healthy, and stops it cleanly. `npm start`, the end-to-end tests and the benchmark all use it.
 import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
@@ -11,6 +11,7 @@ export const SERVICES = {
   identity: "services/identity/src/main.ts",
   payments: "services/payments/src/main.ts",
   orders: "services/orders/src/main.ts",
+  content: "services/content/src/main.ts",
   gateway: "gateway/src/main.ts",
 } as const;
 export type ServiceName = keyof typeof SERVICES;
@@ -68,6 +69,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     identity: options.ports?.identity ?? (await freePort()),
     payments: options.ports?.payments ?? (await freePort()),
     orders: options.ports?.orders ?? (await freePort()),
+    content: options.ports?.content ?? (await freePort()),
     gateway: options.ports?.gateway ?? (await freePort()),
   };
   const address = (name: ServiceName) => `127.0.0.1:${ports[name]}`;
@@ -77,11 +79,14 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     IDENTITY_PORT: String(ports.identity),
     PAYMENTS_PORT: String(ports.payments),
     ORDERS_PORT: String(ports.orders),
+    CONTENT_PORT: String(ports.content),
     GATEWAY_PORT: String(ports.gateway),
     IDENTITY_ADDRESS: address("identity"),
     PAYMENTS_ADDRESS: address("payments"),
     ORDERS_ADDRESS: address("orders"),
+    CONTENT_ADDRESS: address("content"),
     IDENTITY_DEMO_DATA: options.demoData ? "true" : "false",
+    CONTENT_DEMO_DATA: options.demoData ? "true" : "false",
     ...options.env,
   };
   const logs: string[] = [];
@@ -127,6 +132,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     launch("identity");
     launch("payments");
     launch("orders");
+    launch("content");
     launch("gateway");
     await waitFor(gatewayReady, readyTimeoutMs, "the mesh to become ready", failure);
   } catch (err) {
@@ -149,7 +155,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     async stop() {
       // The edge first, so no new work arrives; then the services.
       await stopService("gateway");
-      await Promise.all([stopService("orders"), stopService("payments"), stopService("identity")]);
+      await Promise.all([stopService("content"), stopService("orders"), stopService("payments"), stopService("identity")]);
     },
   };
 }

@@ -6,7 +6,7 @@ const mesh = await startMesh({
   dataDir: process.env.DATA_DIR ?? "./data",
   demoData: true,
   output: "inherit",
-  ports: { identity: 50051, payments: 50052, orders: 50053, gateway: 8080 },
+  ports: { identity: 50051, payments: 50052, orders: 50053, content: 50054, gateway: 8080 },
   env: { LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" },
 }).catch((err: unknown) => {
   process.stderr.write(`switchyard: could not start: ${err instanceof Error ? err.message : String(err)}\n`);
@@ -15,7 +15,7 @@ const mesh = await startMesh({
 
 const users = DEMO_USERS.map((u) => `${u.email} (${u.role}, tenant ${u.tenantId})`).join(", ");
 process.stdout.write(
-  `Switchyard is ready at ${mesh.gatewayUrl} (identity :${mesh.ports.identity}, payments :${mesh.ports.payments}, orders :${mesh.ports.orders}) — demo users ${users}, password "${DEMO_PASSWORD}". Ctrl-C stops.\n`,
+  `Switchyard is ready at ${mesh.gatewayUrl} (identity :${mesh.ports.identity}, payments :${mesh.ports.payments}, orders :${mesh.ports.orders}, content :${mesh.ports.content}) — demo users ${users}, password "${DEMO_PASSWORD}". Ctrl-C stops.\n`,
 );
 
 let stopping = false;

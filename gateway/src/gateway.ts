@@ -8,11 +8,13 @@ import { readJsonBody } from "./runtime/body.js";
 import { edgeError, toHttpError } from "./runtime/errors.js";
 import { describeBodyError, describeParamError, loadApiDocument, type CompiledOperation } from "./runtime/openapi.js";
 import { sendError, sendJson } from "./runtime/respond.js";
+import { writeEventStream } from "./runtime/sse.js";
 import type { RouteGroup, RouteHandler } from "./runtime/route.js";
 import { Router } from "./runtime/router.js";
 import { identityRoutes } from "./routes/identity.js";
 import { paymentRoutes } from "./routes/payments.js";
 import { orderRoutes } from "./routes/orders.js";
+import { contentRoutes } from "./routes/content.js";
 import { openUpstreams, type Upstreams } from "./upstreams.js";
 
 export const gatewaySettings = {
@@ -22,6 +24,8 @@ export const gatewaySettings = {
   identityAddress: setting("IDENTITY_ADDRESS", parse.address, "identity service", "127.0.0.1:50051"),
   paymentsAddress: setting("PAYMENTS_ADDRESS", parse.address, "payments service", "127.0.0.1:50052"),
   ordersAddress: setting("ORDERS_ADDRESS", parse.address, "orders service", "127.0.0.1:50053"),
+  contentAddress: setting("CONTENT_ADDRESS", parse.address, "content service", "127.0.0.1:50054"),
+  heartbeatMs: setting("GATEWAY_SSE_HEARTBEAT_MS", parse.int(1_000, 300_000), "interval of heartbeat comments on idle event streams", 15_000),
   deadlineMs: setting("GATEWAY_DEADLINE_MS", parse.int(50, 120_000), "deadline given to every upstream call chain", 5_000),
   maxBodyBytes: setting("GATEWAY_MAX_BODY_BYTES", parse.int(1_024, 10 * 1024 * 1024), "largest accepted request body", 64 * 1024),
   drainTimeoutMs: setting("SHUTDOWN_DRAIN_MS", parse.int(0, 600_000), "how long SIGTERM waits for in-flight requests", 10_000),
@@ -32,7 +36,7 @@ export function gatewayConfigFrom(env: NodeJS.ProcessEnv): GatewayConfig {
   return loadConfig(gatewaySettings, env);
 }
 
-const ROUTE_GROUPS: RouteGroup[] = [identityRoutes, paymentRoutes, orderRoutes];
+const ROUTE_GROUPS: RouteGroup[] = [identityRoutes, paymentRoutes, orderRoutes, contentRoutes];
 const BUILT_IN = new Set(["getOpenApiDocument"]);
 
 interface BoundRoute {
@@ -73,7 +77,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const api = loadApiDocument();
   const routes = bindRoutes(api.operations);
   const router = new Router(api.operations);
-  const upstreams: Upstreams = openUpstreams({ identity: config.identityAddress, payments: config.paymentsAddress, orders: config.ordersAddress });
+  const upstreams: Upstreams = openUpstreams({ identity: config.identityAddress, payments: config.paymentsAddress, orders: config.ordersAddress, content: config.contentAddress });
   const verifier = new TokenVerifier(jwksFromIdentity(upstreams.channels.identity));
   const healthClients = Object.values(upstreams.channels).map((channel) => createServiceClient(Health, channel));
 
@@ -132,15 +136,18 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         caller = await verifier.verify(bearerToken(req.headers.authorization));
       }
       const deadlineAt = Date.now() + config.deadlineMs;
-      const authorization = caller ? { authorization: `Bearer ${caller.token}` } : undefined;
+      const authorization = caller ? { headers: { authorization: `Bearer ${caller.token}` } } : {};
       const result = await route.handler({
         params,
         body,
         caller,
         upstreams,
         path: pathname,
-        callOptions: () => ({ signal: controller.signal, timeoutMs: deadlineAt - Date.now(), ...(authorization ? { headers: authorization } : {}) }),
+        headers: req.headers,
+        callOptions: () => ({ signal: controller.signal, timeoutMs: deadlineAt - Date.now(), ...authorization }),
+        streamCallOptions: () => ({ signal: controller.signal, ...authorization }),
       });
+      if (result.events) return await writeEventStream(res, result.events, config.heartbeatMs, controller.signal, result.headers);
       sendJson(res, result.status, result.body, result.headers);
     } catch (err) {
       const httpError = toHttpError(err, upstream);

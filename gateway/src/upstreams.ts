@@ -2,18 +2,21 @@
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
+import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { createServiceClient, openChannel, type Client } from "@switchyard/platform";
 
 export interface UpstreamAddresses {
   identity: string;
   payments: string;
   orders: string;
+  content: string;
 }
 
 export interface Upstreams {
   identity: Client<typeof IdentityService>;
   payments: Client<typeof PaymentService>;
   orders: Client<typeof OrderService>;
+  content: Client<typeof ContentService>;
   /** The channels by service name (health checks, the token key source). */
   channels: Record<keyof UpstreamAddresses, ReturnType<typeof openChannel>>;
   close(): void;
@@ -23,15 +26,18 @@ export function openUpstreams(addresses: UpstreamAddresses): Upstreams {
   const identityChannel = openChannel(addresses.identity);
   const paymentsChannel = openChannel(addresses.payments);
   const ordersChannel = openChannel(addresses.orders);
+  const contentChannel = openChannel(addresses.content);
   return {
     identity: createServiceClient(IdentityService, identityChannel),
     payments: createServiceClient(PaymentService, paymentsChannel),
     orders: createServiceClient(OrderService, ordersChannel),
-    channels: { identity: identityChannel, payments: paymentsChannel, orders: ordersChannel },
+    content: createServiceClient(ContentService, contentChannel),
+    channels: { identity: identityChannel, payments: paymentsChannel, orders: ordersChannel, content: contentChannel },
     close() {
       identityChannel.close();
       paymentsChannel.close();
       ordersChannel.close();
+      contentChannel.close();
     },
   };
 }

@@ -1,4 +1,5 @@
 // The shape every route handler has: validated input in, status + representation out.
+import type { IncomingHttpHeaders } from "node:http";
 import type { CallOptions } from "@connectrpc/connect";
 import type { Caller } from "@switchyard/platform";
 import type { Upstreams } from "../upstreams.js";
@@ -12,15 +13,27 @@ export interface RouteContext {
   caller: Caller | undefined;
   /** Options for an upstream call: the remaining deadline, the abort signal and the caller's token. */
   callOptions(): CallOptions;
+  /** Options for a long-lived upstream stream: no deadline; it ends when the client goes away. */
+  streamCallOptions(): CallOptions;
+  /** The request headers (lower-case names), for content negotiation and conditional requests. */
+  headers: IncomingHttpHeaders;
   upstreams: Upstreams;
   /** The request path, for Link headers. */
   path: string;
+}
+
+export interface ServerSentEvent {
+  id?: string;
+  event?: string;
+  data: unknown;
 }
 
 export interface RouteResult {
   status: number;
   body?: unknown;
   headers?: Record<string, string>;
+  /** Answer with a text/event-stream of these events instead of a JSON body. */
+  events?: AsyncIterable<ServerSentEvent>;
 }
 
 export type RouteHandler = (ctx: RouteContext) => Promise<RouteResult>;

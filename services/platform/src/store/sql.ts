@@ -22,6 +22,11 @@ export interface SqlDatabase extends SqlExecutor {
   readonly schema: string;
   /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
   transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T>;
+  /**
+   * LISTEN on a channel: `handler` gets every NOTIFY payload (sent by any process on the same
+   * database, after its transaction commits). Resolves to the function that stops listening.
+   */
+  listen(channel: string, handler: (payload: string) => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 
@@ -87,6 +92,14 @@ class PgliteDatabase implements SqlDatabase {
     );
   }
 
+  async listen(channel: string, handler: (payload: string) => void): Promise<() => Promise<void>> {
+    assertIdentifier(channel);
+    const unlisten = await this.db.listen(channel, handler);
+    return async () => {
+      if (!this.db.closed) await unlisten();
+    };
+  }
+
   async close(): Promise<void> {
     if (!this.db.closed) await this.db.close();
   }
@@ -94,7 +107,51 @@ class PgliteDatabase implements SqlDatabase {
 
 class PostgresDatabase implements SqlDatabase {
   readonly engine = "postgres";
-  constructor(private readonly pool: pg.Pool, readonly schema: string) {}
+  // One connection carries every LISTEN of this process; it is re-made if the server drops it.
+  private listener: Promise<pg.Client> | undefined;
+  private readonly handlers = new Map<string, Set<(payload: string) => void>>();
+  private closing = false;
+
+  constructor(private readonly pool: pg.Pool, readonly schema: string, private readonly connectionString: string) {}
+
+  private connectListener(): Promise<pg.Client> {
+    this.listener ??= (async () => {
+      const client = new pg.Client({ connectionString: this.connectionString });
+      client.on("notification", (msg) => {
+        for (const handler of this.handlers.get(msg.channel) ?? []) handler(msg.payload ?? "");
+      });
+      const reconnect = () => {
+        this.listener = undefined;
+        if (this.closing || this.handlers.size === 0) return;
+        setTimeout(() => {
+          this.connectListener().catch(() => reconnect());
+        }, 1_000).unref();
+      };
+      client.on("error", () => client.end().catch(() => {}));
+      client.on("end", reconnect);
+      await client.connect();
+      for (const channel of this.handlers.keys()) await client.query(`LISTEN ${channel}`);
+      return client;
+    })();
+    return this.listener;
+  }
+
+  async listen(channel: string, handler: (payload: string) => void): Promise<() => Promise<void>> {
+    assertIdentifier(channel);
+    const fresh = !this.handlers.has(channel);
+    const set = this.handlers.get(channel) ?? new Set();
+    set.add(handler);
+    this.handlers.set(channel, set);
+    const client = await this.connectListener();
+    if (fresh) await client.query(`LISTEN ${channel}`);
+    return async () => {
+      set.delete(handler);
+      if (set.size === 0) {
+        this.handlers.delete(channel);
+        await client.query(`UNLISTEN ${channel}`).catch(() => {});
+      }
+    };
+  }
 
   async query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
     const result = await this.pool.query(sql, normalizeParams(params));
@@ -132,7 +189,13 @@ class PostgresDatabase implements SqlDatabase {
 
   /** Like PGlite's, safe to call again (pg's Pool.end() rejects a second call). */
   close(): Promise<void> {
-    this.ending ??= this.pool.end();
+    this.closing = true;
+    this.ending ??= (async () => {
+      const listener = this.listener;
+      this.listener = undefined;
+      if (listener) await (await listener.catch(() => undefined))?.end().catch(() => {});
+      await this.pool.end();
+    })();
     return this.ending;
   }
 }
@@ -169,7 +232,7 @@ export async function openSqlDatabase(options: OpenSqlOptions): Promise<SqlDatab
     });
     // An idle client that loses its server must not crash the process; the next query reconnects.
     pool.on("error", () => {});
-    db = new PostgresDatabase(pool, options.schema);
+    db = new PostgresDatabase(pool, options.schema, options.databaseUrl);
   } else {
     if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
     // One options object: `new PGlite(undefined, options)` (in memory) silently drops the options.

@@ -1,0 +1,16 @@
+// Public representations of documents, posts and catalog items.
+import type { CatalogItem, Document, Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import { isoTime } from "./time.js";
+
+/** The entity tag travels in the ETag header, not in the body. */
+export function documentJson(d: Document) {
+  return { id: d.id, title: d.title, body: d.body, created_at: isoTime(d.createTime), updated_at: isoTime(d.updateTime) };
+}
+
+export function postJson(p: Post) {
+  return { id: p.id, title: p.title, body: p.body, author_id: Number(p.authorId), created_at: isoTime(p.createTime) };
+}
+
+export function catalogItemJson(i: CatalogItem) {
+  return { sku: i.sku, name: i.name, price: Number(i.price), currency: i.currency, updated_at: isoTime(i.updateTime) };
+}

@@ -1,0 +1,76 @@
+// /v1/docs, /v1/posts (JSON pages, or a live Server-Sent Events feed) and /v1/catalog/items,
+// translated to ContentService calls. Entity tags travel in ETag / If-Match / If-None-Match.
+import type { Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import { created, type RouteContext, type RouteGroup, type ServerSentEvent } from "../runtime/route.js";
+import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
+import { catalogItemJson, documentJson, postJson } from "../representations/content.js";
+
+/** RFC 9110 §13.1.2: does an If-None-Match list name this tag (weak comparison)? */
+function noneMatchHits(header: unknown, etag: string): boolean {
+  if (typeof header !== "string") return false;
+  const strip = (t: string) => t.trim().replace(/^W\//, "");
+  return header.split(",").some((t) => t.trim() === "*" || strip(t) === strip(etag));
+}
+
+function wantsEventStream(ctx: RouteContext): boolean {
+  return /(^|,)\s*text\/event-stream\b/i.test(String(ctx.headers.accept ?? ""));
+}
+
+async function* postEvents(stream: AsyncIterable<{ post?: Post | undefined }>): AsyncIterable<ServerSentEvent> {
+  for await (const { post } of stream) if (post) yield { id: post.cursor, event: "post", data: postJson(post) };
+}
+
+export const contentRoutes: RouteGroup = {
+  upstream: "content",
+  handlers: {
+    async createDocument(ctx) {
+      const { title, body } = ctx.body as { title: string; body: string };
+      const { document } = await ctx.upstreams.content.createDocument({ title, body }, ctx.callOptions());
+      const result = created(documentJson(document!), `/v1/docs/${document!.id}`);
+      return { ...result, headers: { ...result.headers, etag: document!.etag } };
+    },
+
+    async getDocument(ctx) {
+      const { document } = await ctx.upstreams.content.getDocument({ documentId: ctx.params.doc_id as string }, ctx.callOptions());
+      const headers = { etag: document!.etag, "cache-control": "private, no-cache" };
+      if (noneMatchHits(ctx.params["if-none-match"], document!.etag)) return { status: 304, headers };
+      return { status: 200, body: documentJson(document!), headers };
+    },
+
+    async updateDocument(ctx) {
+      const { title, body } = ctx.body as { title: string; body: string };
+      const ifMatch = typeof ctx.params["if-match"] === "string" ? (ctx.params["if-match"] as string) : "";
+      const { document } = await ctx.upstreams.content.updateDocument({ documentId: ctx.params.doc_id as string, title, body, ifMatch }, ctx.callOptions());
+      return { status: 200, body: documentJson(document!), headers: { etag: document!.etag } };
+    },
+
+    async createPost(ctx) {
+      const { title, body } = ctx.body as { title: string; body: string };
+      const { post } = await ctx.upstreams.content.createPost({ title, body }, ctx.callOptions());
+      return created(postJson(post!), `/v1/posts/${post!.id}`);
+    },
+
+    async getPost(ctx) {
+      const { post } = await ctx.upstreams.content.getPost({ postId: ctx.params.post_id as string }, ctx.callOptions());
+      return { status: 200, body: postJson(post!) };
+    },
+
+    async listPosts(ctx) {
+      if (wantsEventStream(ctx)) {
+        // Resume after the last event the client saw (the SSE reconnect header), else only new posts.
+        const after = typeof ctx.params["last-event-id"] === "string" ? (ctx.params["last-event-id"] as string) : "";
+        const stream = ctx.upstreams.content.watchPosts({ afterCursor: after }, ctx.streamCallOptions())[Symbol.asyncIterator]();
+        // The first message confirms the watch (validated, subscribed): errors before it are plain HTTP errors.
+        await stream.next();
+        return { status: 200, events: postEvents({ [Symbol.asyncIterator]: () => stream }) };
+      }
+      const res = await ctx.upstreams.content.listPosts({ pageSize: pageSizeParam(ctx.params.limit), pageToken: cursorParam(ctx.params.cursor) }, ctx.callOptions());
+      return listResult(ctx.path, ctx.params.limit, res.posts.map(postJson), res.nextPageToken);
+    },
+
+    async listCatalogItems(ctx) {
+      const res = await ctx.upstreams.content.listCatalogItems({ page: (ctx.params.page as number | undefined) ?? 0, pageSize: (ctx.params.page_size as number | undefined) ?? 0 }, ctx.callOptions());
+      return { status: 200, body: { items: res.items.map(catalogItemJson), page: res.page, page_size: res.pageSize, total: Number(res.total) } };
+    },
+  },
+};

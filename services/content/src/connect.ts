@@ -1,0 +1,138 @@
+// ContentService RPC handlers: proto in, proto out.
+import type { ServiceImpl } from "@connectrpc/connect";
+import { ContentService, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import { AsyncQueue, decodeCursor, fail, isIdOf, pageOf, pageSizeOf, requireRole, type Keyset, type TokenVerifier } from "@switchyard/platform";
+import { catalogItemProblem, catalogPage, entityTag, validateText } from "./domain/content.js";
+import type { PostFeed } from "./feed.js";
+import { catalogItemToProto, documentToProto, postKeyset, postsCollection, postToProto } from "./proto-mapping.js";
+import type { ContentStore, PostRecord } from "./store/port.js";
+
+export interface ContentDeps {
+  store: ContentStore;
+  verifier: TokenVerifier;
+  feed: PostFeed;
+}
+
+const REPLAY_PAGE = 200;
+export const MAX_IMPORT_ITEMS = 10_000;
+
+const after = (p: PostRecord, k: Keyset) => p.createdAt.getTime() > k.createdAt.getTime() || (p.createdAt.getTime() === k.createdAt.getTime() && p.id > k.id);
+
+export function contentHandlers({ store, verifier, feed }: ContentDeps): ServiceImpl<typeof ContentService> {
+  return {
+    async createDocument(req, ctx) {
+      const caller = await verifier.authenticate(ctx);
+      return { document: documentToProto(await store.createDocument(caller.tenantId, validateText(req))) };
+    },
+
+    async getDocument(req, ctx) {
+      const caller = await verifier.authenticate(ctx);
+      const doc = isIdOf("doc", req.documentId) ? await store.getDocument(caller.tenantId, req.documentId) : undefined;
+      if (!doc) throw fail("NOT_FOUND", "document not found");
+      return { document: documentToProto(doc) };
+    },
+
+    async updateDocument(req, ctx) {
+      const caller = await verifier.authenticate(ctx);
+      const text = validateText(req);
+      const current = isIdOf("doc", req.documentId) ? await store.getDocument(caller.tenantId, req.documentId) : undefined;
+      if (!current) throw fail("NOT_FOUND", "document not found");
+      let expected: number | undefined;
+      if (req.ifMatch !== "") {
+        const tags = req.ifMatch.split(",").map((t) => t.trim());
+        if (!tags.includes("*") && !tags.includes(entityTag(current.id, current.version))) {
+          throw fail("ETAG_MISMATCH", "the document has changed since that entity tag: fetch it again and reconcile", { current_etag: entityTag(current.id, current.version) });
+        }
+        expected = current.version;
+      }
+      const updated = await store.updateDocument(caller.tenantId, current.id, text, expected);
+      // The version moved between our read and our write: another save won.
+      if (!updated) throw fail("ETAG_MISMATCH", "the document changed while saving: fetch it again and reconcile");
+      return { document: documentToProto(updated) };
+    },
+
+    async createPost(req, ctx) {
+      const caller = await verifier.authenticate(ctx);
+      return { post: postToProto(await store.createPost(caller.tenantId, caller.userId, validateText(req))) };
+    },
+
+    async getPost(req, ctx) {
+      const caller = await verifier.authenticate(ctx);
+      const post = isIdOf("post", req.postId) ? await store.getPost(caller.tenantId, req.postId) : undefined;
+      if (!post) throw fail("NOT_FOUND", "post not found");
+      return { post: postToProto(post) };
+    },
+
+    async listPosts(req, ctx) {
+      const caller = await verifier.authenticate(ctx);
+      const size = pageSizeOf(req.pageSize);
+      const collection = postsCollection(caller.tenantId);
+      const rows = await store.listPosts(caller.tenantId, decodeCursor(collection, req.pageToken), size + 1);
+      const page = pageOf(rows, size, collection, postKeyset);
+      return { posts: page.items.map(postToProto), nextPageToken: page.nextCursor };
+    },
+
+    async *watchPosts(req, ctx) {
+      const caller = await verifier.authenticate(ctx);
+      let last = decodeCursor(postsCollection(caller.tenantId), req.afterCursor);
+      // Subscribe before replaying, so nothing made during the replay is missed; duplicates are
+      // dropped by position below.
+      const live = new AsyncQueue<PostRecord>();
+      const unsubscribe = feed.subscribe(caller.tenantId, (post) => live.push(post));
+      const end = () => live.close();
+      ctx.signal.addEventListener("abort", end, { once: true });
+      try {
+        yield { subscribed: true };
+        if (last) {
+          for (;;) {
+            const missed = await store.listPostsAfter(caller.tenantId, last, REPLAY_PAGE);
+            for (const post of missed) {
+              yield { post: postToProto(post) };
+              last = postKeyset(post);
+            }
+            if (missed.length < REPLAY_PAGE || ctx.signal.aborted) break;
+          }
+        }
+        for await (const post of live) {
+          if (last && !after(post, last)) continue;
+          last = postKeyset(post);
+          yield { post: postToProto(post) satisfies Post };
+        }
+      } finally {
+        unsubscribe();
+        ctx.signal.removeEventListener("abort", end);
+      }
+    },
+
+    async listCatalogItems(req) {
+      const { page, pageSize } = catalogPage(req.page, req.pageSize);
+      const { items, total } = await store.listCatalogItems((page - 1) * pageSize, pageSize);
+      return { items: items.map(catalogItemToProto), page, pageSize, total: BigInt(total) };
+    },
+
+    async importItems(requests, ctx) {
+      const caller = await verifier.authenticate(ctx);
+      requireRole(caller, "admin");
+      let created = 0;
+      let updated = 0;
+      const rejected: { index: number; sku: string; reason: string }[] = [];
+      let index = 0;
+      for await (const { item } of requests) {
+        const i = index++;
+        if (i >= MAX_IMPORT_ITEMS) {
+          rejected.push({ index: i, sku: item?.sku ?? "", reason: `an import takes at most ${MAX_IMPORT_ITEMS} items` });
+          continue;
+        }
+        const input = { sku: item?.sku ?? "", name: item?.name ?? "", price: item?.price ?? 0n, currency: item?.currency ?? "" };
+        const problem = item ? catalogItemProblem(input) : "item is required";
+        if (problem) {
+          rejected.push({ index: i, sku: input.sku, reason: problem });
+          continue;
+        }
+        if (await store.upsertCatalogItem(input)) created++;
+        else updated++;
+      }
+      return { created, updated, rejected };
+    },
+  };
+}

@@ -1,0 +1,58 @@
+// Rules for documents, posts and catalog items, without I/O.
+import { createHash } from "node:crypto";
+import { assertAmount, assertCurrency, fail } from "@switchyard/platform";
+
+export const TITLE_MAX_LENGTH = 200;
+export const BODY_MAX_LENGTH = 60_000;
+export const NAME_MAX_LENGTH = 200;
+
+// Control characters other than tab, newline and carriage return.
+const CONTROL = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f]/;
+const SKU = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+
+export function validateText(input: { title: string; body: string }): { title: string; body: string } {
+  const title = input.title.trim();
+  if (title.length === 0 || title.length > TITLE_MAX_LENGTH || CONTROL.test(title)) {
+    throw fail("RULE_VIOLATION", `title must be 1 to ${TITLE_MAX_LENGTH} characters without control characters`, { field: "title" });
+  }
+  if (input.body.length > BODY_MAX_LENGTH || CONTROL.test(input.body)) {
+    throw fail("RULE_VIOLATION", `body must be at most ${BODY_MAX_LENGTH} characters without control characters`, { field: "body" });
+  }
+  return { title, body: input.body };
+}
+
+/** The strong entity tag of a stored version: opaque, quoted, different for every save. */
+export function entityTag(documentId: string, version: number): string {
+  return `"${createHash("sha256").update(`${documentId}:${version}`).digest("base64url").slice(0, 27)}"`;
+}
+
+export interface CatalogItemInput {
+  sku: string;
+  name: string;
+  price: bigint;
+  currency: string;
+}
+
+/** The reason an imported item is refused, or undefined when it is fine. */
+export function catalogItemProblem(item: CatalogItemInput): string | undefined {
+  if (!SKU.test(item.sku)) return "sku must be 1 to 64 letters, digits, '.', '_' or '-'";
+  if (item.name.trim().length === 0 || item.name.length > NAME_MAX_LENGTH || CONTROL.test(item.name)) return `name must be 1 to ${NAME_MAX_LENGTH} characters`;
+  try {
+    assertAmount(item.price, "price", 0n);
+    assertCurrency(item.currency);
+  } catch (err) {
+    return (err as Error & { rawMessage?: string }).rawMessage ?? String(err);
+  }
+  return undefined;
+}
+
+export const CATALOG_DEFAULT_PAGE_SIZE = 20;
+export const CATALOG_MAX_PAGE_SIZE = 100;
+
+export function catalogPage(page: number, pageSize: number): { page: number; pageSize: number } {
+  const p = page === 0 ? 1 : page;
+  const size = pageSize === 0 ? CATALOG_DEFAULT_PAGE_SIZE : pageSize;
+  if (p < 1 || p > 1_000_000) throw fail("INVALID_REQUEST", "page must be from 1");
+  if (size < 1 || size > CATALOG_MAX_PAGE_SIZE) throw fail("INVALID_REQUEST", `page_size must be from 1 to ${CATALOG_MAX_PAGE_SIZE}`);
+  return { page: p, pageSize: size };
+}
