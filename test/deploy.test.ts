@@ -12,6 +12,7 @@ import { parse as parseYaml, parseAllDocuments } from "yaml";
 import { identitySettings } from "@switchyard/identity";
 import { paymentsSettings } from "@switchyard/payments";
 import { ordersSettings } from "@switchyard/orders";
+import { contentSettings } from "@switchyard/content";
 import { gatewaySettings } from "@switchyard/gateway";
 import { errorCatalogue, isErrorReason, type Setting } from "@switchyard/platform";
 
@@ -28,7 +29,7 @@ const rel = (path: string) => relative(ROOT, path).split("\\").join("/");
 type Spec = Record<string, Setting<unknown>>;
 
 interface Process {
-  name: "identity" | "payments" | "orders" | "gateway";
+  name: "identity" | "payments" | "orders" | "content" | "gateway";
   settings: Spec;
   /** how Kubernetes should probe it */
   probes: "grpc" | "http";
@@ -40,6 +41,7 @@ const PROCESSES: Process[] = [
   { name: "identity", settings: identitySettings, probes: "grpc", entry: "services/identity/src/main.ts", hasDatabase: true },
   { name: "payments", settings: paymentsSettings, probes: "grpc", entry: "services/payments/src/main.ts", hasDatabase: true },
   { name: "orders", settings: ordersSettings, probes: "grpc", entry: "services/orders/src/main.ts", hasDatabase: true },
+  { name: "content", settings: contentSettings, probes: "grpc", entry: "services/content/src/main.ts", hasDatabase: true },
   { name: "gateway", settings: gatewaySettings, probes: "http", entry: "gateway/src/main.ts", hasDatabase: false },
 ];
 
@@ -503,7 +505,7 @@ describe("deploy/", function () {
       expect(files.length).to.be.greaterThan(5);
       for (const file of files) {
         const text = read(file);
-        for (const needle of [identitySettings.demoData.env, "demo-password", "@acme.test", "@globex.test"]) {
+        for (const needle of [identitySettings.demoData.env, contentSettings.demoData.env, "demo-password", "@acme.test", "@globex.test"]) {
           expect(text, `${rel(file)} contains "${needle}"`).to.not.include(needle);
         }
       }
