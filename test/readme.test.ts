@@ -9,6 +9,7 @@ import { promisify } from "node:util";
 import { identitySettings } from "@switchyard/identity";
 import { paymentsSettings } from "@switchyard/payments";
 import { ordersSettings } from "@switchyard/orders";
+import { contentSettings } from "@switchyard/content";
 import { gatewaySettings } from "@switchyard/gateway";
 import { startMesh, type Mesh } from "../scripts/mesh.js";
 
@@ -34,7 +35,7 @@ describe("README", function () {
 
   it("documents every environment variable the processes read", () => {
     const table = section("Configuration");
-    for (const spec of [identitySettings, paymentsSettings, ordersSettings, gatewaySettings]) {
+    for (const spec of [identitySettings, paymentsSettings, ordersSettings, contentSettings, gatewaySettings]) {
       for (const s of Object.values(spec)) expect(table, s.env).to.include(`\`${s.env}\``);
     }
   });
