@@ -3,12 +3,13 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
-import { bearerToken, createServiceClient, jwksFromIdentity, loadConfig, parse, setting, TokenVerifier, type Caller, type ConfigOf, type Logger } from "@switchyard/platform";
+import { bearerToken, createServiceClient, jwksFromIdentity, loadConfig, optionalSetting, parse, setting, TokenVerifier, type Caller, type ConfigOf, type Logger } from "@switchyard/platform";
 import { readJsonBody } from "./runtime/body.js";
 import { edgeError, toHttpError } from "./runtime/errors.js";
 import { describeBodyError, describeParamError, loadApiDocument, type CompiledOperation } from "./runtime/openapi.js";
 import { sendError, sendJson } from "./runtime/respond.js";
 import { writeEventStream } from "./runtime/sse.js";
+import { createRateLimiter } from "./runtime/rate-limit.js";
 import type { RouteGroup, RouteHandler } from "./runtime/route.js";
 import { Router } from "./runtime/router.js";
 import { identityRoutes } from "./routes/identity.js";
@@ -25,6 +26,11 @@ export const gatewaySettings = {
   paymentsAddress: setting("PAYMENTS_ADDRESS", parse.address, "payments service", "127.0.0.1:50052"),
   ordersAddress: setting("ORDERS_ADDRESS", parse.address, "orders service", "127.0.0.1:50053"),
   contentAddress: setting("CONTENT_ADDRESS", parse.address, "content service", "127.0.0.1:50054"),
+  rateLimit: setting("GATEWAY_RATE_LIMIT", parse.int(1, 1_000_000), "requests a credential (or an anonymous client address) may make per window", 600),
+  rateWindowSeconds: setting("GATEWAY_RATE_WINDOW_SECONDS", parse.int(1, 86_400), "length of the rate-limit window", 60),
+  rateLimitPrefix: setting("GATEWAY_RATE_LIMIT_PREFIX", parse.string, "key prefix of the counters (replicas sharing a quota use the same one)", "switchyard:rl"),
+  redisUrl: optionalSetting("REDIS_URL", parse.url("redis:", "rediss:"), "Redis for rate-limit counters shared by every gateway replica; unset = per process"),
+  trustProxy: setting("GATEWAY_TRUST_PROXY", parse.bool, "take anonymous clients' address from X-Forwarded-For (only behind a proxy that sets it)", false),
   heartbeatMs: setting("GATEWAY_SSE_HEARTBEAT_MS", parse.int(1_000, 300_000), "interval of heartbeat comments on idle event streams", 15_000),
   deadlineMs: setting("GATEWAY_DEADLINE_MS", parse.int(50, 120_000), "deadline given to every upstream call chain", 5_000),
   maxBodyBytes: setting("GATEWAY_MAX_BODY_BYTES", parse.int(1_024, 10 * 1024 * 1024), "largest accepted request body", 64 * 1024),
@@ -79,6 +85,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const router = new Router(api.operations);
   const upstreams: Upstreams = openUpstreams({ identity: config.identityAddress, payments: config.paymentsAddress, orders: config.ordersAddress, content: config.contentAddress });
   const verifier = new TokenVerifier(jwksFromIdentity(upstreams.channels.identity));
+  const rateLimiter = createRateLimiter({ limit: config.rateLimit, windowSeconds: config.rateWindowSeconds, redisUrl: config.redisUrl, keyPrefix: config.rateLimitPrefix, trustProxy: config.trustProxy });
   const healthClients = Object.values(upstreams.channels).map((channel) => createServiceClient(Health, channel));
 
   /** Ready when every upstream reports SERVING over grpc.health.v1. */
@@ -100,6 +107,13 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       const method = req.method ?? "GET";
       if (pathname === "/healthz") return sendJson(res, 200, { status: "ok" });
       if (pathname === "/readyz") return (await ready()) ? sendJson(res, 200, { status: "ready" }) : sendJson(res, 503, { error: "an upstream is not ready", code: "UPSTREAM_UNAVAILABLE" }, { "retry-after": "1" });
+      // Every /v1 answer carries the caller's quota; past it, 429 before any other work.
+      const quota = await rateLimiter.check(req);
+      for (const [name, value] of Object.entries(quota.headers)) res.setHeader(name, value);
+      if (!quota.allowed) {
+        req.resume();
+        throw edgeError("RATE_LIMITED", `rate limit of ${config.rateLimit} requests per ${config.rateWindowSeconds} s reached; retry after the Retry-After delay`);
+      }
       const { operation, pathParams } = router.match(method, pathname);
       if (operation.operationId === "getOpenApiDocument") return sendJson(res, 200, api.document);
       const route = routes.get(operation.operationId)!;
@@ -189,7 +203,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         server.close(() => {
           clearTimeout(timer);
           upstreams.close();
-          resolve();
+          void rateLimiter.close().then(resolve);
         });
         server.closeIdleConnections();
       })),

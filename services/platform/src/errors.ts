@@ -37,6 +37,8 @@ export const errorCatalogue = {
   IDEMPOTENCY_KEY_IN_FLIGHT: { code: Code.Aborted, http: 409 },
   INVALID_STATE: { code: Code.FailedPrecondition, http: 409 },
   ETAG_MISMATCH: { code: Code.FailedPrecondition, http: 412 },
+  // 429.
+  RATE_LIMITED: { code: Code.ResourceExhausted, http: 429 },
   // 5xx.
   LOAD_SHED: { code: Code.Unavailable, http: 503 },
   UPSTREAM_UNAVAILABLE: { code: Code.Unavailable, http: 502 },
