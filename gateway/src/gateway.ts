@@ -10,6 +10,7 @@ import { describeBodyError, describeParamError, loadApiDocument, type CompiledOp
 import { sendError, sendJson } from "./runtime/respond.js";
 import { writeEventStream } from "./runtime/sse.js";
 import { createRateLimiter } from "./runtime/rate-limit.js";
+import { AdaptiveConcurrencyLimit } from "./runtime/concurrency-limit.js";
 import type { RouteGroup, RouteHandler } from "./runtime/route.js";
 import { Router } from "./runtime/router.js";
 import { identityRoutes } from "./routes/identity.js";
@@ -32,7 +33,11 @@ export const gatewaySettings = {
   redisUrl: optionalSetting("REDIS_URL", parse.url("redis:", "rediss:"), "Redis for rate-limit counters shared by every gateway replica; unset = per process"),
   trustProxy: setting("GATEWAY_TRUST_PROXY", parse.bool, "take anonymous clients' address from X-Forwarded-For (only behind a proxy that sets it)", false),
   heartbeatMs: setting("GATEWAY_SSE_HEARTBEAT_MS", parse.int(1_000, 300_000), "interval of heartbeat comments on idle event streams", 15_000),
-  deadlineMs: setting("GATEWAY_DEADLINE_MS", parse.int(50, 120_000), "deadline given to every upstream call chain", 5_000),
+  deadlineMs: setting("GATEWAY_DEADLINE_MS", parse.int(50, 120_000), "default deadline of every request's upstream call chain", 5_000),
+  maxDeadlineMs: setting("GATEWAY_MAX_DEADLINE_MS", parse.int(50, 600_000), "the longest deadline a client may ask for with X-Request-Timeout-Ms", 30_000),
+  concurrencyInitial: setting("GATEWAY_CONCURRENCY_INITIAL", parse.int(1, 100_000), "starting adaptive concurrency limit (requests in flight)", 100),
+  concurrencyMin: setting("GATEWAY_CONCURRENCY_MIN", parse.int(1, 100_000), "lowest the adaptive concurrency limit goes", 8),
+  concurrencyMax: setting("GATEWAY_CONCURRENCY_MAX", parse.int(1, 100_000), "highest the adaptive concurrency limit goes", 1_000),
   maxBodyBytes: setting("GATEWAY_MAX_BODY_BYTES", parse.int(1_024, 10 * 1024 * 1024), "largest accepted request body", 64 * 1024),
   drainTimeoutMs: setting("SHUTDOWN_DRAIN_MS", parse.int(0, 600_000), "how long SIGTERM waits for in-flight requests", 10_000),
 };
@@ -74,6 +79,15 @@ export interface RunningGateway {
   stop(): Promise<void>;
 }
 
+/** The deadline a request gets: the default, or what the client asks for, up to the maximum. */
+function deadlineOf(asked: string | string[] | undefined, config: GatewayConfig): number {
+  if (asked === undefined) return config.deadlineMs;
+  if (typeof asked !== "string" || !/^\d{1,9}$/.test(asked) || Number(asked) < 1) {
+    throw edgeError("INVALID_REQUEST", "X-Request-Timeout-Ms must be a whole number of milliseconds from 1");
+  }
+  return Math.min(Number(asked), config.maxDeadlineMs);
+}
+
 function splitUrl(url: string): { pathname: string; search: string } {
   const q = url.indexOf("?");
   return q === -1 ? { pathname: url, search: "" } : { pathname: url.slice(0, q), search: url.slice(q + 1) };
@@ -85,6 +99,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const router = new Router(api.operations);
   const upstreams: Upstreams = openUpstreams({ identity: config.identityAddress, payments: config.paymentsAddress, orders: config.ordersAddress, content: config.contentAddress });
   const verifier = new TokenVerifier(jwksFromIdentity(upstreams.channels.identity));
+  const concurrency = new AdaptiveConcurrencyLimit({ initialLimit: config.concurrencyInitial, minLimit: config.concurrencyMin, maxLimit: Math.max(config.concurrencyMin, config.concurrencyMax) });
   const rateLimiter = createRateLimiter({ limit: config.rateLimit, windowSeconds: config.rateWindowSeconds, redisUrl: config.redisUrl, keyPrefix: config.rateLimitPrefix, trustProxy: config.trustProxy });
   const healthClients = Object.values(upstreams.channels).map((channel) => createServiceClient(Health, channel));
 
@@ -144,12 +159,23 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         }
       }
 
+      const deadlineMs = deadlineOf(req.headers["x-request-timeout-ms"], config);
       let caller: Caller | undefined;
       if (operation.requiresAuth) {
         presentedToken = req.headers.authorization !== undefined;
         caller = await verifier.verify(bearerToken(req.headers.authorization));
       }
-      const deadlineAt = Date.now() + config.deadlineMs;
+      const deadlineAt = Date.now() + deadlineMs;
+      const streaming = operation.operationId === "listPosts" && /text\/event-stream/i.test(String(req.headers.accept ?? ""));
+      // Requests beyond the adaptive limit are shed at once instead of queueing (live streams are
+      // long by design and do not count).
+      if (!streaming) {
+        const release = concurrency.tryAcquire();
+        if (!release) {
+          throw edgeError("LOAD_SHED", "the gateway is at capacity; retry after the Retry-After delay", { "retry-after": "1" });
+        }
+        res.once("close", () => release(res.statusCode < 500));
+      }
       const authorization = caller ? { headers: { authorization: `Bearer ${caller.token}` } } : {};
       const result = await route.handler({
         params,

@@ -39,6 +39,7 @@ export async function startContentService(config: ContentConfig, logger: Logger)
       port: config.port,
       logger,
       drainTimeoutMs: config.drainTimeoutMs,
+      shedEventLoopDelayMs: config.shedEventLoopDelayMs,
       services: [registration(ContentService, contentHandlers({ store, verifier: new TokenVerifier(jwksFromIdentity(identity)), feed }))],
     });
     return {

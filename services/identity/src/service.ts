@@ -38,6 +38,7 @@ export async function startIdentityService(config: IdentityConfig, logger: Logge
       port: config.port,
       logger,
       drainTimeoutMs: config.drainTimeoutMs,
+      shedEventLoopDelayMs: config.shedEventLoopDelayMs,
       services: [registration(IdentityService, identityHandlers({ store, keys, verifier, tokenTtlSeconds: config.tokenTtlSeconds }))],
     });
     return {

@@ -42,6 +42,7 @@ export async function startOrdersService(config: OrdersConfig, logger: Logger): 
       port: config.port,
       logger,
       drainTimeoutMs: config.drainTimeoutMs,
+      shedEventLoopDelayMs: config.shedEventLoopDelayMs,
       services: [
         registration(
           OrderService,

@@ -33,6 +33,7 @@ export async function startPaymentsService(config: PaymentsConfig, logger: Logge
       port: config.port,
       logger,
       drainTimeoutMs: config.drainTimeoutMs,
+      shedEventLoopDelayMs: config.shedEventLoopDelayMs,
       services: [registration(PaymentService, paymentHandlers({ store: new SqlPaymentsStore(db), verifier }))],
     });
     const stopPurge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);

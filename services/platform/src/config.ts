@@ -101,5 +101,6 @@ export function serviceSettings(prefix: string, defaultPort: number) {
     databaseUrl: optionalSetting("DATABASE_URL", parse.url("postgres:", "postgresql:"), "PostgreSQL server; unset = embedded PGlite under DATA_DIR"),
     dataDir: setting("DATA_DIR", parse.string, "where embedded databases persist (one folder per service)", "./data"),
     drainTimeoutMs: setting("SHUTDOWN_DRAIN_MS", parse.int(0, 600_000), "how long SIGTERM waits for in-flight calls", 10_000),
+    shedEventLoopDelayMs: setting("SHED_EVENT_LOOP_DELAY_MS", parse.int(0, 60_000), "shed new calls (UNAVAILABLE, LOAD_SHED) while the event loop's p99 delay exceeds this in two 0.5 s windows running; 0 = never", 500),
   };
 }

@@ -16,3 +16,4 @@ export { jwksFromIdentity } from "./identity-keys.js";
 export { newId, isIdOf } from "./ids.js";
 export * from "./money.js";
 export { AsyncQueue } from "./async-queue.js";
+export { EventLoopGuard } from "./load-shed.js";

@@ -8,6 +8,7 @@ import { adaptService } from "./grpc/service-adapter.js";
 import { HealthStatus, ServingStatus } from "./grpc/health.js";
 import { reflectionImpls, ReflectionV1, ReflectionV1Alpha } from "./grpc/reflection.js";
 import type { Logger } from "./logger.js";
+import { EventLoopGuard } from "./load-shed.js";
 
 export interface ServiceRegistration {
   readonly service: DescService;
@@ -27,6 +28,8 @@ export interface GrpcServerOptions {
   logger: Logger;
   /** How long a graceful shutdown waits for in-flight calls before cutting them. */
   drainTimeoutMs?: number;
+  /** Shed new calls while the event loop's p99 delay exceeds this (ms); 0 or absent: never. */
+  shedEventLoopDelayMs?: number;
 }
 
 export interface RunningServer {
@@ -47,7 +50,10 @@ const SERVER_OPTIONS: ServerOptions = {
 function errorReporter(logger: Logger) {
   return (err: unknown, method: DescMethod) => {
     const rpc = `${method.parent.typeName}/${method.name}`;
-    if (err instanceof ConnectError && err.code !== Code.Internal && err.code !== Code.Unknown) {
+    if (err instanceof ConnectError && (err.code === Code.Canceled || err.code === Code.DeadlineExceeded)) {
+      // Work stopped because the caller went away or its deadline passed: worth seeing in the log.
+      logger.info({ rpc, code: Code[err.code], message: err.rawMessage }, "rpc stopped: cancelled by the caller or past its deadline");
+    } else if (err instanceof ConnectError && err.code !== Code.Internal && err.code !== Code.Unknown) {
       logger.debug({ rpc, code: Code[err.code], message: err.rawMessage }, "rpc failed");
     } else {
       // Only message and stack: driver errors carry row data (a hash, an email) in other fields.
@@ -68,8 +74,12 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     registration(ReflectionV1, reflection.v1),
     registration(ReflectionV1Alpha, reflection.v1alpha),
   ];
+  const guard = options.shedEventLoopDelayMs ? new EventLoopGuard(options.shedEventLoopDelayMs) : undefined;
+  const admit = guard ? () => guard.admit() : undefined;
   for (const { service, impl } of all) {
-    const adapted = adaptService(service, impl as never, onError);
+    // Health and reflection always answer: an overloaded service must still say how it is.
+    const business = options.services.some((s) => s.service === service);
+    const adapted = adaptService(service, impl as never, onError, business ? admit : undefined);
     server.addService(adapted.definition, adapted.implementation);
   }
   const port = await new Promise<number>((resolve, reject) =>
@@ -85,10 +95,12 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       const timer = setTimeout(() => {
         options.logger.warn("drain timeout: cancelling calls still in flight");
         server.forceShutdown();
+        guard?.stop();
         resolve();
       }, options.drainTimeoutMs ?? 10_000);
       server.tryShutdown(() => {
         clearTimeout(timer);
+        guard?.stop();
         resolve();
       });
     }));

@@ -74,15 +74,25 @@ function requestsOf(call: ServerReadableStream<object, object> | ServerDuplexStr
   return { [Symbol.asyncIterator]: () => call.iterator({ destroyOnReturn: false }) };
 }
 
-/** grpc-js definition + implementation for one service; `onError` sees every failed call. */
-export function adaptService<S extends DescService>(service: S, impl: Partial<ServiceImpl<S>>, onError: RpcErrorListener) {
+/**
+ * grpc-js definition + implementation for one service; `onError` sees every failed call, and
+ * `admit` (when given) runs before each call and refuses it by throwing (load shedding).
+ */
+export function adaptService<S extends DescService>(service: S, impl: Partial<ServiceImpl<S>>, onError: RpcErrorListener, admit?: () => void) {
   const definition: Record<string, MethodDefinition<object, object>> = {};
   const implementation: UntypedServiceImplementation = {};
   for (const method of service.methods) {
     const handler = (impl as Record<string, AnyImpl | undefined>)[method.localName];
     if (!handler) continue;
     definition[method.name] = methodDefinition(method);
-    implementation[method.name] = handlerFor(service, method, handler.bind(impl), onError);
+    const bound = handler.bind(impl);
+    const guarded: AnyImpl = admit
+      ? (input, context) => {
+          admit();
+          return bound(input, context);
+        }
+      : bound;
+    implementation[method.name] = handlerFor(service, method, guarded, onError);
   }
   return { definition: definition as ServiceDefinition, implementation };
 }

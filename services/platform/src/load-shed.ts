@@ -1,0 +1,41 @@
+// Event-loop-delay guard: when this process's event loop lags (it is saturated), new calls are
+// refused at once with UNAVAILABLE / LOAD_SHED instead of joining an ever longer queue; callers
+// back off (the gateway answers 503 with Retry-After).
+import { monitorEventLoopDelay, type IntervalHistogram } from "node:perf_hooks";
+import { fail } from "./errors.js";
+
+export class EventLoopGuard {
+  private readonly histogram: IntervalHistogram;
+  private readonly timer: NodeJS.Timeout;
+  private lagMs = 0;
+  private previousLagMs = 0;
+
+  /** thresholdMs: p99 event-loop delay over one window above which new calls are shed. */
+  constructor(private readonly thresholdMs: number, windowMs = 500) {
+    this.histogram = monitorEventLoopDelay({ resolution: 10 });
+    this.histogram.enable();
+    this.timer = setInterval(() => {
+      this.previousLagMs = this.lagMs;
+      this.lagMs = this.histogram.percentile(99) / 1e6;
+      this.histogram.reset();
+    }, windowMs).unref();
+  }
+
+  /** The p99 event-loop delay of the last window, in ms. */
+  get lag(): number {
+    return this.lagMs;
+  }
+
+  /**
+   * Throws LOAD_SHED while the loop is lagging: in two windows running, so that one pause (a long
+   * GC, a stopped-and-resumed process) does not turn into refusals; saturation lasts.
+   */
+  admit(): void {
+    if (this.lagMs > this.thresholdMs && this.previousLagMs > this.thresholdMs) throw fail("LOAD_SHED", `the service is overloaded (event loop ${Math.round(this.lagMs)} ms behind); retry after a short delay`);
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.histogram.disable();
+  }
+}

@@ -1,0 +1,63 @@
+// The event-loop-delay guard: a saturated service sheds new calls with LOAD_SHED, over real gRPC,
+// while health still answers.
+import { expect } from "chai";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
+import { createLogger, createServiceClient, echoImpl, EchoService, errorInfoOf, EventLoopGuard, openChannel, registration, startGrpcServer } from "@switchyard/platform";
+
+function block(ms: number): void {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    // Saturate the event loop on purpose.
+  }
+}
+
+describe("event-loop-delay guard", function () {
+  this.timeout(20_000);
+
+  it("sheds while the loop lags across windows (not after one pause), and admits again once it has caught up", async () => {
+    const guard = new EventLoopGuard(50, 200);
+    try {
+      expect(() => guard.admit()).to.not.throw();
+      // One pause alone is not saturation.
+      block(300);
+      await sleep(5);
+      expect(() => guard.admit()).to.not.throw();
+      await sleep(450);
+      // A saturated loop: busy across whole sampling windows.
+      for (let i = 0; i < 5; i++) {
+        block(150);
+        await sleep(1);
+      }
+      expect(guard.lag).to.be.greaterThan(50);
+      expect(() => guard.admit()).to.throw(ConnectError, /overloaded/);
+      await sleep(650);
+      expect(() => guard.admit()).to.not.throw();
+    } finally {
+      guard.stop();
+    }
+  });
+
+  it("answers UNAVAILABLE / LOAD_SHED over gRPC, and health still answers", async () => {
+    const server = await startGrpcServer({ name: "shed", host: "127.0.0.1", port: 0, services: [registration(EchoService, echoImpl())], logger: createLogger("test", "silent"), shedEventLoopDelayMs: 50 });
+    const channel = openChannel(`127.0.0.1:${server.port}`);
+    try {
+      const echo = createServiceClient(EchoService, channel);
+      const health = createServiceClient(Health, channel);
+      expect((await echo.echo({ message: "warm" })).message).to.equal("warm");
+      // The guard samples every 500 ms: keep the loop saturated across a whole window.
+      for (let i = 0; i < 9; i++) {
+        block(200);
+        await sleep(1);
+      }
+      const err = (await echo.echo({ message: "late" }).catch((e: unknown) => e)) as ConnectError;
+      expect(err.code).to.equal(Code.Unavailable);
+      expect(errorInfoOf(err)?.reason).to.equal("LOAD_SHED");
+      expect((await health.check({ service: "" })).status).to.equal(HealthCheckResponse_ServingStatus.SERVING);
+    } finally {
+      channel.close();
+      await server.shutdown();
+    }
+  });
+});

@@ -1,0 +1,77 @@
+// Edge failure semantics with real processes: a client-chosen deadline, load shedding at the
+// gateway, and a client that hangs up cancelling the work below it.
+import { expect } from "chai";
+import { setTimeout as sleep } from "node:timers/promises";
+import { ALICE, Api, expectError, newKey, startE2eMesh, type E2eMesh } from "../support/http.js";
+
+describe("e2e: deadlines, shedding and cancellation at the edge", function () {
+  this.timeout(120_000);
+  let env: E2eMesh;
+  let api: Api;
+  let token: string;
+  let paymentPath: string;
+
+  before(async () => {
+    env = await startE2eMesh("edge", { envFor: { gateway: { GATEWAY_DEADLINE_MS: "3000", GATEWAY_CONCURRENCY_INITIAL: "2", GATEWAY_CONCURRENCY_MIN: "2", GATEWAY_CONCURRENCY_MAX: "2" } } });
+    api = new Api(env.mesh.gatewayUrl);
+    token = await api.login(ALICE);
+    const created = await api.post("/v1/payments", { token, key: newKey(), json: { amount: 700, currency: "EUR", source: "tok_edge" } });
+    expect(created.status, created.text).to.equal(201);
+    paymentPath = created.headers.get("location")!;
+  });
+  afterEach(() => {
+    env.mesh.process("payments").kill("SIGCONT");
+  });
+  after(async () => env?.stop());
+
+  it("refuses a malformed X-Request-Timeout-Ms with 400", async () => {
+    for (const bad of ["abc", "0", "-5", "1.5"]) expectError(await api.get(paymentPath, { token, headers: { "x-request-timeout-ms": bad } }), 400, "INVALID_REQUEST");
+  });
+
+  it("honours a shorter deadline the client asks for: 504 at that deadline, not the default", async () => {
+    env.mesh.process("payments").kill("SIGSTOP");
+    const res = await api.get(paymentPath, { token, headers: { "x-request-timeout-ms": "400" } });
+    expectError(res, 504, "DEADLINE_EXCEEDED");
+    expect(res.ms).to.be.within(350, 2_000);
+  });
+
+  it("sheds beyond the concurrency limit with 503 + Retry-After at once, instead of queueing", async () => {
+    env.mesh.process("payments").kill("SIGSTOP");
+    const stuck = [api.get(paymentPath, { token }), api.get(paymentPath, { token })];
+    await sleep(300);
+    const shed = await api.get(paymentPath, { token });
+    expectError(shed, 503, "LOAD_SHED");
+    expect(shed.headers.get("retry-after")).to.equal("1");
+    expect(shed.ms, "shed within milliseconds, not at the deadline").to.be.lessThan(500);
+    env.mesh.process("payments").kill("SIGCONT");
+    // Held calls finish, time out, or are shed by payments itself (its event loop saw the pause).
+    for (const res of await Promise.all(stuck)) expect(res.status).to.be.oneOf([200, 503, 504]);
+    // As a client should: after Retry-After, it is served again.
+    let status = 0;
+    for (let i = 0; i < 5 && status !== 200; i++) {
+      await sleep(1_000);
+      status = (await api.get(paymentPath, { token })).status;
+    }
+    expect(status).to.equal(200);
+  });
+
+  it("cancels the work below when the HTTP client hangs up mid-request (seen in the service's log)", async () => {
+    const order = await api.post("/v1/orders", { token, json: { currency: "EUR", items: [{ sku: "EDGE-1", quantity: 1, unit_price: 4242 }] } });
+    expect(order.status, order.text).to.equal(201);
+    env.mesh.process("payments").kill("SIGSTOP");
+    const controller = new AbortController();
+    const pending = api.post(`/v1/orders/${order.json.id}/payment`, { token, json: { source: "tok_edge" }, signal: controller.signal }).catch((err: unknown) => err);
+    await sleep(400);
+    controller.abort();
+    await pending;
+    let logged = false;
+    for (let i = 0; i < 50 && !logged; i++) {
+      logged = env.mesh.logs.join("").split("\n").some((line) => line.includes('"service":"orders"') && line.includes("OrderService/PayOrder") && line.includes('"code":"Canceled"'));
+      if (!logged) await sleep(50);
+    }
+    expect(logged, "orders logged its PayOrder call as cancelled by the caller").to.equal(true);
+    env.mesh.process("payments").kill("SIGCONT");
+    const after = await api.get(`/v1/orders/${order.json.id}`, { token });
+    expect(after.json.status).to.equal("pending");
+  });
+});
