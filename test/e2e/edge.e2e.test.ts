@@ -2,6 +2,10 @@
 // gateway, and a client that hangs up cancelling the work below it.
 import { expect } from "chai";
 import { setTimeout as sleep } from "node:timers/promises";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
+import { createServiceClient, openChannel } from "@switchyard/platform";
 import { ALICE, Api, expectError, newKey, startE2eMesh, type E2eMesh } from "../support/http.js";
 
 describe("e2e: deadlines, shedding and cancellation at the edge", function () {
@@ -53,6 +57,51 @@ describe("e2e: deadlines, shedding and cancellation at the edge", function () {
       status = (await api.get(paymentPath, { token })).status;
     }
     expect(status).to.equal(200);
+  });
+
+  describe("gRPC interop cases against the services' own processes", () => {
+    const code = async (p: Promise<unknown> | AsyncIterable<unknown>) => {
+      try {
+        if (Symbol.asyncIterator in p) for await (const _ of p) void _;
+        else await p;
+      } catch (err) {
+        return ConnectError.from(err).code;
+      }
+      return undefined;
+    };
+
+    it("cancel_after_begin: a client-streaming call cancelled before any message ends as CANCELLED, and the service serves on", async () => {
+      const channel = openChannel(`127.0.0.1:${env.mesh.ports.content}`);
+      try {
+        const content = createServiceClient(ContentService, channel);
+        const controller = new AbortController();
+        const never = (async function* () {
+          await sleep(60_000);
+          yield { item: { sku: "NEVER", name: "never", price: 1n, currency: "EUR" } };
+        })();
+        const call = content.importItems(never, { signal: controller.signal, headers: { authorization: `Bearer ${token}` } });
+        await sleep(100);
+        controller.abort();
+        expect(await code(call)).to.equal(Code.Canceled);
+        expect((await content.listCatalogItems({ page: 1, pageSize: 1 })).items).to.have.length(1);
+      } finally {
+        channel.close();
+      }
+    });
+
+    it("timeout_on_sleeping_server: a bidi call with a 1 ms deadline ends as DEADLINE_EXCEEDED", async () => {
+      const channel = openChannel(`127.0.0.1:${env.mesh.ports.orders}`);
+      try {
+        const orders = createServiceClient(OrderService, channel);
+        const follow = (async function* () {
+          yield { action: { case: "followOrderId" as const, value: 1n } };
+          await sleep(60_000);
+        })();
+        expect(await code(orders.trackOrders(follow, { timeoutMs: 1, headers: { authorization: `Bearer ${token}` } }))).to.equal(Code.DeadlineExceeded);
+      } finally {
+        channel.close();
+      }
+    });
   });
 
   it("cancels the work below when the HTTP client hangs up mid-request (seen in the service's log)", async () => {

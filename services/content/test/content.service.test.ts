@@ -29,7 +29,8 @@ for (const engine of serviceEngines()) {
     let alice: { headers: { authorization: string } };
     let bob: { headers: { authorization: string } };
 
-    const common = { DATA_DIR: dataDir, LOG_LEVEL: "silent", DATABASE_URL: engine.databaseUrl ?? "" };
+    // Services share this test's event loop: their event-loop shedding is off here (tested on its own).
+    const common = { DATA_DIR: dataDir, LOG_LEVEL: "silent", DATABASE_URL: engine.databaseUrl ?? "", SHED_EVENT_LOOP_DELAY_MS: "0" };
     before(async () => {
       identity = await startIdentityService(identityConfigFrom({ ...common, IDENTITY_PORT: "0", IDENTITY_DEMO_DATA: "true", IDENTITY_DB_SCHEMA: `identity_${suffix}` }), logger);
       const identityAddress = `127.0.0.1:${identity.server.port}`;

@@ -69,9 +69,34 @@ type AnyImpl = (input: never, context: HandlerContext) => unknown;
 /**
  * The request side of a streaming call as an async iterable. A plain `for await` over the
  * stream destroys it when the loop ends, which would also kill the response side of a bidi call.
+ * When the call is cancelled (or its deadline passes) a waiting read rejects with that reason,
+ * so a handler blocked on the next message stops instead of hanging forever.
  */
-function requestsOf(call: ServerReadableStream<object, object> | ServerDuplexStream<object, object>): AsyncIterable<object> {
-  return { [Symbol.asyncIterator]: () => call.iterator({ destroyOnReturn: false }) };
+function requestsOf(call: ServerReadableStream<object, object> | ServerDuplexStream<object, object>, signal: AbortSignal): AsyncIterable<object> {
+  return {
+    [Symbol.asyncIterator]() {
+      const messages = call.iterator({ destroyOnReturn: false });
+      return {
+        next: () =>
+          new Promise<IteratorResult<object>>((resolve, reject) => {
+            if (signal.aborted) return reject(signal.reason);
+            const onAbort = () => reject(signal.reason);
+            signal.addEventListener("abort", onAbort, { once: true });
+            messages.next().then(
+              (r) => {
+                signal.removeEventListener("abort", onAbort);
+                resolve(r as IteratorResult<object>);
+              },
+              (err: unknown) => {
+                signal.removeEventListener("abort", onAbort);
+                reject(err);
+              },
+            );
+          }),
+        return: () => Promise.resolve({ done: true as const, value: undefined }),
+      };
+    },
+  };
 }
 
 /**
@@ -131,7 +156,7 @@ function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, onE
       const h: handleClientStreamingCall<object, object> = (call: ServerReadableStream<object, object>, callback) => {
         const scope = openCallScope(call, service, method);
         Promise.resolve()
-          .then(() => impl(requestsOf(call) as never, scope.context))
+          .then(() => impl(requestsOf(call, scope.context.signal) as never, scope.context))
           .then(
             (res) => { scope.done(); callback(null, toMessage(method.output, res)); },
             (err) => { scope.done(); callback(reportAndStatus(err)); },
@@ -143,7 +168,7 @@ function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, onE
       const h: handleBidiStreamingCall<object, object> = (call) => {
         const scope = openCallScope(call, service, method);
         Promise.resolve()
-          .then(() => writeAll(call, impl(requestsOf(call) as never, scope.context) as AsyncIterable<unknown>, method, scope.context.signal))
+          .then(() => writeAll(call, impl(requestsOf(call, scope.context.signal) as never, scope.context) as AsyncIterable<unknown>, method, scope.context.signal))
           .then(
             () => { scope.done(); call.end(); },
             (err) => { scope.done(); call.emit("error", reportAndStatus(err)); },

@@ -36,7 +36,9 @@ export interface InProcessMeshOptions {
 export async function startInProcessMesh(options: InProcessMeshOptions = {}): Promise<InProcessMesh> {
   const dataDir = mkdtempSync(join(tmpdir(), "switchyard-svc-"));
   const suffix = randomBytes(4).toString("hex");
-  const common = { DATA_DIR: dataDir, LOG_LEVEL: "silent", DATABASE_URL: options.databaseUrl ?? "", IDENTITY_PORT: "0", PAYMENTS_PORT: "0", ORDERS_PORT: "0" };
+  // Several services share this one event loop (and block it while their databases start), which
+  // no deployment does: their event-loop shedding is off here and tested on its own.
+  const common = { DATA_DIR: dataDir, LOG_LEVEL: "silent", DATABASE_URL: options.databaseUrl ?? "", IDENTITY_PORT: "0", PAYMENTS_PORT: "0", ORDERS_PORT: "0", SHED_EVENT_LOOP_DELAY_MS: "0" };
   const logger = createLogger("test", "silent");
   const identityRuntime = await startIdentityService(identityConfigFrom({ ...common, IDENTITY_DEMO_DATA: "true", IDENTITY_DB_SCHEMA: `identity_${suffix}` }), logger);
   const identityAddress = `127.0.0.1:${identityRuntime.server.port}`;
