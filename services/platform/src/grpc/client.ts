@@ -25,7 +25,13 @@ export function openChannel(address: string, options: ChannelOptions = {}): Grpc
 function metadataOf(options: CallOptions | undefined): Metadata {
   const metadata = new Metadata();
   const headers = options?.headers;
-  if (headers) new Headers(headers).forEach((value, key) => metadata.set(key, value));
+  if (!headers) return metadata;
+  // A plain record (the usual case) is copied as it is; a Headers object or entry list is normalised first.
+  if (!(headers instanceof Headers) && !Array.isArray(headers)) {
+    for (const key in headers) metadata.set(key.toLowerCase(), (headers as Record<string, string>)[key]!);
+  } else {
+    new Headers(headers).forEach((value, key) => metadata.set(key, value));
+  }
   return metadata;
 }
 
