@@ -1,5 +1,5 @@
 // Public representations of identity resources: explicit field lists, never the proto as it is.
-import { Role, type CreateSessionResponse, type User } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
+import { Role, type CreateSessionResponse, type Session, type User } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { isoTime } from "./time.js";
 
 export function roleName(role: Role): "admin" | "member" {
@@ -29,4 +29,8 @@ export function sessionJson(session: CreateSessionResponse) {
     token_type: session.tokenType,
     expires_in: session.expiresInSeconds,
   };
+}
+
+export function sessionResourceJson(s: Session) {
+  return { id: s.id, user_id: Number(s.userId), created_at: isoTime(s.createTime), expires_at: isoTime(s.expireTime) };
 }

@@ -1,7 +1,7 @@
 // /v1/tenants/…: sessions and users, translated to IdentityService calls.
 import type { RouteGroup } from "../runtime/route.js";
 import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
-import { roleFromName, sessionJson, userJson } from "../representations/identity.js";
+import { roleFromName, sessionJson, sessionResourceJson, userJson } from "../representations/identity.js";
 
 interface SessionBody { email: string; password: string }
 interface UserBody { email: string; full_name: string; password: string; role?: string }
@@ -14,6 +14,11 @@ export const identityRoutes: RouteGroup = {
       const { email, password } = body as SessionBody;
       const session = await upstreams.identity.createSession({ tenantId, email, password }, callOptions());
       return { status: 201, body: sessionJson(session), headers: { location: `/v1/tenants/${tenantId}/sessions/${session.sessionId}` } };
+    },
+
+    async getSession({ params, upstreams, callOptions }) {
+      const { session } = await upstreams.identity.getSession({ tenantId: params.tenant_id as string, sessionId: params.session_id as string }, callOptions());
+      return { status: 200, body: sessionResourceJson(session!) };
     },
 
     async listUsers({ params, upstreams, callOptions, path }) {

@@ -6,7 +6,7 @@ import { decodeCursor, fail, pageOf, pageSizeOf, requireRole, requireTenant, typ
 import { isTenantId, normalizeEmail, validateNewUser } from "./domain/users.js";
 import { accessTokenClaims } from "./domain/tokens.js";
 import { burnPasswordCheck, hashPassword, verifyPassword } from "./passwords.js";
-import { roleFromProto, tenantToProto, userToProto } from "./proto-mapping.js";
+import { roleFromProto, sessionToProto, tenantToProto, userToProto } from "./proto-mapping.js";
 import type { KeyRing } from "./signing-keys.js";
 import type { IdentityStore } from "./store/port.js";
 
@@ -59,6 +59,15 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
       const accessToken = await keys.sign(accessTokenClaims({ tenantId, userId: user.id, role: user.role, sessionId }, issuedAt, deps.tokenTtlSeconds));
       await store.recordSession({ id: sessionId, tenantId, userId: user.id, expiresAt: new Date((issuedAt + deps.tokenTtlSeconds) * 1000) });
       return { sessionId, accessToken, tokenType: "Bearer", expiresInSeconds: deps.tokenTtlSeconds, user: userToProto(user) };
+    },
+
+    async getSession(req, ctx) {
+      const caller = await authenticate(ctx);
+      requireTenant(caller, tenantIdOf(req.tenantId));
+      const session = await store.getSession(req.tenantId, req.sessionId);
+      // Only one's own sessions: another user's is as absent as a made-up one.
+      if (!session || session.userId !== caller.userId) throw fail("NOT_FOUND", "session not found");
+      return { session: sessionToProto(session) };
     },
 
     getJwks() {

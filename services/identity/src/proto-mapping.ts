@@ -2,9 +2,9 @@
 // deletion state have no place in a User message, so they cannot leak through it.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { Role as ProtoRole, TenantSchema, UserSchema, type Tenant, type User } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
+import { Role as ProtoRole, SessionSchema, TenantSchema, UserSchema, type Session, type Tenant, type User } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import type { Role } from "@switchyard/platform";
-import type { TenantRecord, UserRecord } from "./store/port.js";
+import type { SessionRecord, TenantRecord, UserRecord } from "./store/port.js";
 
 export function roleToProto(role: Role): ProtoRole {
   return role === "admin" ? ProtoRole.ADMIN : ProtoRole.MEMBER;
@@ -37,4 +37,8 @@ export function userToProto(user: UserRecord): User {
 
 export function tenantToProto(tenant: TenantRecord): Tenant {
   return create(TenantSchema, { id: tenant.id, displayName: tenant.displayName, createTime: timestampFromDate(tenant.createdAt) });
+}
+
+export function sessionToProto(s: SessionRecord): Session {
+  return create(SessionSchema, { id: s.id, tenantId: s.tenantId, userId: s.userId, createTime: timestampFromDate(s.createdAt), expireTime: timestampFromDate(s.expiresAt) });
 }

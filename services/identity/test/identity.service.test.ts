@@ -32,4 +32,15 @@ describe("identity service over gRPC", function () {
     const err = (await mesh.identity.createSession({ tenantId: "acme", email: "eve@acme.test", password: "eve-password-123" }).catch((e: unknown) => e)) as ConnectError;
     expect(errorInfoOf(err)?.reason).to.equal("INVALID_CREDENTIALS");
   });
+
+  it("shows a user its own session (the Location of a login), and nobody else's", async () => {
+    const login = await mesh.identity.createSession({ tenantId: "acme", email: "bob@acme.test", password: "demo-password" });
+    const asBob = { headers: { authorization: `Bearer ${login.accessToken}` } };
+    const { session } = await mesh.identity.getSession({ tenantId: "acme", sessionId: login.sessionId }, asBob);
+    expect(session!.id).to.equal(login.sessionId);
+    expect(session!.userId).to.equal(login.user!.id);
+    const alice = { headers: await mesh.login("alice@acme.test") };
+    const err = (await mesh.identity.getSession({ tenantId: "acme", sessionId: login.sessionId }, alice).catch((e: unknown) => e)) as ConnectError;
+    expect(err.code).to.equal(Code.NotFound);
+  });
 });

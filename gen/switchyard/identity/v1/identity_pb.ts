@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file switchyard/identity/v1/identity.proto.
  */
 export const file_switchyard_identity_v1_identity: GenFile = /*@__PURE__*/
-  fileDesc("CiVzd2l0Y2h5YXJkL2lkZW50aXR5L3YxL2lkZW50aXR5LnByb3RvEhZzd2l0Y2h5YXJkLmlkZW50aXR5LnYxIlsKBlRlbmFudBIKCgJpZBgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkSLwoLY3JlYXRlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqQBCgRVc2VyEgoKAmlkGAEgASgDEhEKCXRlbmFudF9pZBgCIAEoCRINCgVlbWFpbBgDIAEoCRIRCglmdWxsX25hbWUYBCABKAkSKgoEcm9sZRgFIAEoDjIcLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuUm9sZRIvCgtjcmVhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSgoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEg0KBWVtYWlsGAIgASgJEhAKCHBhc3N3b3JkGAMgASgJIp0BChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxhY2Nlc3NfdG9rZW4YAiABKAkSEgoKdG9rZW5fdHlwZRgDIAEoCRIaChJleHBpcmVzX2luX3NlY29uZHMYBCABKAUSKgoEdXNlchgFIAEoCzIcLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuVXNlciIQCg5HZXRKd2tzUmVxdWVzdCJYCgpKc29uV2ViS2V5EgsKA2tpZBgBIAEoCRILCgNrdHkYAiABKAkSCwoDY3J2GAMgASgJEgkKAXgYBCABKAkSCwoDYWxnGAUgASgJEgsKA3VzZRgGIAEoCSJDCg9HZXRKd2tzUmVzcG9uc2USMAoEa2V5cxgBIAMoCzIiLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuSnNvbldlYktleSIlChBHZXRUZW5hbnRSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCSJDChFHZXRUZW5hbnRSZXNwb25zZRIuCgZ0ZW5hbnQYASABKAsyHi5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLlRlbmFudCJMChBMaXN0VXNlcnNSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJZChFMaXN0VXNlcnNSZXNwb25zZRIrCgV1c2VycxgBIAMoCzIcLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuVXNlchIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkihgEKEUNyZWF0ZVVzZXJSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRINCgVlbWFpbBgCIAEoCRIRCglmdWxsX25hbWUYAyABKAkSEAoIcGFzc3dvcmQYBCABKAkSKgoEcm9sZRgFIAEoDjIcLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuUm9sZSJAChJDcmVhdGVVc2VyUmVzcG9uc2USKgoEdXNlchgBIAEoCzIcLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuVXNlciI0Cg5HZXRVc2VyUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSDwoHdXNlcl9pZBgCIAEoAyI9Cg9HZXRVc2VyUmVzcG9uc2USKgoEdXNlchgBIAEoCzIcLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuVXNlciI3ChFEZWxldGVVc2VyUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSDwoHdXNlcl9pZBgCIAEoAyIUChJEZWxldGVVc2VyUmVzcG9uc2UqPQoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDgoKUk9MRV9BRE1JThABEg8KC1JPTEVfTUVNQkVSEAIyxQUKD0lkZW50aXR5U2VydmljZRJsCg1DcmVhdGVTZXNzaW9uEiwuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBotLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlEloKB0dldEp3a3MSJi5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkdldEp3a3NSZXF1ZXN0Gicuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5HZXRKd2tzUmVzcG9uc2USYAoJR2V0VGVuYW50Eiguc3dpdGNoeWFyZC5pZGVudGl0eS52MS5HZXRUZW5hbnRSZXF1ZXN0Gikuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5HZXRUZW5hbnRSZXNwb25zZRJgCglMaXN0VXNlcnMSKC5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkxpc3RVc2Vyc1JlcXVlc3QaKS5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkxpc3RVc2Vyc1Jlc3BvbnNlEmMKCkNyZWF0ZVVzZXISKS5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkNyZWF0ZVVzZXJSZXF1ZXN0Giouc3dpdGNoeWFyZC5pZGVudGl0eS52MS5DcmVhdGVVc2VyUmVzcG9uc2USWgoHR2V0VXNlchImLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuR2V0VXNlclJlcXVlc3QaJy5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkdldFVzZXJSZXNwb25zZRJjCgpEZWxldGVVc2VyEikuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5EZWxldGVVc2VyUmVxdWVzdBoqLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuRGVsZXRlVXNlclJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("CiVzd2l0Y2h5YXJkL2lkZW50aXR5L3YxL2lkZW50aXR5LnByb3RvEhZzd2l0Y2h5YXJkLmlkZW50aXR5LnYxIlsKBlRlbmFudBIKCgJpZBgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkSLwoLY3JlYXRlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqQBCgRVc2VyEgoKAmlkGAEgASgDEhEKCXRlbmFudF9pZBgCIAEoCRINCgVlbWFpbBgDIAEoCRIRCglmdWxsX25hbWUYBCABKAkSKgoEcm9sZRgFIAEoDjIcLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuUm9sZRIvCgtjcmVhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSgoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEg0KBWVtYWlsGAIgASgJEhAKCHBhc3N3b3JkGAMgASgJIp0BChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxhY2Nlc3NfdG9rZW4YAiABKAkSEgoKdG9rZW5fdHlwZRgDIAEoCRIaChJleHBpcmVzX2luX3NlY29uZHMYBCABKAUSKgoEdXNlchgFIAEoCzIcLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuVXNlciKbAQoHU2Vzc2lvbhIKCgJpZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSDwoHdXNlcl9pZBgDIAEoAxIvCgtjcmVhdGVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZXhwaXJlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjoKEUdldFNlc3Npb25SZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIkYKEkdldFNlc3Npb25SZXNwb25zZRIwCgdzZXNzaW9uGAEgASgLMh8uc3dpdGNoeWFyZC5pZGVudGl0eS52MS5TZXNzaW9uIhAKDkdldEp3a3NSZXF1ZXN0IlgKCkpzb25XZWJLZXkSCwoDa2lkGAEgASgJEgsKA2t0eRgCIAEoCRILCgNjcnYYAyABKAkSCQoBeBgEIAEoCRILCgNhbGcYBSABKAkSCwoDdXNlGAYgASgJIkMKD0dldEp3a3NSZXNwb25zZRIwCgRrZXlzGAEgAygLMiIuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5Kc29uV2ViS2V5IiUKEEdldFRlbmFudFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJIkMKEUdldFRlbmFudFJlc3BvbnNlEi4KBnRlbmFudBgBIAEoCzIeLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuVGVuYW50IkwKEExpc3RVc2Vyc1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIlkKEUxpc3RVc2Vyc1Jlc3BvbnNlEisKBXVzZXJzGAEgAygLMhwuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5Vc2VyEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKGAQoRQ3JlYXRlVXNlclJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEg0KBWVtYWlsGAIgASgJEhEKCWZ1bGxfbmFtZRgDIAEoCRIQCghwYXNzd29yZBgEIAEoCRIqCgRyb2xlGAUgASgOMhwuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5Sb2xlIkAKEkNyZWF0ZVVzZXJSZXNwb25zZRIqCgR1c2VyGAEgASgLMhwuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5Vc2VyIjQKDkdldFVzZXJSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgDIj0KD0dldFVzZXJSZXNwb25zZRIqCgR1c2VyGAEgASgLMhwuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5Vc2VyIjcKEURlbGV0ZVVzZXJSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgDIhQKEkRlbGV0ZVVzZXJSZXNwb25zZSo9CgRSb2xlEhQKEFJPTEVfVU5TUEVDSUZJRUQQABIOCgpST0xFX0FETUlOEAESDwoLUk9MRV9NRU1CRVIQAjKqBgoPSWRlbnRpdHlTZXJ2aWNlEmwKDUNyZWF0ZVNlc3Npb24SLC5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0Gi0uc3dpdGNoeWFyZC5pZGVudGl0eS52MS5DcmVhdGVTZXNzaW9uUmVzcG9uc2USYwoKR2V0U2Vzc2lvbhIpLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuR2V0U2Vzc2lvblJlcXVlc3QaKi5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkdldFNlc3Npb25SZXNwb25zZRJaCgdHZXRKd2tzEiYuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5HZXRKd2tzUmVxdWVzdBonLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuR2V0Sndrc1Jlc3BvbnNlEmAKCUdldFRlbmFudBIoLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuR2V0VGVuYW50UmVxdWVzdBopLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuR2V0VGVuYW50UmVzcG9uc2USYAoJTGlzdFVzZXJzEiguc3dpdGNoeWFyZC5pZGVudGl0eS52MS5MaXN0VXNlcnNSZXF1ZXN0Gikuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5MaXN0VXNlcnNSZXNwb25zZRJjCgpDcmVhdGVVc2VyEikuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5DcmVhdGVVc2VyUmVxdWVzdBoqLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuQ3JlYXRlVXNlclJlc3BvbnNlEloKB0dldFVzZXISJi5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkdldFVzZXJSZXF1ZXN0Gicuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5HZXRVc2VyUmVzcG9uc2USYwoKRGVsZXRlVXNlchIpLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuRGVsZXRlVXNlclJlcXVlc3QaKi5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkRlbGV0ZVVzZXJSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message switchyard.identity.v1.Tenant
@@ -156,6 +156,84 @@ export const CreateSessionResponseSchema: GenMessage<CreateSessionResponse> = /*
   messageDesc(file_switchyard_identity_v1_identity, 3);
 
 /**
+ * Session is the record of a login; it never carries the token itself.
+ *
+ * @generated from message switchyard.identity.v1.Session
+ */
+export type Session = Message<"switchyard.identity.v1.Session"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string tenant_id = 2;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: int64 user_id = 3;
+   */
+  userId: bigint;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp create_time = 4;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expire_time = 5;
+   */
+  expireTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message switchyard.identity.v1.Session.
+ * Use `create(SessionSchema)` to create a new message.
+ */
+export const SessionSchema: GenMessage<Session> = /*@__PURE__*/
+  messageDesc(file_switchyard_identity_v1_identity, 4);
+
+/**
+ * @generated from message switchyard.identity.v1.GetSessionRequest
+ */
+export type GetSessionRequest = Message<"switchyard.identity.v1.GetSessionRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message switchyard.identity.v1.GetSessionRequest.
+ * Use `create(GetSessionRequestSchema)` to create a new message.
+ */
+export const GetSessionRequestSchema: GenMessage<GetSessionRequest> = /*@__PURE__*/
+  messageDesc(file_switchyard_identity_v1_identity, 5);
+
+/**
+ * @generated from message switchyard.identity.v1.GetSessionResponse
+ */
+export type GetSessionResponse = Message<"switchyard.identity.v1.GetSessionResponse"> & {
+  /**
+   * @generated from field: switchyard.identity.v1.Session session = 1;
+   */
+  session?: Session | undefined;
+};
+
+/**
+ * Describes the message switchyard.identity.v1.GetSessionResponse.
+ * Use `create(GetSessionResponseSchema)` to create a new message.
+ */
+export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PURE__*/
+  messageDesc(file_switchyard_identity_v1_identity, 6);
+
+/**
  * @generated from message switchyard.identity.v1.GetJwksRequest
  */
 export type GetJwksRequest = Message<"switchyard.identity.v1.GetJwksRequest"> & {
@@ -166,7 +244,7 @@ export type GetJwksRequest = Message<"switchyard.identity.v1.GetJwksRequest"> & 
  * Use `create(GetJwksRequestSchema)` to create a new message.
  */
 export const GetJwksRequestSchema: GenMessage<GetJwksRequest> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 4);
+  messageDesc(file_switchyard_identity_v1_identity, 7);
 
 /**
  * JsonWebKey is one public key (RFC 7517); only the members used by Ed25519 (OKP) keys.
@@ -210,7 +288,7 @@ export type JsonWebKey = Message<"switchyard.identity.v1.JsonWebKey"> & {
  * Use `create(JsonWebKeySchema)` to create a new message.
  */
 export const JsonWebKeySchema: GenMessage<JsonWebKey> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 5);
+  messageDesc(file_switchyard_identity_v1_identity, 8);
 
 /**
  * @generated from message switchyard.identity.v1.GetJwksResponse
@@ -227,7 +305,7 @@ export type GetJwksResponse = Message<"switchyard.identity.v1.GetJwksResponse"> 
  * Use `create(GetJwksResponseSchema)` to create a new message.
  */
 export const GetJwksResponseSchema: GenMessage<GetJwksResponse> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 6);
+  messageDesc(file_switchyard_identity_v1_identity, 9);
 
 /**
  * @generated from message switchyard.identity.v1.GetTenantRequest
@@ -244,7 +322,7 @@ export type GetTenantRequest = Message<"switchyard.identity.v1.GetTenantRequest"
  * Use `create(GetTenantRequestSchema)` to create a new message.
  */
 export const GetTenantRequestSchema: GenMessage<GetTenantRequest> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 7);
+  messageDesc(file_switchyard_identity_v1_identity, 10);
 
 /**
  * @generated from message switchyard.identity.v1.GetTenantResponse
@@ -261,7 +339,7 @@ export type GetTenantResponse = Message<"switchyard.identity.v1.GetTenantRespons
  * Use `create(GetTenantResponseSchema)` to create a new message.
  */
 export const GetTenantResponseSchema: GenMessage<GetTenantResponse> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 8);
+  messageDesc(file_switchyard_identity_v1_identity, 11);
 
 /**
  * @generated from message switchyard.identity.v1.ListUsersRequest
@@ -292,7 +370,7 @@ export type ListUsersRequest = Message<"switchyard.identity.v1.ListUsersRequest"
  * Use `create(ListUsersRequestSchema)` to create a new message.
  */
 export const ListUsersRequestSchema: GenMessage<ListUsersRequest> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 9);
+  messageDesc(file_switchyard_identity_v1_identity, 12);
 
 /**
  * @generated from message switchyard.identity.v1.ListUsersResponse
@@ -316,7 +394,7 @@ export type ListUsersResponse = Message<"switchyard.identity.v1.ListUsersRespons
  * Use `create(ListUsersResponseSchema)` to create a new message.
  */
 export const ListUsersResponseSchema: GenMessage<ListUsersResponse> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 10);
+  messageDesc(file_switchyard_identity_v1_identity, 13);
 
 /**
  * @generated from message switchyard.identity.v1.CreateUserRequest
@@ -353,7 +431,7 @@ export type CreateUserRequest = Message<"switchyard.identity.v1.CreateUserReques
  * Use `create(CreateUserRequestSchema)` to create a new message.
  */
 export const CreateUserRequestSchema: GenMessage<CreateUserRequest> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 11);
+  messageDesc(file_switchyard_identity_v1_identity, 14);
 
 /**
  * @generated from message switchyard.identity.v1.CreateUserResponse
@@ -370,7 +448,7 @@ export type CreateUserResponse = Message<"switchyard.identity.v1.CreateUserRespo
  * Use `create(CreateUserResponseSchema)` to create a new message.
  */
 export const CreateUserResponseSchema: GenMessage<CreateUserResponse> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 12);
+  messageDesc(file_switchyard_identity_v1_identity, 15);
 
 /**
  * @generated from message switchyard.identity.v1.GetUserRequest
@@ -392,7 +470,7 @@ export type GetUserRequest = Message<"switchyard.identity.v1.GetUserRequest"> & 
  * Use `create(GetUserRequestSchema)` to create a new message.
  */
 export const GetUserRequestSchema: GenMessage<GetUserRequest> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 13);
+  messageDesc(file_switchyard_identity_v1_identity, 16);
 
 /**
  * @generated from message switchyard.identity.v1.GetUserResponse
@@ -409,7 +487,7 @@ export type GetUserResponse = Message<"switchyard.identity.v1.GetUserResponse"> 
  * Use `create(GetUserResponseSchema)` to create a new message.
  */
 export const GetUserResponseSchema: GenMessage<GetUserResponse> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 14);
+  messageDesc(file_switchyard_identity_v1_identity, 17);
 
 /**
  * @generated from message switchyard.identity.v1.DeleteUserRequest
@@ -431,7 +509,7 @@ export type DeleteUserRequest = Message<"switchyard.identity.v1.DeleteUserReques
  * Use `create(DeleteUserRequestSchema)` to create a new message.
  */
 export const DeleteUserRequestSchema: GenMessage<DeleteUserRequest> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 15);
+  messageDesc(file_switchyard_identity_v1_identity, 18);
 
 /**
  * @generated from message switchyard.identity.v1.DeleteUserResponse
@@ -444,7 +522,7 @@ export type DeleteUserResponse = Message<"switchyard.identity.v1.DeleteUserRespo
  * Use `create(DeleteUserResponseSchema)` to create a new message.
  */
 export const DeleteUserResponseSchema: GenMessage<DeleteUserResponse> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 16);
+  messageDesc(file_switchyard_identity_v1_identity, 19);
 
 /**
  * Role of a user within its tenant.
@@ -491,6 +569,16 @@ export const IdentityService: GenService<{
     methodKind: "unary";
     input: typeof CreateSessionRequestSchema;
     output: typeof CreateSessionResponseSchema;
+  },
+  /**
+   * GetSession reads one of the caller's own sessions (the resource CreateSession made).
+   *
+   * @generated from rpc switchyard.identity.v1.IdentityService.GetSession
+   */
+  getSession: {
+    methodKind: "unary";
+    input: typeof GetSessionRequestSchema;
+    output: typeof GetSessionResponseSchema;
   },
   /**
    * GetJwks publishes the public keys that verify access tokens (JSON Web Key Set).

@@ -28,6 +28,14 @@ export interface SigningKeyRecord {
   createdAt: Date;
 }
 
+export interface SessionRecord {
+  id: string;
+  tenantId: string;
+  userId: bigint;
+  createdAt: Date;
+  expiresAt: Date;
+}
+
 export interface IdentityStore {
   upsertTenant(tenant: { id: string; displayName: string }): Promise<TenantRecord>;
   getTenant(id: string): Promise<TenantRecord | undefined>;
@@ -41,6 +49,7 @@ export interface IdentityStore {
   /** Soft delete; false when there was no such active user. */
   deleteUser(tenantId: string, id: bigint): Promise<boolean>;
   recordSession(session: { id: string; tenantId: string; userId: bigint; expiresAt: Date }): Promise<void>;
+  getSession(tenantId: string, id: string): Promise<SessionRecord | undefined>;
   /** Newest first. */
   signingKeys(): Promise<SigningKeyRecord[]>;
   addSigningKey(key: { kid: string; privateJwk: string; publicJwk: string }): Promise<void>;

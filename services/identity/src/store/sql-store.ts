@@ -1,6 +1,6 @@
 // IdentityStore on the PostgreSQL-family adapter (PGlite or a PostgreSQL server).
 import { fail, type Keyset, type Role, type SqlDatabase } from "@switchyard/platform";
-import type { IdentityStore, SigningKeyRecord, TenantRecord, UserRecord } from "./port.js";
+import type { IdentityStore, SessionRecord, SigningKeyRecord, TenantRecord, UserRecord } from "./port.js";
 
 interface UserRow {
   id: bigint;
@@ -89,6 +89,15 @@ export class SqlIdentityStore implements IdentityStore {
 
   async recordSession(session: { id: string; tenantId: string; userId: bigint; expiresAt: Date }): Promise<void> {
     await this.db.query(`INSERT INTO sessions (id, tenant_id, user_id, expires_at) VALUES ($1, $2, $3, $4)`, [session.id, session.tenantId, session.userId, session.expiresAt]);
+  }
+
+  async getSession(tenantId: string, id: string): Promise<SessionRecord | undefined> {
+    const { rows } = await this.db.query<{ id: string; tenant_id: string; user_id: bigint; created_at: Date; expires_at: Date }>(
+      `SELECT id, tenant_id, user_id, created_at, expires_at FROM sessions WHERE id = $1 AND tenant_id = $2`,
+      [id, tenantId],
+    );
+    const r = rows[0];
+    return r && { id: r.id, tenantId: r.tenant_id, userId: r.user_id, createdAt: r.created_at, expiresAt: r.expires_at };
   }
 
   async signingKeys(): Promise<SigningKeyRecord[]> {
