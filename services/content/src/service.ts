@@ -1,7 +1,6 @@
 // Assembles the content service; main.ts feeds it the environment, tests call it directly.
-import { join } from "node:path";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { jwksFromIdentity, loadConfig, openChannel, openSqlDatabase, parse, registration, serviceSettings, setting, startGrpcServer, TokenVerifier, type ConfigOf, type Logger, type RunningServer } from "@switchyard/platform";
+import { jwksFromIdentity, loadConfig, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
 import { contentHandlers } from "./connect.js";
 import { seedDemoCatalog } from "./demo-data.js";
 import { PostFeed } from "./feed.js";
@@ -19,42 +18,29 @@ export function contentConfigFrom(env: NodeJS.ProcessEnv): ContentConfig {
   return loadConfig(contentSettings, env);
 }
 
-export interface ContentRuntime {
-  server: RunningServer;
+export interface ContentRuntime extends ServiceRuntime {
   feed: PostFeed;
-  stop(): Promise<void>;
 }
 
 export async function startContentService(config: ContentConfig, logger: Logger): Promise<ContentRuntime> {
-  const db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, "content"), schema: config.databaseSchema, migrations: contentMigrations });
-  const identity = openChannel(config.identityAddress);
-  try {
-    const store = new SqlContentStore(db);
-    if (config.demoData) await seedDemoCatalog(store);
-    const feed = new PostFeed(store, logger);
-    await feed.start();
-    const server = await startGrpcServer({
-      name: "content",
-      host: config.host,
-      port: config.port,
-      logger,
-      drainTimeoutMs: config.drainTimeoutMs,
-      shedEventLoopDelayMs: config.shedEventLoopDelayMs,
-      services: [registration(ContentService, contentHandlers({ store, verifier: new TokenVerifier(jwksFromIdentity(identity)), feed }))],
-    });
-    return {
-      server,
-      feed,
-      async stop() {
-        await server.shutdown();
-        await feed.stop();
-        identity.close();
-        await db.close();
-      },
-    };
-  } catch (err) {
-    identity.close();
-    await db.close();
-    throw err;
-  }
+  let feed: PostFeed | undefined;
+  const runtime = await startServiceRuntime({
+    name: "content",
+    config,
+    logger,
+    migrations: contentMigrations,
+    peers: { identity: config.identityAddress },
+    build: async ({ db, channels }) => {
+      const store = new SqlContentStore(db);
+      if (config.demoData) await seedDemoCatalog(store);
+      const live = new PostFeed(store, logger);
+      feed = live;
+      await live.start();
+      return {
+        services: [registration(ContentService, contentHandlers({ store, verifier: new TokenVerifier(jwksFromIdentity(channels.identity)), feed: live }))],
+        stop: () => live.stop(),
+      };
+    },
+  });
+  return { ...runtime, feed: feed! };
 }

@@ -1,7 +1,6 @@
 // Assembles the identity service from its parts; main.ts feeds it the environment, tests call it directly.
-import { join } from "node:path";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
-import { loadConfig, openSqlDatabase, parse, registration, serviceSettings, setting, startGrpcServer, TokenVerifier, type ConfigOf, type Logger, type RunningServer } from "@switchyard/platform";
+import { loadConfig, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
 import { identityHandlers } from "./connect.js";
 import { seedDemoData } from "./demo-data.js";
 import { loadKeyRing } from "./signing-keys.js";
@@ -19,37 +18,21 @@ export function identityConfigFrom(env: NodeJS.ProcessEnv): IdentityConfig {
   return loadConfig(identitySettings, env);
 }
 
-export interface IdentityRuntime {
-  server: RunningServer;
-  stop(): Promise<void>;
-}
+export type IdentityRuntime = ServiceRuntime;
 
-export async function startIdentityService(config: IdentityConfig, logger: Logger): Promise<IdentityRuntime> {
-  const db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, "identity"), schema: config.databaseSchema, migrations: identityMigrations });
-  try {
-    const store = new SqlIdentityStore(db);
-    if (config.demoData) await seedDemoData(store);
-    const keys = await loadKeyRing(store);
-    // Identity verifies the tokens it issued with its own published keys: no network hop.
-    const verifier = new TokenVerifier(async () => keys.publicKeys());
-    const server = await startGrpcServer({
-      name: "identity",
-      host: config.host,
-      port: config.port,
-      logger,
-      drainTimeoutMs: config.drainTimeoutMs,
-      shedEventLoopDelayMs: config.shedEventLoopDelayMs,
-      services: [registration(IdentityService, identityHandlers({ store, keys, verifier, tokenTtlSeconds: config.tokenTtlSeconds }))],
-    });
-    return {
-      server,
-      async stop() {
-        await server.shutdown();
-        await db.close();
-      },
-    };
-  } catch (err) {
-    await db.close();
-    throw err;
-  }
+export function startIdentityService(config: IdentityConfig, logger: Logger): Promise<IdentityRuntime> {
+  return startServiceRuntime({
+    name: "identity",
+    config,
+    logger,
+    migrations: identityMigrations,
+    build: async ({ db }) => {
+      const store = new SqlIdentityStore(db);
+      if (config.demoData) await seedDemoData(store);
+      const keys = await loadKeyRing(store);
+      // Identity verifies the tokens it issued with its own published keys: no network hop.
+      const verifier = new TokenVerifier(async () => keys.publicKeys());
+      return { services: [registration(IdentityService, identityHandlers({ store, keys, verifier, tokenTtlSeconds: config.tokenTtlSeconds }))] };
+    },
+  });
 }

@@ -1,8 +1,7 @@
 // Assembles the orders service; main.ts feeds it the environment, tests call it directly.
-import { join } from "node:path";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import { createServiceClient, idempotencyKeyTtlSetting, jwksFromIdentity, loadConfig, openChannel, openSqlDatabase, parse, registration, schedulePurgeOfIdempotencyKeys, serviceSettings, setting, startGrpcServer, TokenVerifier, type ConfigOf, type Logger, type RunningServer } from "@switchyard/platform";
+import { createServiceClient, idempotencyKeyTtlSetting, jwksFromIdentity, loadConfig, parse, registration, schedulePurgeOfIdempotencyKeys, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
 import { orderHandlers } from "./connect.js";
 import { OrderEvents } from "./events.js";
 import { ordersMigrations } from "./store/migrations.js";
@@ -20,50 +19,27 @@ export function ordersConfigFrom(env: NodeJS.ProcessEnv): OrdersConfig {
   return loadConfig(ordersSettings, env);
 }
 
-export interface OrdersRuntime {
-  server: RunningServer;
+export interface OrdersRuntime extends ServiceRuntime {
   events: OrderEvents;
-  stop(): Promise<void>;
 }
 
 export async function startOrdersService(config: OrdersConfig, logger: Logger): Promise<OrdersRuntime> {
-  const db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, "orders"), schema: config.databaseSchema, migrations: ordersMigrations });
-  const identity = openChannel(config.identityAddress);
-  const paymentsChannel = openChannel(config.paymentsAddress);
-  const closeChannels = () => {
-    identity.close();
-    paymentsChannel.close();
-  };
-  try {
-    const events = new OrderEvents();
-    const server = await startGrpcServer({
-      name: "orders",
-      host: config.host,
-      port: config.port,
-      logger,
-      drainTimeoutMs: config.drainTimeoutMs,
-      shedEventLoopDelayMs: config.shedEventLoopDelayMs,
+  const events = new OrderEvents();
+  const runtime = await startServiceRuntime({
+    name: "orders",
+    config,
+    logger,
+    migrations: ordersMigrations,
+    peers: { identity: config.identityAddress, payments: config.paymentsAddress },
+    build: ({ db, channels }) => ({
       services: [
         registration(
           OrderService,
-          orderHandlers({ store: new SqlOrdersStore(db), verifier: new TokenVerifier(jwksFromIdentity(identity)), payments: createServiceClient(PaymentService, paymentsChannel), events }),
+          orderHandlers({ store: new SqlOrdersStore(db), verifier: new TokenVerifier(jwksFromIdentity(channels.identity)), payments: createServiceClient(PaymentService, channels.payments), events }),
         ),
       ],
-    });
-    const stopPurge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
-    return {
-      server,
-      events,
-      async stop() {
-        stopPurge();
-        await server.shutdown();
-        closeChannels();
-        await db.close();
-      },
-    };
-  } catch (err) {
-    closeChannels();
-    await db.close();
-    throw err;
-  }
+      stop: schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger),
+    }),
+  });
+  return { ...runtime, events };
 }

@@ -1,7 +1,6 @@
 // Assembles the payments service; main.ts feeds it the environment, tests call it directly.
-import { join } from "node:path";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import { jwksFromIdentity, loadConfig, openChannel, openSqlDatabase, parse, idempotencyKeyTtlSetting, schedulePurgeOfIdempotencyKeys, registration, serviceSettings, setting, startGrpcServer, TokenVerifier, type ConfigOf, type Logger, type RunningServer } from "@switchyard/platform";
+import { idempotencyKeyTtlSetting, jwksFromIdentity, loadConfig, parse, registration, schedulePurgeOfIdempotencyKeys, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
 import { paymentHandlers } from "./connect.js";
 import { paymentsMigrations } from "./store/migrations.js";
 import { SqlPaymentsStore } from "./store/sql-store.js";
@@ -12,43 +11,22 @@ export const paymentsSettings = {
   idempotencyKeyTtlHours: idempotencyKeyTtlSetting,
 };
 export type PaymentsConfig = ConfigOf<typeof paymentsSettings>;
+export type PaymentsRuntime = ServiceRuntime;
 
 export function paymentsConfigFrom(env: NodeJS.ProcessEnv): PaymentsConfig {
   return loadConfig(paymentsSettings, env);
 }
 
-export interface PaymentsRuntime {
-  server: RunningServer;
-  stop(): Promise<void>;
-}
-
-export async function startPaymentsService(config: PaymentsConfig, logger: Logger): Promise<PaymentsRuntime> {
-  const db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, "payments"), schema: config.databaseSchema, migrations: paymentsMigrations });
-  const identity = openChannel(config.identityAddress);
-  try {
-    const verifier = new TokenVerifier(jwksFromIdentity(identity));
-    const server = await startGrpcServer({
-      name: "payments",
-      host: config.host,
-      port: config.port,
-      logger,
-      drainTimeoutMs: config.drainTimeoutMs,
-      shedEventLoopDelayMs: config.shedEventLoopDelayMs,
-      services: [registration(PaymentService, paymentHandlers({ store: new SqlPaymentsStore(db), verifier }))],
-    });
-    const stopPurge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
-    return {
-      server,
-      async stop() {
-        stopPurge();
-        await server.shutdown();
-        identity.close();
-        await db.close();
-      },
-    };
-  } catch (err) {
-    identity.close();
-    await db.close();
-    throw err;
-  }
+export function startPaymentsService(config: PaymentsConfig, logger: Logger): Promise<PaymentsRuntime> {
+  return startServiceRuntime({
+    name: "payments",
+    config,
+    logger,
+    migrations: paymentsMigrations,
+    peers: { identity: config.identityAddress },
+    build: ({ db, channels }) => ({
+      services: [registration(PaymentService, paymentHandlers({ store: new SqlPaymentsStore(db), verifier: new TokenVerifier(jwksFromIdentity(channels.identity)) }))],
+      stop: schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger),
+    }),
+  });
 }

@@ -17,3 +17,4 @@ export { newId, isIdOf } from "./ids.js";
 export * from "./money.js";
 export { AsyncQueue } from "./async-queue.js";
 export { EventLoopGuard } from "./load-shed.js";
+export * from "./service-runtime.js";

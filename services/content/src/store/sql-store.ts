@@ -79,10 +79,8 @@ export class SqlContentStore implements ContentStore {
   }
 
   async listCatalogItems(offset: number, limit: number): Promise<{ items: CatalogItemRecord[]; total: number }> {
-    const [page, count] = await Promise.all([
-      this.db.query<{ sku: string; name: string; price: bigint; currency: string; updated_at: Date }>(`SELECT sku, name, price, currency, updated_at FROM catalog_items ORDER BY sku LIMIT $1 OFFSET $2`, [limit, offset]),
-      this.db.query<{ n: bigint }>(`SELECT count(*)::bigint AS n FROM catalog_items`),
-    ]);
+    const page = await this.db.query<{ sku: string; name: string; price: bigint; currency: string; updated_at: Date }>(`SELECT sku, name, price, currency, updated_at FROM catalog_items ORDER BY sku LIMIT $1 OFFSET $2`, [limit, offset]);
+    const count = await this.db.query<{ n: bigint }>(`SELECT count(*)::bigint AS n FROM catalog_items`);
     return { items: page.rows.map((r) => ({ sku: r.sku, name: r.name, price: r.price, currency: r.currency, updatedAt: r.updated_at })), total: Number(count.rows[0]?.n ?? 0n) };
   }
 

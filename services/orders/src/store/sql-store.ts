@@ -37,11 +37,10 @@ const toShipment = (r: { id: string; order_id: bigint; carrier: string; tracking
 async function aggregates(db: SqlExecutor, rows: OrderRow[]): Promise<OrderRecord[]> {
   if (rows.length === 0) return [];
   const ids = rows.map((r) => r.id.toString());
-  const [items, discounts, shipments] = await Promise.all([
-    db.query<{ order_id: bigint; id: bigint; sku: string; quantity: bigint; unit_price: bigint; created_at: Date }>(`SELECT order_id, id, sku, quantity, unit_price, created_at FROM order_items WHERE order_id = ANY($1::bigint[]) ORDER BY id`, [ids]),
-    db.query<{ order_id: bigint; id: bigint; code: string; amount: bigint; created_at: Date }>(`SELECT order_id, id, code, amount, created_at FROM order_discounts WHERE order_id = ANY($1::bigint[]) ORDER BY id`, [ids]),
-    db.query<{ id: string; order_id: bigint; carrier: string; tracking_number: string; created_at: Date }>(`SELECT id, order_id, carrier, tracking_number, created_at FROM shipments WHERE order_id = ANY($1::bigint[]) ORDER BY created_at, id`, [ids]),
-  ]);
+  // One after another: a transaction's client runs one statement at a time.
+  const items = await db.query<{ order_id: bigint; id: bigint; sku: string; quantity: bigint; unit_price: bigint; created_at: Date }>(`SELECT order_id, id, sku, quantity, unit_price, created_at FROM order_items WHERE order_id = ANY($1::bigint[]) ORDER BY id`, [ids]);
+  const discounts = await db.query<{ order_id: bigint; id: bigint; code: string; amount: bigint; created_at: Date }>(`SELECT order_id, id, code, amount, created_at FROM order_discounts WHERE order_id = ANY($1::bigint[]) ORDER BY id`, [ids]);
+  const shipments = await db.query<{ id: string; order_id: bigint; carrier: string; tracking_number: string; created_at: Date }>(`SELECT id, order_id, carrier, tracking_number, created_at FROM shipments WHERE order_id = ANY($1::bigint[]) ORDER BY created_at, id`, [ids]);
   return rows.map((r) => ({
     id: r.id,
     tenantId: r.tenant_id,
