@@ -7,7 +7,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
-import { Code, ConnectError } from "@connectrpc/connect";
+import { Code, ConnectError, createClient } from "@connectrpc/connect";
+import { createGrpcTransport } from "@connectrpc/connect-node";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { identityConfigFrom, startIdentityService, type IdentityRuntime } from "@switchyard/identity";
@@ -139,6 +140,16 @@ for (const engine of serviceEngines()) {
       expect(Number(page.total)).to.equal(6);
       const err = (await clients[0]!.importItems(items(), bob).catch((e: unknown) => e)) as ConnectError;
       expect(err.code).to.equal(Code.PermissionDenied);
+    });
+
+    it("takes ImportItems from a client other than the serving library (connect's gRPC transport)", async () => {
+      const connect = createClient(ContentService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${replicas[0]!.server.port}` }));
+      async function* items() {
+        yield { item: { sku: `VIA-CONNECT-${suffix}`, name: "Via connect", price: 42n, currency: "EUR" } };
+        yield { item: { sku: `VIA-CONNECT-${suffix}`, name: "Via connect, again", price: 43n, currency: "EUR" } };
+      }
+      const summary = await connect.importItems(items(), { headers: alice.headers });
+      expect([summary.created, summary.updated, summary.rejected.length]).to.deep.equal([1, 1, 0]);
     });
   });
 }
