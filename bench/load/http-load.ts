@@ -1,0 +1,100 @@
+// HTTP load with autocannon: a warm-up run (discarded), then the measured run. Every response
+// must carry the expected status and no connection may fail, or the scenario fails.
+import autocannon from "autocannon";
+import { watchCpu } from "../machine.js";
+import { Latencies } from "./latency.js";
+
+export interface HttpTarget {
+  url: string;
+  method?: "GET" | "POST";
+  headers?: Record<string, string>;
+  body?: string;
+  /** Called for every request: headers to add (a fresh Idempotency-Key, …). */
+  perRequestHeaders?: () => Record<string, string>;
+  /** Every response must have this status (default 200). */
+  expectStatus?: number;
+}
+
+export interface HttpLoadOptions {
+  connections: number;
+  seconds: number;
+  warmupSeconds: number;
+  /** Processes (name → pid) whose CPU time per request is reported one by one. */
+  processes?: Record<string, number | undefined>;
+}
+
+export interface HttpLoadResult {
+  requests: number;
+  seconds: number;
+  reqPerSec: number;
+  p50Ms: number;
+  p99Ms: number;
+  non2xx: number;
+  statusCodes: Record<string, number>;
+  /** CPU time the server processes spent per request, in ms (all of them: the whole path). */
+  serverCpuMsPerRequest?: number | undefined;
+  /** The same for each named process of the path (gateway, payments, …). */
+  cpuMsPerRequestBy?: Record<string, number> | undefined;
+  /** Share of the machine's CPU used by processes outside the benchmark meanwhile (noise). */
+  otherCpuPct?: number | undefined;
+}
+
+function fire(target: HttpTarget, connections: number, seconds: number): Promise<HttpLoadResult> {
+  const latencies = new Latencies();
+  const statusCodes: Record<string, number> = {};
+  const perRequest = target.perRequestHeaders;
+  return new Promise((resolve, reject) => {
+    const instance = autocannon(
+      {
+        url: target.url,
+        connections,
+        pipelining: 1,
+        duration: seconds,
+        timeout: 10,
+        requests: [
+          {
+            method: target.method ?? "GET",
+            headers: target.headers ?? {},
+            ...(target.body === undefined ? {} : { body: target.body }),
+            ...(perRequest ? { setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...req.headers, ...perRequest() } }) } : {}),
+          },
+        ],
+      },
+      (err: unknown, result: autocannon.Result) => {
+        if (err) return reject(err instanceof Error ? err : new Error(String(err)));
+        const expected = String(target.expectStatus ?? 200);
+        const unexpected = Object.entries(statusCodes).filter(([code]) => code !== expected);
+        if (result.errors > 0 || result.timeouts > 0 || result.non2xx > 0 || unexpected.length > 0 || latencies.count === 0) {
+          return reject(new Error(`${target.method ?? "GET"} ${target.url}: expected only ${expected}, got statuses ${JSON.stringify(statusCodes)}, non-2xx ${result.non2xx}, connection errors ${result.errors} (timeouts ${result.timeouts})`));
+        }
+        resolve({
+          requests: latencies.count,
+          seconds: result.duration,
+          reqPerSec: latencies.count / result.duration,
+          p50Ms: latencies.percentileMs(50),
+          p99Ms: latencies.percentileMs(99),
+          non2xx: result.non2xx,
+          statusCodes,
+        });
+      },
+    );
+    instance.on("response", (_client, statusCode, _bytes, responseTime) => {
+      statusCodes[statusCode] = (statusCodes[statusCode] ?? 0) + 1;
+      latencies.record(responseTime);
+    });
+  });
+}
+
+export async function measureHttp(target: HttpTarget, options: HttpLoadOptions): Promise<HttpLoadResult> {
+  await fire(target, options.connections, options.warmupSeconds);
+  const cpu = watchCpu(options.processes);
+  const result = await fire(target, options.connections, options.seconds);
+  const { serverCpuMs, byProcessMs, otherCpuPct } = cpu();
+  const perRequest = (ms: number) => ms / result.requests;
+  return {
+    ...result,
+    serverCpuMsPerRequest: serverCpuMs === undefined ? undefined : perRequest(serverCpuMs),
+    cpuMsPerRequestBy: byProcessMs && Object.fromEntries(Object.entries(byProcessMs).map(([name, ms]) => [name, perRequest(ms)])),
+    otherCpuPct,
+  };
+}

@@ -1,0 +1,35 @@
+// Baseline "bare hop": node:http that makes one unary grpc-js Echo call per request to the
+// EchoService in another process (ECHO_ADDRESS) over one long-lived channel, then answers JSON.
+// The gateway's shape with nothing but the transport: its req/s is the ceiling of the real path.
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { createServiceClient, EchoService, openChannel } from "@switchyard/platform";
+import { closeServer, serve } from "./child.js";
+
+serve("bare-hop", async () => {
+  const address = process.env.ECHO_ADDRESS;
+  if (!address) throw new Error("ECHO_ADDRESS is required");
+  const channel = openChannel(address);
+  const echo = createServiceClient(EchoService, channel);
+  const server = createServer((_req, res) => {
+    echo.echo({ message: "pay_0000000000000000" }).then(
+      (reply) => {
+        const body = JSON.stringify({ id: reply.message, status: "succeeded" });
+        res.writeHead(200, { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(body) });
+        res.end(body);
+      },
+      (err: unknown) => {
+        res.writeHead(502, { "content-type": "application/json; charset=utf-8" });
+        res.end(JSON.stringify({ error: String(err) }));
+      },
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    async stop() {
+      await closeServer(server);
+      channel.close();
+    },
+  };
+});
