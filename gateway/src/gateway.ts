@@ -147,6 +147,13 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         const value = req.headers[key];
         if (typeof value === "string") params[key] = value;
       }
+      // Integers are plain decimals: no 0x, exponents, signs, spaces or Infinity slipping through coercion.
+      for (const name of operation.integerParams) {
+        const raw = params[name];
+        if (typeof raw !== "string") continue;
+        if (!/^-?(0|[1-9][0-9]{0,15})$/.test(raw)) throw edgeError("INVALID_REQUEST", `${name} must be a whole number written in decimal digits`);
+        params[name] = Number(raw);
+      }
       if (!operation.validateParams(params)) throw edgeError("INVALID_REQUEST", describeParamError(operation.validateParams.errors![0]!));
 
       let body: unknown;
@@ -199,15 +206,46 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     }
   }
 
-  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000, keepAliveTimeout: 5_000 }, (req, res) => {
+  const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000, keepAliveTimeout: 5_000, requireHostHeader: false }, (req, res) => {
+    if (!req.headers.host && req.httpVersion === "1.1") {
+      req.resume();
+      return sendJson(res, 400, { error: "an HTTP/1.1 request needs a Host header", code: "INVALID_REQUEST" });
+    }
     handle(req, res).catch((err: unknown) => {
       logger.error({ err }, "unhandled error in request pipeline");
       if (!res.headersSent) sendJson(res, 500, { error: "internal error", code: "INTERNAL" });
     });
   });
+  // Node answers some requests itself; they get the JSON error body too.
+  server.on("checkExpectation", (req, res) => {
+    req.resume();
+    sendJson(res, 417, { error: `unsupported Expect: ${String(req.headers.expect).slice(0, 100)}`, code: "INVALID_REQUEST" });
+  });
+  server.on("connect", (req, socket) => {
+    // No route takes CONNECT: answer as the router does (405 with Allow, or 404).
+    const target = req.url ?? "";
+    let refusal = edgeError("INVALID_REQUEST", "CONNECT is not supported: this is not a proxy");
+    if (target.startsWith("/")) {
+      try {
+        router.match("CONNECT", splitUrl(target).pathname);
+      } catch (err) {
+        if (err instanceof Error && "status" in err) refusal = err as typeof refusal;
+      }
+    }
+    const body = JSON.stringify({ error: refusal.message, code: refusal.code });
+    const extra = Object.entries(refusal.headers).map(([k, v]) => `${k}: ${v}\r\n`).join("");
+    socket.end(`HTTP/1.1 ${refusal.status} ${refusal.status === 404 ? "Not Found" : refusal.status === 405 ? "Method Not Allowed" : "Bad Request"}\r\n${extra}content-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  });
   // Requests node cannot even parse still get a JSON error, not a bare socket reset.
   server.on("clientError", (err: NodeJS.ErrnoException, socket) => {
     if (!socket.writable) return socket.destroy();
+    // Bytes after a request that was fully read and is still being answered: let that answer
+    // finish, then close. (A body broken half-way gets the 400 below.)
+    const inFlight = (socket as unknown as { _httpMessage?: ServerResponse })._httpMessage;
+    if (inFlight && !inFlight.writableFinished && !inFlight.headersSent && inFlight.req?.complete) {
+      inFlight.once("finish", () => socket.destroy());
+      return;
+    }
     const status = err.code === "HPE_HEADER_OVERFLOW" ? 431 : err.code === "ERR_HTTP_REQUEST_TIMEOUT" ? 408 : 400;
     const body = JSON.stringify({ error: status === 431 ? "request headers are too large" : "malformed HTTP request", code: "INVALID_REQUEST" });
     socket.end(`HTTP/1.1 ${status} ${status === 431 ? "Request Header Fields Too Large" : status === 408 ? "Request Timeout" : "Bad Request"}\r\ncontent-type: application/json; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);

@@ -26,6 +26,7 @@ function collect(req: IncomingMessage, maxBytes: number): Promise<Buffer | undef
       req.off("data", onData);
       req.off("end", onEnd);
       req.off("error", onError);
+      req.off("aborted", onError);
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
@@ -39,11 +40,12 @@ function collect(req: IncomingMessage, maxBytes: number): Promise<Buffer | undef
       done();
       resolve(Buffer.concat(chunks));
     };
-    const onError = (err: Error) => {
+    // A body cut off or malformed on the wire (bad chunking, the client went away) is the request's fault.
+    const onError = () => {
       done();
-      reject(err);
+      reject(edgeError("INVALID_REQUEST", "the request body was cut off or malformed"));
     };
-    req.on("data", onData).on("end", onEnd).on("error", onError);
+    req.on("data", onData).on("end", onEnd).on("error", onError).on("aborted", onError);
   });
 }
 

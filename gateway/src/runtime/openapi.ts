@@ -25,6 +25,8 @@ export interface CompiledOperation {
   readonly pattern: RegExp;
   readonly pathParams: string[];
   readonly queryParams: string[];
+  /** Parameters whose schema is an integer: their text must be a plain decimal integer. */
+  readonly integerParams: string[];
   /** Header parameters, lower-cased. */
   readonly headerParams: { name: string; key: string }[];
   readonly validateParams: ValidateFunction;
@@ -115,6 +117,7 @@ export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument 
         pattern,
         pathParams: names,
         queryParams: params.filter((p) => p.in === "query").map((p) => p.name),
+        integerParams: params.filter((p) => p.schema.type === "integer").map(keyOf),
         headerParams: params.filter((p) => p.in === "header").map((p) => ({ name: p.name, key: p.name.toLowerCase() })),
         validateParams: paramAjv.compile(paramSchema),
         validateBody: bodySchema ? bodyAjv.compile(rewriteRefs(bodySchema.schema) as Json) : undefined,

@@ -48,7 +48,9 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
   return {
     async createSession(req) {
       const tenantId = req.tenantId;
-      const user = isTenantId(tenantId) && req.email ? await store.findUserByEmail(tenantId, normalizeEmail(req.email)) : undefined;
+      // An email that no stored one can equal (empty, or with a NUL the database cannot hold) matches nobody.
+      const findable = isTenantId(tenantId) && req.email !== "" && !req.email.includes("\u0000");
+      const user = findable ? await store.findUserByEmail(tenantId, normalizeEmail(req.email)) : undefined;
       if (!user) {
         await burnPasswordCheck(req.password);
         throw fail("INVALID_CREDENTIALS", "email or password is wrong");
@@ -87,7 +89,7 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
       const tenantId = tenantIdOf(req.tenantId);
       requireTenant(caller, tenantId);
       const size = pageSizeOf(req.pageSize);
-      const after = decodeCursor(usersCollection(tenantId), req.pageToken);
+      const after = decodeCursor(usersCollection(tenantId), req.pageToken, "number");
       const rows = await store.listUsers(tenantId, after, size + 1);
       const page = pageOf(rows, size, usersCollection(tenantId), (u) => ({ createdAt: u.createdAt, id: u.id.toString() }));
       return { users: page.items.map(userToProto), nextPageToken: page.nextCursor };

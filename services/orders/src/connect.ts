@@ -98,7 +98,7 @@ export function orderHandlers({ store, verifier, payments, events }: OrdersDeps)
       if (req.userId <= 0n) throw fail("INVALID_REQUEST", "user_id must be a positive integer");
       const size = pageSizeOf(req.pageSize);
       const collection = `orders:${caller.tenantId}:${req.userId}`;
-      const rows = await store.listUserOrders(caller.tenantId, req.userId, decodeCursor(collection, req.pageToken), size + 1);
+      const rows = await store.listUserOrders(caller.tenantId, req.userId, decodeCursor(collection, req.pageToken, "number"), size + 1);
       const page = pageOf(rows, size, collection, (o) => ({ createdAt: o.createdAt, id: o.id.toString() }));
       return { orders: page.items.map(orderToProto), nextPageToken: page.nextCursor };
     },

@@ -32,8 +32,17 @@ export function encodeCursor(collection: string, key: Keyset): string {
   return Buffer.from(JSON.stringify(body)).toString("base64url");
 }
 
+const ID_SHAPES = {
+  /** Opaque text ids (pay_…, post_…). */
+  text: /^[A-Za-z0-9_-]{1,64}$/,
+  /** bigint ids (users, orders). */
+  number: /^[1-9][0-9]{0,17}$/,
+};
+// Within what both a JS Date and PostgreSQL's timestamptz hold without surprises (years 1970–9999).
+const MAX_TIME_MS = 253_402_300_799_999;
+
 /** The position a cursor names, or undefined for the first page. Malformed or foreign → 400. */
-export function decodeCursor(collection: string, token: string): Keyset | undefined {
+export function decodeCursor(collection: string, token: string, ids: keyof typeof ID_SHAPES = "text"): Keyset | undefined {
   if (token === "") return undefined;
   let body: Partial<CursorBody>;
   try {
@@ -44,8 +53,8 @@ export function decodeCursor(collection: string, token: string): Keyset | undefi
   } catch {
     throw fail("INVALID_CURSOR", "the cursor is malformed");
   }
-  // A Date holds at most ±8.64e15 ms: beyond that it is Invalid Date, not a position.
-  if (body.v !== 1 || typeof body.t !== "number" || !Number.isSafeInteger(body.t) || Math.abs(body.t) > 8.64e15 || typeof body.i !== "string") {
+  // A forged position must not reach SQL: a time out of range or an id of the wrong shape is malformed.
+  if (body.v !== 1 || typeof body.t !== "number" || !Number.isSafeInteger(body.t) || body.t < 0 || body.t > MAX_TIME_MS || typeof body.i !== "string" || !ID_SHAPES[ids].test(body.i)) {
     throw fail("INVALID_CURSOR", "the cursor is malformed");
   }
   if (body.c !== collection) throw fail("INVALID_CURSOR", "the cursor belongs to another list");

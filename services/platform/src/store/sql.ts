@@ -5,6 +5,7 @@
 import { mkdirSync } from "node:fs";
 import pg from "pg";
 import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
+import { fail } from "../errors.js";
 
 export interface SqlResult<R> {
   rows: R[];
@@ -51,6 +52,24 @@ export interface OpenSqlOptions {
 const INT8_OID = 20;
 const parseInt8 = (value: string) => BigInt(value);
 
+/**
+ * PostgreSQL's "data exception" class (22xxx: a NUL character, a number or date out of range, text
+ * that is no integer) means a value from the request cannot be stored: the request's fault, 400.
+ */
+function translated(err: unknown): unknown {
+  const code = (err as { code?: unknown }).code;
+  if (typeof code === "string" && code.startsWith("22")) return fail("INVALID_REQUEST", "a value in the request cannot be stored (e.g. a NUL character, or a number or date out of range)");
+  return err;
+}
+
+async function translating<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (err) {
+    throw translated(err);
+  }
+}
+
 /** bigint parameters travel as text: both drivers then agree on them. */
 function normalizeParams(params: unknown[] | undefined): unknown[] | undefined {
   return params?.map((p) => (typeof p === "bigint" ? p.toString() : p));
@@ -70,7 +89,7 @@ class PgliteDatabase implements SqlDatabase {
   constructor(private readonly db: PGlite, readonly schema: string) {}
 
   async query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
-    const result = await this.db.query<R>(sql, normalizeParams(params));
+    const result = await translating(() => this.db.query<R>(sql, normalizeParams(params)));
     return { rows: result.rows, rowCount: pgliteRowCount(result) };
   }
 
@@ -82,7 +101,7 @@ class PgliteDatabase implements SqlDatabase {
     return this.db.transaction(async (tx) =>
       work({
         query: async <R>(sql: string, params?: unknown[]) => {
-          const result = await tx.query<R>(sql, normalizeParams(params));
+          const result = await translating(() => tx.query<R>(sql, normalizeParams(params)));
           return { rows: result.rows, rowCount: pgliteRowCount(result) };
         },
         exec: async (sql: string) => {
@@ -154,7 +173,7 @@ class PostgresDatabase implements SqlDatabase {
   }
 
   async query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
-    const result = await this.pool.query(sql, normalizeParams(params));
+    const result = await translating(() => this.pool.query(sql, normalizeParams(params)));
     return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
   }
 
@@ -168,7 +187,7 @@ class PostgresDatabase implements SqlDatabase {
       await client.query("BEGIN");
       const value = await work({
         query: async <R>(sql: string, params?: unknown[]) => {
-          const result = await client.query(sql, normalizeParams(params));
+          const result = await translating(() => client.query(sql, normalizeParams(params)));
           return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
         },
         exec: async (sql: string) => {

@@ -1,0 +1,427 @@
+// What the answer to a request must be, worked out from the OpenAPI document (and its stated check
+// order: route 404/405 → request syntax 400/413/415 → authentication 401 → permission 403 → the
+// resource 404/409/412/422) and from what the fuzz fixtures hold. The request is read from the bytes
+// that are sent, the way a server must read them, never from how it was generated. Where the document
+// leaves a choice open (a JSON body with duplicate names, a BOM, an integer written with leading
+// zeros, an unusual media type), every reading it allows is accepted.
+import { framingHeaders, type RawRequest } from "./raw-http.js";
+import { problemsOf, readParam, type ApiModel, type OperationModel, type ParamModel } from "./openapi-model.js";
+
+export type Holder = "alice" | "bob" | "carol";
+
+export interface TenantFixtures {
+  userIds: number[];
+  payments: { id: string; refundIds: string[] }[];
+  orders: { id: number; itemIds: number[]; discountIds: number[]; shipmentIds: string[] }[];
+  docs: { id: string; etag: string }[];
+  posts: string[];
+  /** Sessions of the tenant's users (a session is readable by its own user only). */
+  sessions: { id: string; userId: number }[];
+}
+
+/** The stored data the fuzzer knows about, and who may act on it. */
+export interface World {
+  tokens: Record<Holder, string>;
+  holders: Record<Holder, { tenant: string; role: "admin" | "member"; userId: number }>;
+  tenants: Record<string, TenantFixtures>;
+}
+
+export interface Outcome {
+  status: number;
+  /** Accepted `code`s of the error body (any code of the document when absent). */
+  codes?: readonly string[];
+  /** The methods a 405 must list in Allow. */
+  allow?: readonly string[];
+  /** Answered by node's HTTP parser before the gateway sees the request (no rate-limit headers). */
+  bare?: boolean;
+}
+
+export interface Expectation {
+  outcomes: Outcome[];
+  /** Some reading of the request reaches a handler that would change stored data. */
+  unsafe: boolean;
+  /** A path, query or header parameter is malformed (or may be read so). */
+  paramFault: boolean;
+  /** The operation the request is routed to, if any. */
+  operation: OperationModel | undefined;
+  /** The request breaks HTTP itself: node answers it before the gateway sees it. */
+  protocol: boolean;
+}
+
+/** Node's `--max-http-header-size` default: a larger header block is refused with 431. */
+export const MAX_HEADER_BYTES = 16 * 1024;
+
+const INVALID_REQUEST = ["INVALID_REQUEST"] as const;
+const bad = (codes: readonly string[] = INVALID_REQUEST): Outcome => ({ status: 400, codes });
+const malformedHttp: Outcome = { status: 400, codes: INVALID_REQUEST, bare: true };
+
+// ---------------------------------------------------------------------------------------------
+// Headers as node presents them to a server.
+
+// node keeps the first of these when they are repeated (the rest are discarded).
+const FIRST_WINS = new Set(["content-type", "content-length", "user-agent", "referer", "host", "authorization", "proxy-authorization", "if-modified-since", "if-unmodified-since", "from", "location", "max-forwards", "retry-after", "etag", "last-modified", "server", "age", "expires"]);
+
+export function nodeHeaders(lines: RawRequest["headers"]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [rawName, rawValue] of lines) {
+    const name = rawName.toLowerCase();
+    const value = (typeof rawValue === "string" ? rawValue : rawValue.toString("latin1")).replace(/^[ \t]+|[ \t]+$/g, "");
+    if (out[name] === undefined) out[name] = value;
+    else if (!FIRST_WINS.has(name)) out[name] = `${out[name]}, ${value}`;
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Media types (RFC 9110 §8.3.1): JSON is application/json or application/*+json, in UTF-8.
+
+const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+";
+const MEDIA_TYPE = new RegExp(`^(${TOKEN})/(${TOKEN})((?:[ \\t]*;[ \\t]*${TOKEN}=(?:${TOKEN}|"[^"\\\\]*"))*)[ \\t]*$`);
+
+export type MediaClass = "json" | "not-json" | "either";
+
+export function mediaClass(contentType: string | undefined): MediaClass {
+  if (contentType === undefined) return "not-json";
+  const m = MEDIA_TYPE.exec(contentType);
+  if (!m) return /^\s*application\/([^;]*\+)?json\b/i.test(contentType) ? "either" : "not-json";
+  const type = m[1]!.toLowerCase();
+  const subtype = m[2]!.toLowerCase();
+  if (type === "application" && subtype === "+json") return "either";
+  const json = type === "application" && (subtype === "json" || /^[^+]+\+json$/.test(subtype));
+  if (!json) return "not-json";
+  const params = [...m[3]!.matchAll(new RegExp(`(${TOKEN})=(${TOKEN}|"[^"\\\\]*")`, "g"))];
+  const charsets = params.filter((p) => p[1]!.toLowerCase() === "charset").map((p) => p[2]!.replace(/^"|"$/g, "").toLowerCase());
+  if (charsets.length === 0) return "json";
+  if (charsets.length > 1) return "either";
+  return charsets[0] === "utf-8" ? "json" : "not-json";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Routing.
+
+function matchTemplate(op: OperationModel, segments: string[]): string[] | undefined {
+  if (op.segments.length !== segments.length) return undefined;
+  const values: string[] = [];
+  for (let i = 0; i < segments.length; i++) {
+    const t = op.segments[i]!;
+    const s = segments[i]!;
+    if (/^\{\w+\}$/.test(t)) {
+      if (s === "") return undefined;
+      values.push(s);
+    } else if (t !== s) return undefined;
+  }
+  return values;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cursors: "a malformed cursor or a cursor of another list → 400 INVALID_CURSOR".
+
+const INVALID_CURSOR: Outcome = { status: 400, codes: ["INVALID_CURSOR"] };
+
+function listOutcomes(cursor: unknown, collection: string, found: Outcome[] = [{ status: 200 }]): Outcome[] {
+  if (cursor === undefined || cursor === "") return found;
+  if (typeof cursor !== "string" || !/^[A-Za-z0-9_-]+$/.test(cursor)) return [INVALID_CURSOR];
+  let body: unknown;
+  try {
+    body = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
+  } catch {
+    return [INVALID_CURSOR];
+  }
+  // A cursor of this list that was forged (an odd position): a page, or refused as malformed.
+  if (body && typeof body === "object" && (body as { c?: unknown }).c === collection) return [...found, INVALID_CURSOR];
+  return [INVALID_CURSOR];
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the services answer a well-formed, authenticated request (holder undefined: no credential needed).
+
+const NOT_FOUND: Outcome = { status: 404, codes: ["NOT_FOUND"] };
+const RULE: Outcome = { status: 422, codes: ["RULE_VIOLATION"] };
+const TENANT_MISMATCH: Outcome = { status: 403, codes: ["TENANT_MISMATCH"] };
+const ROLE_REQUIRED: Outcome = { status: 403, codes: ["ROLE_REQUIRED"] };
+const OK: Outcome = { status: 200 };
+
+/** RFC 9110 §13.1.2 If-None-Match: weak comparison, or `*`. */
+function noneMatchHits(header: string | undefined, etag: string): boolean {
+  if (header === undefined) return false;
+  const strip = (t: string) => t.trim().replace(/^W\//, "");
+  return header.split(",").some((t) => t.trim() === "*" || strip(t) === strip(etag));
+}
+
+function upstream(op: OperationModel, p: Record<string, unknown>, world: World, holder: Holder | undefined, headers: Record<string, string>): Outcome[] | "unsafe" {
+  if (op.operationId === "createSession") return [{ status: 401, codes: ["INVALID_CREDENTIALS"] }];
+  if (op.operationId === "listCatalogItems") return [OK];
+  if (!holder) throw new Error(`${op.operationId} needs a holder`);
+  const me = world.holders[holder];
+  const mine = world.tenants[me.tenant]!;
+  const payment = mine.payments.find((x) => x.id === p.payment_id);
+  const order = mine.orders.find((x) => x.id === p.order_id);
+  const doc = mine.docs.find((x) => x.id === p.doc_id);
+  const ownTenant = p.tenant_id === me.tenant;
+  const found = (yes: boolean, outcome: Outcome = OK) => (yes ? [outcome] : [NOT_FOUND]);
+  switch (op.operationId) {
+    case "listUsers":
+      return ownTenant ? listOutcomes(p.cursor, `users:${me.tenant}`) : [TENANT_MISMATCH];
+    case "getUser":
+      return ownTenant ? found(mine.userIds.includes(p.user_id as number)) : [TENANT_MISMATCH];
+    case "createUser":
+      return !ownTenant ? [TENANT_MISMATCH] : me.role !== "admin" ? [ROLE_REQUIRED] : "unsafe";
+    case "deleteUser":
+      return !ownTenant ? [TENANT_MISMATCH] : me.role !== "admin" ? [ROLE_REQUIRED] : mine.userIds.includes(p.user_id as number) ? "unsafe" : [NOT_FOUND];
+    case "listPayments":
+      return listOutcomes(p.cursor, `payments:${me.tenant}`);
+    case "getPayment":
+      return found(payment !== undefined);
+    case "createPayment":
+    case "createOrder":
+    case "createDocument":
+    case "createPost":
+      return "unsafe";
+    case "createRefund":
+      return payment ? "unsafe" : [NOT_FOUND, RULE];
+    case "listRefunds":
+      if (payment) return listOutcomes(p.cursor, `refunds:${me.tenant}:${payment.id}`);
+      return p.cursor === undefined ? [NOT_FOUND] : [NOT_FOUND, INVALID_CURSOR, OK];
+    case "getRefund":
+      return found(payment !== undefined && payment.refundIds.includes(p.refund_id as string));
+    case "getOrder":
+    case "listShipments":
+    case "listItems":
+    case "listDiscounts":
+      return found(order !== undefined);
+    case "getShipment":
+      return found(order !== undefined && order.shipmentIds.includes(String(p.shipment_id)));
+    case "getItem":
+      return found(order !== undefined && order.itemIds.includes(p.item_id as number));
+    case "getDiscount":
+      return found(order !== undefined && order.discountIds.includes(p.discount_id as number));
+    case "cancelOrder":
+      return order ? "unsafe" : [NOT_FOUND];
+    case "updateOrder":
+    case "payOrder":
+    case "createShipment":
+    case "addItem":
+    case "addDiscount":
+      return order ? "unsafe" : [NOT_FOUND, RULE];
+    case "listUserOrders":
+      return listOutcomes(p.cursor, `orders:${me.tenant}:${String(p.user_id)}`);
+    case "getDocument":
+      return doc ? [noneMatchHits(headers["if-none-match"], doc.etag) ? { status: 304 } : OK] : [NOT_FOUND];
+    case "updateDocument": {
+      if (!doc) return [NOT_FOUND, RULE];
+      const ifMatch = p["if-match"];
+      if (typeof ifMatch !== "string" || ifMatch === "") return "unsafe";
+      const tags = ifMatch.split(",").map((t) => t.trim());
+      return tags.includes("*") || tags.includes(doc.etag) ? "unsafe" : [{ status: 412, codes: ["ETAG_MISMATCH"] }, RULE];
+    }
+    case "listPosts": {
+      if (/(^|,)\s*text\/event-stream\b/i.test(headers.accept ?? "")) return listOutcomes(p["last-event-id"], `posts:${me.tenant}`);
+      return listOutcomes(p.cursor, `posts:${me.tenant}`);
+    }
+    case "getPost":
+      return found(mine.posts.includes(p.post_id as string));
+    case "getSession":
+      return ownTenant ? found(mine.sessions.some((x) => x.id === p.session_id && x.userId === me.userId)) : [TENANT_MISMATCH];
+    default:
+      // An operation added to the document after this table was written: a read may answer anything
+      // but a 5xx; anything else might store something, so it is only ever sent without a credential.
+      return op.mutating ? "unsafe" : [OK, { status: 304 }, { status: 400 }, { status: 403 }, { status: 404 }];
+  }
+}
+
+/** Operations whose answers the table above knows (the rest are checked more loosely). */
+export const MODELLED_OPERATIONS = new Set([
+  "getOpenApiDocument", "createSession", "getSession", "listCatalogItems", "listUsers", "getUser", "createUser", "deleteUser", "listPayments", "getPayment", "createPayment",
+  "createOrder", "createDocument", "createPost", "createRefund", "listRefunds", "getRefund", "getOrder", "listShipments", "listItems", "listDiscounts", "getShipment",
+  "getItem", "getDiscount", "cancelOrder", "updateOrder", "payOrder", "createShipment", "addItem", "addDiscount", "listUserOrders", "getDocument", "updateDocument",
+  "listPosts", "getPost",
+]);
+
+// ---------------------------------------------------------------------------------------------
+// The request body: size (413), media type (415), UTF-8 and JSON (400), schema (400 / 422).
+
+export interface BodyFacts {
+  /** The body text names a member twice (RFC 8259: the outcome is then unpredictable; refusing is fine). */
+  duplicateKeys?: boolean;
+}
+
+function bodyOutcomes(op: OperationModel, req: RawRequest, headers: Record<string, string>, maxBytes: number, facts: BodyFacts): { rejects: Outcome[]; passes: boolean } {
+  const framing = req.framing ?? "length";
+  const sentBody = Number(headers["content-length"] ?? 0) > 0 || headers["transfer-encoding"] !== undefined;
+  if (!op.body || !(op.body.required || sentBody)) return { rejects: [], passes: true };
+  const tooLarge: Outcome = { status: 413, codes: ["PAYLOAD_TOO_LARGE"] };
+  if (Number(headers["content-length"] ?? 0) > maxBytes) return { rejects: [tooLarge], passes: false };
+  const rejects: Outcome[] = [];
+  const media = mediaClass(headers["content-type"]);
+  const unsupported: Outcome = { status: 415, codes: ["UNSUPPORTED_MEDIA_TYPE"] };
+  if (media === "not-json") return { rejects: [unsupported], passes: false };
+  if (media === "either") rejects.push(unsupported);
+  let bytes = framing === "none" ? Buffer.alloc(0) : (req.body ?? Buffer.alloc(0));
+  if (typeof framing === "object") {
+    if (framing.declared > bytes.length) throw new Error("the fuzzer must not declare more body than it sends (the server would wait)");
+    bytes = bytes.subarray(0, framing.declared);
+  }
+  if (bytes.length > maxBytes) return { rejects: [...rejects, tooLarge], passes: false };
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    return { rejects: [...rejects, bad()], passes: false };
+  }
+  const readings = [text];
+  // RFC 8259 §8.1: a parser MAY ignore a byte order mark rather than treat it as an error.
+  if (text.startsWith("\uFEFF")) {
+    rejects.push(bad());
+    readings[0] = text.slice(1);
+  }
+  let passes = false;
+  for (const reading of readings) {
+    let value: unknown;
+    try {
+      if (reading.trim() === "") throw new Error("empty");
+      value = JSON.parse(reading);
+    } catch {
+      rejects.push(bad());
+      continue;
+    }
+    const problems = problemsOf(op.body.schema, value);
+    for (const status of problems) rejects.push(status === 400 ? bad() : RULE);
+    if (problems.size === 0) passes = true;
+    if (facts.duplicateKeys) rejects.push(bad());
+  }
+  return { rejects, passes };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * The size node counts against its header limit lies between the header names and values alone
+ * (what it counts) and the whole header block with the request line (what it might count).
+ */
+function headerBlockBytes(req: RawRequest): { least: number; most: number } {
+  const target = Buffer.isBuffer(req.target) ? req.target.length : Buffer.byteLength(req.target, "latin1");
+  let least = "Host127.0.0.1:65535Connectionclose".length;
+  let most = req.method.length + target + 64;
+  for (const [name, value] of [...req.headers, ...framingHeaders(req)]) {
+    const length = typeof value === "string" ? Buffer.byteLength(value, "latin1") : value.length;
+    least += name.length + length;
+    most += name.length + length + 4;
+  }
+  return { least, most };
+}
+
+/** The holder whose token the Authorization header carries, or undefined. */
+export function holderOf(world: World, authorization: string | undefined): Holder | undefined {
+  if (authorization === undefined) return undefined;
+  const m = /^Bearer ([A-Za-z0-9_\-.~+/]+=*)$/i.exec(authorization);
+  if (!m) return undefined;
+  return (Object.keys(world.tokens) as Holder[]).find((h) => world.tokens[h] === m[1]);
+}
+
+export function expectationOf(model: ApiModel, world: World, req: RawRequest, facts: BodyFacts = {}): Expectation {
+  const none = (outcomes: Outcome[], protocol = false, operation?: OperationModel): Expectation => ({ outcomes, unsafe: false, paramFault: false, operation, protocol });
+  const targetBytes = Buffer.isBuffer(req.target) ? req.target : Buffer.from(req.target, "latin1");
+  // A request-target holds visible ASCII only (RFC 9112 §3.2): anything else is not HTTP.
+  if (targetBytes.length === 0 || targetBytes.some((b) => b <= 0x20 || b >= 0x7f)) return none([malformedHttp], true);
+  const size = headerBlockBytes(req);
+  const tooLarge: Outcome = { status: 431, codes: INVALID_REQUEST, bare: true };
+  if (size.least > MAX_HEADER_BYTES + 256) return none([tooLarge], true);
+  const result = expectationWithinLimits(model, world, req, facts, targetBytes.toString("latin1"));
+  if (size.most > MAX_HEADER_BYTES - 256) result.outcomes.push(tooLarge);
+  return result;
+}
+
+function expectationWithinLimits(model: ApiModel, world: World, req: RawRequest, facts: BodyFacts, target: string): Expectation {
+  const q = target.indexOf("?");
+  const pathname = q === -1 ? target : target.slice(0, q);
+  const search = q === -1 ? "" : target.slice(q + 1);
+  if (pathname === "/healthz" || pathname === "/readyz") throw new Error("the fuzzer must not aim at the operational endpoints");
+  const headers = nodeHeaders([...req.headers, ...framingHeaders(req)]);
+  const segments = pathname.split("/");
+  const matching = model.operations.map((op) => ({ op, values: matchTemplate(op, segments) })).filter((m) => m.values !== undefined);
+  const exp: Expectation = { outcomes: [], unsafe: false, paramFault: false, operation: undefined, protocol: false };
+  if (matching.length === 0) {
+    exp.outcomes.push({ status: 404, codes: ["ROUTE_NOT_FOUND"] });
+    return exp;
+  }
+  const hit = matching.find((m) => m.op.method === req.method || (req.method === "HEAD" && m.op.method === "GET"));
+  if (!hit) {
+    const methods = new Set(matching.map((m) => m.op.method));
+    if (methods.has("GET")) methods.add("HEAD");
+    exp.outcomes.push({ status: 405, codes: ["METHOD_NOT_ALLOWED"], allow: [...methods] });
+    return exp;
+  }
+  const op = hit.op;
+  exp.operation = op;
+  if (op.operationId === "getOpenApiDocument") {
+    exp.outcomes.push(OK);
+    return exp;
+  }
+
+  // Parameters: path (percent-decoded), query (first reading of each declared name), headers.
+  const params: Record<string, unknown> = {};
+  let paramBad: "no" | "maybe" | "yes" = "no";
+  const worse = (v: "maybe" | "yes") => (paramBad = paramBad === "yes" || v === "yes" ? "yes" : "maybe");
+  const consider = (param: ParamModel, text: string | undefined) => {
+    if (text === undefined) {
+      if (param.required) worse("yes");
+      return;
+    }
+    const reading = readParam(param, text);
+    if (reading.verdict === "bad") return worse("yes");
+    if (reading.verdict === "either") worse("maybe");
+    params[param.key] = reading.value;
+  };
+  op.pathParams.forEach((param, i) => {
+    let decoded: string | undefined;
+    try {
+      decoded = decodeURIComponent(hit.values![i]!);
+    } catch {
+      worse("yes");
+      return;
+    }
+    consider(param, decoded);
+  });
+  const query = new URLSearchParams(search);
+  for (const param of op.queryParams) {
+    const values = search ? query.getAll(param.name) : [];
+    if (values.length > 1) worse("yes");
+    else consider(param, values[0]);
+  }
+  for (const param of op.headerParams) consider(param, headers[param.key]);
+  const paramCodes = op.headerParams.some((p) => p.key === "idempotency-key") ? ["INVALID_REQUEST", "IDEMPOTENCY_KEY_INVALID"] : INVALID_REQUEST;
+  if (paramBad !== "no") {
+    exp.paramFault = true;
+    exp.outcomes.push(bad(paramCodes));
+    if (paramBad === "yes") return exp;
+  }
+
+  const body = bodyOutcomes(op, req, headers, model.maxBodyBytes, facts);
+  exp.outcomes.push(...body.rejects);
+  // The document puts "well-typed values that break a rule → 422" after authentication, the gateway
+  // checks the schema's rules before it: without a valid credential either answer is accepted.
+  const anonymous = op.requiresAuth && !holderOf(world, headers.authorization);
+  if (anonymous && body.rejects.some((o) => o.status === 422)) exp.outcomes.push({ status: 401, codes: ["UNAUTHENTICATED"] });
+  if (!body.passes) return exp;
+
+  // X-Request-Timeout-Ms: "a malformed value → 400".
+  const timeout = headers["x-request-timeout-ms"];
+  if (timeout !== undefined && !(/^\d{1,9}$/.test(timeout) && Number(timeout) >= 1)) {
+    exp.paramFault = true;
+    exp.outcomes.push(bad());
+    return exp;
+  }
+
+  let holder: Holder | undefined;
+  if (op.requiresAuth) {
+    holder = holderOf(world, headers.authorization);
+    if (!holder) {
+      exp.outcomes.push({ status: 401, codes: ["UNAUTHENTICATED"] });
+      return exp;
+    }
+  }
+  const answer = upstream(op, params, world, holder, headers);
+  if (answer === "unsafe") exp.unsafe = true;
+  else exp.outcomes.push(...answer);
+  return exp;
+}
