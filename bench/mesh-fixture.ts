@@ -34,8 +34,15 @@ export async function startMeshFixture(): Promise<MeshFixture> {
     await rm(dataDir, { recursive: true, force: true });
   };
   try {
-    // Embedded storage, in-process rate-limit counters, and a quota the load never reaches.
-    mesh = await startMesh({ dataDir, demoData: true, output: "collect", env: { DATABASE_URL: "", REDIS_URL: "", GATEWAY_RATE_LIMIT: "1000000", LOG_LEVEL: "warn" } });
+    // Embedded storage, in-process rate-limit counters, a quota the load never reaches, and the
+    // gateway's concurrency limit set to this machine's measured capacity (50 in flight, up to 64):
+    // the overload scenario then shows shedding beyond it.
+    mesh = await startMesh({
+      dataDir,
+      demoData: true,
+      output: "collect",
+      env: { DATABASE_URL: "", REDIS_URL: "", GATEWAY_RATE_LIMIT: "1000000", GATEWAY_CONCURRENCY_INITIAL: "50", GATEWAY_CONCURRENCY_MAX: "64", LOG_LEVEL: "warn" },
+    });
     const names = Object.keys(SERVICES) as ServiceName[];
     for (const name of names) track(mesh.process(name));
     const url = mesh.gatewayUrl;
