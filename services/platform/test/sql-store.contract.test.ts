@@ -237,6 +237,30 @@ forEachDatabase("SQL store contract (openSqlDatabase)", (dbs) => {
       expect((await db.query("DELETE FROM items WHERE id LIKE 'rc-%'")).rowCount).to.equal(4);
     });
 
+    it("runs one statement again and again with new parameters, also after a run of it failed", async () => {
+      const insert = "INSERT INTO items (id, n) VALUES ($1, $2) RETURNING id, n";
+      for (let i = 0; i < 50; i++) expect((await db.query(insert, [`again-${i}`, BigInt(i)])).rows).to.deep.equal([{ id: `again-${i}`, n: BigInt(i) }]);
+      const duplicate = await rejectionOf(db.query(insert, ["again-7", 0n]));
+      expect((duplicate as { code?: string }).code, "unique violation").to.equal("23505");
+      expect((await db.query(insert, ["again-50", 50n])).rows).to.deep.equal([{ id: "again-50", n: 50n }]);
+      const select = "SELECT n FROM items WHERE id = $1";
+      for (const i of [3, 49, 0, 50]) expect((await db.query(select, [`again-${i}`])).rows).to.deep.equal([{ n: BigInt(i) }]);
+      expect((await db.query(select, ["again-none"])).rows).to.deep.equal([]);
+    });
+
+    it("runs more distinct statements than a statement cache would hold (600), each with its own answer", async () => {
+      for (let i = 0; i < 600; i++) {
+        const { rows } = await db.query<{ x: number }>(`SELECT $1::int4 + ${i} AS x`, [1]);
+        expect(rows, `statement ${i}`).to.deep.equal([{ x: i + 1 }]);
+      }
+    });
+
+    it("a syntax error is refused with PostgreSQL's code and leaves the database working", async () => {
+      const err = await rejectionOf(db.query("SELEC 1"));
+      expect((err as { code?: string }).code).to.equal("42601");
+      expect((await db.query("SELECT 1::int4 AS one")).rows).to.deep.equal([{ one: 1 }]);
+    });
+
     it("exec runs a script of several statements", async () => {
       await db.exec(`
         CREATE TABLE script_made (id integer PRIMARY KEY);
@@ -289,6 +313,35 @@ forEachDatabase("SQL store contract (openSqlDatabase)", (dbs) => {
       expect(await ids("dup-")).to.deep.equal([]);
       await db.transaction((tx) => tx.query("INSERT INTO items (id) VALUES ('dup-1')"));
       expect(await ids("dup-")).to.deep.equal(["dup-1"]);
+    });
+
+    it("a failure the work swallowed still fails the transaction at COMMIT, and nothing is stored", async () => {
+      const err = await rejectionOf(
+        db.transaction(async (tx) => {
+          await tx.query("INSERT INTO items (id) VALUES ('swallow-1')");
+          await tx.query("INSERT INTO items (id) VALUES ('swallow-1')").catch(() => undefined);
+          return "looks fine";
+        }),
+      );
+      expect(err, "the transaction must not resolve").to.be.instanceOf(Error);
+      expect(await ids("swallow-")).to.deep.equal([]);
+    });
+
+    it("a statement outside a transaction never lands inside one that is open at the same time", async () => {
+      let insideStarted!: () => void;
+      const started = new Promise<void>((resolve) => (insideStarted = resolve));
+      const rolledBack = rejectionOf(
+        db.transaction(async (tx) => {
+          await tx.query("INSERT INTO items (id) VALUES ('apart-inside')");
+          insideStarted();
+          for (let i = 0; i < 5; i++) await tick();
+          throw new Error("roll back");
+        }),
+      );
+      await started;
+      await db.query("INSERT INTO items (id) VALUES ('apart-outside')");
+      expect(await rolledBack).to.be.instanceOf(Error);
+      expect(await ids("apart-")).to.deep.equal(["apart-outside"]);
     });
 
     it("runs 20 concurrent read-modify-write transactions (SELECT … FOR UPDATE) one after another", async () => {

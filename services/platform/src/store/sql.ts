@@ -6,6 +6,7 @@ import { mkdirSync } from "node:fs";
 import pg from "pg";
 import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
 import { fail } from "../errors.js";
+import { PgliteStatements } from "./pglite-statements.js";
 
 export interface SqlResult<R> {
   rows: R[];
@@ -50,6 +51,7 @@ export interface OpenSqlOptions {
 }
 
 const INT8_OID = 20;
+const TRANSACTION_ABORTED = "the transaction was rolled back: a statement in it failed";
 const parseInt8 = (value: string) => BigInt(value);
 
 /**
@@ -79,36 +81,55 @@ function assertIdentifier(schema: string): void {
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) throw new Error(`invalid schema name "${schema}"`);
 }
 
-/** As pg counts: the rows a statement returned, else the rows it changed (PGlite says 0 for a SELECT). */
-function pgliteRowCount(result: { rows: unknown[]; fields: unknown[]; affectedRows?: number }): number {
-  return result.fields.length > 0 ? result.rows.length : (result.affectedRows ?? 0);
-}
-
 class PgliteDatabase implements SqlDatabase {
   readonly engine = "pglite";
-  constructor(private readonly db: PGlite, readonly schema: string) {}
+  private readonly statements: PgliteStatements;
 
-  async query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
-    const result = await translating(() => this.db.query<R>(sql, normalizeParams(params)));
-    return { rows: result.rows, rowCount: pgliteRowCount(result) };
+  constructor(private readonly db: PGlite, readonly schema: string) {
+    this.statements = new PgliteStatements(db);
   }
 
-  async exec(sql: string): Promise<void> {
-    await this.db.exec(sql);
+  // PGlite serialises work with two locks: the transaction lock (a whole BEGIN … COMMIT, or one
+  // statement outside a transaction) and the query lock (one statement). Holding them as PGlite's
+  // own query() and transaction() do keeps a statement from landing inside another caller's transaction.
+  query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
+    return this.db._runExclusiveTransaction(() => this.statement<R>(sql, params, false));
+  }
+
+  exec(sql: string): Promise<void> {
+    return this.db._runExclusiveTransaction(() => this.db._runExclusiveQuery(() => this.statements.script(sql, false)));
+  }
+
+  private statement<R>(sql: string, params: unknown[] | undefined, inTransaction: boolean): Promise<SqlResult<R>> {
+    return this.db._runExclusiveQuery(() => translating(() => this.statements.run<R>(sql, normalizeParams(params) ?? [], inTransaction)));
   }
 
   transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    return this.db.transaction(async (tx) =>
-      work({
-        query: async <R>(sql: string, params?: unknown[]) => {
-          const result = await translating(() => tx.query<R>(sql, normalizeParams(params)));
-          return { rows: result.rows, rowCount: pgliteRowCount(result) };
-        },
-        exec: async (sql: string) => {
-          await tx.exec(sql);
-        },
-      }),
-    );
+    return this.db._runExclusiveTransaction(async () => {
+      let open = true;
+      const usable = async () => {
+        if (!open) throw new Error("the transaction has ended");
+      };
+      const tx: SqlExecutor = {
+        query: <R>(sql: string, params?: unknown[]) => usable().then(() => this.statement<R>(sql, params, true)),
+        exec: (sql: string) => usable().then(() => this.db._runExclusiveQuery(() => this.statements.script(sql, true))),
+      };
+      await this.statement("BEGIN", [], true);
+      try {
+        const value = await work(tx);
+        open = false;
+        // As on a server: COMMIT of a transaction that a failed statement aborted answers ROLLBACK.
+        const commit = await this.db._runExclusiveQuery(() => this.statements.run("COMMIT", [], false));
+        if (commit.command === "ROLLBACK") throw new Error(TRANSACTION_ABORTED);
+        return value;
+      } catch (err) {
+        if (open) {
+          open = false;
+          await this.db._runExclusiveQuery(() => this.statements.run("ROLLBACK", [], false)).catch(() => {});
+        }
+        throw err;
+      }
+    });
   }
 
   async listen(channel: string, handler: (payload: string) => void): Promise<() => Promise<void>> {
@@ -194,7 +215,9 @@ class PostgresDatabase implements SqlDatabase {
           await client.query(sql);
         },
       });
-      await client.query("COMMIT");
+      // COMMIT of a transaction a failed statement aborted is answered ROLLBACK: nothing was stored.
+      const commit = await client.query("COMMIT");
+      if (commit.command === "ROLLBACK") throw new Error(TRANSACTION_ABORTED);
       return value;
     } catch (err) {
       await client.query("ROLLBACK").catch(() => {});
