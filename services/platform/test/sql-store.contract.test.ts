@@ -344,6 +344,36 @@ forEachDatabase("SQL store contract (openSqlDatabase)", (dbs) => {
       expect(await ids("apart-")).to.deep.equal(["apart-outside"]);
     });
 
+    it("LISTEN: handlers get each committed NOTIFY once, never a rolled-back one, and nothing after they stop", async () => {
+      const got: { a: string[]; b: string[] } = { a: [], b: [] };
+      const stopA = await db.listen("contract_events", (p) => got.a.push(p));
+      const stopB = await db.listen("contract_events", (p) => got.b.push(p));
+      const waitFor = async (check: () => boolean, what: string) => {
+        for (let i = 0; i < 200 && !check(); i++) await new Promise((r) => setTimeout(r, 10));
+        expect(check(), what).to.equal(true);
+      };
+      await db.query("SELECT pg_notify('contract_events', $1)", ["one"]);
+      await db.transaction(async (tx) => {
+        await tx.query("SELECT pg_notify('contract_events', $1)", ["two"]);
+        await tx.query("INSERT INTO items (id) VALUES ('notified')");
+      });
+      await rejectionOf(
+        db.transaction(async (tx) => {
+          await tx.query("SELECT pg_notify('contract_events', $1)", ["rolled back"]);
+          throw new Error("undo");
+        }),
+      );
+      await db.query("SELECT pg_notify('other_channel', 'elsewhere')");
+      await waitFor(() => got.a.length >= 2 && got.b.length >= 2, "both handlers got both payloads");
+      await stopA();
+      await db.query("SELECT pg_notify('contract_events', $1)", ["three"]);
+      await waitFor(() => got.b.length >= 3, "the remaining handler got the third payload");
+      await stopB();
+      await db.query("SELECT pg_notify('contract_events', $1)", ["four"]);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(got).to.deep.equal({ a: ["one", "two"], b: ["one", "two", "three"] });
+    });
+
     it("runs 20 concurrent read-modify-write transactions (SELECT … FOR UPDATE) one after another", async () => {
       await db.query("INSERT INTO counters (name, value) VALUES ('race', 0)");
       const seen = await Promise.all(

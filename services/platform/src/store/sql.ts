@@ -6,7 +6,7 @@ import { mkdirSync } from "node:fs";
 import pg from "pg";
 import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
 import { fail } from "../errors.js";
-import { PgliteStatements } from "./pglite-statements.js";
+import { PgliteSession } from "./pglite-session.js";
 
 export interface SqlResult<R> {
   rows: R[];
@@ -83,10 +83,10 @@ function assertIdentifier(schema: string): void {
 
 class PgliteDatabase implements SqlDatabase {
   readonly engine = "pglite";
-  private readonly statements: PgliteStatements;
+  private readonly session: PgliteSession;
 
   constructor(private readonly db: PGlite, readonly schema: string) {
-    this.statements = new PgliteStatements(db);
+    this.session = new PgliteSession(db);
   }
 
   // PGlite serialises work with two locks: the transaction lock (a whole BEGIN … COMMIT, or one
@@ -97,11 +97,11 @@ class PgliteDatabase implements SqlDatabase {
   }
 
   exec(sql: string): Promise<void> {
-    return this.db._runExclusiveTransaction(() => this.db._runExclusiveQuery(() => this.statements.script(sql, false)));
+    return this.db._runExclusiveTransaction(() => this.db._runExclusiveQuery(() => this.session.script(sql, false)));
   }
 
   private statement<R>(sql: string, params: unknown[] | undefined, inTransaction: boolean): Promise<SqlResult<R>> {
-    return this.db._runExclusiveQuery(() => translating(() => this.statements.run<R>(sql, normalizeParams(params) ?? [], inTransaction)));
+    return this.db._runExclusiveQuery(() => translating(() => this.session.run<R>(sql, normalizeParams(params) ?? [], inTransaction)));
   }
 
   transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
@@ -112,20 +112,20 @@ class PgliteDatabase implements SqlDatabase {
       };
       const tx: SqlExecutor = {
         query: <R>(sql: string, params?: unknown[]) => usable().then(() => this.statement<R>(sql, params, true)),
-        exec: (sql: string) => usable().then(() => this.db._runExclusiveQuery(() => this.statements.script(sql, true))),
+        exec: (sql: string) => usable().then(() => this.db._runExclusiveQuery(() => this.session.script(sql, true))),
       };
       await this.statement("BEGIN", [], true);
       try {
         const value = await work(tx);
         open = false;
         // As on a server: COMMIT of a transaction that a failed statement aborted answers ROLLBACK.
-        const commit = await this.db._runExclusiveQuery(() => this.statements.run("COMMIT", [], false));
+        const commit = await this.db._runExclusiveQuery(() => this.session.run("COMMIT", [], false));
         if (commit.command === "ROLLBACK") throw new Error(TRANSACTION_ABORTED);
         return value;
       } catch (err) {
         if (open) {
           open = false;
-          await this.db._runExclusiveQuery(() => this.statements.run("ROLLBACK", [], false)).catch(() => {});
+          await this.db._runExclusiveQuery(() => this.session.run("ROLLBACK", [], false)).catch(() => {});
         }
         throw err;
       }
@@ -134,9 +134,15 @@ class PgliteDatabase implements SqlDatabase {
 
   async listen(channel: string, handler: (payload: string) => void): Promise<() => Promise<void>> {
     assertIdentifier(channel);
-    const unlisten = await this.db.listen(channel, handler);
+    const remove = this.session.addListener(channel, handler);
+    try {
+      await this.exec(`LISTEN ${channel}`);
+    } catch (err) {
+      remove();
+      throw err;
+    }
     return async () => {
-      if (!this.db.closed) await unlisten();
+      if (remove() && !this.db.closed) await this.exec(`UNLISTEN ${channel}`);
     };
   }
 

@@ -1,0 +1,235 @@
+// The wire-protocol session with embedded PGlite, at the cost a server driver pays. PGlite's own
+// query() makes six round trips into the WASM engine per statement (parse, describe, bind,
+// describe, execute, sync), re-parses the SQL each time and decodes every reply with a general
+// parser that copies each field. Here a statement is parsed and described once (a named prepared
+// statement, as a server driver would keep), every later run is one round trip — bind + execute +
+// sync — and the reply is read in place. NOTIFY payloads in any reply go to this session's LISTEN
+// handlers. The caller holds PGlite's locks (see PgliteDatabase): this class only speaks the protocol.
+import { messages, protocol, type PGlite } from "@electric-sql/pglite";
+
+interface Column {
+  readonly name: string;
+  readonly type: number;
+}
+
+interface PreparedStatement {
+  /** "" for the unnamed statement (used once the cache is full). */
+  readonly name: string;
+  readonly paramTypes: readonly number[];
+  /** Undefined for a statement that returns no rows. */
+  readonly columns: readonly Column[] | undefined;
+}
+
+export interface StatementResult<R> {
+  rows: R[];
+  /** As pg counts: the rows a statement returned, else the rows it changed. */
+  rowCount: number;
+  /** The command tag's verb (SELECT, INSERT, COMMIT, ROLLBACK, …). */
+  command: string;
+}
+
+/** One reply, read: the data rows (raw fields), the last command tag, the column and parameter descriptions. */
+interface Reply {
+  rows: (string | null)[][];
+  tag: string;
+  columns: Column[] | undefined;
+  paramTypes: number[];
+}
+
+// Enough for every statement a service's code holds; SQL built at run time beyond it goes unnamed.
+const MAX_PREPARED = 500;
+const utf8 = new TextDecoder();
+/** Commands whose tag ends in the number of rows they changed. */
+const COUNTED = new Set(["INSERT", "UPDATE", "DELETE", "MERGE", "COPY"]);
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  if (parts.length === 1) return parts[0]!;
+  let length = 0;
+  for (const p of parts) length += p.length;
+  const out = new Uint8Array(length);
+  let offset = 0;
+  for (const p of parts) {
+    out.set(p, offset);
+    offset += p.length;
+  }
+  return out;
+}
+
+// ErrorResponse field codes → DatabaseError properties (as pg and PGlite name them).
+const ERROR_FIELDS: Record<string, string> = {
+  S: "severity",
+  C: "code",
+  D: "detail",
+  H: "hint",
+  P: "position",
+  p: "internalPosition",
+  q: "internalQuery",
+  W: "where",
+  s: "schema",
+  t: "table",
+  c: "column",
+  d: "dataType",
+  n: "constraint",
+  F: "file",
+  L: "line",
+  R: "routine",
+};
+
+export class PgliteSession {
+  private readonly prepared = new Map<string, PreparedStatement>();
+  private readonly listeners = new Map<string, Set<(payload: string) => void>>();
+
+  constructor(private readonly db: PGlite) {}
+
+  /** Runs one statement with `$n` parameters. `inTransaction`: inside BEGIN … COMMIT (no file-system sync after it). */
+  async run<R>(sql: string, params: readonly unknown[], inTransaction: boolean): Promise<StatementResult<R>> {
+    const statement = this.prepared.get(sql) ?? (await this.prepare(sql, inTransaction));
+    const values = params.map((value, i) => this.serialize(value, statement.paramTypes[i]!));
+    const reply = await this.exchange([protocol.serialize.bind({ statement: statement.name, values }), protocol.serialize.execute({}), protocol.serialize.sync()], inTransaction);
+    const command = reply.tag.split(" ", 1)[0]!;
+    if (!statement.columns) return { rows: [], rowCount: COUNTED.has(command) ? Number(reply.tag.slice(reply.tag.lastIndexOf(" ") + 1)) : 0, command };
+    const rows = reply.rows.map((fields) => this.rowOf(statement.columns!, fields) as R);
+    return { rows, rowCount: rows.length, command };
+  }
+
+  /** Runs a script of several statements without parameters (the simple query protocol). */
+  async script(sql: string, inTransaction: boolean): Promise<void> {
+    await this.exchange([protocol.serialize.query(sql)], inTransaction);
+  }
+
+  /** Calls `handler` with the payload of every NOTIFY on `channel` (after LISTEN, which the caller runs). */
+  addListener(channel: string, handler: (payload: string) => void): () => boolean {
+    let handlers = this.listeners.get(channel);
+    if (!handlers) this.listeners.set(channel, (handlers = new Set()));
+    handlers.add(handler);
+    /** Removes the handler; true when it was the channel's last (time to UNLISTEN). */
+    return () => {
+      handlers.delete(handler);
+      if (handlers.size > 0 || this.listeners.get(channel) !== handlers) return false;
+      this.listeners.delete(channel);
+      return true;
+    };
+  }
+
+  private async prepare(sql: string, inTransaction: boolean): Promise<PreparedStatement> {
+    const name = this.prepared.size < MAX_PREPARED ? `s${this.prepared.size + 1}` : "";
+    const reply = await this.exchange([protocol.serialize.parse({ name, text: sql }), protocol.serialize.describe({ type: "S", name }), protocol.serialize.sync()], inTransaction);
+    const statement: PreparedStatement = { name, paramTypes: reply.paramTypes, columns: reply.columns };
+    if (name) this.prepared.set(sql, statement);
+    return statement;
+  }
+
+  /** Sends frontend messages and reads the backend's reply; an ErrorResponse rejects (after the whole reply is read). */
+  private async exchange(frontend: Uint8Array[], inTransaction: boolean): Promise<Reply> {
+    const chunks: Uint8Array[] = [];
+    // The engine hands out views into its own memory: copy each before the next call reuses it.
+    await this.db.execProtocolRawStream(concat(frontend), { syncToFs: !inTransaction, onRawData: (data) => chunks.push(data.slice()) });
+    return this.read(concat(chunks));
+  }
+
+  private read(bytes: Uint8Array): Reply {
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const reply: Reply = { rows: [], tag: "", columns: undefined, paramTypes: [] };
+    let error: Error | undefined;
+    let at = 0;
+    const cstring = () => {
+      const end = bytes.indexOf(0, at);
+      const text = utf8.decode(bytes.subarray(at, end));
+      at = end + 1;
+      return text;
+    };
+    while (at + 5 <= bytes.length) {
+      const code = bytes[at]!;
+      const end = at + 1 + view.getInt32(at + 1);
+      at += 5;
+      switch (code) {
+        case 0x44: {
+          // D DataRow
+          const count = view.getInt16(at);
+          at += 2;
+          const fields: (string | null)[] = new Array(count);
+          for (let i = 0; i < count; i++) {
+            const length = view.getInt32(at);
+            at += 4;
+            if (length < 0) fields[i] = null;
+            else {
+              fields[i] = utf8.decode(bytes.subarray(at, at + length));
+              at += length;
+            }
+          }
+          reply.rows.push(fields);
+          break;
+        }
+        case 0x43: // C CommandComplete
+          reply.tag = cstring();
+          break;
+        case 0x54: {
+          // T RowDescription
+          const count = view.getInt16(at);
+          at += 2;
+          const columns: Column[] = [];
+          for (let i = 0; i < count; i++) {
+            const name = cstring();
+            columns.push({ name, type: view.getInt32(at + 6) });
+            at += 18;
+          }
+          reply.columns = columns;
+          break;
+        }
+        case 0x74: {
+          // t ParameterDescription
+          const count = view.getInt16(at);
+          for (let i = 0; i < count; i++) reply.paramTypes.push(view.getInt32(at + 2 + 4 * i));
+          break;
+        }
+        case 0x45: // E ErrorResponse: the first one is the statement's error
+          error ??= this.errorOf(bytes.subarray(at, end));
+          break;
+        case 0x41: {
+          // A NotificationResponse: process id, channel, payload
+          at += 4;
+          const channel = cstring();
+          const payload = cstring();
+          for (const handler of this.listeners.get(channel) ?? []) queueMicrotask(() => handler(payload));
+          break;
+        }
+        // Z ReadyForQuery, 1/2/3 Parse/Bind/CloseComplete, n NoData, N Notice, I EmptyQuery, s, S: nothing to keep.
+      }
+      at = end;
+    }
+    if (error) throw error;
+    return reply;
+  }
+
+  private errorOf(fields: Uint8Array): Error {
+    const values: Record<string, string> = {};
+    let at = 0;
+    while (at < fields.length && fields[at] !== 0) {
+      const code = String.fromCharCode(fields[at]!);
+      const end = fields.indexOf(0, at + 1);
+      values[code] = utf8.decode(fields.subarray(at + 1, end));
+      at = end + 1;
+    }
+    const error = new messages.DatabaseError(values.M ?? "database error", fields.length + 4, "error");
+    for (const [code, property] of Object.entries(ERROR_FIELDS)) if (values[code] !== undefined) (error as unknown as Record<string, string>)[property] = values[code];
+    return error;
+  }
+
+  private rowOf(columns: readonly Column[], fields: (string | null)[]): Record<string, unknown> {
+    const row: Record<string, unknown> = {};
+    for (let i = 0; i < columns.length; i++) {
+      const raw = fields[i]!;
+      const { name, type } = columns[i]!;
+      const parser = this.db.parsers[type];
+      row[name] = raw === null ? null : parser ? parser(raw, type) : raw;
+    }
+    return row;
+  }
+
+  /** Text format, as PGlite's own query() sends parameters. */
+  private serialize(value: unknown, type: number): string | null {
+    if (value === null || value === undefined) return null;
+    const serializer = this.db.serializers[type];
+    return serializer ? serializer(value) : String(value);
+  }
+}
