@@ -7,6 +7,7 @@ import type { ContentStore, PostRecord } from "./store/port.js";
 export class PostFeed {
   private readonly emitter = new EventEmitter();
   private stopListening: (() => Promise<void>) | undefined;
+  private announcing: Promise<unknown> = Promise.resolve();
 
   constructor(private readonly store: ContentStore, private readonly logger: Logger) {
     this.emitter.setMaxListeners(0);
@@ -15,10 +16,14 @@ export class PostFeed {
   async start(): Promise<void> {
     this.stopListening = await this.store.watchNewPosts((tenantId, postId) => {
       if (this.emitter.listenerCount(tenantId) === 0) return;
-      this.store.getPost(tenantId, postId).then(
-        (post) => post && this.emitter.emit(tenantId, post),
-        (err: unknown) => this.logger.warn({ message: String(err) }, "could not read an announced post"),
-      );
+      // Announcements arrive in commit order, which is the feed's order: read and pass them on one
+      // after another, so that no post overtakes one announced before it.
+      this.announcing = this.announcing
+        .then(() => this.store.getPost(tenantId, postId))
+        .then(
+          (post) => post && this.emitter.emit(tenantId, post),
+          (err: unknown) => this.logger.warn({ message: String(err) }, "could not read an announced post"),
+        );
     });
   }
 

@@ -42,7 +42,16 @@ export class SqlContentStore implements ContentStore {
 
   createPost(tenantId: string, authorId: bigint, post: { title: string; body: string }): Promise<PostRecord> {
     return this.db.transaction(async (tx) => {
-      const { rows } = await tx.query<PostRow>(`INSERT INTO posts (id, tenant_id, author_id, title, body) VALUES ($1, $2, $3, $4, $5) RETURNING ${POST_COLUMNS}`, [newId("post"), tenantId, authorId, post.title, post.body]);
+      // A tenant's posts are made one at a time, each later than the one before (even within one
+      // millisecond): the feed's order (created_at, id) is then the order posts become visible, so a
+      // live stream never sees a post land behind one it has passed, nor a resumed one skip it.
+      await tx.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [`${this.db.schema}.posts:${tenantId}`]);
+      const { rows } = await tx.query<PostRow>(
+        `INSERT INTO posts (id, tenant_id, author_id, title, body, created_at)
+         VALUES ($1, $2, $3, $4, $5, greatest(date_trunc('milliseconds', clock_timestamp()), (SELECT max(created_at) + interval '1 millisecond' FROM posts WHERE tenant_id = $2)))
+         RETURNING ${POST_COLUMNS}`,
+        [newId("post"), tenantId, authorId, post.title, post.body],
+      );
       const created = toPost(rows[0]!);
       // Delivered to every listener when this transaction commits, never before.
       await tx.query(`SELECT pg_notify($1, $2)`, [this.postsChannel, JSON.stringify({ t: tenantId, i: created.id })]);
