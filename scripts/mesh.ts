@@ -16,6 +16,12 @@ export const SERVICES = {
 } as const;
 export type ServiceName = keyof typeof SERVICES;
 
+/**
+ * Gateway settings for a fixed concurrency limit far above any load a test or a capacity
+ * measurement brings: no shedding (the adaptive limit is exercised where it is the subject).
+ */
+export const NO_SHEDDING = { GATEWAY_CONCURRENCY_INITIAL: "10000", GATEWAY_CONCURRENCY_MIN: "10000", GATEWAY_CONCURRENCY_MAX: "10000" } as const;
+
 export interface MeshOptions {
   /** Fixed ports (npm start); free ones are picked when absent. */
   ports?: Partial<Record<ServiceName, number>>;

@@ -10,7 +10,8 @@ import { describeBodyError, describeParamError, loadApiDocument, type CompiledOp
 import { sendError, sendJson } from "./runtime/respond.js";
 import { writeEventStream } from "./runtime/sse.js";
 import { createRateLimiter } from "./runtime/rate-limit.js";
-import { AdaptiveConcurrencyLimit } from "./runtime/concurrency-limit.js";
+import { AdaptiveConcurrencyLimit, type Release } from "./runtime/concurrency-limit.js";
+import { FailureLog } from "./runtime/failure-log.js";
 import type { RouteGroup, RouteHandler } from "./runtime/route.js";
 import { Router } from "./runtime/router.js";
 import { identityRoutes } from "./routes/identity.js";
@@ -35,8 +36,9 @@ export const gatewaySettings = {
   heartbeatMs: setting("GATEWAY_SSE_HEARTBEAT_MS", parse.int(1_000, 300_000), "interval of heartbeat comments on idle event streams", 15_000),
   deadlineMs: setting("GATEWAY_DEADLINE_MS", parse.int(50, 120_000), "default deadline of every request's upstream call chain", 5_000),
   maxDeadlineMs: setting("GATEWAY_MAX_DEADLINE_MS", parse.int(50, 600_000), "the longest deadline a client may ask for with X-Request-Timeout-Ms", 30_000),
-  concurrencyInitial: setting("GATEWAY_CONCURRENCY_INITIAL", parse.int(1, 100_000), "starting adaptive concurrency limit (requests in flight)", 100),
-  concurrencyMin: setting("GATEWAY_CONCURRENCY_MIN", parse.int(1, 100_000), "lowest the adaptive concurrency limit goes", 8),
+  concurrencyInitial: setting("GATEWAY_CONCURRENCY_INITIAL", parse.int(1, 100_000), "adaptive concurrency limit (requests in flight) after the first latency measurement", 100),
+  concurrencyMin: setting("GATEWAY_CONCURRENCY_MIN", parse.int(1, 100_000), "lowest the adaptive concurrency limit goes; also the requests in flight while it measures latency without a queue (for a few dozen requests, at start and about every minute)", 3),
+  concurrencyBufferPercent: setting("GATEWAY_CONCURRENCY_BUFFER_PERCENT", parse.int(0, 1_000), "how much slower than without a queue requests may get (median, in percent) before the adaptive limit shrinks", 50),
   concurrencyMax: setting("GATEWAY_CONCURRENCY_MAX", parse.int(1, 100_000), "highest the adaptive concurrency limit goes", 1_000),
   maxBodyBytes: setting("GATEWAY_MAX_BODY_BYTES", parse.int(1_024, 10 * 1024 * 1024), "largest accepted request body", 64 * 1024),
   drainTimeoutMs: setting("SHUTDOWN_DRAIN_MS", parse.int(0, 600_000), "how long SIGTERM waits for in-flight requests", 10_000),
@@ -99,9 +101,18 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const router = new Router(api.operations);
   const upstreams: Upstreams = openUpstreams({ identity: config.identityAddress, payments: config.paymentsAddress, orders: config.ordersAddress, content: config.contentAddress });
   const verifier = new TokenVerifier(jwksFromIdentity(upstreams.channels.identity));
-  const concurrency = new AdaptiveConcurrencyLimit({ initialLimit: config.concurrencyInitial, minLimit: config.concurrencyMin, maxLimit: Math.max(config.concurrencyMin, config.concurrencyMax) });
+  const concurrency = new AdaptiveConcurrencyLimit({
+    initialLimit: config.concurrencyInitial,
+    minLimit: config.concurrencyMin,
+    maxLimit: Math.max(config.concurrencyMin, config.concurrencyMax),
+    buffer: config.concurrencyBufferPercent / 100,
+  });
   const rateLimiter = createRateLimiter({ limit: config.rateLimit, windowSeconds: config.rateWindowSeconds, redisUrl: config.redisUrl, keyPrefix: config.rateLimitPrefix, trustProxy: config.trustProxy });
   const healthClients = Object.values(upstreams.channels).map((channel) => createServiceClient(Health, channel));
+  const failures = new FailureLog(logger);
+  // Refusals made often under pressure are built once.
+  const SHED = edgeError("LOAD_SHED", "the gateway is at capacity; retry after the Retry-After delay", { "retry-after": "1" });
+  const RATE_LIMITED = edgeError("RATE_LIMITED", `rate limit of ${config.rateLimit} requests per ${config.rateWindowSeconds} s reached; retry after the Retry-After delay`);
 
   /** Ready when every upstream reports SERVING over grpc.health.v1. */
   async function ready(): Promise<boolean> {
@@ -112,10 +123,14 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     let presentedToken = false;
     let upstream = "upstream";
-    const controller = new AbortController();
-    // A client that goes away cancels the gRPC call and everything below it.
+    /** Set when the upstream call starts. */
+    let controller: AbortController | undefined;
+    let release: Release | undefined;
     res.once("close", () => {
-      if (!res.writableFinished) controller.abort();
+      // A client that goes away cancels the gRPC call and everything below it.
+      if (!res.writableFinished) controller?.abort();
+      // Only answers that did the upstream work teach the concurrency limit their latency.
+      release?.(controller !== undefined && res.statusCode < 500);
     });
     try {
       const { pathname, search } = splitUrl(req.url ?? "/");
@@ -127,12 +142,22 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       for (const [name, value] of Object.entries(quota.headers)) res.setHeader(name, value);
       if (!quota.allowed) {
         req.resume();
-        throw edgeError("RATE_LIMITED", `rate limit of ${config.rateLimit} requests per ${config.rateWindowSeconds} s reached; retry after the Retry-After delay`);
+        throw RATE_LIMITED;
       }
       const { operation, pathParams } = router.match(method, pathname);
       if (operation.operationId === "getOpenApiDocument") return sendJson(res, 200, api.document);
       const route = routes.get(operation.operationId)!;
       upstream = route.upstream;
+      // Beyond the adaptive limit a request is shed at once, before any work is spent on it, instead
+      // of queueing (live streams are long by design and do not count).
+      const streaming = operation.operationId === "listPosts" && /text\/event-stream/i.test(String(req.headers.accept ?? ""));
+      if (!streaming) {
+        release = concurrency.tryAcquire();
+        if (!release) {
+          req.resume();
+          throw SHED;
+        }
+      }
 
       const params: Record<string, unknown> = { ...pathParams };
       if (search) {
@@ -173,16 +198,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         caller = await verifier.verify(bearerToken(req.headers.authorization));
       }
       const deadlineAt = Date.now() + deadlineMs;
-      const streaming = operation.operationId === "listPosts" && /text\/event-stream/i.test(String(req.headers.accept ?? ""));
-      // Requests beyond the adaptive limit are shed at once instead of queueing (live streams are
-      // long by design and do not count).
-      if (!streaming) {
-        const release = concurrency.tryAcquire();
-        if (!release) {
-          throw edgeError("LOAD_SHED", "the gateway is at capacity; retry after the Retry-After delay", { "retry-after": "1" });
-        }
-        res.once("close", () => release(res.statusCode < 500));
-      }
+      const { signal } = (controller = new AbortController());
       const authorization = caller ? { headers: { authorization: `Bearer ${caller.token}` } } : {};
       const result = await route.handler({
         params,
@@ -191,16 +207,16 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         upstreams,
         path: pathname,
         headers: req.headers,
-        callOptions: () => ({ signal: controller.signal, timeoutMs: deadlineAt - Date.now(), ...authorization }),
-        streamCallOptions: () => ({ signal: controller.signal, ...authorization }),
+        callOptions: () => ({ signal, timeoutMs: deadlineAt - Date.now(), ...authorization }),
+        streamCallOptions: () => ({ signal, ...authorization }),
       });
-      if (result.events) return await writeEventStream(res, result.events, config.heartbeatMs, controller.signal, result.headers);
+      if (result.events) return await writeEventStream(res, result.events, config.heartbeatMs, signal, result.headers);
       sendJson(res, result.status, result.body, result.headers);
     } catch (err) {
       const httpError = toHttpError(err, upstream);
       if (httpError.status >= 500) {
         const cause = err instanceof Error ? { type: err.name, message: err.message } : { message: String(err) };
-        logger.warn({ status: httpError.status, code: httpError.code, method: req.method, path: req.url?.split("?")[0], cause }, "request failed");
+        failures.report(httpError.code, { status: httpError.status, method: req.method, path: req.url?.split("?")[0], cause });
       }
       sendError(res, httpError, presentedToken);
     }
@@ -266,6 +282,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         const timer = setTimeout(() => server.closeAllConnections(), config.drainTimeoutMs);
         server.close(() => {
           clearTimeout(timer);
+          failures.stop();
           upstreams.close();
           void rateLimiter.close().then(resolve);
         });

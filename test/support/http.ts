@@ -5,7 +5,7 @@ import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SERVICES, startMesh, type Mesh, type MeshOptions, type ServiceName } from "../../scripts/mesh.js";
+import { NO_SHEDDING, SERVICES, startMesh, type Mesh, type MeshOptions, type ServiceName } from "../../scripts/mesh.js";
 
 export const DEMO_PASSWORD = "demo-password";
 export const ALICE = { tenant: "acme", email: "alice@acme.test" } as const; // admin of acme
@@ -145,8 +145,9 @@ export async function startE2eMesh(name: string, extra: Pick<MeshOptions, "env" 
       dataDir,
       demoData: true,
       output: "collect",
-      // Tests make many requests with one token: a quota that never bites, except in the rate-limit tests.
-      env: { DATABASE_URL: "", LOG_LEVEL: "info", GATEWAY_RATE_LIMIT: "1000000", ...extra.env },
+      // Tests make many requests with one token, some in bursts: a quota and a concurrency limit that
+      // never bite, except in the tests of rate limits and shedding.
+      env: { DATABASE_URL: "", LOG_LEVEL: "info", GATEWAY_RATE_LIMIT: "1000000", ...NO_SHEDDING, ...extra.env },
       ...(extra.envFor ? { envFor: extra.envFor } : {}),
     });
   } catch (err) {

@@ -3,6 +3,7 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { errorCatalogue, errorInfoOf, isErrorReason, type ErrorReason } from "@switchyard/platform";
 
+/** A failure as the client sees it. No stack trace: it is an answer, not a bug, and capturing one costs on every refusal. */
 export class HttpError extends Error {
   constructor(
     readonly status: number,
@@ -10,7 +11,10 @@ export class HttpError extends Error {
     message: string,
     readonly headers: Record<string, string> = {},
   ) {
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message);
+    Error.stackTraceLimit = limit;
   }
 }
 
