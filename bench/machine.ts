@@ -67,6 +67,8 @@ export interface CpuUse {
   serverCpuMs?: number | undefined;
   /** CPU time of each named process, in ms. */
   byProcessMs?: Record<string, number> | undefined;
+  /** CPU time of this process (the load generator), in ms. */
+  selfCpuMs?: number | undefined;
   /** Share of the whole machine's CPU (100 = every core busy) used by processes outside the benchmark. */
   otherCpuPct?: number | undefined;
 }
@@ -83,6 +85,6 @@ export function watchCpu(named: Record<string, number | undefined> = {}): () => 
     const byProcessMs = Object.fromEntries(
       Object.entries(named).flatMap(([name, pid]) => (pid !== undefined && before.byPid.has(pid) && after.byPid.has(pid) ? [[name, (after.byPid.get(pid)! - before.byPid.get(pid)!) * MS_PER_TICK]] : [])),
     );
-    return { serverCpuMs: servers * MS_PER_TICK, byProcessMs, otherCpuPct: Math.max(0, (100 * foreign) / (after.machine.total - before.machine.total)) };
+    return { serverCpuMs: servers * MS_PER_TICK, byProcessMs, selfCpuMs: (after.self - before.self) * MS_PER_TICK, otherCpuPct: Math.max(0, (100 * foreign) / (after.machine.total - before.machine.total)) };
   };
 }

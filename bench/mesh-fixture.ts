@@ -4,7 +4,7 @@ import { randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SERVICES, startMesh, type Mesh, type ServiceName } from "../scripts/mesh.js";
+import { NO_SHEDDING, SERVICES, startMesh, type Mesh, type ServiceName } from "../scripts/mesh.js";
 import { track } from "./processes.js";
 
 export const PAYMENT_BODY = JSON.stringify({ amount: 1250, currency: "EUR", source: "tok_visa" });
@@ -26,7 +26,11 @@ async function postJson(url: string, body: string, headers: Record<string, strin
   return JSON.parse(text) as Record<string, unknown>;
 }
 
-export async function startMeshFixture(): Promise<MeshFixture> {
+/**
+ * `shedding: false` (capacity runs): a fixed concurrency limit far above the load, so the closed
+ * loop's 50 connections are served, not shed. `true` (overload): the gateway's default adaptive limit.
+ */
+export async function startMeshFixture({ shedding }: { shedding: boolean }): Promise<MeshFixture> {
   const dataDir = await mkdtemp(join(tmpdir(), "switchyard-bench-"));
   let mesh: Mesh | undefined;
   const stop = async () => {
@@ -34,14 +38,12 @@ export async function startMeshFixture(): Promise<MeshFixture> {
     await rm(dataDir, { recursive: true, force: true });
   };
   try {
-    // Embedded storage, in-process rate-limit counters, a quota the load never reaches, and the
-    // gateway's concurrency limit set to this machine's measured capacity (50 in flight, up to 64):
-    // the overload scenario then shows shedding beyond it.
+    // Embedded storage, in-process rate-limit counters and a quota the load never reaches.
     mesh = await startMesh({
       dataDir,
       demoData: true,
       output: "collect",
-      env: { DATABASE_URL: "", REDIS_URL: "", GATEWAY_RATE_LIMIT: "1000000", GATEWAY_CONCURRENCY_INITIAL: "50", GATEWAY_CONCURRENCY_MAX: "64", LOG_LEVEL: "warn" },
+      env: { DATABASE_URL: "", REDIS_URL: "", GATEWAY_RATE_LIMIT: "1000000", LOG_LEVEL: "warn", ...(shedding ? {} : NO_SHEDDING) },
     });
     const names = Object.keys(SERVICES) as ServiceName[];
     for (const name of names) track(mesh.process(name));

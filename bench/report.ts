@@ -65,12 +65,26 @@ export function printReport(settings: Settings, library: LibraryOutcome[], http:
   out.push(`Switchyard benchmark — ${availableParallelism()} CPU(s) (${cpus()[0]?.model.trim() ?? "?"}), node ${process.version}, 127.0.0.1 only`);
   out.push(`each scenario: ${settings.warmupSeconds} s warm-up (discarded) + ${settings.seconds} s measured, ${settings.inFlight} requests in flight; every server in its own process`);
 
+  if (library.length > 0) printLibrary(out, settings, library);
+  if (http.length > 0) printHttp(out, settings, http);
+  console.log(out.join("\n"));
+}
+
+function printLibrary(out: string[], settings: Settings, library: LibraryOutcome[]): void {
   out.push("", `A. gRPC library choice — unary Echo, closed loop, ${settings.inFlight} calls in flight`);
   out.push(table(["client → server", "calls/s", "p50 ms", "p99 ms", "srv CPU ms/call", "other CPU"], library.map((o) => (o.result ? [o.label, num(o.result.callsPerSec), num(o.result.p50Ms, 2), num(o.result.p99Ms, 2), num(o.result.serverCpuMsPerRequest, 3), pct(o.result.otherCpuPct)] : [o.label, `FAILED: ${o.error}`, "", "", "", ""]))));
   const lib = libraryRatios(library);
   out.push(`  server, same grpc-js client:   grpc-js / connect-node     = ${x(lib.serverGrpcJsOverConnect)} calls/s`);
   out.push(`  client, same grpc-js server:   grpc-js / connect transport = ${x(lib.clientGrpcJsOverConnect)} calls/s`);
+  const noisy = library.filter((o) => (o.result?.otherCpuPct ?? 0) > NOISY_OTHER_CPU_PCT);
+  if (noisy.length > 0) out.push(noisyWarning(noisy.length, library.length));
+}
 
+function noisyWarning(noisy: number, of: number): string {
+  return `  ⚠ other work used > ${NOISY_OTHER_CPU_PCT}% of the machine during ${noisy} of ${of} scenarios (see "other CPU"): their req/s and latencies are low and noisy — rerun on a quiet machine; the CPU-per-request columns hold up better.`;
+}
+
+function printHttp(out: string[], settings: Settings, http: HttpOutcome[]): void {
   out.push("", `B. HTTP paths — autocannon, ${settings.inFlight} connections, pipelining 1`);
   const { ratios, target } = httpRatios(http);
   out.push(
@@ -88,12 +102,12 @@ export function printReport(settings: Settings, library: LibraryOutcome[], http:
   out.push(`  CPU view (less sensitive to other load): bare hop ÷ read path server CPU per request = ${x(target.hopOverReadCpu)}`);
   for (const o of http) {
     const by = o.result?.cpuMsPerRequestBy;
-    if (by && Object.keys(by).length > 0) out.push(`  CPU ms per request, ${o.label.split(" (")[0]}: ${Object.entries(by).map(([name, ms]) => `${name} ${ms.toFixed(3)}`).join(", ")}`);
+    const loadGenerator = o.result?.loadGeneratorCpuMsPerRequest;
+    if (by && Object.keys(by).length > 0) out.push(`  CPU ms per request, ${o.label.split(" (")[0]}: ${Object.entries(by).map(([name, ms]) => `${name} ${ms.toFixed(3)}`).join(", ")}${loadGenerator === undefined ? "" : `; load generator ${loadGenerator.toFixed(3)}`}`);
   }
-  const noisy = [...library, ...http].filter((o) => (o.result?.otherCpuPct ?? 0) > NOISY_OTHER_CPU_PCT);
+  const noisy = http.filter((o) => (o.result?.otherCpuPct ?? 0) > NOISY_OTHER_CPU_PCT);
   out.push("", "  srv CPU = CPU time of all server processes of the scenario per request; other CPU = share of the whole machine used by processes outside the benchmark while measuring.");
-  if (noisy.length > 0) out.push(`  ⚠ other work used > ${NOISY_OTHER_CPU_PCT}% of the machine during ${noisy.length} of ${library.length + http.length} scenarios (see "other CPU"): their req/s and latencies are low and noisy — rerun on a quiet machine; the CPU-per-request columns hold up better.`);
-  console.log(out.join("\n"));
+  if (noisy.length > 0) out.push(noisyWarning(noisy.length, http.length));
 }
 
 /** Writes `.bench/results-<timestamp>.json` and returns its path. */

@@ -35,6 +35,8 @@ export interface HttpLoadResult {
   serverCpuMsPerRequest?: number | undefined;
   /** The same for each named process of the path (gateway, payments, …). */
   cpuMsPerRequestBy?: Record<string, number> | undefined;
+  /** CPU time the load generator (this process) spent per request, in ms. */
+  loadGeneratorCpuMsPerRequest?: number | undefined;
   /** Share of the machine's CPU used by processes outside the benchmark meanwhile (noise). */
   otherCpuPct?: number | undefined;
 }
@@ -89,12 +91,13 @@ export async function measureHttp(target: HttpTarget, options: HttpLoadOptions):
   await fire(target, options.connections, options.warmupSeconds);
   const cpu = watchCpu(options.processes);
   const result = await fire(target, options.connections, options.seconds);
-  const { serverCpuMs, byProcessMs, otherCpuPct } = cpu();
+  const { serverCpuMs, byProcessMs, selfCpuMs, otherCpuPct } = cpu();
   const perRequest = (ms: number) => ms / result.requests;
   return {
     ...result,
     serverCpuMsPerRequest: serverCpuMs === undefined ? undefined : perRequest(serverCpuMs),
     cpuMsPerRequestBy: byProcessMs && Object.fromEntries(Object.entries(byProcessMs).map(([name, ms]) => [name, perRequest(ms)])),
+    loadGeneratorCpuMsPerRequest: selfCpuMs === undefined ? undefined : perRequest(selfCpuMs),
     otherCpuPct,
   };
 }

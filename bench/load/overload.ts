@@ -1,47 +1,32 @@
-// Overload: the read path driven at a multiple of the in-flight load it was measured at. The
-// gateway must shed what it cannot serve (503 + Retry-After, at once) so that the requests it
-// admits keep their latency: admitted p99 within 2× of the p99 measured without overload.
-import autocannon from "autocannon";
-import { Latencies } from "./latency.js";
+// Overload: the read path offered three times its capacity, open loop (clients keep arriving
+// whether or not earlier ones were answered), against a gateway with its default adaptive
+// concurrency limit. The gateway must shed what it cannot serve — 503 + Retry-After, at once — so
+// that the requests it admits keep their latency: admitted p99 within 2× the p99 without load.
+// The same open-loop generator measures the reference points: a light load (a tenth of capacity:
+// "unloaded") and exactly the capacity.
+import { measureOpenLoop, type OpenLoopResult, type OpenLoopTarget } from "./open-loop.js";
+
+export const OVERLOAD_FACTOR = 3;
+export const UNLOADED_FACTOR = 0.1;
+/** Admitted p99 under overload ÷ p99 unloaded must stay at or below this. */
+export const OVERLOAD_P99_TARGET = 2;
+const SOCKETS = 256;
 
 export interface OverloadResult {
-  connections: number;
-  seconds: number;
-  admittedPerSec: number;
-  admittedP99Ms: number;
-  shed: number;
-  shedP99Ms: number;
-  shedWithRetryAfter: number;
-  other: Record<string, number>;
+  /** Requests per second the path served at 50 connections without shedding (scenario 3). */
+  capacityPerSec: number;
+  unloaded: OpenLoopResult;
+  atCapacity: OpenLoopResult;
+  overload: OpenLoopResult;
 }
 
-export function measureOverload(url: string, headers: Record<string, string>, connections: number, seconds: number): Promise<OverloadResult> {
-  const admitted = new Latencies();
-  const shed = new Latencies();
-  const other: Record<string, number> = {};
-  let shedWithRetryAfter = 0;
-  return new Promise((resolve, reject) => {
-    const instance = autocannon({ url, connections, pipelining: 1, duration: seconds, timeout: 10, headers }, (err: unknown, result: autocannon.Result) => {
-      if (err) return reject(err instanceof Error ? err : new Error(String(err)));
-      if (admitted.count === 0) return reject(new Error(`no request was admitted under overload (${JSON.stringify(other)})`));
-      resolve({
-        connections,
-        seconds: result.duration,
-        admittedPerSec: admitted.count / result.duration,
-        admittedP99Ms: admitted.percentileMs(99),
-        shed: shed.count,
-        shedP99Ms: shed.percentileMs(99),
-        shedWithRetryAfter,
-        other,
-      });
-    });
-    instance.on("response", (client, statusCode, _bytes, responseTime) => {
-      if (statusCode === 200) admitted.record(responseTime);
-      else if (statusCode === 503) {
-        shed.record(responseTime);
-        const raw = (client as unknown as { parser?: { info?: { headers?: string[] } } }).parser?.info?.headers;
-        if (!raw || raw.some((h) => /^retry-after$/i.test(h))) shedWithRetryAfter++;
-      } else other[statusCode] = (other[statusCode] ?? 0) + 1;
-    });
-  });
+export async function measureOverload(target: OpenLoopTarget, capacityPerSec: number, seconds: number): Promise<OverloadResult> {
+  const run = (factor: number, s = seconds) => measureOpenLoop(target, { rate: capacityPerSec * factor, seconds: s, sockets: SOCKETS });
+  // Warm-up at a third of capacity: compiled code, and the limit's first two latency measurements
+  // (at start and about 5 s later).
+  await run(0.3, 7);
+  const unloaded = await run(UNLOADED_FACTOR);
+  const atCapacity = await run(1);
+  const overload = await run(OVERLOAD_FACTOR);
+  return { capacityPerSec, unloaded, atCapacity, overload };
 }
