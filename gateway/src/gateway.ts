@@ -126,9 +126,11 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     /** Set when the upstream call starts. */
     let controller: AbortController | undefined;
     let release: Release | undefined;
+    let gone = false;
     res.once("close", () => {
       // A client that goes away cancels the gRPC call and everything below it.
-      if (!res.writableFinished) controller?.abort();
+      gone = !res.writableFinished;
+      if (gone) controller?.abort();
       // Only answers that did the upstream work teach the concurrency limit their latency.
       release?.(controller !== undefined && res.statusCode < 500);
     });
@@ -199,6 +201,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       }
       const deadlineAt = Date.now() + deadlineMs;
       const { signal } = (controller = new AbortController());
+      if (gone) controller.abort(); // it left while the request was being read or checked
       const authorization = caller ? { headers: { authorization: `Bearer ${caller.token}` } } : {};
       const result = await route.handler({
         params,
