@@ -56,10 +56,12 @@ class Connection {
     private readonly next: () => number | undefined,
     private readonly answered: (status: number, dueAt: number, retryAfter: boolean) => void,
     private readonly idle: (connection: Connection) => void,
+    gone: (connection: Connection) => void,
   ) {
     socket.on("data", (chunk: Buffer) => this.read(chunk));
     // A socket the server closes leaves its request unanswered (counted), not the run crashed.
     socket.on("error", () => {});
+    socket.on("close", () => gone(this));
   }
 
   send(dueAt: number): void {
@@ -123,7 +125,7 @@ export async function measureOpenLoop(target: OpenLoopTarget, options: OpenLoopO
         new Promise<Connection>((resolve, reject) => {
           const socket = connect({ host: url.hostname, port: Number(url.port), noDelay: true });
           socket.once("error", reject);
-          socket.once("connect", () => resolve(new Connection(socket, request, nextDue, onAnswer, (c) => idle.push(c))));
+          socket.once("connect", () => resolve(new Connection(socket, request, nextDue, onAnswer, (c) => idle.push(c), (c) => idle.includes(c) && idle.splice(idle.indexOf(c), 1))));
         }),
     ),
   );
@@ -139,7 +141,9 @@ export async function measureOpenLoop(target: OpenLoopTarget, options: OpenLoopO
       const now = performance.now();
       for (const stop = Math.min(now, until); due <= stop; due += interval) {
         sent++;
-        const connection = idle.pop();
+        // The longest idle socket first: every socket stays in use, so none idles into the
+        // server's keep-alive timeout and closes under a request.
+        const connection = idle.shift();
         if (connection) connection.send(due);
         else backlog.push(due);
       }
