@@ -46,6 +46,8 @@ describe("e2e: deadlines, shedding and cancellation at the edge", function () {
     const shed = await api.get(paymentPath, { token });
     expectError(shed, 503, "LOAD_SHED");
     expect(shed.headers.get("retry-after")).to.equal("1");
+    expect(shed.headers.get("x-ratelimit-limit"), "a shed answer still carries the caller's quota").to.match(/^\d+$/);
+    expect(shed.headers.get("x-ratelimit-remaining")).to.match(/^\d+$/);
     expect(shed.ms, "shed within milliseconds, not at the deadline").to.be.lessThan(500);
     env.mesh.process("payments").kill("SIGCONT");
     // Held calls finish, time out, or are shed by payments itself (its event loop saw the pause).

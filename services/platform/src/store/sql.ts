@@ -6,7 +6,7 @@ import { mkdirSync } from "node:fs";
 import pg from "pg";
 import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
 import { fail } from "../errors.js";
-import { PgliteSession } from "./pglite-session.js";
+import { PgliteSession, type StatementResult } from "./pglite-session.js";
 
 export interface SqlResult<R> {
   rows: R[];
@@ -97,11 +97,16 @@ class PgliteDatabase implements SqlDatabase {
   }
 
   exec(sql: string): Promise<void> {
-    return this.db._runExclusiveTransaction(() => this.db._runExclusiveQuery(() => this.session.script(sql, false)));
+    return this.db._runExclusiveTransaction(() => this.script(sql, false));
   }
 
-  private statement<R>(sql: string, params: unknown[] | undefined, inTransaction: boolean): Promise<SqlResult<R>> {
+  /** One statement under the query lock (the caller holds the transaction lock). */
+  private statement<R>(sql: string, params: unknown[] | undefined, inTransaction: boolean): Promise<StatementResult<R>> {
     return this.db._runExclusiveQuery(() => translating(() => this.session.run<R>(sql, normalizeParams(params) ?? [], inTransaction)));
+  }
+
+  private script(sql: string, inTransaction: boolean): Promise<void> {
+    return this.db._runExclusiveQuery(() => this.session.script(sql, inTransaction));
   }
 
   transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
@@ -112,20 +117,20 @@ class PgliteDatabase implements SqlDatabase {
       };
       const tx: SqlExecutor = {
         query: <R>(sql: string, params?: unknown[]) => usable().then(() => this.statement<R>(sql, params, true)),
-        exec: (sql: string) => usable().then(() => this.db._runExclusiveQuery(() => this.session.script(sql, true))),
+        exec: (sql: string) => usable().then(() => this.script(sql, true)),
       };
       await this.statement("BEGIN", [], true);
       try {
         const value = await work(tx);
         open = false;
         // As on a server: COMMIT of a transaction that a failed statement aborted answers ROLLBACK.
-        const commit = await this.db._runExclusiveQuery(() => this.session.run("COMMIT", [], false));
+        const commit = await this.statement("COMMIT", [], false);
         if (commit.command === "ROLLBACK") throw new Error(TRANSACTION_ABORTED);
         return value;
       } catch (err) {
         if (open) {
           open = false;
-          await this.db._runExclusiveQuery(() => this.session.run("ROLLBACK", [], false)).catch(() => {});
+          await this.statement("ROLLBACK", [], false).catch(() => {});
         }
         throw err;
       }
