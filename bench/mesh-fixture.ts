@@ -27,10 +27,20 @@ async function postJson(url: string, body: string, headers: Record<string, strin
 }
 
 /**
- * `shedding: false` (capacity runs): a fixed concurrency limit far above the load, so the closed
- * loop's 50 connections are served, not shed. `true` (overload): the gateway's default adaptive limit.
+ * The gateway's concurrency limit: "none" (capacity runs) a fixed limit far above the load, so the
+ * closed loop's 50 connections are served, not shed; "adaptive" (overload) its default adaptive
+ * limit; a number: pinned there.
  */
-export async function startMeshFixture({ shedding }: { shedding: boolean }): Promise<MeshFixture> {
+export type GatewayLimit = "none" | "adaptive" | number;
+
+function limitEnv(limit: GatewayLimit): Record<string, string> {
+  if (limit === "adaptive") return {};
+  if (limit === "none") return NO_SHEDDING;
+  const pinned = String(limit);
+  return { GATEWAY_CONCURRENCY_INITIAL: pinned, GATEWAY_CONCURRENCY_MIN: pinned, GATEWAY_CONCURRENCY_MAX: pinned };
+}
+
+export async function startMeshFixture({ limit }: { limit: GatewayLimit }): Promise<MeshFixture> {
   const dataDir = await mkdtemp(join(tmpdir(), "switchyard-bench-"));
   let mesh: Mesh | undefined;
   const stop = async () => {
@@ -43,7 +53,7 @@ export async function startMeshFixture({ shedding }: { shedding: boolean }): Pro
       dataDir,
       demoData: true,
       output: "collect",
-      env: { DATABASE_URL: "", REDIS_URL: "", GATEWAY_RATE_LIMIT: "1000000", LOG_LEVEL: "warn", ...(shedding ? {} : NO_SHEDDING) },
+      env: { DATABASE_URL: "", REDIS_URL: "", GATEWAY_RATE_LIMIT: "1000000", LOG_LEVEL: "warn", ...limitEnv(limit) },
     });
     const names = Object.keys(SERVICES) as ServiceName[];
     for (const name of names) track(mesh.process(name));

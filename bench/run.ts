@@ -8,7 +8,8 @@ import { measureHttp } from "./load/http-load.js";
 import { PAYMENT_BODY, startMeshFixture, type MeshFixture } from "./mesh-fixture.js";
 import { killAll, startServer, type ServerProcess } from "./processes.js";
 import { printReport, READ_PATH_TARGET, writeResults, type HttpOutcome, type LibraryOutcome, type Outcome, type Settings } from "./report.js";
-import { measureOverload, OVERLOAD_FACTOR, OVERLOAD_P99_TARGET, UNLOADED_FACTOR, type OverloadResult } from "./load/overload.js";
+import type { OpenLoopResult } from "./load/open-loop.js";
+import { measureOverload, measurePinnedOverload, OVERLOAD_FACTOR, OVERLOAD_P99_TARGET, PINNED_LIMIT, UNLOADED_FACTOR, type OverloadResult } from "./load/overload.js";
 import { measureStoreRead, type StoreReadResult } from "./store-read.js";
 import { measureFeedDepth, type FeedDepthResult } from "./feed-depth.js";
 
@@ -119,7 +120,7 @@ async function httpPaths(outcomes: HttpOutcome[]): Promise<void> {
   let mesh: MeshFixture | undefined;
   try {
     console.error("  starting the mesh (every service and the gateway; capacity runs: no shedding) …");
-    mesh = await hold(startMeshFixture({ shedding: false }));
+    mesh = await hold(startMeshFixture({ limit: "none" }));
   } catch (err) {
     if (interrupted) throw err;
     for (const [id, label] of [["read", "3 GET /v1/payments/{id} (mesh)"], ["write", "4 POST /v1/payments (mesh)"], ["docs", "5 GET /v1/docs/{id} (mesh)"]] as const) outcomes.push({ id, label, error: message(err).split("\n")[0]! });
@@ -156,16 +157,29 @@ async function overload(capacityPerSec: number | undefined): Promise<void> {
   let mesh: MeshFixture | undefined;
   try {
     console.error("  starting the mesh with the gateway's default adaptive concurrency limit …");
-    mesh = await hold(startMeshFixture({ shedding: true }));
+    mesh = await hold(startMeshFixture({ limit: "adaptive" }));
     console.error(`  running overload: GET /v1/payments/{id} open loop at ${UNLOADED_FACTOR}×, 1× and ${OVERLOAD_FACTOR}× capacity …`);
-    extra.overload = await measureOverload({ url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers: { authorization: `Bearer ${mesh.token}` } }, capacityPerSec, settings.seconds);
+    extra.overload = await measureOverload(readTarget(mesh), capacityPerSec, settings.seconds);
   } catch (err) {
     if (interrupted) throw err;
     extra.overload = { error: message(err) };
   } finally {
     await release(mesh);
   }
+  if ("error" in extra.overload) return;
+  try {
+    console.error(`  the same ${OVERLOAD_FACTOR}× against a mesh whose gateway limit is pinned at ${PINNED_LIMIT} …`);
+    mesh = await hold(startMeshFixture({ limit: PINNED_LIMIT }));
+    extra.overload.pinned = await measurePinnedOverload(readTarget(mesh), capacityPerSec, settings.seconds);
+  } catch (err) {
+    if (interrupted) throw err;
+    extra.overload.pinned = { error: message(err) };
+  } finally {
+    await release(mesh);
+  }
 }
+
+const readTarget = (mesh: MeshFixture) => ({ url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers: { authorization: `Bearer ${mesh.token}` } });
 
 function printExtra(http: HttpOutcome[]): void {
   const out: string[] = [];
@@ -198,14 +212,13 @@ function printExtra(http: HttpOutcome[]): void {
       [`${OVERLOAD_FACTOR}× capacity (overload)`, o.overload],
     ] as const;
     out.push(`  capacity: ${o.capacityPerSec.toFixed(0)} req/s (scenario 3, no shedding)`);
-    for (const [label, r] of rows) {
+    const row = (label: string, r: OpenLoopResult) => {
       const ok = r.byStatus["200"];
       const shed = r.byStatus["503"];
       const others = Object.entries(r.byStatus).filter(([status]) => status !== "200" && status !== "503");
-      out.push(
-        `  ${label.padEnd(27)} offered ${r.rate.toFixed(0).padStart(6)}/s: 200 ${(ok?.perSec ?? 0).toFixed(0).padStart(5)}/s p50 ${fmt(ok?.p50Ms)} p99 ${fmt(ok?.p99Ms)} ms | 503 ${(shed?.perSec ?? 0).toFixed(0).padStart(5)}/s p50 ${fmt(shed?.p50Ms)} p99 ${fmt(shed?.p99Ms)} ms, ${r.withRetryAfter503} with Retry-After${others.length ? ` | other ${others.map(([s, v]) => `${s}×${v.count}`).join(" ")}` : ""}${r.unanswered ? ` | unanswered ${r.unanswered}` : ""}`,
-      );
-    }
+      return `  ${label.padEnd(27)} offered ${r.rate.toFixed(0).padStart(6)}/s: 200 ${(ok?.perSec ?? 0).toFixed(0).padStart(5)}/s p50 ${fmt(ok?.p50Ms)} p99 ${fmt(ok?.p99Ms)} ms | 503 ${(shed?.perSec ?? 0).toFixed(0).padStart(5)}/s p50 ${fmt(shed?.p50Ms)} p99 ${fmt(shed?.p99Ms)} ms, ${r.withRetryAfter503} with Retry-After${others.length ? ` | other ${others.map(([s, v]) => `${s}×${v.count}`).join(" ")}` : ""}${r.unanswered ? ` | unanswered ${r.unanswered}` : ""}`;
+    };
+    for (const [label, r] of rows) out.push(row(label, r));
     const admittedP99 = o.overload.byStatus["200"]?.p99Ms;
     const unloadedP99 = o.unloaded.byStatus["200"]?.p99Ms;
     const atCapacityP99 = o.atCapacity.byStatus["200"]?.p99Ms;
@@ -214,6 +227,16 @@ function printExtra(http: HttpOutcome[]): void {
       out.push(`  target: admitted p99 at ${OVERLOAD_FACTOR}× ≤ ${OVERLOAD_P99_TARGET} × unloaded p99 (${unloadedP99.toFixed(1)} ms) → ${r.toFixed(2)}× → ${r <= OVERLOAD_P99_TARGET ? "PASS" : "MISS"}`);
     }
     if (admittedP99 !== undefined && atCapacityP99 !== undefined) out.push(`  informative: admitted p99 at ${OVERLOAD_FACTOR}× ÷ p99 at 1× = ${(admittedP99 / atCapacityP99).toFixed(2)}×`);
+    const pinned = o.pinned;
+    out.push(`  reference, another mesh with the gateway's limit pinned at ${PINNED_LIMIT} (the fewest a limit can admit): what shedding alone leaves of the tail at ${OVERLOAD_FACTOR}×`);
+    if (!pinned || "error" in pinned) out.push(`  FAILED: ${pinned ? pinned.error : "not run"}`);
+    else {
+      out.push(row(`${OVERLOAD_FACTOR}×, limit ${PINNED_LIMIT}`, pinned));
+      const p99 = pinned.byStatus["200"]?.p99Ms;
+      if (p99 !== undefined && unloadedP99 !== undefined) {
+        out.push(`  informative: admitted p99 ÷ unloaded p99 = ${(p99 / unloadedP99).toFixed(2)}×, admitting ${((100 * (pinned.byStatus["200"]?.perSec ?? 0)) / o.capacityPerSec).toFixed(0)}% of capacity (the adaptive limit: ${((100 * (o.overload.byStatus["200"]?.perSec ?? 0)) / o.capacityPerSec).toFixed(0)}%)`);
+      }
+    }
   }
   if (read) out.push(`  (closed loop for comparison, scenario 3, 50 connections, no shedding: p50 ${read.p50Ms.toFixed(1)} ms, p99 ${read.p99Ms.toFixed(1)} ms)`);
 

@@ -12,16 +12,27 @@ export const UNLOADED_FACTOR = 0.1;
 export const OVERLOAD_P99_TARGET = 2;
 const SOCKETS = 256;
 
+/**
+ * For reference, the same overload against a gateway whose limit is pinned at one request at a
+ * time — the fewest a limit can admit. Whether even that meets the target tells the machine's part
+ * (what shedding and the load generator cost at 3×) from the adaptive limit's.
+ */
+export const PINNED_LIMIT = 1;
+
 export interface OverloadResult {
   /** Requests per second the path served at 50 connections without shedding (scenario 3). */
   capacityPerSec: number;
   unloaded: OpenLoopResult;
   atCapacity: OpenLoopResult;
   overload: OpenLoopResult;
+  /** The overload against the limit pinned at PINNED_LIMIT (another mesh). */
+  pinned?: OpenLoopResult | { error: string };
 }
 
+const runAt = (target: OpenLoopTarget, capacityPerSec: number, factor: number, seconds: number) => measureOpenLoop(target, { rate: capacityPerSec * factor, seconds, sockets: SOCKETS });
+
 export async function measureOverload(target: OpenLoopTarget, capacityPerSec: number, seconds: number): Promise<OverloadResult> {
-  const run = (factor: number, s = seconds) => measureOpenLoop(target, { rate: capacityPerSec * factor, seconds: s, sockets: SOCKETS });
+  const run = (factor: number, s = seconds) => runAt(target, capacityPerSec, factor, s);
   // Warm-up at a third of capacity: compiled code, and the limit's first two latency measurements
   // (at start and about 5 s later).
   await run(0.3, 7);
@@ -29,4 +40,10 @@ export async function measureOverload(target: OpenLoopTarget, capacityPerSec: nu
   const atCapacity = await run(1);
   const overload = await run(OVERLOAD_FACTOR);
   return { capacityPerSec, unloaded, atCapacity, overload };
+}
+
+/** The overload alone, against a gateway with its limit pinned (no latency measurements to warm up for). */
+export async function measurePinnedOverload(target: OpenLoopTarget, capacityPerSec: number, seconds: number): Promise<OpenLoopResult> {
+  await runAt(target, capacityPerSec, 0.3, 3);
+  return runAt(target, capacityPerSec, OVERLOAD_FACTOR, seconds);
 }

@@ -218,8 +218,12 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     } catch (err) {
       const httpError = toHttpError(err, upstream);
       if (httpError.status >= 500) {
-        const cause = err instanceof Error ? { type: err.name, message: err.message } : { message: String(err) };
-        failures.report(httpError.code, { status: httpError.status, method: req.method, path: req.url?.split("?")[0], cause });
+        failures.report(httpError.code, () => ({
+          status: httpError.status,
+          method: req.method,
+          path: req.url?.split("?")[0],
+          cause: err instanceof Error ? { type: err.name, message: err.message } : { message: String(err) },
+        }));
       }
       sendError(res, httpError, presentedToken);
     }

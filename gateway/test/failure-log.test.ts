@@ -23,9 +23,11 @@ describe("failure log", () => {
     const clock = { now: 0 };
     const log = new FailureLog(logger, 1_000, () => clock.now);
     try {
-      for (let i = 0; i < 500; i++) log.report("LOAD_SHED", { status: 503, path: "/v1/payments/x" });
-      log.report("UPSTREAM_UNAVAILABLE", { status: 502, path: "/v1/orders" });
-      log.report("UPSTREAM_UNAVAILABLE", { status: 502, path: "/v1/orders" });
+      let described = 0;
+      for (let i = 0; i < 500; i++) log.report("LOAD_SHED", () => (described++, { status: 503, path: "/v1/payments/x" }));
+      expect(described, "only the failure logged in full is described").to.equal(1);
+      log.report("UPSTREAM_UNAVAILABLE", () => ({ status: 502, path: "/v1/orders" }));
+      log.report("UPSTREAM_UNAVAILABLE", () => ({ status: 502, path: "/v1/orders" }));
       await settle();
       expect(lines.map((l) => [l.msg, l.code])).to.deep.equal([
         ["request failed", "LOAD_SHED"],
@@ -47,7 +49,7 @@ describe("failure log", () => {
       ]);
 
       // A new interval starts with a full line again.
-      log.report("LOAD_SHED", { status: 503 });
+      log.report("LOAD_SHED", () => ({ status: 503 }));
       await settle();
       expect(lines.at(-1)).to.include({ msg: "request failed", code: "LOAD_SHED" });
     } finally {
@@ -58,7 +60,7 @@ describe("failure log", () => {
   it("reports what is still counted when it stops", async () => {
     const { lines, logger } = capture();
     const log = new FailureLog(logger, 60_000);
-    for (let i = 0; i < 3; i++) log.report("DEADLINE_EXCEEDED", { status: 504 });
+    for (let i = 0; i < 3; i++) log.report("DEADLINE_EXCEEDED", () => ({ status: 504 }));
     log.stop();
     await settle();
     expect(lines.map((l) => [l.code, l.count ?? "full"])).to.deep.equal([

@@ -1,10 +1,12 @@
-// The gateway's runtime pieces on their own: document ↔ handlers, the error table, the router.
+// The gateway's runtime pieces on their own: document ↔ handlers, the error table, the router, quota keys.
 import { expect } from "chai";
+import type { IncomingMessage } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { errorCatalogue, fail } from "@switchyard/platform";
 import { bindRoutes } from "../src/gateway.js";
 import { toHttpError, HttpError } from "../src/runtime/errors.js";
 import { loadApiDocument } from "../src/runtime/openapi.js";
+import { quotaKey } from "../src/runtime/rate-limit.js";
 import { Router } from "../src/runtime/router.js";
 
 const api = loadApiDocument();
@@ -90,6 +92,30 @@ describe("gateway runtime", () => {
       const method = (() => { try { router.match("PUT", "/v1/payments"); } catch (e) { return e as HttpError; } })();
       expect(method?.status).to.equal(405);
       expect(method?.headers.allow?.split(", ").sort()).to.deep.equal(["GET", "HEAD", "POST"]);
+    });
+  });
+
+  describe("quota keys", () => {
+    const request = (headers: Record<string, string>, remoteAddress = "192.0.2.7") => ({ headers, socket: { remoteAddress } }) as unknown as IncomingMessage;
+
+    it("draw one quota per credential (a hash, never the token) and per address when anonymous", () => {
+      const alice = quotaKey(request({ authorization: "Bearer token-of-alice" }), false);
+      expect(alice).to.match(/^cred:[A-Za-z0-9_-]{32}$/);
+      expect(alice).to.not.include("token-of-alice");
+      expect(quotaKey(request({ authorization: "Bearer token-of-alice" }, "198.51.100.1"), false), "same credential, other address").to.equal(alice);
+      expect(quotaKey(request({ authorization: "Bearer token-of-bob" }), false)).to.not.equal(alice);
+      expect(quotaKey(request({}), false)).to.equal("addr:192.0.2.7");
+      expect(quotaKey(request({ "x-forwarded-for": "203.0.113.9, 10.0.0.1" }), true)).to.equal("addr:203.0.113.9");
+      expect(quotaKey(request({ "x-forwarded-for": "203.0.113.9" }), false), "X-Forwarded-For only behind a trusted proxy").to.equal("addr:192.0.2.7");
+    });
+
+    it("stay the same when many other credentials came by meanwhile (the kept hashes are bounded)", () => {
+      const first = quotaKey(request({ authorization: "Bearer first" }), false);
+      const others = new Set<string>();
+      for (let i = 0; i < 10_000; i++) others.add(quotaKey(request({ authorization: `Bearer other-${i}` }), false));
+      expect(others.size, "every credential its own key").to.equal(10_000);
+      expect(others.has(first)).to.equal(false);
+      expect(quotaKey(request({ authorization: "Bearer first" }), false)).to.equal(first);
     });
   });
 });

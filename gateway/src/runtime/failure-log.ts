@@ -20,7 +20,8 @@ export class FailureLog {
     this.timer = setInterval(() => this.flush(), intervalMs).unref();
   }
 
-  report(code: string, fields: Record<string, unknown>): void {
+  /** `fields` is called only for a failure that is logged in full (most are only counted). */
+  report(code: string, fields: () => Record<string, unknown>): void {
     const now = this.now();
     const window = this.windows.get(code);
     if (window && now < window.until) {
@@ -29,7 +30,7 @@ export class FailureLog {
     }
     if (window) this.reportSuppressed(code, window);
     this.windows.set(code, { until: now + this.intervalMs, suppressed: 0 });
-    this.logger.warn({ code, ...fields }, "request failed");
+    this.logger.warn({ code, ...fields() }, "request failed");
   }
 
   /** Reports the counts of intervals that have ended. */

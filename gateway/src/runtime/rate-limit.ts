@@ -26,10 +26,26 @@ export interface RateLimiter {
   close(): Promise<void>;
 }
 
+// A credential's key is a hash (the token itself never becomes a Redis key); a client sends the same
+// token many times, so its hash is kept. Bounded: when full it starts over, so random tokens cost no more
+// than hashing every time.
+const CREDENTIAL_KEYS_KEPT = 4_096;
+const credentialKeys = new Map<string, string>();
+
+function credentialKey(authorization: string): string {
+  let key = credentialKeys.get(authorization);
+  if (key === undefined) {
+    if (credentialKeys.size >= CREDENTIAL_KEYS_KEPT) credentialKeys.clear();
+    key = `cred:${createHash("sha256").update(authorization).digest("base64url").slice(0, 32)}`;
+    credentialKeys.set(authorization, key);
+  }
+  return key;
+}
+
 /** Whose quota a request draws on. */
 export function quotaKey(req: IncomingMessage, trustProxy: boolean): string {
   const authorization = req.headers.authorization;
-  if (authorization) return `cred:${createHash("sha256").update(authorization).digest("base64url").slice(0, 32)}`;
+  if (authorization) return credentialKey(authorization);
   const forwarded = trustProxy ? String(req.headers["x-forwarded-for"] ?? "").split(",")[0]?.trim() : "";
   return `addr:${forwarded || req.socket.remoteAddress || "unknown"}`;
 }
