@@ -11,6 +11,8 @@ export const UNLOADED_FACTOR = 0.1;
 /** Admitted p99 under overload ÷ p99 unloaded must stay at or below this. */
 export const OVERLOAD_P99_TARGET = 2;
 const SOCKETS = 256;
+/** The unloaded run lasts this many times the others. */
+const UNLOADED_RUN_LENGTH = 3;
 
 /**
  * For reference, the same overload against a gateway whose limit is pinned at one request at a
@@ -36,7 +38,9 @@ export async function measureOverload(target: OpenLoopTarget, capacityPerSec: nu
   // Warm-up at a third of capacity: compiled code, and the limit's first two latency measurements
   // (at start and about 5 s later).
   await run(0.3, 7);
-  const unloaded = await run(UNLOADED_FACTOR);
+  // A tenth of capacity sends a tenth of the requests: run longer, so that its p99 — the reference
+  // the target divides by — rests on a few thousand samples, not on the slowest nine or so of 900.
+  const unloaded = await run(UNLOADED_FACTOR, seconds * UNLOADED_RUN_LENGTH);
   const atCapacity = await run(1);
   const overload = await run(OVERLOAD_FACTOR);
   return { capacityPerSec, unloaded, atCapacity, overload };
