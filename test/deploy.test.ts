@@ -388,6 +388,13 @@ describe("deploy/", function () {
         }
       });
 
+      it("sets every setting the process cannot start without", () => {
+        const env = envOf(manifestOf(p).container);
+        for (const s of Object.values(p.settings)) {
+          if (s.fallback === undefined && !s.optional && s.env !== "DATABASE_URL") expect(env.has(s.env), `${s.env} is required by ${p.name}`).to.equal(true);
+        }
+      });
+
       it("binds every interface and overrides every loopback default", () => {
         const { container } = manifestOf(p);
         const env = envOf(container);
@@ -483,6 +490,23 @@ describe("deploy/", function () {
       });
     });
   }
+
+  describe("service credentials", () => {
+    it("orders' secret and identity's client list come from one Secret, never a literal", () => {
+      const ordersEnv = envOf(manifestOf(PROCESSES.find((p) => p.name === "orders")!).container);
+      const identityEnv = envOf(manifestOf(PROCESSES.find((p) => p.name === "identity")!).container);
+      const secret = required(ordersEnv.get(ordersSettings.serviceSecret.env), "ORDERS_SERVICE_SECRET is set").valueFrom?.secretKeyRef;
+      const clients = required(identityEnv.get(identitySettings.serviceClients.env), "IDENTITY_SERVICE_CREDENTIALS is set").valueFrom?.secretKeyRef;
+      expect(secret?.name, "from a Secret").to.be.a("string");
+      expect(clients?.name, "the same Secret").to.equal(secret?.name);
+      expect(clients?.key).to.not.equal(secret?.key);
+      // No other process sees them.
+      for (const p of PROCESSES.filter((q) => q.name !== "orders" && q.name !== "identity")) {
+        const refs = [...envOf(manifestOf(p).container).values()].map((e) => e.valueFrom?.secretKeyRef?.name);
+        expect(refs, `${p.name} reads no service credential`).to.not.include(secret?.name);
+      }
+    });
+  });
 
   describe("no demo data", () => {
     it("no manifest sets the demo-data setting", () => {

@@ -10,6 +10,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import { errorInfoOf } from "@switchyard/platform";
 import { ALICE, BOB, b64url, CAROL, expectError, expectUnauthenticated, startE2eMesh, unique, type Api, type ApiResponse, type E2eMesh } from "../support/http.js";
 
 const DOC_KEYS = ["body", "created_at", "id", "title", "updated_at"];
@@ -654,15 +655,19 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       expect(catalog.json.items.map((i: { sku: string }) => i.sku)).to.deep.equal([...bySku.keys()].sort());
     });
 
-    it("refuses bob (a member) with PERMISSION_DENIED and a call without a token with UNAUTHENTICATED; nothing is imported", async () => {
+    it("refuses bob (a member of the catalog's tenant) with PERMISSION_DENIED / ROLE_REQUIRED, carol (an admin of another tenant) with PERMISSION_DENIED / TENANT_MISMATCH, and a call without a token with UNAUTHENTICATED; nothing is imported", async () => {
       const sku = `IMP-${unique().toUpperCase()}-NO`;
       const item = [{ sku, name: "Should not exist", price: 100n, currency: "EUR" }];
-      const asBob = await content.importItems(itemsOf(item), { headers: bearer(bob), timeoutMs: 10_000 }).then(
-        () => undefined,
-        (e: unknown) => e,
-      );
-      expect(asBob).to.be.instanceOf(ConnectError);
-      expect(Code[(asBob as ConnectError).code]).to.equal(Code[Code.PermissionDenied]);
+      // The catalog is written only by admins of the tenant that owns it (CATALOG_OWNER_TENANT, acme here).
+      for (const [who, token, reason] of [["bob", bob, "ROLE_REQUIRED"], ["carol", carol, "TENANT_MISMATCH"]] as const) {
+        const refused = await content.importItems(itemsOf(item), { headers: bearer(token), timeoutMs: 10_000 }).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(refused, who).to.be.instanceOf(ConnectError);
+        expect(Code[(refused as ConnectError).code], who).to.equal(Code[Code.PermissionDenied]);
+        expect(errorInfoOf(refused as ConnectError)?.reason, `${who}'s ErrorInfo reason`).to.equal(reason);
+      }
       const anonymous = await content.importItems(itemsOf(item), { timeoutMs: 10_000 }).then(
         () => undefined,
         (e: unknown) => e,

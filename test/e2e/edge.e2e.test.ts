@@ -16,7 +16,13 @@ describe("e2e: deadlines, shedding and cancellation at the edge", function () {
   let paymentPath: string;
 
   before(async () => {
-    env = await startE2eMesh("edge", { envFor: { gateway: { GATEWAY_DEADLINE_MS: "3000", GATEWAY_CONCURRENCY_INITIAL: "2", GATEWAY_CONCURRENCY_MIN: "2", GATEWAY_CONCURRENCY_MAX: "2" } } });
+    env = await startE2eMesh("edge", {
+      envFor: {
+        gateway: { GATEWAY_DEADLINE_MS: "3000", GATEWAY_CONCURRENCY_INITIAL: "2", GATEWAY_CONCURRENCY_MIN: "2", GATEWAY_CONCURRENCY_MAX: "2" },
+        // A money step left unsettled by a cancelled call is settled soon after its deadline.
+        orders: { ORDERS_RECONCILE_INTERVAL_MS: "300" },
+      },
+    });
     api = new Api(env.mesh.gatewayUrl);
     token = await api.login(ALICE);
     const created = await api.post("/v1/payments", { token, key: newKey(), json: { amount: 700, currency: "EUR", source: "tok_edge" } });
@@ -107,7 +113,7 @@ describe("e2e: deadlines, shedding and cancellation at the edge", function () {
   });
 
   it("cancels the work below when the HTTP client hangs up mid-request (seen in the service's log)", async () => {
-    const order = await api.post("/v1/orders", { token, json: { currency: "EUR", items: [{ sku: "EDGE-1", quantity: 1, unit_price: 4242 }] } });
+    const order = await api.post("/v1/orders", { token, json: { currency: "EUR", items: [{ sku: "BOOK-1", quantity: 1 }] } });
     expect(order.status, order.text).to.equal(201);
     env.mesh.process("payments").kill("SIGSTOP");
     const controller = new AbortController();
@@ -115,14 +121,30 @@ describe("e2e: deadlines, shedding and cancellation at the edge", function () {
     await sleep(400);
     controller.abort();
     await pending;
+    // The call to payments is cancelled at once. PayOrder itself then asks payments (still paused) what
+    // became of the charge it had started — for at most its resolve timeout (3 s) — before it ends as
+    // cancelled: payments stays paused until then, so the step cannot settle as paid meanwhile.
     let logged = false;
-    for (let i = 0; i < 50 && !logged; i++) {
+    for (const until = Date.now() + 10_000; !logged && Date.now() < until; ) {
       logged = env.mesh.logs.join("").split("\n").some((line) => line.includes('"service":"orders"') && line.includes("OrderService/PayOrder") && line.includes('"code":"Canceled"'));
       if (!logged) await sleep(50);
     }
     expect(logged, "orders logged its PayOrder call as cancelled by the caller").to.equal(true);
     env.mesh.process("payments").kill("SIGCONT");
-    const after = await api.get(`/v1/orders/${order.json.id}`, { token });
-    expect(after.json.status).to.equal("pending");
+    // The charge was recorded as a money step before payments was called. Cancelled, the call's outcome
+    // is unknown to orders (payments, paused, may still take it when it resumes), so the step is settled
+    // by asking payments under its key: charged after all (paid, with that one payment) or never (still
+    // pending, nothing charged). Read until it is settled.
+    let after = await api.get(`/v1/orders/${order.json.id}`, { token });
+    for (const until = Date.now() + 30_000; after.status === 200 && after.json.step_in_progress !== null && Date.now() < until; ) {
+      await sleep(100);
+      after = await api.get(`/v1/orders/${order.json.id}`, { token });
+    }
+    expect(after.status, after.text).to.equal(200);
+    expect(after.json.step_in_progress, `settled: ${after.text}`).to.equal(null);
+    expect(after.json.status, after.text).to.be.oneOf(["pending", "paid"]);
+    const charges = (await api.listAll("/v1/payments", token)).filter((p) => p.reference === `order:${order.json.id}`);
+    if (after.json.status === "paid") expect(charges.map((p) => [p.id, p.amount, p.amount_refunded])).to.deep.equal([[after.json.payment_id, 1_500, 0]]);
+    else expect(charges, "a pending order was never charged").to.deep.equal([]);
   });
 });

@@ -1,11 +1,12 @@
 // End to end through the real mesh: payments and refunds — Location, idempotent replays (also
-// under concurrency), tenant-scoped keys and data, refund arithmetic under concurrency, and keyset
-// paging that neither repeats nor skips while rows are inserted.
+// under concurrency), tenant-scoped keys and data, who may see and refund what (a member their own
+// payments, refunds admin-only), refund arithmetic under concurrency, and keyset paging that neither
+// repeats nor skips while rows are inserted.
 import { expect } from "chai";
 import { randomBytes } from "node:crypto";
-import { ALICE, CAROL, expectError, newKey, startE2eMesh, unique, type Api, type ApiResponse, type E2eMesh } from "../support/http.js";
+import { ALICE, BOB, CAROL, expectError, newKey, startE2eMesh, unique, type Api, type ApiResponse, type E2eMesh } from "../support/http.js";
 
-const PAYMENT_KEYS = ["amount", "amount_refunded", "created_at", "currency", "id", "source", "status"];
+const PAYMENT_KEYS = ["amount", "amount_refunded", "created_at", "currency", "id", "reference", "source", "status", "user_id"];
 const REFUND_KEYS = ["amount", "created_at", "currency", "id", "payment_id", "reason"];
 const PAYMENT_ID = /^pay_[A-Za-z0-9_-]{20}$/;
 const REFUND_ID = /^re_[A-Za-z0-9_-]{20}$/;
@@ -19,13 +20,18 @@ describe("e2e: payments and refunds through the gateway", function () {
   let env: E2eMesh;
   let api: Api;
   let alice: string;
+  let bob: string;
   let carol: string;
+  const userIds: Record<"alice" | "bob", number> = { alice: 0, bob: 0 };
 
   before(async function () {
     this.timeout(90_000);
     env = await startE2eMesh("payments");
     api = env.api;
-    [alice, carol] = await Promise.all([api.login(ALICE), api.login(CAROL)]);
+    [alice, bob, carol] = await Promise.all([api.login(ALICE), api.login(BOB), api.login(CAROL)]);
+    const users = await api.listAll("/v1/tenants/acme/users", alice);
+    userIds.alice = users.find((u) => u.email === ALICE.email)!.id;
+    userIds.bob = users.find((u) => u.email === BOB.email)!.id;
   });
 
   after(async function () {
@@ -56,7 +62,8 @@ describe("e2e: payments and refunds through the gateway", function () {
       const res = await createPayment(body);
       expect(Object.keys(res.json).sort()).to.deep.equal(PAYMENT_KEYS);
       expect(res.json.id).to.match(PAYMENT_ID);
-      expect(res.json).to.include({ amount: 1234, currency: "EUR", source: body.source, status: "succeeded", amount_refunded: 0 });
+      // Made by a user through the API: it is theirs, and it is for nothing a service names.
+      expect(res.json).to.include({ amount: 1234, currency: "EUR", source: body.source, status: "succeeded", amount_refunded: 0, user_id: userIds.alice, reference: null });
       expect(Date.parse(res.json.created_at)).to.be.closeTo(Date.now(), 60_000);
       expect(res.headers.get("location")).to.equal(`/v1/payments/${res.json.id}`);
       expect(res.headers.get("idempotent-replayed")).to.equal(null);
@@ -159,6 +166,78 @@ describe("e2e: payments and refunds through the gateway", function () {
       expectError(await api.get(`/v1/payments/${unknownPaymentId()}`, { token: alice }), 404, "NOT_FOUND");
       expectError(await api.get("/v1/payments/nope", { token: alice }), 404, "NOT_FOUND");
       expectError(await api.get("/v1/payments/re_AAAAAAAAAAAAAAAAAAAA", { token: alice }), 404, "NOT_FOUND");
+    });
+  });
+
+  describe("who may see and refund what", () => {
+    let alices: ApiResponse;
+    let bobs: ApiResponse;
+
+    before(async () => {
+      alices = await createPayment(paymentBody({ amount: 2_000, source: `tok_alice_${unique()}` }), alice);
+      bobs = await createPayment(paymentBody({ amount: 1_000, source: `tok_bob_${unique()}` }), bob);
+    });
+
+    it("a member's payment is theirs: user_id set, readable by them and by an admin", async () => {
+      expect(Object.keys(bobs.json).sort()).to.deep.equal(PAYMENT_KEYS);
+      expect(bobs.json).to.include({ amount: 1_000, user_id: userIds.bob, reference: null, status: "succeeded" });
+      expect(await getPayment(bobs.json.id, bob)).to.deep.equal(bobs.json);
+      expect(await getPayment(bobs.json.id, alice)).to.deep.equal(bobs.json);
+    });
+
+    it("a member lists only their own payments; an admin lists every payment of the tenant", async () => {
+      const mine = await listPayments(bob);
+      expect(mine.map((p) => p.id)).to.include(bobs.json.id).and.not.include(alices.json.id);
+      expect(mine.every((p) => p.user_id === userIds.bob), "only bob's").to.equal(true);
+      expect((await listPayments(alice)).map((p) => p.id)).to.include.members([bobs.json.id, alices.json.id]);
+    });
+
+    it("another user's payment is 404 for a member (GET, its refunds, one refund) and never its data", async () => {
+      const refunded = await refund(alices.json.id, { amount: 10, reason: "for the member test" });
+      expect(refunded.status, refunded.text).to.equal(201);
+      for (const res of [
+        await api.get(`/v1/payments/${alices.json.id}`, { token: bob }),
+        await api.get(`/v1/payments/${alices.json.id}/refunds`, { token: bob }),
+        await api.get(`/v1/payments/${alices.json.id}/refunds/${refunded.json.id}`, { token: bob }),
+      ]) {
+        expectError(res, 404, "NOT_FOUND");
+        expect(res.text).not.to.include(alices.json.source);
+        expect(res.text).not.to.include("for the member test");
+      }
+    });
+
+    it("refunds are admin-only: 403 ROLE_REQUIRED for a member, on their own payment too, and nothing is refunded; an admin refunds it and the member sees the refund", async () => {
+      expectError(await refund(bobs.json.id, { amount: 100 }, newKey(), bob), 403, "ROLE_REQUIRED");
+      expectError(await refund(alices.json.id, { amount: 1 }, newKey(), bob), 403, "ROLE_REQUIRED");
+      expect(await getPayment(bobs.json.id, bob)).to.include({ amount_refunded: 0, status: "succeeded" });
+      expect(await api.listAll(`/v1/payments/${bobs.json.id}/refunds`, bob)).to.deep.equal([]);
+
+      const byAdmin = await refund(bobs.json.id, { amount: 100, reason: "goodwill" });
+      expect(byAdmin.status, byAdmin.text).to.equal(201);
+      expect(await getPayment(bobs.json.id, bob)).to.include({ amount_refunded: 100, status: "partially_refunded", user_id: userIds.bob });
+      expect(await api.listAll(`/v1/payments/${bobs.json.id}/refunds`, bob)).to.deep.equal([byAdmin.json]);
+      const one = await api.get(`/v1/payments/${bobs.json.id}/refunds/${byAdmin.json.id}`, { token: bob });
+      expect(one.status, one.text).to.equal(200);
+      expect(one.json).to.deep.equal(byAdmin.json);
+    });
+
+    it("a member's payment list is another list than the tenant's: neither's cursor is taken by the other (400 INVALID_CURSOR)", async () => {
+      await createPayment(paymentBody(), bob);
+      const bobsPage = await api.get("/v1/payments?limit=1", { token: bob });
+      const alicesPage = await api.get("/v1/payments?limit=1", { token: alice });
+      expect(bobsPage.json.next_cursor).to.be.a("string");
+      expect(alicesPage.json.next_cursor).to.be.a("string");
+      expectError(await api.get(`/v1/payments?cursor=${alicesPage.json.next_cursor}`, { token: bob }), 400, "INVALID_CURSOR");
+      expectError(await api.get(`/v1/payments?cursor=${bobsPage.json.next_cursor}`, { token: alice }), 400, "INVALID_CURSOR");
+    });
+
+    it("no client names a payment's owner or reference (400: not fields of a new payment)", async () => {
+      const before = await listPayments(alice);
+      for (const extra of [{ user_id: userIds.bob }, { reference: "order:1" }]) {
+        expectError(await api.post("/v1/payments", { token: alice, key: newKey(), json: { ...paymentBody(), ...extra } }), 400, "INVALID_REQUEST");
+        expectError(await api.post("/v1/payments", { token: bob, key: newKey(), json: { ...paymentBody(), ...extra } }), 400, "INVALID_REQUEST");
+      }
+      expect(await listPayments(alice)).to.deep.equal(before);
     });
   });
 

@@ -2,8 +2,9 @@
 // requests generated from the OpenAPI document (request-arbitraries.ts), each checked against what
 // the document says its answer must be (oracle.ts). For every answer: no 5xx and no dropped
 // connection; the expected status (the right 4xx class for every hostile request, 2xx only where the
-// request happens to be valid); the error envelope {error, code} with exactly those keys and a code
-// of the document; Allow on 405; WWW-Authenticate on 401; the rate-limit headers. Afterwards every
+// request happens to be valid); the error envelope {error, code} with exactly those keys — plus
+// `details`, of the documented keys, for the codes that carry them — and a code of the document;
+// Allow on 405; WWW-Authenticate on 401; the rate-limit headers. Afterwards every
 // process still runs, /readyz is 200, nothing went wrong in the logs, and the stored data is exactly
 // what it was before.
 //
@@ -11,9 +12,9 @@
 // 20 000 with a random seed. A failure prints the seed: FUZZ_SEED=<seed> FUZZ_RUNS=<n> replays it.
 import { expect } from "chai";
 import fc from "fast-check";
-import { ALICE, BOB, CAROL, MESH_PROCESSES, jwtPayload, newKey, startE2eMesh, type Api, type ApiResponse, type E2eMesh } from "../support/http.js";
+import { ALICE, BOB, CAROL, MESH_PROCESSES, errorEnvelopeProblem, jwtPayload, newKey, startE2eMesh, type Api, type ApiResponse, type E2eMesh } from "../support/http.js";
 import { loadApiModel, type ApiModel } from "./openapi-model.js";
-import { holderOf, MODELLED_OPERATIONS, nodeHeaders, type Holder, type TenantFixtures, type World } from "./oracle.js";
+import { holderOf, MODELLED_OPERATIONS, nodeHeaders, type Holder, type Outcome, type TenantFixtures, type World } from "./oracle.js";
 import { createFuzzer, describeOutcomes, type FuzzRequest } from "./request-arbitraries.js";
 import { send, type RawResponse } from "./raw-http.js";
 
@@ -106,9 +107,14 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
     }
     return {
       userIds: users.map((u) => Number(u.id)),
-      payments: await Promise.all(payments.map(async (p) => ({ id: String(p.id), refundIds: (await api.listAll(`/v1/payments/${p.id}/refunds`, token)).map((r) => String(r.id)) }))),
+      payments: await Promise.all(
+        payments.map(async (p) => ({ id: String(p.id), userId: p.user_id === null ? null : Number(p.user_id), refundIds: (await api.listAll(`/v1/payments/${p.id}/refunds`, token)).map((r) => String(r.id)) })),
+      ),
       orders: orders.map((o) => ({
         id: Number(o.id),
+        userId: Number(o.user_id),
+        status: o.status,
+        currency: String(o.currency),
         itemIds: (o.items as { id: number }[]).map((i) => Number(i.id)),
         discountIds: (o.discounts as { id: number }[]).map((d) => Number(d.id)),
         shipmentIds: (o.shipments as { id: string }[]).map((s) => String(s.id)),
@@ -141,10 +147,16 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
         carol: { tenant: "globex", role: "admin", userId: ids.get(CAROL.email)! },
       },
       tenants: {},
+      catalog: new Map(),
     };
+    const catalog = await must(api.get("/v1/catalog/items?page_size=100"), 200);
+    expect(catalog.total, "the whole catalog fits one page").to.be.at.most(100);
+    world.catalog = new Map((catalog.items as { sku: string; price: number; currency: string }[]).map((i) => [i.sku, { price: i.price, currency: i.currency }]));
 
-    // Fixtures in both tenants: a refunded payment, a pending order with an item and a discount, a
-    // shipped order (acme), a document and a post — so that hostile requests aim at real data too.
+    // Fixtures in both tenants: a refunded payment, a pending order with an item (priced from the
+    // catalog) and a discount, a document and a post; in acme also bob's (a member's) own: a refunded
+    // payment, a pending order, and an order he paid that alice shipped — so that hostile requests aim
+    // at real data too, each holder at what is theirs and at what is not.
     const docIds: Record<string, string[]> = {};
     for (const [holder, token] of [["alice", alice], ["carol", carol]] as const) {
       const payment = await must(api.post("/v1/payments", { token, key: newKey(), json: { amount: 5_000, currency: "EUR", source: `tok_fuzz_${holder}` } }), 201);
@@ -155,9 +167,13 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
       docIds[world.holders[holder].tenant] = [doc.id];
       await must(api.post("/v1/posts", { token, json: { title: "Fuzz fixture", body: `posted by ${holder}` } }), 201);
     }
-    const shipped = await must(api.post("/v1/orders", { token: bob, json: { currency: "EUR", items: [{ sku: "MUG-1", quantity: 1, unit_price: 900 }] } }), 201);
+    const bobsPayment = await must(api.post("/v1/payments", { token: bob, key: newKey(), json: { amount: 700, currency: "EUR", source: "tok_fuzz_bob" } }), 201);
+    await must(api.post(`/v1/payments/${bobsPayment.id}/refunds`, { token: alice, key: newKey(), json: { amount: 50, reason: "fuzz fixture" } }), 201);
+    await must(api.post("/v1/orders", { token: bob, json: { currency: "EUR", items: [{ sku: "PEN-1", quantity: 1 }], note: "bob's pending" } }), 201);
+    const shipped = await must(api.post("/v1/orders", { token: bob, json: { currency: "EUR", items: [{ sku: "MUG-1", quantity: 1 }] } }), 201);
     await must(api.post(`/v1/orders/${shipped.id}/payment`, { token: bob, json: { source: "tok_visa" } }), 201);
-    await must(api.post(`/v1/orders/${shipped.id}/shipments`, { token: bob, json: { carrier: "DHL", tracking_number: "FUZZ-1" } }), 201);
+    // Shipping is an admin's (bob would get 403 ROLE_REQUIRED).
+    await must(api.post(`/v1/orders/${shipped.id}/shipments`, { token: alice, json: { carrier: "DHL", tracking_number: "FUZZ-1" } }), 201);
 
     world.tenants.acme = await fixturesOf("alice", docIds.acme!);
     world.tenants.globex = await fixturesOf("carol", docIds.globex!);
@@ -195,13 +211,19 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
           return fail("an error body that is not JSON");
         }
         if (!json || typeof json !== "object" || Array.isArray(json)) return fail("an error body that is not an object");
-        const keys = Object.keys(json).sort();
-        if (keys.join(",") !== "code,error") return fail(`error body keys ${JSON.stringify(keys)}, expected exactly code and error`);
-        const { error, code } = json as { error: unknown; code: unknown };
-        if (typeof error !== "string" || error === "") return fail("an empty or non-string error message");
-        if (typeof code !== "string" || !model.errorCodes.has(code)) return fail(`code ${JSON.stringify(code)} is not an ErrorCode of the document`);
+        // {error, code} exactly — plus `details`, of exactly its documented keys, for the codes that carry them.
+        const envelope = errorEnvelopeProblem(json);
+        if (envelope) return fail(envelope);
+        const { code, details } = json as { code: string; details?: Record<string, unknown> };
+        if (!model.errorCodes.has(code)) return fail(`code ${JSON.stringify(code)} is not an ErrorCode of the document`);
         const codes = outcomes.every((o) => o.codes) ? new Set(outcomes.flatMap((o) => o.codes!)) : undefined;
         if (codes && !codes.has(code)) return fail(`code ${code}, expected ${[...codes].join(" or ")}`);
+        // Where the request settles the facts (the sku refused, the catalog's price), they are those.
+        const withCode = outcomes.filter((o) => !o.codes || o.codes.includes(code));
+        if (withCode.length > 0 && withCode.every((o) => o.details)) {
+          const same = (o: Outcome) => JSON.stringify(Object.entries(o.details!).sort()) === JSON.stringify(Object.entries(details ?? {}).sort());
+          if (!withCode.some(same)) return fail(`details ${JSON.stringify(details)}, expected ${withCode.map((o) => JSON.stringify(o.details)).join(" or ")}`);
+        }
       }
     } else if ((res.status === 200 || res.status === 201) && !head) {
       if (/^text\/event-stream\b/.test(contentType)) {

@@ -46,6 +46,11 @@ export interface OperationModel {
   requiresAuth: boolean;
   /** Anything but GET: it may change stored data. */
   mutating: boolean;
+  /**
+   * Who may do what (`x-switchyard-access`): public, tenant, tenant-own-items, owner, owner-admin,
+   * admin, self-or-admin or session-owner — see the document's Conventions.
+   */
+  access: string | undefined;
 }
 
 export interface ApiModel {
@@ -115,6 +120,7 @@ export function loadApiModel(url: URL = OPENAPI_URL): ApiModel {
         body: jsonBody ? { schema: jsonBody.schema as Schema, required: Boolean(requestBody?.required) } : undefined,
         requiresAuth: ((op.security ?? globalSecurity) as unknown[]).length > 0,
         mutating: method !== "get",
+        access: typeof op["x-switchyard-access"] === "string" ? op["x-switchyard-access"] : undefined,
       });
     }
   }

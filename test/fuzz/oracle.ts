@@ -1,6 +1,7 @@
 // What the answer to a request must be, worked out from the OpenAPI document (and its stated check
 // order: route 404/405 → request syntax 400/413/415 → authentication 401 → permission 403 → the
-// resource 404/409/412/422) and from what the fuzz fixtures hold. The request is read from the bytes
+// resource 404/409/412/422; who may do what from each operation's `x-switchyard-access`; prices from
+// the catalog) and from what the fuzz fixtures hold. The request is read from the bytes
 // that are sent, the way a server must read them, never from how it was generated. Where the document
 // leaves a choice open (a JSON body with duplicate names, a BOM, an integer written with leading
 // zeros, an unusual media type), every reading it allows is accepted.
@@ -11,8 +12,9 @@ export type Holder = "alice" | "bob" | "carol";
 
 export interface TenantFixtures {
   userIds: number[];
-  payments: { id: string; refundIds: string[] }[];
-  orders: { id: number; itemIds: number[]; discountIds: number[]; shipmentIds: string[] }[];
+  /** userId: the payment's owner (null for a payment older than owners). */
+  payments: { id: string; userId: number | null; refundIds: string[] }[];
+  orders: { id: number; userId: number; status: "pending" | "paid" | "shipped" | "cancelled"; currency: string; itemIds: number[]; discountIds: number[]; shipmentIds: string[] }[];
   docs: { id: string; etag: string }[];
   posts: string[];
   /** Sessions of the tenant's users (a session is readable by its own user only). */
@@ -24,6 +26,8 @@ export interface World {
   tokens: Record<Holder, string>;
   holders: Record<Holder, { tenant: string; role: "admin" | "member"; userId: number }>;
   tenants: Record<string, TenantFixtures>;
+  /** The public catalog by sku: what an order item is priced at, and in which currency. */
+  catalog: ReadonlyMap<string, { price: number; currency: string }>;
 }
 
 export interface Outcome {
@@ -34,6 +38,8 @@ export interface Outcome {
   allow?: readonly string[];
   /** Answered by node's HTTP parser before the gateway sees the request (no rate-limit headers). */
   bare?: boolean;
+  /** The error body's `details` (the codes that carry them), when the request settles what they are. */
+  details?: Readonly<Record<string, string | number>>;
 }
 
 export interface Expectation {
@@ -148,17 +154,75 @@ function noneMatchHits(header: string | undefined, etag: string): boolean {
   return header.split(",").some((t) => t.trim() === "*" || strip(t) === strip(etag));
 }
 
-function upstream(op: OperationModel, p: Record<string, unknown>, world: World, holder: Holder | undefined, headers: Record<string, string>): Outcome[] | "unsafe" {
+// Prices from the catalog ("Orders and money"): an item names a catalog sku; an unknown sku → 422
+// UNKNOWN_SKU, a sku sold in another currency than the order's → 422 CURRENCY_MISMATCH, a unit_price
+// that is not the catalog's → 409 PRICE_CHANGED — each with its details. The first item refused decides.
+
+const CURRENCIES = new Set(Intl.supportedValuesOf("currency"));
+// The service's rules on a note beyond the document's maxLength (in code points): at most 1000
+// UTF-16 units, and no control character but tab and newline.
+const NOTE_CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f]/;
+const NOTE_MAX_UNITS = 1_000;
+
+type Json = Record<string, unknown>;
+const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** The catalog's refusal of the first item it refuses; null when every item is priced; undefined when it cannot be told. */
+function pricingRefusal(items: unknown, currency: string, catalog: World["catalog"]): Outcome | null | undefined {
+  if (!Array.isArray(items)) return undefined;
+  for (const item of items) {
+    if (!isObject(item) || typeof item.sku !== "string") return undefined;
+    const sku = item.sku;
+    const entry = catalog.get(sku);
+    if (!entry) return { status: 422, codes: ["UNKNOWN_SKU"], details: { sku } };
+    if (entry.currency !== currency) return { status: 422, codes: ["CURRENCY_MISMATCH"], details: { sku, currency: entry.currency } };
+    if (item.unit_price !== undefined && item.unit_price !== entry.price) return { status: 409, codes: ["PRICE_CHANGED"], details: { sku, unit_price: entry.price, currency: entry.currency } };
+  }
+  return null;
+}
+
+/** POST /v1/orders with a schema-valid body: the service's rules (422), then the catalog's; else it creates. */
+function createOrderOutcomes(body: unknown, catalog: World["catalog"]): Outcome[] | "unsafe" {
+  if (!isObject(body) || typeof body.currency !== "string") return "unsafe";
+  const note = body.note ?? "";
+  if (typeof note !== "string") return "unsafe";
+  if (!CURRENCIES.has(body.currency) || note.length > NOTE_MAX_UNITS || NOTE_CONTROL.test(note)) return [RULE];
+  const refusal = pricingRefusal(body.items ?? [], body.currency, catalog);
+  return refusal ? [refusal] : "unsafe";
+}
+
+/** POST /v1/orders/{id}/items on an order the caller may act on: only while pending, then priced from the catalog. */
+function addItemOutcomes(order: TenantFixtures["orders"][number], body: unknown, catalog: World["catalog"]): Outcome[] | "unsafe" {
+  // No fixture order has a money step under way (the fuzz run starts none: a pay never carries a credential).
+  if (order.status !== "pending") return [{ status: 409, codes: ["INVALID_STATE"] }];
+  if (body === undefined) return "unsafe";
+  const refusal = pricingRefusal([body], order.currency, catalog);
+  return refusal ? [refusal] : "unsafe";
+}
+
+/**
+ * What the services answer a well-formed, authenticated request (holder undefined: no credential
+ * needed). `body` is the request body as the gateway reads it, when that reading is certain.
+ */
+function upstream(op: OperationModel, p: Record<string, unknown>, world: World, holder: Holder | undefined, headers: Record<string, string>, body: unknown): Outcome[] | "unsafe" {
   if (op.operationId === "createSession") return [{ status: 401, codes: ["INVALID_CREDENTIALS"] }];
   if (op.operationId === "listCatalogItems") return [OK];
   if (!holder) throw new Error(`${op.operationId} needs a holder`);
   const me = world.holders[holder];
   const mine = world.tenants[me.tenant]!;
-  const payment = mine.payments.find((x) => x.id === p.payment_id);
-  const order = mine.orders.find((x) => x.id === p.order_id);
+  const admin = me.role === "admin";
+  // x-switchyard-access `owner`: the user the order or payment belongs to, or an admin of its tenant;
+  // for anyone else it does not exist (404). `owner-admin`: admins only (403 ROLE_REQUIRED for members,
+  // whatever the resource). `self-or-admin`: the user the path names, or an admin (403).
+  // `tenant-own-items`: a member's list holds only their own items (another list, another cursor).
+  const ownsOrAdmin = <T extends { userId: number | null }>(x: T | undefined): T | undefined => (x !== undefined && (admin || x.userId === me.userId) ? x : undefined);
+  const payment = ownsOrAdmin(mine.payments.find((x) => x.id === p.payment_id));
+  const order = ownsOrAdmin(mine.orders.find((x) => x.id === p.order_id));
   const doc = mine.docs.find((x) => x.id === p.doc_id);
   const ownTenant = p.tenant_id === me.tenant;
   const found = (yes: boolean, outcome: Outcome = OK) => (yes ? [outcome] : [NOT_FOUND]);
+  if (op.access === "owner-admin" && !admin) return [ROLE_REQUIRED];
+  if (op.access === "self-or-admin" && !admin && p.user_id !== me.userId) return [ROLE_REQUIRED];
   switch (op.operationId) {
     case "listUsers":
       return ownTenant ? listOutcomes(p.cursor, `users:${me.tenant}`) : [TENANT_MISMATCH];
@@ -169,19 +233,20 @@ function upstream(op: OperationModel, p: Record<string, unknown>, world: World, 
     case "deleteUser":
       return !ownTenant ? [TENANT_MISMATCH] : me.role !== "admin" ? [ROLE_REQUIRED] : mine.userIds.includes(p.user_id as number) ? "unsafe" : [NOT_FOUND];
     case "listPayments":
-      return listOutcomes(p.cursor, `payments:${me.tenant}`);
+      return listOutcomes(p.cursor, op.access === "tenant-own-items" && !admin ? `payments:${me.tenant}:${me.userId}` : `payments:${me.tenant}`);
     case "getPayment":
       return found(payment !== undefined);
     case "createPayment":
-    case "createOrder":
     case "createDocument":
     case "createPost":
       return "unsafe";
+    case "createOrder":
+      return createOrderOutcomes(body, world.catalog);
     case "createRefund":
       return payment ? "unsafe" : [NOT_FOUND, RULE];
     case "listRefunds":
       if (payment) return listOutcomes(p.cursor, `refunds:${me.tenant}:${payment.id}`);
-      return p.cursor === undefined ? [NOT_FOUND] : [NOT_FOUND, INVALID_CURSOR, OK];
+      return p.cursor === undefined ? [NOT_FOUND] : [NOT_FOUND, INVALID_CURSOR];
     case "getRefund":
       return found(payment !== undefined && payment.refundIds.includes(p.refund_id as string));
     case "getOrder":
@@ -197,10 +262,11 @@ function upstream(op: OperationModel, p: Record<string, unknown>, world: World, 
       return found(order !== undefined && order.discountIds.includes(p.discount_id as number));
     case "cancelOrder":
       return order ? "unsafe" : [NOT_FOUND];
+    case "addItem":
+      return order ? addItemOutcomes(order, body, world.catalog) : [NOT_FOUND, RULE];
     case "updateOrder":
     case "payOrder":
     case "createShipment":
-    case "addItem":
     case "addDiscount":
       return order ? "unsafe" : [NOT_FOUND, RULE];
     case "listUserOrders":
@@ -245,7 +311,11 @@ export interface BodyFacts {
   duplicateKeys?: boolean;
 }
 
-function bodyOutcomes(op: OperationModel, req: RawRequest, headers: Record<string, string>, maxBytes: number, facts: BodyFacts): { rejects: Outcome[]; passes: boolean } {
+/**
+ * `value`: the body as the gateway reads it when it passes — undefined when there is no body, or
+ * when more than one reading is allowed (repeated member names, a BOM) and they could differ.
+ */
+function bodyOutcomes(op: OperationModel, req: RawRequest, headers: Record<string, string>, maxBytes: number, facts: BodyFacts): { rejects: Outcome[]; passes: boolean; value?: unknown } {
   const framing = req.framing ?? "length";
   const sentBody = Number(headers["content-length"] ?? 0) > 0 || headers["transfer-encoding"] !== undefined;
   if (!op.body || !(op.body.required || sentBody)) return { rejects: [], passes: true };
@@ -275,6 +345,7 @@ function bodyOutcomes(op: OperationModel, req: RawRequest, headers: Record<strin
     readings[0] = text.slice(1);
   }
   let passes = false;
+  const passing: unknown[] = [];
   for (const reading of readings) {
     let value: unknown;
     try {
@@ -286,10 +357,13 @@ function bodyOutcomes(op: OperationModel, req: RawRequest, headers: Record<strin
     }
     const problems = problemsOf(op.body.schema, value);
     for (const status of problems) rejects.push(status === 400 ? bad() : RULE);
-    if (problems.size === 0) passes = true;
+    if (problems.size === 0) {
+      passes = true;
+      passing.push(value);
+    }
     if (facts.duplicateKeys) rejects.push(bad());
   }
-  return { rejects, passes };
+  return { rejects, passes, ...(passing.length === 1 && !facts.duplicateKeys ? { value: passing[0] } : {}) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -420,7 +494,7 @@ function expectationWithinLimits(model: ApiModel, world: World, req: RawRequest,
       return exp;
     }
   }
-  const answer = upstream(op, params, world, holder, headers);
+  const answer = upstream(op, params, world, holder, headers, body.value);
   if (answer === "unsafe") exp.unsafe = true;
   else exp.outcomes.push(...answer);
   return exp;

@@ -552,7 +552,8 @@ function collections(world: World): string[] {
   for (const [tenant, f] of Object.entries(world.tenants)) {
     out.push(`users:${tenant}`, `payments:${tenant}`, `posts:${tenant}`);
     for (const p of f.payments) out.push(`refunds:${tenant}:${p.id}`);
-    for (const u of Object.values(world.tenants).flatMap((x) => x.userIds)) out.push(`orders:${tenant}:${u}`);
+    // A member's own payment list is a list of its own.
+    for (const u of Object.values(world.tenants).flatMap((x) => x.userIds)) out.push(`orders:${tenant}:${u}`, `payments:${tenant}:${u}`);
   }
   return out;
 }
@@ -759,10 +760,13 @@ export function createFuzzer({ model, world }: FuzzerOptions) {
       stream: fc.boolean(),
     })
     .map(({ op, holder, v, t, i, stream }) => {
-      const { tenant, userId } = world.holders[holder];
-      const payment = world.tenants[tenant]!.payments[0]?.id ?? "pay_AAAAAAAAAAAAAAAAAAAA";
+      const { tenant, userId, role } = world.holders[holder];
+      // A payment the holder may see (an admin every one of the tenant's, a member their own).
+      const payment = world.tenants[tenant]!.payments.find((p) => role === "admin" || p.userId === userId)?.id ?? "pay_AAAAAAAAAAAAAAAAAAAA";
       const values: Record<string, string> = { tenant_id: tenant, payment_id: payment, user_id: String(userId) };
-      const collection = `${CURSOR_COLLECTION[op.operationId]}${tenant}${op.operationId === "listRefunds" ? `:${payment}` : op.operationId === "listUserOrders" ? `:${userId}` : ""}`;
+      // A member's payment list is their own (x-switchyard-access tenant-own-items): its cursors name it.
+      const ownItems = op.access === "tenant-own-items" && role !== "admin" ? `:${userId}` : "";
+      const collection = `${CURSOR_COLLECTION[op.operationId]}${tenant}${op.operationId === "listRefunds" ? `:${payment}` : op.operationId === "listUserOrders" ? `:${userId}` : ownItems}`;
       const cursor = b64url({ v, c: collection, t, i });
       const sse = stream && op.operationId === "listPosts";
       const headers: Header[] = [["Accept", sse ? "text/event-stream" : "application/json"], ["Authorization", `Bearer ${world.tokens[holder]}`]];

@@ -12,6 +12,9 @@ export const ALICE = { tenant: "acme", email: "alice@acme.test" } as const; // a
 export const BOB = { tenant: "acme", email: "bob@acme.test" } as const; // member of acme
 export const CAROL = { tenant: "globex", email: "carol@globex.test" } as const; // admin of globex
 
+/** The demo catalog (services/content/src/demo-data.ts): unit prices in cents, every item in EUR. */
+export const DEMO_CATALOG: Readonly<Record<string, number>> = { "BOOK-1": 1_500, "MUG-1": 900, "PEN-1": 2_500, "SHIRT-1": 1_900, "STICKER-1": 300 };
+
 /** Every process of the mesh (identity, payments, gateway, and whatever joins them). */
 export const MESH_PROCESSES = Object.keys(SERVICES) as ServiceName[];
 
@@ -110,14 +113,55 @@ export class Api {
   }
 }
 
-/** Status, JSON content type and the error envelope {error: string, code} — nothing else in it. */
-export function expectError(res: ApiResponse, status: number, code: string): void {
+/**
+ * The codes whose error body adds `details`, with the keys (and JSON types) it holds — exactly those
+ * (the document's Conventions: PRICE_CHANGED the current sku, unit_price and currency; STEP_IN_PROGRESS
+ * the step; UNKNOWN_SKU the sku; CURRENCY_MISMATCH the sku and its currency). Every other error body is
+ * exactly {error, code}.
+ */
+export const ERROR_DETAILS: Readonly<Record<string, Readonly<Record<string, "string" | "integer">>>> = {
+  PRICE_CHANGED: { sku: "string", unit_price: "integer", currency: "string" },
+  STEP_IN_PROGRESS: { step: "string" },
+  UNKNOWN_SKU: { sku: "string" },
+  CURRENCY_MISMATCH: { sku: "string", currency: "string" },
+};
+
+/**
+ * What is wrong with an error body, or undefined when it is the envelope: {error, code} with a
+ * non-empty message, plus `details` — of exactly the declared keys and types — for the codes of
+ * ERROR_DETAILS and for no other code.
+ */
+export function errorEnvelopeProblem(body: unknown): string | undefined {
+  if (!body || typeof body !== "object" || Array.isArray(body)) return "the error body is not a JSON object";
+  const { error, code, details } = body as { error?: unknown; code?: unknown; details?: unknown };
+  if (typeof error !== "string" || error === "") return "an empty or non-string error message";
+  if (typeof code !== "string" || !/^[A-Z_]+$/.test(code)) return `code ${JSON.stringify(code)} is not a machine code`;
+  const declared = ERROR_DETAILS[code];
+  const keys = Object.keys(body).sort();
+  const expectedKeys = declared ? ["code", "details", "error"] : ["code", "error"];
+  if (keys.join(",") !== expectedKeys.join(",")) return `body keys ${JSON.stringify(keys)}, expected exactly ${JSON.stringify(expectedKeys)} for ${code}`;
+  if (!declared) return undefined;
+  if (!details || typeof details !== "object" || Array.isArray(details)) return `details of ${code} is not an object`;
+  const detailKeys = Object.keys(details).sort();
+  if (detailKeys.join(",") !== Object.keys(declared).sort().join(",")) return `details keys ${JSON.stringify(detailKeys)} of ${code}, expected ${JSON.stringify(Object.keys(declared).sort())}`;
+  for (const [key, type] of Object.entries(declared)) {
+    const value = (details as Record<string, unknown>)[key];
+    if (type === "string" ? typeof value !== "string" || value === "" : !Number.isSafeInteger(value)) return `details.${key} of ${code} is not a${type === "string" ? " non-empty string" : "n integer"}: ${JSON.stringify(value)}`;
+  }
+  return undefined;
+}
+
+/**
+ * Status, JSON content type and the error envelope {error: string, code} — nothing else in it but,
+ * for the codes of ERROR_DETAILS, their `details` (equal to `details` when it is given).
+ */
+export function expectError(res: ApiResponse, status: number, code: string, details?: Record<string, string | number>): void {
   expect(res.status, `status of ${res.text}`).to.equal(status);
   expect(res.headers.get("content-type") ?? "", "content-type").to.match(/^application\/json\b/);
   expect(res.json, `body ${res.text}`).to.be.an("object");
-  expect(Object.keys(res.json).sort(), `body keys of ${res.text}`).to.deep.equal(["code", "error"]);
-  expect(res.json.error).to.be.a("string").and.not.equal("");
   expect(res.json.code, `code of ${res.text}`).to.equal(code);
+  expect(errorEnvelopeProblem(res.json), `envelope of ${res.text}`).to.equal(undefined);
+  if (details !== undefined) expect(res.json.details, `details of ${res.text}`).to.deep.equal(details);
 }
 
 /** A 401 must tell the client how to authenticate. */

@@ -1,5 +1,5 @@
 // Public representations of orders and what lies beneath them.
-import { OrderStatus, type Discount, type Item, type Order, type Shipment } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
+import { OrderStatus, OrderStep, type Discount, type Item, type Order, type Shipment } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { isoTime } from "./time.js";
 
 const STATUS_NAMES: Record<OrderStatus, string> = {
@@ -8,6 +8,12 @@ const STATUS_NAMES: Record<OrderStatus, string> = {
   [OrderStatus.PAID]: "paid",
   [OrderStatus.SHIPPED]: "shipped",
   [OrderStatus.CANCELLED]: "cancelled",
+};
+
+const STEP_NAMES: Record<OrderStep, string | null> = {
+  [OrderStep.UNSPECIFIED]: null,
+  [OrderStep.PAYMENT]: "payment",
+  [OrderStep.CANCELLATION]: "cancellation",
 };
 
 const orNull = (s: string) => (s === "" ? null : s);
@@ -39,6 +45,7 @@ export function orderJson(o: Order) {
     payment_id: orNull(o.paymentId),
     refund_id: orNull(o.refundId),
     shipments: o.shipments.map(shipmentJson),
+    step_in_progress: STEP_NAMES[o.stepInProgress] ?? null,
     created_at: isoTime(o.createTime),
     updated_at: isoTime(o.updateTime),
   };

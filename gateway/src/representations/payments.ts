@@ -17,6 +17,9 @@ export function paymentJson(p: Payment) {
     source: p.source,
     status: STATUS_NAMES[p.status] ?? "succeeded",
     amount_refunded: Number(p.amountRefunded),
+    // The user it belongs to (null for payments made before owners were recorded).
+    user_id: p.ownerUserId === 0n ? null : Number(p.ownerUserId),
+    reference: p.reference === "" ? null : p.reference,
     created_at: isoTime(p.createTime),
   };
 }

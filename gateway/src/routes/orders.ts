@@ -5,11 +5,12 @@ import { created, type RouteContext, type RouteGroup } from "../runtime/route.js
 import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
 import { discountJson, itemJson, orderJson, shipmentJson } from "../representations/orders.js";
 
-interface ItemBody { sku: string; quantity: number; unit_price: number }
+interface ItemBody { sku: string; quantity: number; unit_price?: number }
 interface OrderBody { currency: string; items?: ItemBody[]; note?: string }
 
 const orderId = (ctx: RouteContext) => BigInt(ctx.params.order_id as number);
-const toItem = (i: ItemBody) => ({ sku: i.sku, quantity: BigInt(i.quantity), unitPrice: BigInt(i.unit_price) });
+// A sent unit_price is what the client expects to pay; the price itself comes from the catalog.
+const toItem = (i: ItemBody) => ({ sku: i.sku, quantity: BigInt(i.quantity), expectedUnitPrice: i.unit_price === undefined ? undefined : BigInt(i.unit_price) });
 
 async function orderOf(ctx: RouteContext) {
   return (await ctx.upstreams.orders.getOrder({ orderId: orderId(ctx) }, ctx.callOptions())).order!;

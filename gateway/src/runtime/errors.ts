@@ -1,5 +1,6 @@
 // One place maps failures to HTTP: the catalogue's status for a known reason, else the gRPC
-// code's status (the grpc-gateway table). The body is always {"error", "code"}.
+// code's status (the grpc-gateway table). The body is always {"error", "code"}, plus `details` for
+// the few reasons whose catalogue entry names facts a client needs (e.g. PRICE_CHANGED's price).
 import { Code, ConnectError } from "@connectrpc/connect";
 import { errorCatalogue, errorInfoOf, isErrorReason, type ErrorReason } from "@switchyard/platform";
 
@@ -10,6 +11,7 @@ export class HttpError extends Error {
     readonly code: string,
     message: string,
     readonly headers: Record<string, string> = {},
+    readonly details?: Record<string, string | number>,
   ) {
     const limit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
@@ -65,11 +67,26 @@ export function toHttpError(err: unknown, upstream = "upstream"): HttpError {
   const reason = errorInfoOf(err)?.reason;
   if (reason && isErrorReason(reason)) {
     const status = errorCatalogue[reason].http;
-    return new HttpError(status, reason, status >= 500 ? messageFor5xx(status, upstream) : err.rawMessage, retryAfter(status));
+    return new HttpError(status, reason, status >= 500 ? messageFor5xx(status, upstream) : err.rawMessage, retryAfter(status), publicDetails(reason, err));
   }
   const status = STATUS_BY_CODE[err.code] ?? 500;
   const code = REASON_BY_CODE[err.code] ?? "INTERNAL";
   return new HttpError(status, code, status >= 500 ? messageFor5xx(status, upstream) : err.rawMessage, retryAfter(status));
+}
+
+/** The metadata the catalogue lets out, typed as it says; undefined when there is none. */
+function publicDetails(reason: ErrorReason, err: ConnectError): Record<string, string | number> | undefined {
+  const declared: Readonly<Record<string, "string" | "integer">> | undefined = (errorCatalogue[reason] as { details?: Readonly<Record<string, "string" | "integer">> }).details;
+  if (!declared) return undefined;
+  const metadata = errorInfoOf(err)?.metadata ?? {};
+  const details: Record<string, string | number> = {};
+  for (const [key, type] of Object.entries(declared)) {
+    const value = metadata[key];
+    if (value === undefined) continue;
+    if (type === "string") details[key] = value;
+    else if (/^-?\d{1,15}$/.test(value)) details[key] = Number(value);
+  }
+  return Object.keys(details).length > 0 ? details : undefined;
 }
 
 function retryAfter(status: number): Record<string, string> {

@@ -21,5 +21,5 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 export function sendError(res: ServerResponse, err: HttpError, presentedToken: boolean): void {
   const headers: Record<string, string> = { ...err.headers };
   if (err.status === 401) headers["www-authenticate"] = presentedToken ? 'Bearer realm="switchyard", error="invalid_token"' : 'Bearer realm="switchyard"';
-  sendJson(res, err.status, { error: err.message, code: err.code }, headers);
+  sendJson(res, err.status, err.details ? { error: err.message, code: err.code, details: err.details } : { error: err.message, code: err.code }, headers);
 }

@@ -1,8 +1,8 @@
 // ContentService RPC handlers: proto in, proto out.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ContentService, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { AsyncQueue, decodeCursor, fail, isIdOf, pageOf, pageSizeOf, requireRole, type Keyset, type TokenVerifier } from "@switchyard/platform";
-import { catalogItemProblem, catalogPage, entityTag, validateText } from "./domain/content.js";
+import { AsyncQueue, decodeCursor, fail, isIdOf, pageOf, pageSizeOf, type Keyset, type TokenVerifier } from "@switchyard/platform";
+import { batchSkus, catalogItemProblem, catalogPage, entityTag, requireCatalogOwner, validateText } from "./domain/content.js";
 import type { PostFeed } from "./feed.js";
 import { catalogItemToProto, documentToProto, postKeyset, postsCollection, postToProto } from "./proto-mapping.js";
 import type { ContentStore, PostRecord } from "./store/port.js";
@@ -11,6 +11,8 @@ export interface ContentDeps {
   store: ContentStore;
   verifier: TokenVerifier;
   feed: PostFeed;
+  /** The tenant whose admins may write the global catalog; undefined: nobody. */
+  catalogOwnerTenant: string | undefined;
 }
 
 const REPLAY_PAGE = 200;
@@ -18,7 +20,7 @@ export const MAX_IMPORT_ITEMS = 10_000;
 
 const after = (p: PostRecord, k: Keyset) => p.createdAt.getTime() > k.createdAt.getTime() || (p.createdAt.getTime() === k.createdAt.getTime() && p.id > k.id);
 
-export function contentHandlers({ store, verifier, feed }: ContentDeps): ServiceImpl<typeof ContentService> {
+export function contentHandlers({ store, verifier, feed, catalogOwnerTenant }: ContentDeps): ServiceImpl<typeof ContentService> {
   return {
     async createDocument(req, ctx) {
       const caller = await verifier.authenticate(ctx);
@@ -110,9 +112,15 @@ export function contentHandlers({ store, verifier, feed }: ContentDeps): Service
       return { items: items.map(catalogItemToProto), page, pageSize, total: BigInt(total) };
     },
 
+    async batchGetCatalogItems(req) {
+      const skus = batchSkus(req.skus);
+      const bySku = new Map((await store.getCatalogItems(skus)).map((i) => [i.sku, i]));
+      return { items: skus.flatMap((sku) => (bySku.has(sku) ? [catalogItemToProto(bySku.get(sku)!)] : [])) };
+    },
+
     async importItems(requests, ctx) {
       const caller = await verifier.authenticate(ctx);
-      requireRole(caller, "admin");
+      requireCatalogOwner(caller, catalogOwnerTenant);
       let created = 0;
       let updated = 0;
       const rejected: { index: number; sku: string; reason: string }[] = [];

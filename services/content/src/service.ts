@@ -1,6 +1,6 @@
 // Assembles the content service; main.ts feeds it the environment, tests call it directly.
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { jwksFromIdentity, loadConfig, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
+import { jwksFromIdentity, loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
 import { contentHandlers } from "./connect.js";
 import { seedDemoCatalog } from "./demo-data.js";
 import { PostFeed } from "./feed.js";
@@ -11,6 +11,7 @@ export const contentSettings = {
   ...serviceSettings("CONTENT", 50054),
   identityAddress: setting("IDENTITY_ADDRESS", parse.address, "identity service (token keys)", "127.0.0.1:50051"),
   demoData: setting("CONTENT_DEMO_DATA", parse.bool, "seed the demo catalog (npm start sets it)", false),
+  catalogOwnerTenant: optionalSetting("CATALOG_OWNER_TENANT", parse.matching(/^[a-z0-9][a-z0-9-]{0,62}$/, "a tenant id"), "the tenant whose admins may write the global catalog (ImportItems); unset: nobody"),
 };
 export type ContentConfig = ConfigOf<typeof contentSettings>;
 
@@ -37,7 +38,7 @@ export async function startContentService(config: ContentConfig, logger: Logger)
       feed = live;
       await live.start();
       return {
-        services: [registration(ContentService, contentHandlers({ store, verifier: new TokenVerifier(jwksFromIdentity(channels.identity)), feed: live }))],
+        services: [registration(ContentService, contentHandlers({ store, verifier: new TokenVerifier(jwksFromIdentity(channels.identity)), feed: live, catalogOwnerTenant: config.catalogOwnerTenant }))],
         stop: () => live.stop(),
       };
     },

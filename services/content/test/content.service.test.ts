@@ -29,6 +29,7 @@ for (const engine of serviceEngines()) {
     let clients: Client<typeof ContentService>[] = [];
     let alice: { headers: { authorization: string } };
     let bob: { headers: { authorization: string } };
+    let carol: { headers: { authorization: string } };
 
     // Services share this test's event loop: their event-loop shedding is off here (tested on its own).
     const common = { DATA_DIR: dataDir, LOG_LEVEL: "silent", DATABASE_URL: engine.databaseUrl ?? "", SHED_EVENT_LOOP_DELAY_MS: "0" };
@@ -38,7 +39,7 @@ for (const engine of serviceEngines()) {
       // Two replicas on one database when a server is there (embedded storage has one process).
       const count = engine.databaseUrl ? 2 : 1;
       for (let i = 0; i < count; i++) {
-        replicas.push(await startContentService(contentConfigFrom({ ...common, CONTENT_PORT: "0", IDENTITY_ADDRESS: identityAddress, CONTENT_DB_SCHEMA: `content_${suffix}`, CONTENT_DEMO_DATA: "true" }), logger));
+        replicas.push(await startContentService(contentConfigFrom({ ...common, CONTENT_PORT: "0", IDENTITY_ADDRESS: identityAddress, CONTENT_DB_SCHEMA: `content_${suffix}`, CONTENT_DEMO_DATA: "true", CATALOG_OWNER_TENANT: "acme" }), logger));
       }
       clients = replicas.map((r) => {
         const ch = openChannel(`127.0.0.1:${r.server.port}`);
@@ -48,9 +49,10 @@ for (const engine of serviceEngines()) {
       const idChannel = openChannel(identityAddress);
       channels.push(idChannel);
       const id = createServiceClient(IdentityService, idChannel);
-      const login = async (email: string) => ({ headers: { authorization: `Bearer ${(await id.createSession({ tenantId: "acme", email, password: "demo-password" })).accessToken}` } });
+      const login = async (email: string, tenantId = "acme") => ({ headers: { authorization: `Bearer ${(await id.createSession({ tenantId, email, password: "demo-password" })).accessToken}` } });
       alice = await login("alice@acme.test");
       bob = await login("bob@acme.test");
+      carol = await login("carol@globex.test", "globex");
     });
     after(async () => {
       for (const ch of channels) ch.close();
@@ -154,7 +156,7 @@ for (const engine of serviceEngines()) {
       expect(seen).to.deep.equal(["r1", "r2", "r3"]);
     });
 
-    it("imports catalog items from a stream and answers one summary; members may not", async () => {
+    it("imports catalog items from a stream and answers one summary; only the catalog owner tenant's admins may", async () => {
       async function* items() {
         yield { item: { sku: `NEW-${suffix}`, name: "New", price: 100n, currency: "EUR" } };
         yield { item: { sku: "BOOK-1", name: "The Pragmatic Switchyard", price: 1700n, currency: "EUR" } };
@@ -168,8 +170,22 @@ for (const engine of serviceEngines()) {
       const page = await clients[0]!.listCatalogItems({ page: 1, pageSize: 100 });
       expect(page.items.find((i) => i.sku === "BOOK-1")?.price).to.equal(1700n);
       expect(Number(page.total)).to.equal(6);
-      const err = (await clients[0]!.importItems(items(), bob).catch((e: unknown) => e)) as ConnectError;
-      expect(err.code).to.equal(Code.PermissionDenied);
+      const member = (await clients[0]!.importItems(items(), bob).catch((e: unknown) => e)) as ConnectError;
+      expect([member.code, errorInfoOf(member)?.reason]).to.deep.equal([Code.PermissionDenied, "ROLE_REQUIRED"]);
+      // The catalog is global: another tenant's admin may not rewrite it.
+      const otherTenant = (await clients[0]!.importItems(items(), carol).catch((e: unknown) => e)) as ConnectError;
+      expect([otherTenant.code, errorInfoOf(otherTenant)?.reason]).to.deep.equal([Code.PermissionDenied, "TENANT_MISMATCH"]);
+      expect((await clients[0]!.listCatalogItems({ page: 1, pageSize: 100 })).items.find((i) => i.sku === "BOOK-1")?.price, "refused imports changed nothing").to.equal(1700n);
+    });
+
+    it("reads catalog items by sku without a token: those found, in the order asked, each once", async () => {
+      const { items } = await clients[0]!.batchGetCatalogItems({ skus: ["MUG-1", "NOPE", "PEN-1", "MUG-1"] });
+      expect(items.map((i) => [i.sku, i.price, i.currency])).to.deep.equal([["MUG-1", 900n, "EUR"], ["PEN-1", 2500n, "EUR"]]);
+      expect((await clients[0]!.batchGetCatalogItems({ skus: [] })).items).to.deep.equal([]);
+      const tooMany = (await clients[0]!.batchGetCatalogItems({ skus: Array.from({ length: 101 }, (_, i) => `S${i}`) }).catch((e: unknown) => e)) as ConnectError;
+      expect(errorInfoOf(tooMany)?.reason).to.equal("INVALID_REQUEST");
+      const malformed = (await clients[0]!.batchGetCatalogItems({ skus: ["no spaces"] }).catch((e: unknown) => e)) as ConnectError;
+      expect(errorInfoOf(malformed)?.reason).to.equal("INVALID_REQUEST");
     });
 
     it("takes ImportItems from a client other than the serving library (connect's gRPC transport)", async () => {

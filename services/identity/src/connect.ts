@@ -4,9 +4,10 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { decodeCursor, fail, pageOf, pageSizeOf, requireRole, requireTenant, type TokenVerifier } from "@switchyard/platform";
 import { isTenantId, normalizeEmail, validateNewUser } from "./domain/users.js";
-import { accessTokenClaims } from "./domain/tokens.js";
+import { accessTokenClaims, SERVICE_TOKEN_TTL_SECONDS, serviceTokenClaims } from "./domain/tokens.js";
 import { burnPasswordCheck, hashPassword, verifyPassword } from "./passwords.js";
 import { roleFromProto, sessionToProto, tenantToProto, userToProto } from "./proto-mapping.js";
+import { isServiceClient, type ServiceClients } from "./service-clients.js";
 import type { KeyRing } from "./signing-keys.js";
 import type { IdentityStore } from "./store/port.js";
 
@@ -15,10 +16,12 @@ export interface IdentityDeps {
   keys: KeyRing;
   verifier: TokenVerifier;
   tokenTtlSeconds: number;
+  serviceClients: ServiceClients;
   now?: () => number;
 }
 
 const usersCollection = (tenantId: string) => `users:${tenantId}`;
+const SESSION_ID = /^ses_[0-9a-f]{32}$/;
 
 function tenantIdOf(raw: string): string {
   if (!isTenantId(raw)) throw fail("INVALID_REQUEST", "tenant_id must be a lower-case slug");
@@ -66,10 +69,17 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
     async getSession(req, ctx) {
       const caller = await authenticate(ctx);
       requireTenant(caller, tenantIdOf(req.tenantId));
-      const session = await store.getSession(req.tenantId, req.sessionId);
+      // An id that is no session id (of the form issued below) names nothing: 404 without a lookup.
+      const session = SESSION_ID.test(req.sessionId) ? await store.getSession(req.tenantId, req.sessionId) : undefined;
       // Only one's own sessions: another user's is as absent as a made-up one.
       if (!session || session.userId !== caller.userId) throw fail("NOT_FOUND", "session not found");
       return { session: sessionToProto(session) };
+    },
+
+    async createServiceToken(req) {
+      if (!isServiceClient(deps.serviceClients, req.clientId, req.clientSecret)) throw fail("INVALID_CREDENTIALS", "client id or secret is wrong");
+      const accessToken = await keys.sign(serviceTokenClaims(req.clientId, Math.floor(now() / 1000)));
+      return { accessToken, expiresInSeconds: SERVICE_TOKEN_TTL_SECONDS };
     },
 
     getJwks() {

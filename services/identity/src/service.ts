@@ -3,6 +3,7 @@ import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity
 import { loadConfig, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
 import { identityHandlers } from "./connect.js";
 import { seedDemoData } from "./demo-data.js";
+import { parseServiceClients } from "./service-clients.js";
 import { loadKeyRing } from "./signing-keys.js";
 import { identityMigrations } from "./store/migrations.js";
 import { SqlIdentityStore } from "./store/sql-store.js";
@@ -11,6 +12,7 @@ export const identitySettings = {
   ...serviceSettings("IDENTITY", 50051),
   tokenTtlSeconds: setting("TOKEN_TTL_SECONDS", parse.int(60, 86_400), "lifetime of access tokens", 900),
   demoData: setting("IDENTITY_DEMO_DATA", parse.bool, "seed the demo tenants and users (npm start sets it)", false),
+  serviceClients: setting("IDENTITY_SERVICE_CREDENTIALS", parseServiceClients, "internal services that may get a service token: name:secret[,name:secret…] (orders needs one)", new Map()),
 };
 export type IdentityConfig = ConfigOf<typeof identitySettings>;
 
@@ -32,7 +34,7 @@ export function startIdentityService(config: IdentityConfig, logger: Logger): Pr
       const keys = await loadKeyRing(store);
       // Identity verifies the tokens it issued with its own published keys: no network hop.
       const verifier = new TokenVerifier(async () => keys.publicKeys());
-      return { services: [registration(IdentityService, identityHandlers({ store, keys, verifier, tokenTtlSeconds: config.tokenTtlSeconds }))] };
+      return { services: [registration(IdentityService, identityHandlers({ store, keys, verifier, tokenTtlSeconds: config.tokenTtlSeconds, serviceClients: config.serviceClients }))] };
     },
   });
 }

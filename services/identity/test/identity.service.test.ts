@@ -2,7 +2,7 @@
 import { expect } from "chai";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { Role } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
-import { errorInfoOf } from "@switchyard/platform";
+import { errorInfoOf, jwksFromIdentity, openChannel, TokenVerifier } from "@switchyard/platform";
 import { startInProcessMesh, type InProcessMesh } from "../../platform/test/support/in-process-mesh.js";
 
 describe("identity service over gRPC", function () {
@@ -42,5 +42,32 @@ describe("identity service over gRPC", function () {
     const alice = { headers: await mesh.login("alice@acme.test") };
     const err = (await mesh.identity.getSession({ tenantId: "acme", sessionId: login.sessionId }, alice).catch((e: unknown) => e)) as ConnectError;
     expect(err.code).to.equal(Code.NotFound);
+    // Ids that cannot be a session's (a NUL the database cannot hold, another shape) name nothing: 404, not 400.
+    for (const sessionId of ["tok\u0000visa", "ses_", `${login.sessionId}x`, login.sessionId.toUpperCase()]) {
+      const missing = (await mesh.identity.getSession({ tenantId: "acme", sessionId }, asBob).catch((e: unknown) => e)) as ConnectError;
+      expect([missing.code, errorInfoOf(missing)?.reason], JSON.stringify(sessionId)).to.deep.equal([Code.NotFound, "NOT_FOUND"]);
+    }
+  });
+
+  it("issues a service token to a service that presents its secret, and nothing to anyone else", async () => {
+    const issued = await mesh.identity.createServiceToken({ clientId: "orders", clientSecret: mesh.ordersSecret });
+    expect(issued.expiresInSeconds).to.be.within(60, 900);
+    const channel = openChannel(mesh.identityAddress);
+    try {
+      const verifier = new TokenVerifier(jwksFromIdentity(channel));
+      expect((await verifier.verifyService(issued.accessToken)).service).to.equal("orders");
+      expect(errorInfoOf((await verifier.verify(issued.accessToken).catch((e: unknown) => e)) as ConnectError)?.reason, "it is no user's token").to.equal("UNAUTHENTICATED");
+    } finally {
+      channel.close();
+    }
+    for (const [clientId, clientSecret] of [
+      ["orders", `${mesh.ordersSecret}x`],
+      ["orders", ""],
+      ["payments", mesh.ordersSecret],
+      ["", ""],
+    ] as const) {
+      const err = (await mesh.identity.createServiceToken({ clientId, clientSecret }).catch((e: unknown) => e)) as ConnectError;
+      expect([err.code, errorInfoOf(err)?.reason], `${clientId}:${clientSecret.slice(0, 4)}`).to.deep.equal([Code.Unauthenticated, "INVALID_CREDENTIALS"]);
+    }
   });
 });

@@ -1,34 +1,27 @@
-// OrderService RPC handlers: proto in, proto out. The state machine decides, the store writes
-// conditionally, and payments is called with the caller's token, deadline and abort signal.
+// OrderService RPC handlers: proto in, proto out. Who may act is decided in domain/access, what a
+// state allows in domain/state-machine and domain/steps; paying and cancelling — the steps that
+// move money through payments — are the workflow's (workflow/money-steps.ts).
 import type { HandlerContext, ServiceImpl, Client } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { OrderService, OrderStatus as ProtoStatus, TrackOrdersResponseSchema, type TrackOrdersResponse } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
-import type { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import {
-  assertCurrency,
-  assertIdempotencyKey,
-  AsyncQueue,
-  decodeCursor,
-  derivedIdempotencyKey,
-  downstreamOptions,
-  fail,
-  pageOf,
-  pageSizeOf,
-  requestFingerprint,
-  type Caller,
-  type TokenVerifier,
-} from "@switchyard/platform";
-import { checkDiscount, MAX_ITEMS, totalsOf, validateDiscountCode, validateItem, validateItems, validateNote, type NewItem } from "./domain/orders.js";
+import { OrderService, OrderStatus as ProtoStatus, TrackOrdersResponseSchema, type NewItem as ProtoNewItem, type TrackOrdersResponse } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
+import type { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import { assertIdempotencyKey, AsyncQueue, decodeCursor, fail, pageOf, pageSizeOf, requestFingerprint, type Caller, type TokenVerifier } from "@switchyard/platform";
+import { canSeeOrder, requireListOf, requireOrderAdmin, visibleOrder } from "./domain/access.js";
+import { checkDiscount, MAX_ITEMS, priceItems, totalsOf, validateDiscountCode, validateItem, validateNewOrder, validateNote, type RequestedItem } from "./domain/orders.js";
 import { guardContentsChange, guardTransition, refuseStatusWrite } from "./domain/state-machine.js";
+import { guardNoStepInProgress } from "./domain/steps.js";
 import type { OrderEvents } from "./events.js";
 import { discountToProto, itemToProto, orderToProto, shipmentToProto, STATUS_TO_PROTO } from "./proto-mapping.js";
 import type { OrderRecord, OrdersStore } from "./store/port.js";
+import { catalogPrices } from "./workflow/catalog-prices.js";
+import type { MoneySteps } from "./workflow/money-steps.js";
 
 export interface OrdersDeps {
   store: OrdersStore;
   verifier: TokenVerifier;
-  payments: Client<typeof PaymentService>;
+  content: Client<typeof ContentService>;
+  steps: MoneySteps;
   events: OrderEvents;
 }
 
@@ -39,16 +32,26 @@ function orderIdOf(raw: bigint): bigint {
   return raw;
 }
 
-function itemOf(item: { sku: string; quantity: bigint; unitPrice: bigint } | undefined): NewItem {
+function requestedItem(item: ProtoNewItem | undefined): RequestedItem {
   if (!item) throw fail("INVALID_REQUEST", "item is required");
-  return { sku: item.sku, quantity: item.quantity, unitPrice: item.unitPrice };
+  return { sku: item.sku, quantity: item.quantity, expectedUnitPrice: item.expectedUnitPrice };
 }
 
-export function orderHandlers({ store, verifier, payments, events }: OrdersDeps): ServiceImpl<typeof OrderService> {
+/** The order may change its contents: pending, and no money step under way. */
+function guardEdit(order: OrderRecord): void {
+  guardNoStepInProgress(order);
+  guardContentsChange(order.status);
+}
+
+/** Keys are the tenant's: another member's key, however it was learnt, replays nothing of theirs. */
+function replayable(caller: Caller, order: OrderRecord): OrderRecord {
+  if (!canSeeOrder(caller, order)) throw fail("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was already used with a different request");
+  return order;
+}
+
+export function orderHandlers({ store, verifier, content, steps, events }: OrdersDeps): ServiceImpl<typeof OrderService> {
   async function load(caller: Caller, id: bigint): Promise<OrderRecord> {
-    const order = await store.getOrder(caller.tenantId, orderIdOf(id));
-    if (!order) throw fail("NOT_FOUND", "order not found");
-    return order;
+    return visibleOrder(caller, await store.getOrder(caller.tenantId, orderIdOf(id)));
   }
 
   function published(order: OrderRecord): OrderRecord {
@@ -56,27 +59,25 @@ export function orderHandlers({ store, verifier, payments, events }: OrdersDeps)
     return order;
   }
 
-  /** The write missed: someone else moved the order first. */
-  async function conflict(caller: Caller, id: bigint): Promise<never> {
-    const now = await load(caller, id);
-    throw fail("INVALID_STATE", `the order changed concurrently and is now ${now.status}; read it again before deciding`, { current_status: now.status });
-  }
-
   return {
     async createOrder(req, ctx) {
       const caller = await verifier.authenticate(ctx);
       if (req.idempotencyKey !== "") assertIdempotencyKey(req.idempotencyKey);
-      assertCurrency(req.currency);
-      const items = validateItems(req.items.map(itemOf));
+      const requested = validateNewOrder(req.currency, req.items.map(requestedItem));
       const note = validateNote(req.note);
-      const requestHash = requestFingerprint({
-        currency: req.currency,
-        note,
-        items: items.map((i) => `${i.sku}*${i.quantity}@${i.unitPrice}`).join(","),
-      });
-      const outcome = await store.createOrder(caller.tenantId, caller.userId, { currency: req.currency, note, items }, req.idempotencyKey ? { key: req.idempotencyKey, requestHash } : undefined);
+      const idempotency = req.idempotencyKey
+        ? {
+            key: req.idempotencyKey,
+            requestHash: requestFingerprint({ currency: req.currency, note, items: requested.map((i) => `${i.sku}*${i.quantity}@${i.expectedUnitPrice ?? "catalog"}`).join(",") }),
+          }
+        : undefined;
+      // A retry gets the first order back even if the catalog has moved on (or is unreachable) since.
+      const earlier = idempotency && (await store.findCreatedOrder(caller.tenantId, idempotency));
+      if (earlier) return { order: orderToProto(replayable(caller, earlier)), replayed: true };
+      const items = priceItems(requested, await catalogPrices(content, requested.map((i) => i.sku), caller, ctx), req.currency);
+      const outcome = await store.createOrder(caller.tenantId, caller.userId, { currency: req.currency, note, items }, idempotency);
       if (!outcome.replayed) published(outcome.result);
-      return { order: orderToProto(outcome.result), replayed: outcome.replayed };
+      return { order: orderToProto(outcome.replayed ? replayable(caller, outcome.result) : outcome.result), replayed: outcome.replayed };
     },
 
     async getOrder(req, ctx) {
@@ -88,14 +89,18 @@ export function orderHandlers({ store, verifier, payments, events }: OrdersDeps)
       const caller = await verifier.authenticate(ctx);
       if (req.status !== undefined) refuseStatusWrite();
       if (req.note === undefined) return { order: orderToProto(await load(caller, req.orderId)) };
-      const updated = await store.updateNote(caller.tenantId, orderIdOf(req.orderId), validateNote(req.note));
-      if (!updated) throw fail("NOT_FOUND", "order not found");
+      const note = validateNote(req.note);
+      const updated = await store.updateNote(caller.tenantId, orderIdOf(req.orderId), note, (o) => {
+        visibleOrder(caller, o);
+        guardNoStepInProgress(o);
+      });
       return { order: orderToProto(updated) };
     },
 
     async listUserOrders(req, ctx) {
       const caller = await verifier.authenticate(ctx);
       if (req.userId <= 0n) throw fail("INVALID_REQUEST", "user_id must be a positive integer");
+      requireListOf(caller, req.userId);
       const size = pageSizeOf(req.pageSize);
       const collection = `orders:${caller.tenantId}:${req.userId}`;
       const rows = await store.listUserOrders(caller.tenantId, req.userId, decodeCursor(collection, req.pageToken, "number"), size + 1);
@@ -105,70 +110,38 @@ export function orderHandlers({ store, verifier, payments, events }: OrdersDeps)
 
     async payOrder(req, ctx) {
       const caller = await verifier.authenticate(ctx);
-      const order = await load(caller, req.orderId);
-      const next = guardTransition("pay", order.status);
-      const { total } = totalsOf(order.items, order.discounts);
-      if (total <= 0n) throw fail("RULE_VIOLATION", "the order total is zero: there is nothing to pay", { field: "total" });
-      // The key is derived from the order and the version charged: a retried pay never charges twice.
-      const key = derivedIdempotencyKey(caller.tenantId, "order-payment", order.id, order.version);
-      const { payment } = await payments.createPayment({ idempotencyKey: key, amount: total, currency: order.currency, source: req.source }, downstreamOptions(caller, ctx));
-      const paymentId = payment!.id;
-      const paid = await store.transition(caller.tenantId, order.id, { from: order.status, to: next, version: order.version, paymentId });
-      if (!paid) {
-        const now = await load(caller, order.id);
-        if (now.paymentId !== paymentId) {
-          // The order moved on while it was being charged: give the money back before reporting.
-          await payments.createRefund(
-            { idempotencyKey: derivedIdempotencyKey(caller.tenantId, "order-payment-compensation", paymentId), paymentId, amount: total, reason: "order changed while it was being paid" },
-            downstreamOptions(caller, ctx),
-          );
-        }
-        return conflict(caller, order.id);
-      }
-      return { order: orderToProto(published(paid)), paymentId };
+      const { order, paymentId } = await steps.pay(caller, orderIdOf(req.orderId), req.source, ctx);
+      return { order: orderToProto(order), paymentId };
     },
 
     async shipOrder(req, ctx) {
       const caller = await verifier.authenticate(ctx);
+      requireOrderAdmin(caller);
       if (req.carrier.length > SHIPPING_FIELD_MAX || req.trackingNumber.length > SHIPPING_FIELD_MAX) {
         throw fail("RULE_VIOLATION", `carrier and tracking_number are at most ${SHIPPING_FIELD_MAX} characters`, { field: "carrier" });
       }
-      const order = await load(caller, req.orderId);
-      const next = guardTransition("ship", order.status);
-      const shipped = await store.transition(caller.tenantId, order.id, { from: order.status, to: next, version: order.version, shipment: { carrier: req.carrier, trackingNumber: req.trackingNumber } });
-      if (!shipped) return conflict(caller, order.id);
-      return { order: orderToProto(published(shipped)), shipment: shipmentToProto(shipped.shipments[shipped.shipments.length - 1]!) };
+      const { order } = await store.act(caller.tenantId, orderIdOf(req.orderId), (o) => {
+        guardNoStepInProgress(o);
+        return { kind: "transition", to: guardTransition("ship", o.status), shipment: { carrier: req.carrier, trackingNumber: req.trackingNumber } };
+      });
+      return { order: orderToProto(published(order)), shipment: shipmentToProto(order.shipments[order.shipments.length - 1]!) };
     },
 
     async cancelOrder(req, ctx) {
       const caller = await verifier.authenticate(ctx);
-      const order = await load(caller, req.orderId);
-      const next = guardTransition("cancel", order.status);
-      // Cancel first (conditionally), so a concurrent ship or cancel cannot also win; then refund.
-      const cancelled = await store.transition(caller.tenantId, order.id, { from: order.status, to: next, version: order.version });
-      if (!cancelled) return conflict(caller, order.id);
-      if (order.status !== "paid") return { order: orderToProto(published(cancelled)), refundId: "" };
-      const { total } = totalsOf(order.items, order.discounts);
-      let refundId: string;
-      try {
-        // One cancel refund per order, ever: a retry after a timeout replays it instead of refunding twice.
-        const key = derivedIdempotencyKey(caller.tenantId, "order-cancel-refund", order.id);
-        const { refund } = await payments.createRefund({ idempotencyKey: key, paymentId: order.paymentId, amount: total, reason: "order cancelled" }, downstreamOptions(caller, ctx));
-        refundId = refund!.id;
-      } catch (err) {
-        // The refund did not happen (or its outcome is unknown): the order stays paid; a retry is safe.
-        await store.transition(caller.tenantId, order.id, { from: "cancelled", to: "paid", version: cancelled.version });
-        throw err;
-      }
-      const refunded = await store.transition(caller.tenantId, order.id, { from: "cancelled", to: "cancelled", version: cancelled.version, refundId });
-      return { order: orderToProto(published(refunded ?? cancelled)), refundId };
+      const { order, refundId } = await steps.cancel(caller, orderIdOf(req.orderId), ctx);
+      return { order: orderToProto(order), refundId };
     },
 
     async addItem(req, ctx) {
       const caller = await verifier.authenticate(ctx);
-      const item = validateItem(itemOf(req.item));
-      const { order, item: added } = await store.addItem(caller.tenantId, orderIdOf(req.orderId), item, (o) => {
-        guardContentsChange(o.status);
+      const requested = validateItem(requestedItem(req.item));
+      // The order's currency prices the item; the order is checked again under its lock below.
+      const current = await load(caller, req.orderId);
+      guardEdit(current);
+      const [item] = priceItems([requested], await catalogPrices(content, [requested.sku], caller, ctx), current.currency);
+      const { order, item: added } = await store.addItem(caller.tenantId, current.id, item!, (o) => {
+        guardEdit(o);
         if (o.items.length >= MAX_ITEMS) throw fail("RULE_VIOLATION", `an order holds at most ${MAX_ITEMS} items`, { field: "items" });
       });
       return { item: itemToProto(added), order: orderToProto(order) };
@@ -181,9 +154,10 @@ export function orderHandlers({ store, verifier, payments, events }: OrdersDeps)
 
     async addDiscount(req, ctx) {
       const caller = await verifier.authenticate(ctx);
+      requireOrderAdmin(caller);
       const code = validateDiscountCode(req.code);
       const { order, discount } = await store.addDiscount(caller.tenantId, orderIdOf(req.orderId), { code, amount: req.amount }, (o) => {
-        guardContentsChange(o.status);
+        guardEdit(o);
         checkDiscount(totalsOf(o.items, o.discounts), req.amount);
       });
       return { discount: discountToProto(discount), order: orderToProto(order) };
@@ -207,8 +181,10 @@ export function orderHandlers({ store, verifier, payments, events }: OrdersDeps)
         for await (const request of requests) {
           const action = request.action;
           if (action.case === "followOrderId") {
-            followed.add(action.value);
-            const order = action.value > 0n ? await store.getOrder(caller.tenantId, action.value) : undefined;
+            const found = action.value > 0n ? await store.getOrder(caller.tenantId, action.value) : undefined;
+            // An order the caller may not see is reported like one that does not exist, and never followed.
+            const order = found && canSeeOrder(caller, found) ? found : undefined;
+            if (order) followed.add(action.value);
             report(action.value, order ? STATUS_TO_PROTO[order.status] : ProtoStatus.UNSPECIFIED, order?.updatedAt ?? new Date());
           } else if (action.case === "dropOrderId") {
             followed.delete(action.value);

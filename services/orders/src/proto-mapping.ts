@@ -1,9 +1,10 @@
 // Internal records → proto messages, field by field; totals computed by the domain.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { DiscountSchema, ItemSchema, OrderSchema, OrderStatus as ProtoStatus, ShipmentSchema, type Discount, type Item, type Order, type Shipment } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
+import { DiscountSchema, ItemSchema, OrderSchema, OrderStatus as ProtoStatus, OrderStep, ShipmentSchema, type Discount, type Item, type Order, type Shipment } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { totalsOf } from "./domain/orders.js";
 import type { OrderStatus } from "./domain/state-machine.js";
+import type { StepKind } from "./domain/steps.js";
 import type { DiscountRecord, ItemRecord, OrderRecord, ShipmentRecord } from "./store/port.js";
 
 export const STATUS_TO_PROTO: Record<OrderStatus, ProtoStatus> = {
@@ -12,6 +13,8 @@ export const STATUS_TO_PROTO: Record<OrderStatus, ProtoStatus> = {
   shipped: ProtoStatus.SHIPPED,
   cancelled: ProtoStatus.CANCELLED,
 };
+
+const STEP_TO_PROTO: Record<StepKind, OrderStep> = { charge: OrderStep.PAYMENT, refund: OrderStep.CANCELLATION };
 
 export const itemToProto = (i: ItemRecord): Item => create(ItemSchema, { id: i.id, sku: i.sku, quantity: i.quantity, unitPrice: i.unitPrice, createTime: timestampFromDate(i.createdAt) });
 export const discountToProto = (d: DiscountRecord): Discount => create(DiscountSchema, { id: d.id, code: d.code, amount: d.amount, createTime: timestampFromDate(d.createdAt) });
@@ -34,6 +37,7 @@ export function orderToProto(o: OrderRecord): Order {
     paymentId: o.paymentId,
     refundId: o.refundId,
     shipments: o.shipments.map(shipmentToProto),
+    stepInProgress: o.stepInProgress ? STEP_TO_PROTO[o.stepInProgress] : OrderStep.UNSPECIFIED,
     createTime: timestampFromDate(o.createdAt),
     updateTime: timestampFromDate(o.updatedAt),
   });

@@ -1,17 +1,46 @@
 // Assembles the orders service; main.ts feeds it the environment, tests call it directly.
+import { hostname } from "node:os";
+import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import { createServiceClient, idempotencyKeyTtlSetting, jwksFromIdentity, loadConfig, parse, registration, schedulePurgeOfIdempotencyKeys, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
+import {
+  createServiceClient,
+  Faults,
+  faultsSetting,
+  idempotencyKeyTtlSetting,
+  jwksFromIdentity,
+  loadConfig,
+  parse,
+  registration,
+  schedulePurgeOfIdempotencyKeys,
+  serviceCredentialsFromIdentity,
+  serviceSettings,
+  setting,
+  startServiceRuntime,
+  TokenVerifier,
+  type ConfigOf,
+  type Logger,
+  type ServiceRuntime,
+} from "@switchyard/platform";
 import { orderHandlers } from "./connect.js";
 import { OrderEvents } from "./events.js";
 import { ordersMigrations } from "./store/migrations.js";
 import { SqlOrdersStore } from "./store/sql-store.js";
+import { MoneySteps, ORDERS_FAULT_POINTS } from "./workflow/money-steps.js";
+import { Reconciler } from "./workflow/reconciler.js";
+
+/** The client id orders has at identity (IDENTITY_SERVICE_CREDENTIALS names it). */
+export const ORDERS_CLIENT_ID = "orders";
 
 export const ordersSettings = {
   ...serviceSettings("ORDERS", 50053),
   identityAddress: setting("IDENTITY_ADDRESS", parse.address, "identity service (token keys)", "127.0.0.1:50051"),
   paymentsAddress: setting("PAYMENTS_ADDRESS", parse.address, "payments service (charges and refunds)", "127.0.0.1:50052"),
+  contentAddress: setting("CONTENT_ADDRESS", parse.address, "content service (catalog prices)", "127.0.0.1:50054"),
+  serviceSecret: setting("ORDERS_SERVICE_SECRET", parse.matching(/^[\x21-\x7e]{32,}$/, "a secret of at least 32 visible ASCII characters"), "the secret orders presents to identity for its own service token (listed in identity's IDENTITY_SERVICE_CREDENTIALS)"),
+  reconcileIntervalMs: setting("ORDERS_RECONCILE_INTERVAL_MS", parse.int(100, 600_000), "how often unsettled money steps past their deadline are settled", 5_000),
   idempotencyKeyTtlHours: idempotencyKeyTtlSetting,
+  faults: faultsSetting(ORDERS_FAULT_POINTS),
 };
 export type OrdersConfig = ConfigOf<typeof ordersSettings>;
 
@@ -21,25 +50,40 @@ export function ordersConfigFrom(env: NodeJS.ProcessEnv): OrdersConfig {
 
 export interface OrdersRuntime extends ServiceRuntime {
   events: OrderEvents;
+  reconciler: Reconciler;
 }
 
 export async function startOrdersService(config: OrdersConfig, logger: Logger): Promise<OrdersRuntime> {
   const events = new OrderEvents();
+  let reconciler: Reconciler | undefined;
   const runtime = await startServiceRuntime({
     name: "orders",
     config,
     logger,
     migrations: ordersMigrations,
-    peers: { identity: config.identityAddress, payments: config.paymentsAddress },
-    build: ({ db, channels }) => ({
-      services: [
-        registration(
-          OrderService,
-          orderHandlers({ store: new SqlOrdersStore(db), verifier: new TokenVerifier(jwksFromIdentity(channels.identity)), payments: createServiceClient(PaymentService, channels.payments), events }),
-        ),
-      ],
-      stop: schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger),
-    }),
+    peers: { identity: config.identityAddress, payments: config.paymentsAddress, content: config.contentAddress },
+    build: ({ db, channels }) => {
+      const store = new SqlOrdersStore(db);
+      const steps = new MoneySteps({
+        store,
+        payments: createServiceClient(PaymentService, channels.payments),
+        credentials: serviceCredentialsFromIdentity(channels.identity, ORDERS_CLIENT_ID, config.serviceSecret),
+        events,
+        logger,
+        faults: new Faults(config.faults, logger),
+      });
+      reconciler = new Reconciler({ store, steps, logger, intervalMs: config.reconcileIntervalMs, holder: `${hostname()}:${config.port}` });
+      const purge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
+      const verifier = new TokenVerifier(jwksFromIdentity(channels.identity));
+      return {
+        services: [registration(OrderService, orderHandlers({ store, verifier, content: createServiceClient(ContentService, channels.content), steps, events }))],
+        stop: async () => {
+          purge();
+          await reconciler?.stop();
+        },
+      };
+    },
   });
-  return { ...runtime, events };
+  reconciler!.start();
+  return { ...runtime, events, reconciler: reconciler! };
 }

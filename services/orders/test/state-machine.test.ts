@@ -3,7 +3,11 @@ import { expect } from "chai";
 import { ConnectError } from "@connectrpc/connect";
 import { errorInfoOf } from "@switchyard/platform";
 import { guardContentsChange, guardTransition, refuseStatusWrite, type OrderAction, type OrderStatus } from "../src/domain/state-machine.js";
-import { checkDiscount, totalsOf, validateItem } from "../src/domain/orders.js";
+import { checkDiscount, priceItems, totalsOf, validateItem } from "../src/domain/orders.js";
+import { guardNoStepInProgress, movedNoMoney, stepCallMs, stepIdempotencyKey } from "../src/domain/steps.js";
+import { canSeeOrder, requireListOf, requireOrderAdmin, visibleOrder } from "../src/domain/access.js";
+import { Code } from "@connectrpc/connect";
+import { fail, type Caller } from "@switchyard/platform";
 
 const STATUSES: OrderStatus[] = ["pending", "paid", "shipped", "cancelled"];
 const ALLOWED: Record<OrderAction, Partial<Record<OrderStatus, OrderStatus>>> = {
@@ -54,11 +58,91 @@ describe("order totals", () => {
     expect(totalsOf([{ quantity: 2n, unitPrice: 1500n }, { quantity: 1n, unitPrice: 99n }], [{ amount: 500n }])).to.deep.equal({ subtotal: 3099n, discountTotal: 500n, total: 2599n });
   });
   it("refuses zero or negative quantity, negative price, and a discount beyond the total", () => {
-    expect(reasonOf(() => validateItem({ sku: "A", quantity: 0n, unitPrice: 1n })).reason).to.equal("RULE_VIOLATION");
-    expect(reasonOf(() => validateItem({ sku: "A", quantity: -1n, unitPrice: 1n })).reason).to.equal("RULE_VIOLATION");
-    expect(reasonOf(() => validateItem({ sku: "A", quantity: 1n, unitPrice: -1n })).reason).to.equal("RULE_VIOLATION");
-    expect(() => validateItem({ sku: "A", quantity: 1n, unitPrice: 0n })).to.not.throw();
+    expect(reasonOf(() => validateItem({ sku: "A", quantity: 0n, expectedUnitPrice: 1n })).reason).to.equal("RULE_VIOLATION");
+    expect(reasonOf(() => validateItem({ sku: "A", quantity: -1n, expectedUnitPrice: 1n })).reason).to.equal("RULE_VIOLATION");
+    expect(reasonOf(() => validateItem({ sku: "A", quantity: 1n, expectedUnitPrice: -1n })).reason).to.equal("RULE_VIOLATION");
+    expect(() => validateItem({ sku: "A", quantity: 1n, expectedUnitPrice: 0n })).to.not.throw();
+    expect(() => validateItem({ sku: "A", quantity: 1n, expectedUnitPrice: undefined })).to.not.throw();
     expect(reasonOf(() => checkDiscount({ subtotal: 100n, discountTotal: 0n, total: 100n }, 101n)).reason).to.equal("RULE_VIOLATION");
     expect(() => checkDiscount({ subtotal: 100n, discountTotal: 0n, total: 100n }, 100n)).to.not.throw();
+  });
+});
+
+describe("prices from the catalog", () => {
+  const catalog = new Map([
+    ["BOOK-1", { price: 1500n, currency: "EUR" }],
+    ["MUG-US", { price: 900n, currency: "USD" }],
+  ]);
+  const item = (sku: string, expectedUnitPrice?: bigint) => ({ sku, quantity: 2n, expectedUnitPrice });
+
+  it("takes the catalog's price whether or not the client sent one that matches", () => {
+    expect(priceItems([item("BOOK-1"), item("BOOK-1", 1500n)], catalog, "EUR")).to.deep.equal([
+      { sku: "BOOK-1", quantity: 2n, unitPrice: 1500n },
+      { sku: "BOOK-1", quantity: 2n, unitPrice: 1500n },
+    ]);
+  });
+  it("refuses a price the catalog does not have with PRICE_CHANGED carrying the current price", () => {
+    let err: ConnectError | undefined;
+    try {
+      priceItems([item("BOOK-1", 1n)], catalog, "EUR");
+    } catch (e) {
+      err = e as ConnectError;
+    }
+    expect(errorInfoOf(err!)?.reason).to.equal("PRICE_CHANGED");
+    expect(errorInfoOf(err!)?.metadata).to.deep.equal({ sku: "BOOK-1", unit_price: "1500", currency: "EUR" });
+  });
+  it("refuses an unknown sku and one sold in another currency", () => {
+    expect(reasonOf(() => priceItems([item("NOPE")], catalog, "EUR")).reason).to.equal("UNKNOWN_SKU");
+    expect(reasonOf(() => priceItems([item("MUG-US")], catalog, "EUR")).reason).to.equal("CURRENCY_MISMATCH");
+  });
+});
+
+describe("money steps", () => {
+  it("derive the key from the order and the attempt only: another attempt, order, kind or tenant is another key", () => {
+    const key = stepIdempotencyKey("acme", 7n, "charge", 1);
+    expect(key).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(stepIdempotencyKey("acme", 7n, "charge", 1)).to.equal(key);
+    for (const other of [stepIdempotencyKey("acme", 7n, "charge", 2), stepIdempotencyKey("acme", 8n, "charge", 1), stepIdempotencyKey("acme", 7n, "refund", 1), stepIdempotencyKey("globex", 7n, "charge", 1)]) {
+      expect(other).to.not.equal(key);
+    }
+  });
+  it("refuse every action while one is unsettled, naming it", () => {
+    expect(() => guardNoStepInProgress({ stepInProgress: undefined })).to.not.throw();
+    const refused = reasonOf(() => guardNoStepInProgress({ stepInProgress: "refund" }));
+    expect(refused.reason).to.equal("STEP_IN_PROGRESS");
+    expect(refused.message).to.include("cancellation");
+  });
+  it("count a refusal as moving no money, and a deadline, a lost connection or a crash as unknown", () => {
+    expect(movedNoMoney(fail("RULE_VIOLATION", "x"))).to.equal(true);
+    expect(movedNoMoney(fail("IDEMPOTENCY_KEY_VOIDED", "x"))).to.equal(true);
+    expect(movedNoMoney(fail("LOAD_SHED", "x"))).to.equal(true);
+    expect(movedNoMoney(new ConnectError("x", Code.DeadlineExceeded))).to.equal(false);
+    expect(movedNoMoney(new ConnectError("x", Code.Unavailable))).to.equal(false);
+    expect(movedNoMoney(new ConnectError("x", Code.Internal))).to.equal(false);
+    expect(movedNoMoney(new ConnectError("x", Code.Aborted))).to.equal(false);
+  });
+  it("give the call the caller's remaining time, capped", () => {
+    expect(stepCallMs(1_500)).to.equal(1_500);
+    expect(stepCallMs(undefined)).to.equal(10_000);
+    expect(stepCallMs(60_000)).to.equal(10_000);
+  });
+});
+
+describe("who may act on orders", () => {
+  const caller = (userId: bigint, role: "admin" | "member"): Caller => ({ tenantId: "acme", userId, role, sessionId: "s", expiresAt: 0, token: "t" });
+  const bobs = { userId: 2n };
+  it("a member sees their own orders only; another member's is not found; an admin sees all", () => {
+    expect(canSeeOrder(caller(2n, "member"), bobs)).to.equal(true);
+    expect(canSeeOrder(caller(3n, "member"), bobs)).to.equal(false);
+    expect(canSeeOrder(caller(1n, "admin"), bobs)).to.equal(true);
+    expect(reasonOf(() => visibleOrder(caller(3n, "member"), bobs)).reason).to.equal("NOT_FOUND");
+    expect(reasonOf(() => visibleOrder(caller(1n, "admin"), undefined)).reason).to.equal("NOT_FOUND");
+  });
+  it("shipments and discounts are the admins'; so are other users' order lists", () => {
+    expect(reasonOf(() => requireOrderAdmin(caller(2n, "member"))).reason).to.equal("ROLE_REQUIRED");
+    expect(() => requireOrderAdmin(caller(1n, "admin"))).to.not.throw();
+    expect(() => requireListOf(caller(2n, "member"), 2n)).to.not.throw();
+    expect(reasonOf(() => requireListOf(caller(2n, "member"), 3n)).reason).to.equal("ROLE_REQUIRED");
+    expect(() => requireListOf(caller(1n, "admin"), 3n)).to.not.throw();
   });
 });

@@ -1,15 +1,23 @@
-// PaymentService RPC handlers: proto in, proto out. The tenant comes from the verified token only.
+// PaymentService RPC handlers: proto in, proto out. The tenant comes from the verified token only
+// (or, for an internal service settling a key, from the request it is trusted to make).
 import type { ServiceImpl } from "@connectrpc/connect";
-import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import { assertIdempotencyKey, decodeCursor, fail, isIdOf, pageOf, pageSizeOf, requestFingerprint, type TokenVerifier } from "@switchyard/platform";
-import { checkRefundable, validateNewPayment, validateRefundRequest } from "./domain/payments.js";
+import { KeyedOperation, PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
+import { assertIdempotencyKey, decodeCursor, fail, Faults, isIdOf, pageOf, pageSizeOf, requestFingerprint, type Caller, type TokenVerifier } from "@switchyard/platform";
+import { canSeePayment, listedOwner, ownerOfNewPayment, requireKeyResolver, requireRefundPermission, validateReference } from "./domain/access.js";
+import { refundAmount, validateNewPayment, validateRefundRequest } from "./domain/payments.js";
 import { paymentToProto, refundToProto } from "./proto-mapping.js";
-import type { PaymentsStore } from "./store/port.js";
+import type { PaymentRecord, PaymentsStore } from "./store/port.js";
 
 export interface PaymentsDeps {
   store: PaymentsStore;
   verifier: TokenVerifier;
+  faults?: Faults;
 }
+
+/** The fault points of this service (FAULTS, tests only): a stall before a charge or refund commits, or after. */
+export const PAYMENTS_FAULT_POINTS = ["payments.hold-before-commit", "payments.hold-after-commit"] as const;
+
+const TENANT_ID = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
 function paymentIdOf(raw: string): string {
   if (!isIdOf("pay", raw)) throw fail("NOT_FOUND", "payment not found");
@@ -18,61 +26,109 @@ function paymentIdOf(raw: string): string {
 
 const keyOf = (r: { createdAt: Date; id: string }) => ({ createdAt: r.createdAt, id: r.id });
 
-export function paymentHandlers({ store, verifier }: PaymentsDeps): ServiceImpl<typeof PaymentService> {
+export function paymentHandlers({ store, verifier, faults = new Faults() }: PaymentsDeps): ServiceImpl<typeof PaymentService> {
+  /** A payment the caller may see, or 404 (another member's payment is as absent as a made-up id). */
+  async function visiblePayment(caller: Caller, rawId: string): Promise<PaymentRecord> {
+    const payment = await store.getPayment(caller.tenantId, paymentIdOf(rawId));
+    if (!payment || !canSeePayment(caller, payment)) throw fail("NOT_FOUND", "payment not found");
+    return payment;
+  }
+
+  /** A money write, with the test-only stalls around its commit. */
+  async function committing<T>(write: () => Promise<T>): Promise<T> {
+    await faults.holdIfFires("payments.hold-before-commit");
+    const result = await write();
+    await faults.holdIfFires("payments.hold-after-commit");
+    return result;
+  }
+
   return {
     async createPayment(req, ctx) {
       const caller = await verifier.authenticate(ctx);
       assertIdempotencyKey(req.idempotencyKey);
-      const payment = validateNewPayment({ amount: req.amount, currency: req.currency, source: req.source });
-      const requestHash = requestFingerprint({ amount: payment.amount, currency: payment.currency, source: payment.source });
-      const outcome = await store.createPayment(caller.tenantId, { key: req.idempotencyKey, requestHash }, payment);
+      const payment = validateNewPayment({
+        amount: req.amount,
+        currency: req.currency,
+        source: req.source,
+        ownerUserId: ownerOfNewPayment(caller, req.ownerUserId),
+        reference: validateReference(caller, req.reference),
+      });
+      // Owner and reference count only when they are not the defaults: keys stored before they existed still replay.
+      const requestHash = requestFingerprint({
+        amount: payment.amount,
+        currency: payment.currency,
+        source: payment.source,
+        ...(payment.ownerUserId === caller.userId ? {} : { owner: payment.ownerUserId }),
+        ...(payment.reference === "" ? {} : { reference: payment.reference }),
+      });
+      const outcome = await committing(() => store.createPayment(caller.tenantId, { key: req.idempotencyKey, requestHash }, payment));
+      // Keys are the tenant's: another member's key, however it was learnt, replays nothing of theirs.
+      if (outcome.replayed && !canSeePayment(caller, outcome.result)) throw fail("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was already used with a different request");
       return { payment: paymentToProto(outcome.result), replayed: outcome.replayed };
     },
 
     async getPayment(req, ctx) {
       const caller = await verifier.authenticate(ctx);
-      const payment = await store.getPayment(caller.tenantId, paymentIdOf(req.paymentId));
-      if (!payment) throw fail("NOT_FOUND", "payment not found");
-      return { payment: paymentToProto(payment) };
+      return { payment: paymentToProto(await visiblePayment(caller, req.paymentId)) };
     },
 
     async listPayments(req, ctx) {
       const caller = await verifier.authenticate(ctx);
       const size = pageSizeOf(req.pageSize);
-      const collection = `payments:${caller.tenantId}`;
-      const rows = await store.listPayments(caller.tenantId, decodeCursor(collection, req.pageToken), size + 1);
+      const owner = listedOwner(caller);
+      // A member's list is another list than the tenant's: a cursor of one is refused by the other.
+      const collection = owner === undefined ? `payments:${caller.tenantId}` : `payments:${caller.tenantId}:${owner}`;
+      const rows = await store.listPayments(caller.tenantId, owner, decodeCursor(collection, req.pageToken), size + 1);
       const page = pageOf(rows, size, collection, keyOf);
       return { payments: page.items.map(paymentToProto), nextPageToken: page.nextCursor };
     },
 
     async createRefund(req, ctx) {
       const caller = await verifier.authenticate(ctx);
+      requireRefundPermission(caller);
       assertIdempotencyKey(req.idempotencyKey);
       const paymentId = paymentIdOf(req.paymentId);
-      const refund = validateRefundRequest({ amount: req.amount, reason: req.reason });
-      const requestHash = requestFingerprint({ paymentId, amount: refund.amount, reason: refund.reason });
-      const outcome = await store.createRefund(caller.tenantId, { key: req.idempotencyKey, requestHash }, { paymentId, ...refund }, (payment) => checkRefundable(payment, refund.amount));
+      const refund = validateRefundRequest({ amount: req.amount, reason: req.reason, refundRemaining: req.refundRemaining });
+      const requestHash = requestFingerprint({ paymentId, amount: refund.amount ?? "remaining", reason: refund.reason });
+      const outcome = await committing(() => store.createRefund(caller.tenantId, { key: req.idempotencyKey, requestHash }, { paymentId, reason: refund.reason }, (payment) => refundAmount(payment, refund.amount)));
       return { refund: refundToProto(outcome.result), replayed: outcome.replayed };
     },
 
     async getRefund(req, ctx) {
       const caller = await verifier.authenticate(ctx);
-      const refund = isIdOf("re", req.refundId) ? await store.getRefund(caller.tenantId, paymentIdOf(req.paymentId), req.refundId) : undefined;
+      const payment = await visiblePayment(caller, req.paymentId);
+      const refund = isIdOf("re", req.refundId) ? await store.getRefund(caller.tenantId, payment.id, req.refundId) : undefined;
       if (!refund) throw fail("NOT_FOUND", "refund not found");
       return { refund: refundToProto(refund) };
     },
 
     async listRefunds(req, ctx) {
       const caller = await verifier.authenticate(ctx);
-      const paymentId = paymentIdOf(req.paymentId);
+      const payment = await visiblePayment(caller, req.paymentId);
       const size = pageSizeOf(req.pageSize);
-      const collection = `refunds:${caller.tenantId}:${paymentId}`;
-      const after = decodeCursor(collection, req.pageToken);
-      const rows = await store.listRefunds(caller.tenantId, paymentId, after, size + 1);
-      // An empty first page of an unknown payment is a 404, not an empty list.
-      if (rows.length === 0 && !after && !(await store.getPayment(caller.tenantId, paymentId))) throw fail("NOT_FOUND", "payment not found");
+      const collection = `refunds:${caller.tenantId}:${payment.id}`;
+      const rows = await store.listRefunds(caller.tenantId, payment.id, decodeCursor(collection, req.pageToken), size + 1);
       const page = pageOf(rows, size, collection, keyOf);
       return { refunds: page.items.map(refundToProto), nextPageToken: page.nextCursor };
+    },
+
+    async resolveIdempotencyKey(req, ctx) {
+      const { service } = await verifier.authenticateService(ctx);
+      requireKeyResolver(service);
+      if (!TENANT_ID.test(req.tenantId)) throw fail("INVALID_REQUEST", "tenant_id must be a tenant id");
+      assertIdempotencyKey(req.idempotencyKey);
+      switch (req.operation) {
+        case KeyedOperation.CREATE_PAYMENT: {
+          const found = await store.resolvePaymentKey(req.tenantId, req.idempotencyKey);
+          return { outcome: "voided" in found ? { case: "voided", value: true } : { case: "payment", value: paymentToProto(found.result) } };
+        }
+        case KeyedOperation.CREATE_REFUND: {
+          const found = await store.resolveRefundKey(req.tenantId, req.idempotencyKey);
+          return { outcome: "voided" in found ? { case: "voided", value: true } : { case: "refund", value: refundToProto(found.result) } };
+        }
+        default:
+          throw fail("INVALID_REQUEST", "operation must be CREATE_PAYMENT or CREATE_REFUND");
+      }
     },
   };
 }

@@ -19,6 +19,9 @@ export function paymentToProto(p: PaymentRecord): Payment {
     source: p.source,
     status: STATUS[paymentStatus(p.amount, p.amountRefunded)],
     amountRefunded: p.amountRefunded,
+    // A result replayed from before owners existed has none.
+    ownerUserId: p.ownerUserId ?? 0n,
+    reference: p.reference ?? "",
     createTime: timestampFromDate(p.createdAt),
   });
 }

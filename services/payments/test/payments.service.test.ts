@@ -2,8 +2,8 @@
 import { expect } from "chai";
 import { randomUUID } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { PaymentStatus } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import { errorInfoOf } from "@switchyard/platform";
+import { KeyedOperation, PaymentStatus } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
+import { errorInfoOf, SERVICE_AUTHORIZATION } from "@switchyard/platform";
 import { serviceEngines, startInProcessMesh, type InProcessMesh } from "../../platform/test/support/in-process-mesh.js";
 
 async function failure(promise: Promise<unknown>): Promise<{ code: Code; reason: string | undefined }> {
@@ -109,6 +109,70 @@ for (const engine of serviceEngines()) {
       expect(t(first.payments[1]!)).to.be.at.least(t(second.payments[0]!));
       expect(await failure(mesh.payments.listPayments({ pageToken: first.nextPageToken }, carol))).to.deep.equal({ code: Code.InvalidArgument, reason: "INVALID_CURSOR" });
       expect((await failure(mesh.payments.listPayments({ pageSize: 101 }, alice))).reason).to.equal("INVALID_REQUEST");
+    });
+
+    describe("as the orders service (its own token)", () => {
+      let asOrders: { headers: Record<string, string> };
+      let bob: { headers: { authorization: string } };
+      before(async () => {
+        const { accessToken } = await mesh.identity.createServiceToken({ clientId: "orders", clientSecret: mesh.ordersSecret });
+        asOrders = { headers: { [SERVICE_AUTHORIZATION]: `Bearer ${accessToken}` } };
+        bob = { headers: await mesh.login("bob@acme.test") };
+      });
+      const resolve = (operation: KeyedOperation, idempotencyKey: string, tenantId = "acme", auth: { headers: Record<string, string> } = asOrders) =>
+        mesh.payments.resolveIdempotencyKey({ tenantId, operation, idempotencyKey }, auth);
+
+      it("resolves a key to the payment or refund made with it", async () => {
+        const key = randomUUID();
+        const { payment } = await create(key, 700n);
+        expect((await resolve(KeyedOperation.CREATE_PAYMENT, key)).outcome).to.deep.include({ case: "payment" });
+        expect(((await resolve(KeyedOperation.CREATE_PAYMENT, key)).outcome.value as { id: string }).id).to.equal(payment!.id);
+        const refundKey = randomUUID();
+        const { refund } = await mesh.payments.createRefund({ idempotencyKey: refundKey, paymentId: payment!.id, amount: 100n }, alice);
+        const found = (await resolve(KeyedOperation.CREATE_REFUND, refundKey)).outcome;
+        expect([found.case, (found.value as { id: string }).id]).to.deep.equal(["refund", refund!.id]);
+        expect((await resolve(KeyedOperation.CREATE_PAYMENT, key, "globex")).outcome, "keys are per tenant").to.deep.equal({ case: "voided", value: true });
+      });
+
+      it("voids an unused key: a later payment with it is refused and nothing is charged", async () => {
+        const key = randomUUID();
+        expect((await resolve(KeyedOperation.CREATE_PAYMENT, key)).outcome).to.deep.equal({ case: "voided", value: true });
+        expect(await failure(create(key, 900n))).to.deep.equal({ code: Code.FailedPrecondition, reason: "IDEMPOTENCY_KEY_VOIDED" });
+        const listed = await mesh.payments.listPayments({ pageSize: 100 }, alice);
+        expect(listed.payments.filter((p) => p.amount === 900n)).to.have.length(0);
+      });
+
+      it("lets only the orders service resolve keys, never a user (admin included)", async () => {
+        expect((await failure(resolve(KeyedOperation.CREATE_PAYMENT, randomUUID(), "acme", alice))).code).to.equal(Code.Unauthenticated);
+        expect((await failure(resolve(KeyedOperation.CREATE_PAYMENT, randomUUID(), "acme", { headers: { [SERVICE_AUTHORIZATION]: alice.headers.authorization } }))).code).to.equal(Code.Unauthenticated);
+        expect((await failure(resolve(KeyedOperation.UNSPECIFIED, randomUUID()))).reason).to.equal("INVALID_REQUEST");
+        expect((await failure(resolve(KeyedOperation.CREATE_PAYMENT, randomUUID(), "Not A Tenant"))).reason).to.equal("INVALID_REQUEST");
+      });
+
+      it("lets a member refund only with the orders service's token beside theirs, and refunds what is left", async () => {
+        const { payment } = await mesh.payments.createPayment({ idempotencyKey: randomUUID(), amount: 1000n, currency: "EUR", source: "tok_visa" }, bob);
+        expect(payment!.ownerUserId).to.not.equal(0n);
+        expect((await failure(mesh.payments.createRefund({ idempotencyKey: randomUUID(), paymentId: payment!.id, amount: 10n }, bob))).reason).to.equal("ROLE_REQUIRED");
+        await mesh.payments.createRefund({ idempotencyKey: randomUUID(), paymentId: payment!.id, amount: 300n }, alice);
+        const both = { headers: { ...bob.headers, ...asOrders.headers } };
+        const rest = await mesh.payments.createRefund({ idempotencyKey: randomUUID(), paymentId: payment!.id, refundRemaining: true, reason: "order cancelled" }, both);
+        expect(rest.refund!.amount).to.equal(700n);
+        expect((await failure(mesh.payments.createRefund({ idempotencyKey: randomUUID(), paymentId: payment!.id, refundRemaining: true }, both))).reason).to.equal("NOTHING_TO_REFUND");
+        expect((await failure(mesh.payments.createRefund({ idempotencyKey: randomUUID(), paymentId: payment!.id, refundRemaining: true, amount: 5n }, both))).reason).to.equal("INVALID_REQUEST");
+        expect((await mesh.payments.getPayment({ paymentId: payment!.id }, bob)).payment!.status).to.equal(PaymentStatus.REFUNDED);
+      });
+
+      it("shows a member only their own payments; an admin all of the tenant's", async () => {
+        const { payment: bobs } = await mesh.payments.createPayment({ idempotencyKey: randomUUID(), amount: 1234n, currency: "EUR", source: "tok_visa" }, bob);
+        const { payment: alices } = await create(randomUUID(), 4321n);
+        const bobList = (await mesh.payments.listPayments({ pageSize: 100 }, bob)).payments.map((p) => p.id);
+        expect(bobList).to.include(bobs!.id).and.not.include(alices!.id);
+        expect((await mesh.payments.listPayments({ pageSize: 100 }, alice)).payments.map((p) => p.id)).to.include.members([bobs!.id, alices!.id]);
+        expect(await failure(mesh.payments.getPayment({ paymentId: alices!.id }, bob))).to.deep.equal({ code: Code.NotFound, reason: "NOT_FOUND" });
+        expect(await failure(mesh.payments.listRefunds({ paymentId: alices!.id }, bob))).to.deep.equal({ code: Code.NotFound, reason: "NOT_FOUND" });
+        const first = await mesh.payments.listPayments({ pageSize: 1 }, alice);
+        expect((await failure(mesh.payments.listPayments({ pageToken: first.nextPageToken }, bob))).reason, "the tenant's cursor is not a member's").to.equal("INVALID_CURSOR");
+      });
     });
   });
 }

@@ -1,5 +1,8 @@
 // Bearer tokens: Ed25519-signed JWTs issued by identity, verified by every service itself
-// (tenant and role enforced where the data lives: a forged header gets nobody in).
+// (tenant and role enforced where the data lives: a forged header gets nobody in). Two kinds, told
+// apart by their audience: a user's access token (`authorization` metadata), and an internal
+// service's own token (`service-authorization` metadata), which a service presents when it acts as
+// itself — beside the user's token, or alone for work no user asked for. Neither passes as the other.
 import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JWK } from "jose";
 import type { HandlerContext } from "@connectrpc/connect";
 import { fail } from "./errors.js";
@@ -8,8 +11,20 @@ import { requestMetadataValue } from "./grpc/handler-context.js";
 export const TOKEN_ISSUER = "switchyard-identity";
 export const TOKEN_AUDIENCE = "switchyard";
 export const TOKEN_ALGORITHM = "EdDSA";
+export const SERVICE_TOKEN_AUDIENCE = "switchyard-service";
+export const SERVICE_TOKEN_ROLE = "service";
+/** The metadata key that carries a service's own token. */
+export const SERVICE_AUTHORIZATION = "service-authorization";
 
 export type Role = "admin" | "member";
+
+/** An internal service acting as itself (verified service token). */
+export interface ServiceCaller {
+  /** The service's name (its client id at identity), e.g. "orders". */
+  service: string;
+  expiresAt: number;
+  token: string;
+}
 
 export interface Caller {
   tenantId: string;
@@ -20,6 +35,8 @@ export interface Caller {
   expiresAt: number;
   /** The raw token, to pass on to downstream services. */
   token: string;
+  /** The internal service that made this call on the user's behalf, when it presented its own token. */
+  service?: string;
 }
 
 export type KeySource = () => Promise<JWK[]>;
@@ -42,6 +59,7 @@ export class TokenVerifier {
   private refreshing: Promise<void> | undefined;
   // Verified tokens, by token string, until they expire: verification is the hot path's largest cost.
   private readonly cache = new Map<string, Caller>();
+  private readonly serviceCache = new Map<string, ServiceCaller>();
 
   constructor(private readonly keySource: KeySource, private readonly now: () => number = Date.now) {}
 
@@ -60,12 +78,22 @@ export class TokenVerifier {
     await this.refreshing;
   }
 
-  async verify(token: string): Promise<Caller> {
+  /** A user's access token. */
+  verify(token: string): Promise<Caller> {
+    return this.verifyCached(this.cache, token, USER_TOKEN, (payload) => this.callerOf(payload, token));
+  }
+
+  /** An internal service's own token. */
+  verifyService(token: string): Promise<ServiceCaller> {
+    return this.verifyCached(this.serviceCache, token, SERVICE_TOKEN, (payload) => this.serviceCallerOf(payload, token));
+  }
+
+  private async verifyCached<T extends { expiresAt: number }>(cache: Map<string, T>, token: string, kind: TokenKind, read: (payload: Record<string, unknown>) => T): Promise<T> {
     const nowSeconds = Math.floor(this.now() / 1000);
-    const cached = this.cache.get(token);
+    const cached = cache.get(token);
     if (cached) {
       if (cached.expiresAt > nowSeconds) return cached;
-      this.cache.delete(token);
+      cache.delete(token);
       throw fail("UNAUTHENTICATED", "the token has expired");
     }
     await this.refreshKeys(false).catch(() => {
@@ -73,29 +101,29 @@ export class TokenVerifier {
     });
     let payload;
     try {
-      payload = await this.verifyWithKeys(token);
+      payload = await this.verifyWithKeys(token, kind);
     } catch (err) {
       if (err instanceof joseErrors.JWKSNoMatchingKey) {
         // A key rotated in since we last looked: look again (rate-limited), then try once more.
         await this.refreshKeys(true).catch(() => {});
-        payload = await this.verifyWithKeys(token).catch((e: unknown) => { throw this.toAuthError(e); });
+        payload = await this.verifyWithKeys(token, kind).catch((e: unknown) => { throw this.toAuthError(e); });
       } else {
         throw this.toAuthError(err);
       }
     }
-    const caller = this.callerOf(payload, token);
-    if (this.cache.size >= MAX_CACHED_TOKENS) this.cache.delete(this.cache.keys().next().value as string);
-    this.cache.set(token, caller);
-    return caller;
+    const verified = read(payload);
+    if (cache.size >= MAX_CACHED_TOKENS) cache.delete(cache.keys().next().value as string);
+    cache.set(token, verified);
+    return verified;
   }
 
-  private async verifyWithKeys(token: string) {
+  private async verifyWithKeys(token: string, kind: TokenKind) {
     const { payload } = await jwtVerify(token, this.keys!, {
       issuer: TOKEN_ISSUER,
-      audience: TOKEN_AUDIENCE,
+      audience: kind.audience,
       algorithms: [TOKEN_ALGORITHM],
       currentDate: new Date(this.now()),
-      requiredClaims: ["sub", "tid", "role", "exp", "sid"],
+      requiredClaims: kind.requiredClaims,
     });
     return payload;
   }
@@ -113,11 +141,40 @@ export class TokenVerifier {
     return { tenantId: tid, userId: BigInt(sub), role, sessionId: sid, expiresAt: exp, token };
   }
 
-  /** The caller of an RPC, from its `authorization` metadata. */
+  private serviceCallerOf(payload: Record<string, unknown>, token: string): ServiceCaller {
+    const { sub, role, exp } = payload;
+    if (typeof sub !== "string" || !SERVICE_NAME.test(sub) || role !== SERVICE_TOKEN_ROLE || typeof exp !== "number") throw fail("UNAUTHENTICATED", "the service token is not valid");
+    return { service: sub, expiresAt: exp, token };
+  }
+
+  /**
+   * The user behind an RPC, from its `authorization` metadata; `service` is set when an internal
+   * service also presented its own token (a present but invalid one is refused, never ignored).
+   */
   async authenticate(context: HandlerContext): Promise<Caller> {
-    return this.verify(bearerToken(requestMetadataValue(context, "authorization")));
+    const caller = await this.verify(bearerToken(requestMetadataValue(context, "authorization")));
+    const serviceHeader = requestMetadataValue(context, SERVICE_AUTHORIZATION);
+    if (serviceHeader === undefined) return caller;
+    const { service } = await this.verifyService(bearerToken(serviceHeader));
+    return { ...caller, service };
+  }
+
+  /** The internal service behind an RPC that no user asked for, from its `service-authorization` metadata. */
+  async authenticateService(context: HandlerContext): Promise<ServiceCaller> {
+    const header = requestMetadataValue(context, SERVICE_AUTHORIZATION);
+    if (header === undefined) throw fail("UNAUTHENTICATED", "an internal service's token is required");
+    return this.verifyService(bearerToken(header));
   }
 }
+
+interface TokenKind {
+  audience: string;
+  requiredClaims: string[];
+}
+const USER_TOKEN: TokenKind = { audience: TOKEN_AUDIENCE, requiredClaims: ["sub", "tid", "role", "exp", "sid"] };
+const SERVICE_TOKEN: TokenKind = { audience: SERVICE_TOKEN_AUDIENCE, requiredClaims: ["sub", "role", "exp"] };
+/** A service's name: what identity's IDENTITY_SERVICE_CREDENTIALS and a service's token call it. */
+export const SERVICE_NAME = /^[a-z][a-z0-9-]{0,31}$/;
 
 /** A token is valid for its own tenant's resources only. */
 export function requireTenant(caller: Caller, tenantId: string): void {
@@ -128,12 +185,17 @@ export function requireRole(caller: Caller, role: Role): void {
   if (caller.role !== role) throw fail("ROLE_REQUIRED", `this action needs the ${role} role`);
 }
 
-/** Call options that carry the caller's credential and the remaining deadline downstream. */
-export function downstreamOptions(caller: Caller, context: HandlerContext) {
+/**
+ * Call options that carry the caller's credential and the remaining deadline downstream — and the
+ * calling service's own token when it acts with its own authority too.
+ */
+export function downstreamOptions(caller: Caller, context: HandlerContext, serviceToken?: string) {
   const timeoutMs = context.timeoutMs();
+  const headers: Record<string, string> = { authorization: `Bearer ${caller.token}` };
+  if (serviceToken !== undefined) headers[SERVICE_AUTHORIZATION] = `Bearer ${serviceToken}`;
   return {
     signal: context.signal,
-    headers: { authorization: `Bearer ${caller.token}` },
+    headers,
     ...(timeoutMs === undefined ? {} : { timeoutMs }),
   };
 }

@@ -1,7 +1,8 @@
 // The one config loader: every process describes its settings once, reads them from the
 // environment once in its entrypoint, and refuses to start with a list of every problem.
 
-type Parser<T> = (raw: string) => T;
+/** Reads one raw value; `env` is the whole environment, for the rare setting that depends on another. */
+type Parser<T> = (raw: string, env?: NodeJS.ProcessEnv) => T;
 
 export interface Setting<T> {
   readonly env: string;
@@ -50,6 +51,10 @@ export const parse = {
     if (protocols.length > 0 && !protocols.includes(url.protocol)) throw new Error(`expected a ${protocols.join(" or ")} URL`);
     return raw;
   },
+  matching: (pattern: RegExp, what: string): Parser<string> => (raw) => {
+    if (!pattern.test(raw)) throw new Error(`expected ${what}, got "${raw}"`);
+    return raw;
+  },
   /** A lower-case SQL identifier (schema names). */
   identifier: (raw: string) => {
     if (!/^[a-z_][a-z0-9_]{0,62}$/.test(raw)) throw new Error(`expected a lower-case identifier, got "${raw}"`);
@@ -81,7 +86,7 @@ export function loadConfig<S extends Spec>(spec: S, env: NodeJS.ProcessEnv): Con
       continue;
     }
     try {
-      out[key] = s.parse(raw);
+      out[key] = s.parse(raw, env);
     } catch (err) {
       problems.push(`${s.env}: ${(err as Error).message}`);
     }

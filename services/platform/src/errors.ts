@@ -10,6 +10,11 @@ export const ERROR_DOMAIN = "switchyard";
 interface CatalogueEntry {
   readonly code: Code;
   readonly http: number;
+  /**
+   * ErrorInfo metadata keys a client may see, with their JSON type: the edge puts them in the error
+   * body's `details`. Everything else in the metadata stays inside the mesh.
+   */
+  readonly details?: Readonly<Record<string, "string" | "integer">>;
 }
 
 export const errorCatalogue = {
@@ -21,6 +26,8 @@ export const errorCatalogue = {
   RULE_VIOLATION: { code: Code.InvalidArgument, http: 422 },
   IDEMPOTENCY_KEY_REUSED: { code: Code.InvalidArgument, http: 422 },
   REFUND_EXCEEDS_REFUNDABLE: { code: Code.InvalidArgument, http: 422 },
+  UNKNOWN_SKU: { code: Code.InvalidArgument, http: 422, details: { sku: "string" } },
+  CURRENCY_MISMATCH: { code: Code.InvalidArgument, http: 422, details: { sku: "string", currency: "string" } },
   // 401 / 403.
   UNAUTHENTICATED: { code: Code.Unauthenticated, http: 401 },
   INVALID_CREDENTIALS: { code: Code.Unauthenticated, http: 401 },
@@ -36,6 +43,13 @@ export const errorCatalogue = {
   ALREADY_EXISTS: { code: Code.AlreadyExists, http: 409 },
   IDEMPOTENCY_KEY_IN_FLIGHT: { code: Code.Aborted, http: 409 },
   INVALID_STATE: { code: Code.FailedPrecondition, http: 409 },
+  /** A money step of the order (a charge or a refund) has started and is not settled yet. */
+  STEP_IN_PROGRESS: { code: Code.FailedPrecondition, http: 409, details: { step: "string" } },
+  /** The catalog price is not the one the client expected: the current price is in the details. */
+  PRICE_CHANGED: { code: Code.FailedPrecondition, http: 409, details: { sku: "string", unit_price: "integer", currency: "string" } },
+  NOTHING_TO_REFUND: { code: Code.FailedPrecondition, http: 409 },
+  /** The key was settled as never used (ResolveIdempotencyKey): nothing will ever be made with it. */
+  IDEMPOTENCY_KEY_VOIDED: { code: Code.FailedPrecondition, http: 409 },
   ETAG_MISMATCH: { code: Code.FailedPrecondition, http: 412 },
   // 429.
   RATE_LIMITED: { code: Code.ResourceExhausted, http: 429 },

@@ -18,3 +18,5 @@ export * from "./money.js";
 export { AsyncQueue } from "./async-queue.js";
 export { EventLoopGuard } from "./load-shed.js";
 export * from "./service-runtime.js";
+export * from "./service-credentials.js";
+export * from "./faults.js";

@@ -2,7 +2,7 @@
 import { expect } from "chai";
 import { exportJWK, generateKeyPair, SignJWT, type JWK } from "jose";
 import { ConnectError } from "@connectrpc/connect";
-import { bearerToken, errorInfoOf, requireRole, requireTenant, TOKEN_AUDIENCE, TOKEN_ISSUER, TokenVerifier } from "@switchyard/platform";
+import { bearerToken, errorInfoOf, requireRole, requireTenant, SERVICE_TOKEN_AUDIENCE, TOKEN_AUDIENCE, TOKEN_ISSUER, TokenVerifier } from "@switchyard/platform";
 
 async function keyPair(kid: string) {
   const { privateKey, publicKey } = await generateKeyPair("EdDSA", { crv: "Ed25519", extractable: true });
@@ -104,5 +104,36 @@ describe("TokenVerifier", () => {
     expect(() => requireTenant(caller, "acme")).to.not.throw();
     expect(() => requireTenant(caller, "globex")).to.throw(/another tenant/);
     expect(() => requireRole(caller, "admin")).to.throw(/admin role/);
+  });
+});
+
+describe("TokenVerifier: service tokens", () => {
+  let key: Awaited<ReturnType<typeof keyPair>>;
+  const sign = (body: Record<string, unknown>) => new SignJWT(body).setProtectedHeader({ alg: "EdDSA", kid: key.kid }).sign(key.privateKey);
+  const service = (overrides: Record<string, unknown> = {}) => ({ iss: TOKEN_ISSUER, aud: SERVICE_TOKEN_AUDIENCE, sub: "orders", role: "service", iat: NOW / 1000, exp: NOW / 1000 + 300, ...overrides });
+
+  before(async () => {
+    key = await keyPair("k1");
+  });
+
+  it("names the service of a valid service token", async () => {
+    const verifier = new TokenVerifier(async () => [key.jwk], () => NOW);
+    const token = await sign(service());
+    expect(await verifier.verifyService(token)).to.deep.equal({ service: "orders", expiresAt: NOW / 1000 + 300, token });
+  });
+
+  it("never takes a service token for a user's, nor a user's for a service's", async () => {
+    const verifier = new TokenVerifier(async () => [key.jwk], () => NOW);
+    expect(await reason(verifier.verify(await sign(service())))).to.equal("UNAUTHENTICATED");
+    expect(await reason(verifier.verifyService(await sign(claims())))).to.equal("UNAUTHENTICATED");
+    // A user token dressed up with the service audience still lacks the service role.
+    expect(await reason(verifier.verifyService(await sign({ ...claims(), aud: SERVICE_TOKEN_AUDIENCE })))).to.equal("UNAUTHENTICATED");
+  });
+
+  it("refuses a service token that is expired, of another role, or names no proper service", async () => {
+    const verifier = new TokenVerifier(async () => [key.jwk], () => NOW);
+    for (const bad of [service({ exp: NOW / 1000 - 1 }), service({ role: "admin" }), service({ sub: "Orders!" }), service({ sub: "" }), service({ iss: "someone" })]) {
+      expect(await reason(verifier.verifyService(await sign(bad))), JSON.stringify(bad)).to.equal("UNAUTHENTICATED");
+    }
   });
 });

@@ -9,8 +9,10 @@ import {
   assertIdempotencyKey,
   errorInfoOf,
   IDEMPOTENCY_TABLE_SQL,
+  findIdempotentResult,
   purgeIdempotencyKeys,
   requestFingerprint,
+  resolveIdempotencyKey,
   runIdempotent,
   type IdempotencyScope,
   type Migration,
@@ -189,6 +191,53 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     expect(outcomes.filter((o) => !o.replayed)).to.have.length(1);
     const winner = outcomes.find((o) => !o.replayed);
     for (const o of outcomes) expect(o.result).to.deep.equal(winner?.result);
+  });
+
+  it("resolveIdempotencyKey answers the stored result of a finished call, and changes nothing", async () => {
+    const t = tenant();
+    const scope = scopeOf(t);
+    const first = await runIdempotent(db, scope, thingCodec, creator(t, "made").work);
+    expect(await resolveIdempotencyKey(db, scope, thingCodec)).to.deep.equal({ result: first.result });
+    expect(await runIdempotent(db, scope, thingCodec, creator(t, "never").work)).to.deep.equal({ result: first.result, replayed: true });
+    expect(await thingsOf(t)).to.deep.equal(["made"]);
+  });
+
+  it("resolveIdempotencyKey voids an unused key for good: a later call with it runs nothing, whatever its request", async () => {
+    const t = tenant();
+    const scope = scopeOf(t);
+    expect(await resolveIdempotencyKey(db, scope, thingCodec)).to.deep.equal({ voided: true });
+    expect(await resolveIdempotencyKey(db, scope, thingCodec), "the answer is final").to.deep.equal({ voided: true });
+    const late = creator(t, "late");
+    expect(await reasonOf(runIdempotent(db, scope, thingCodec, late.work))).to.equal("IDEMPOTENCY_KEY_VOIDED");
+    expect(await reasonOf(runIdempotent(db, { ...scope, requestHash: requestFingerprint({ label: "z" }) }, thingCodec, late.work))).to.equal("IDEMPOTENCY_KEY_VOIDED");
+    expect(await reasonOf(findIdempotentResult(db, scope, thingCodec))).to.equal("IDEMPOTENCY_KEY_VOIDED");
+    expect(late.runs).to.equal(0);
+    expect(await thingsOf(t)).to.deep.equal([]);
+    // Another tenant's or operation's key of the same value is untouched.
+    expect((await runIdempotent(db, scopeOf(tenant(), { key: scope.key }), thingCodec, creator(t, "other tenant").work)).replayed).to.equal(false);
+    expect((await runIdempotent(db, { ...scope, operation: "things.refund" }, thingCodec, creator(t, "other op").work)).replayed).to.equal(false);
+  });
+
+  it("resolveIdempotencyKey racing a first call still in flight waits for it: never void for work that commits", async () => {
+    const t = tenant();
+    const scope = scopeOf(t);
+    // The work holds its transaction open while the resolve arrives.
+    const running = runIdempotent(db, scope, thingCodec, creator(t, "slow", 300).work);
+    await sleep(50);
+    const resolved = await resolveIdempotencyKey(db, scope, thingCodec);
+    const outcome = await running;
+    expect(resolved).to.deep.equal({ result: outcome.result });
+    expect(await thingsOf(t)).to.deep.equal(["slow"]);
+  });
+
+  it("findIdempotentResult reads a finished call's result without claiming anything; another request is refused", async () => {
+    const t = tenant();
+    const scope = scopeOf(t);
+    expect(await findIdempotentResult(db, scope, thingCodec)).to.equal(undefined);
+    expect(await keysOf(t), "reading claimed nothing").to.deep.equal([]);
+    const first = await runIdempotent(db, scope, thingCodec, creator(t, "found").work);
+    expect(await findIdempotentResult(db, scope, thingCodec)).to.deep.equal(first.result);
+    expect(await reasonOf(findIdempotentResult(db, { ...scope, requestHash: requestFingerprint({ label: "b" }) }, thingCodec))).to.equal("IDEMPOTENCY_KEY_REUSED");
   });
 
   it("purgeIdempotencyKeys forgets only keys older than the limit, which frees them", async () => {

@@ -14,7 +14,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file switchyard/payments/v1/payments.proto.
  */
 export const file_switchyard_payments_v1_payments: GenFile = /*@__PURE__*/
-  fileDesc("CiVzd2l0Y2h5YXJkL3BheW1lbnRzL3YxL3BheW1lbnRzLnByb3RvEhZzd2l0Y2h5YXJkLnBheW1lbnRzLnYxIsgBCgdQYXltZW50EgoKAmlkGAEgASgJEg4KBmFtb3VudBgCIAEoAxIQCghjdXJyZW5jeRgDIAEoCRIOCgZzb3VyY2UYBCABKAkSNQoGc3RhdHVzGAUgASgOMiUuc3dpdGNoeWFyZC5wYXltZW50cy52MS5QYXltZW50U3RhdHVzEhcKD2Ftb3VudF9yZWZ1bmRlZBgGIAEoAxIvCgtjcmVhdGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiiwEKBlJlZnVuZBIKCgJpZBgBIAEoCRISCgpwYXltZW50X2lkGAIgASgJEg4KBmFtb3VudBgDIAEoAxIQCghjdXJyZW5jeRgEIAEoCRIOCgZyZWFzb24YBSABKAkSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImEKFENyZWF0ZVBheW1lbnRSZXF1ZXN0EhcKD2lkZW1wb3RlbmN5X2tleRgBIAEoCRIOCgZhbW91bnQYAiABKAMSEAoIY3VycmVuY3kYAyABKAkSDgoGc291cmNlGAQgASgJIlsKFUNyZWF0ZVBheW1lbnRSZXNwb25zZRIwCgdwYXltZW50GAEgASgLMh8uc3dpdGNoeWFyZC5wYXltZW50cy52MS5QYXltZW50EhAKCHJlcGxheWVkGAIgASgIIicKEUdldFBheW1lbnRSZXF1ZXN0EhIKCnBheW1lbnRfaWQYASABKAkiRgoSR2V0UGF5bWVudFJlc3BvbnNlEjAKB3BheW1lbnQYASABKAsyHy5zd2l0Y2h5YXJkLnBheW1lbnRzLnYxLlBheW1lbnQiPAoTTGlzdFBheW1lbnRzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSJiChRMaXN0UGF5bWVudHNSZXNwb25zZRIxCghwYXltZW50cxgBIAMoCzIfLnN3aXRjaHlhcmQucGF5bWVudHMudjEuUGF5bWVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiYgoTQ3JlYXRlUmVmdW5kUmVxdWVzdBIXCg9pZGVtcG90ZW5jeV9rZXkYASABKAkSEgoKcGF5bWVudF9pZBgCIAEoCRIOCgZhbW91bnQYAyABKAMSDgoGcmVhc29uGAQgASgJIlgKFENyZWF0ZVJlZnVuZFJlc3BvbnNlEi4KBnJlZnVuZBgBIAEoCzIeLnN3aXRjaHlhcmQucGF5bWVudHMudjEuUmVmdW5kEhAKCHJlcGxheWVkGAIgASgIIjkKEEdldFJlZnVuZFJlcXVlc3QSEgoKcGF5bWVudF9pZBgBIAEoCRIRCglyZWZ1bmRfaWQYAiABKAkiQwoRR2V0UmVmdW5kUmVzcG9uc2USLgoGcmVmdW5kGAEgASgLMh4uc3dpdGNoeWFyZC5wYXltZW50cy52MS5SZWZ1bmQiTwoSTGlzdFJlZnVuZHNSZXF1ZXN0EhIKCnBheW1lbnRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXwoTTGlzdFJlZnVuZHNSZXNwb25zZRIvCgdyZWZ1bmRzGAEgAygLMh4uc3dpdGNoeWFyZC5wYXltZW50cy52MS5SZWZ1bmQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJKpEBCg1QYXltZW50U3RhdHVzEh4KGlBBWU1FTlRfU1RBVFVTX1VOU1BFQ0lGSUVEEAASHAoYUEFZTUVOVF9TVEFUVVNfU1VDQ0VFREVEEAESJQohUEFZTUVOVF9TVEFUVVNfUEFSVElBTExZX1JFRlVOREVEEAISGwoXUEFZTUVOVF9TVEFUVVNfUkVGVU5ERUQQAzKDBQoOUGF5bWVudFNlcnZpY2USbAoNQ3JlYXRlUGF5bWVudBIsLnN3aXRjaHlhcmQucGF5bWVudHMudjEuQ3JlYXRlUGF5bWVudFJlcXVlc3QaLS5zd2l0Y2h5YXJkLnBheW1lbnRzLnYxLkNyZWF0ZVBheW1lbnRSZXNwb25zZRJjCgpHZXRQYXltZW50Eikuc3dpdGNoeWFyZC5wYXltZW50cy52MS5HZXRQYXltZW50UmVxdWVzdBoqLnN3aXRjaHlhcmQucGF5bWVudHMudjEuR2V0UGF5bWVudFJlc3BvbnNlEmkKDExpc3RQYXltZW50cxIrLnN3aXRjaHlhcmQucGF5bWVudHMudjEuTGlzdFBheW1lbnRzUmVxdWVzdBosLnN3aXRjaHlhcmQucGF5bWVudHMudjEuTGlzdFBheW1lbnRzUmVzcG9uc2USaQoMQ3JlYXRlUmVmdW5kEisuc3dpdGNoeWFyZC5wYXltZW50cy52MS5DcmVhdGVSZWZ1bmRSZXF1ZXN0Giwuc3dpdGNoeWFyZC5wYXltZW50cy52MS5DcmVhdGVSZWZ1bmRSZXNwb25zZRJgCglHZXRSZWZ1bmQSKC5zd2l0Y2h5YXJkLnBheW1lbnRzLnYxLkdldFJlZnVuZFJlcXVlc3QaKS5zd2l0Y2h5YXJkLnBheW1lbnRzLnYxLkdldFJlZnVuZFJlc3BvbnNlEmYKC0xpc3RSZWZ1bmRzEiouc3dpdGNoeWFyZC5wYXltZW50cy52MS5MaXN0UmVmdW5kc1JlcXVlc3QaKy5zd2l0Y2h5YXJkLnBheW1lbnRzLnYxLkxpc3RSZWZ1bmRzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
+  fileDesc("CiVzd2l0Y2h5YXJkL3BheW1lbnRzL3YxL3BheW1lbnRzLnByb3RvEhZzd2l0Y2h5YXJkLnBheW1lbnRzLnYxIvIBCgdQYXltZW50EgoKAmlkGAEgASgJEg4KBmFtb3VudBgCIAEoAxIQCghjdXJyZW5jeRgDIAEoCRIOCgZzb3VyY2UYBCABKAkSNQoGc3RhdHVzGAUgASgOMiUuc3dpdGNoeWFyZC5wYXltZW50cy52MS5QYXltZW50U3RhdHVzEhcKD2Ftb3VudF9yZWZ1bmRlZBgGIAEoAxIvCgtjcmVhdGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNb3duZXJfdXNlcl9pZBgIIAEoAxIRCglyZWZlcmVuY2UYCSABKAkiiwEKBlJlZnVuZBIKCgJpZBgBIAEoCRISCgpwYXltZW50X2lkGAIgASgJEg4KBmFtb3VudBgDIAEoAxIQCghjdXJyZW5jeRgEIAEoCRIOCgZyZWFzb24YBSABKAkSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIosBChRDcmVhdGVQYXltZW50UmVxdWVzdBIXCg9pZGVtcG90ZW5jeV9rZXkYASABKAkSDgoGYW1vdW50GAIgASgDEhAKCGN1cnJlbmN5GAMgASgJEg4KBnNvdXJjZRgEIAEoCRIVCg1vd25lcl91c2VyX2lkGAUgASgDEhEKCXJlZmVyZW5jZRgGIAEoCSJbChVDcmVhdGVQYXltZW50UmVzcG9uc2USMAoHcGF5bWVudBgBIAEoCzIfLnN3aXRjaHlhcmQucGF5bWVudHMudjEuUGF5bWVudBIQCghyZXBsYXllZBgCIAEoCCInChFHZXRQYXltZW50UmVxdWVzdBISCgpwYXltZW50X2lkGAEgASgJIkYKEkdldFBheW1lbnRSZXNwb25zZRIwCgdwYXltZW50GAEgASgLMh8uc3dpdGNoeWFyZC5wYXltZW50cy52MS5QYXltZW50IjwKE0xpc3RQYXltZW50c1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiYgoUTGlzdFBheW1lbnRzUmVzcG9uc2USMQoIcGF5bWVudHMYASADKAsyHy5zd2l0Y2h5YXJkLnBheW1lbnRzLnYxLlBheW1lbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJInwKE0NyZWF0ZVJlZnVuZFJlcXVlc3QSFwoPaWRlbXBvdGVuY3lfa2V5GAEgASgJEhIKCnBheW1lbnRfaWQYAiABKAkSDgoGYW1vdW50GAMgASgDEg4KBnJlYXNvbhgEIAEoCRIYChByZWZ1bmRfcmVtYWluaW5nGAUgASgIIlgKFENyZWF0ZVJlZnVuZFJlc3BvbnNlEi4KBnJlZnVuZBgBIAEoCzIeLnN3aXRjaHlhcmQucGF5bWVudHMudjEuUmVmdW5kEhAKCHJlcGxheWVkGAIgASgIIjkKEEdldFJlZnVuZFJlcXVlc3QSEgoKcGF5bWVudF9pZBgBIAEoCRIRCglyZWZ1bmRfaWQYAiABKAkiQwoRR2V0UmVmdW5kUmVzcG9uc2USLgoGcmVmdW5kGAEgASgLMh4uc3dpdGNoeWFyZC5wYXltZW50cy52MS5SZWZ1bmQiTwoSTGlzdFJlZnVuZHNSZXF1ZXN0EhIKCnBheW1lbnRfaWQYASABKAkSEQoJcGFnZV9zaXplGAIgASgFEhIKCnBhZ2VfdG9rZW4YAyABKAkiXwoTTGlzdFJlZnVuZHNSZXNwb25zZRIvCgdyZWZ1bmRzGAEgAygLMh4uc3dpdGNoeWFyZC5wYXltZW50cy52MS5SZWZ1bmQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIoUBChxSZXNvbHZlSWRlbXBvdGVuY3lLZXlSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRI5CglvcGVyYXRpb24YAiABKA4yJi5zd2l0Y2h5YXJkLnBheW1lbnRzLnYxLktleWVkT3BlcmF0aW9uEhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCSKiAQodUmVzb2x2ZUlkZW1wb3RlbmN5S2V5UmVzcG9uc2USMgoHcGF5bWVudBgBIAEoCzIfLnN3aXRjaHlhcmQucGF5bWVudHMudjEuUGF5bWVudEgAEjAKBnJlZnVuZBgCIAEoCzIeLnN3aXRjaHlhcmQucGF5bWVudHMudjEuUmVmdW5kSAASEAoGdm9pZGVkGAMgASgISABCCQoHb3V0Y29tZSp4Cg5LZXllZE9wZXJhdGlvbhIfChtLRVlFRF9PUEVSQVRJT05fVU5TUEVDSUZJRUQQABIiCh5LRVlFRF9PUEVSQVRJT05fQ1JFQVRFX1BBWU1FTlQQARIhCh1LRVlFRF9PUEVSQVRJT05fQ1JFQVRFX1JFRlVORBACKpEBCg1QYXltZW50U3RhdHVzEh4KGlBBWU1FTlRfU1RBVFVTX1VOU1BFQ0lGSUVEEAASHAoYUEFZTUVOVF9TVEFUVVNfU1VDQ0VFREVEEAESJQohUEFZTUVOVF9TVEFUVVNfUEFSVElBTExZX1JFRlVOREVEEAISGwoXUEFZTUVOVF9TVEFUVVNfUkVGVU5ERUQQAzKKBgoOUGF5bWVudFNlcnZpY2USbAoNQ3JlYXRlUGF5bWVudBIsLnN3aXRjaHlhcmQucGF5bWVudHMudjEuQ3JlYXRlUGF5bWVudFJlcXVlc3QaLS5zd2l0Y2h5YXJkLnBheW1lbnRzLnYxLkNyZWF0ZVBheW1lbnRSZXNwb25zZRJjCgpHZXRQYXltZW50Eikuc3dpdGNoeWFyZC5wYXltZW50cy52MS5HZXRQYXltZW50UmVxdWVzdBoqLnN3aXRjaHlhcmQucGF5bWVudHMudjEuR2V0UGF5bWVudFJlc3BvbnNlEmkKDExpc3RQYXltZW50cxIrLnN3aXRjaHlhcmQucGF5bWVudHMudjEuTGlzdFBheW1lbnRzUmVxdWVzdBosLnN3aXRjaHlhcmQucGF5bWVudHMudjEuTGlzdFBheW1lbnRzUmVzcG9uc2USaQoMQ3JlYXRlUmVmdW5kEisuc3dpdGNoeWFyZC5wYXltZW50cy52MS5DcmVhdGVSZWZ1bmRSZXF1ZXN0Giwuc3dpdGNoeWFyZC5wYXltZW50cy52MS5DcmVhdGVSZWZ1bmRSZXNwb25zZRJgCglHZXRSZWZ1bmQSKC5zd2l0Y2h5YXJkLnBheW1lbnRzLnYxLkdldFJlZnVuZFJlcXVlc3QaKS5zd2l0Y2h5YXJkLnBheW1lbnRzLnYxLkdldFJlZnVuZFJlc3BvbnNlEmYKC0xpc3RSZWZ1bmRzEiouc3dpdGNoeWFyZC5wYXltZW50cy52MS5MaXN0UmVmdW5kc1JlcXVlc3QaKy5zd2l0Y2h5YXJkLnBheW1lbnRzLnYxLkxpc3RSZWZ1bmRzUmVzcG9uc2UShAEKFVJlc29sdmVJZGVtcG90ZW5jeUtleRI0LnN3aXRjaHlhcmQucGF5bWVudHMudjEuUmVzb2x2ZUlkZW1wb3RlbmN5S2V5UmVxdWVzdBo1LnN3aXRjaHlhcmQucGF5bWVudHMudjEuUmVzb2x2ZUlkZW1wb3RlbmN5S2V5UmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message switchyard.payments.v1.Payment
@@ -58,6 +58,20 @@ export type Payment = Message<"switchyard.payments.v1.Payment"> & {
    * @generated from field: google.protobuf.Timestamp create_time = 7;
    */
   createTime?: Timestamp | undefined;
+
+  /**
+   * The user the payment belongs to: members see only their own payments.
+   *
+   * @generated from field: int64 owner_user_id = 8;
+   */
+  ownerUserId: bigint;
+
+  /**
+   * What the payment is for, set by an internal service (e.g. "order:42"); empty otherwise.
+   *
+   * @generated from field: string reference = 9;
+   */
+  reference: string;
 };
 
 /**
@@ -134,6 +148,21 @@ export type CreatePaymentRequest = Message<"switchyard.payments.v1.CreatePayment
    * @generated from field: string source = 4;
    */
   source: string;
+
+  /**
+   * The user the payment belongs to; 0 = the caller. Another user needs the admin role or an
+   * internal service's token.
+   *
+   * @generated from field: int64 owner_user_id = 5;
+   */
+  ownerUserId: bigint;
+
+  /**
+   * See Payment.reference; only an internal service may set it.
+   *
+   * @generated from field: string reference = 6;
+   */
+  reference: string;
 };
 
 /**
@@ -262,6 +291,8 @@ export type CreateRefundRequest = Message<"switchyard.payments.v1.CreateRefundRe
   paymentId: string;
 
   /**
+   * Required unless refund_remaining is set (then it must be 0).
+   *
    * @generated from field: int64 amount = 3;
    */
   amount: bigint;
@@ -270,6 +301,14 @@ export type CreateRefundRequest = Message<"switchyard.payments.v1.CreateRefundRe
    * @generated from field: string reason = 4;
    */
   reason: string;
+
+  /**
+   * Refund whatever of the payment is not refunded yet (decided under the payment's lock). Nothing
+   * left → FAILED_PRECONDITION / NOTHING_TO_REFUND.
+   *
+   * @generated from field: bool refund_remaining = 5;
+   */
+  refundRemaining: boolean;
 };
 
 /**
@@ -390,6 +429,102 @@ export const ListRefundsResponseSchema: GenMessage<ListRefundsResponse> = /*@__P
   messageDesc(file_switchyard_payments_v1_payments, 13);
 
 /**
+ * @generated from message switchyard.payments.v1.ResolveIdempotencyKeyRequest
+ */
+export type ResolveIdempotencyKeyRequest = Message<"switchyard.payments.v1.ResolveIdempotencyKeyRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: switchyard.payments.v1.KeyedOperation operation = 2;
+   */
+  operation: KeyedOperation;
+
+  /**
+   * @generated from field: string idempotency_key = 3;
+   */
+  idempotencyKey: string;
+};
+
+/**
+ * Describes the message switchyard.payments.v1.ResolveIdempotencyKeyRequest.
+ * Use `create(ResolveIdempotencyKeyRequestSchema)` to create a new message.
+ */
+export const ResolveIdempotencyKeyRequestSchema: GenMessage<ResolveIdempotencyKeyRequest> = /*@__PURE__*/
+  messageDesc(file_switchyard_payments_v1_payments, 14);
+
+/**
+ * @generated from message switchyard.payments.v1.ResolveIdempotencyKeyResponse
+ */
+export type ResolveIdempotencyKeyResponse = Message<"switchyard.payments.v1.ResolveIdempotencyKeyResponse"> & {
+  /**
+   * @generated from oneof switchyard.payments.v1.ResolveIdempotencyKeyResponse.outcome
+   */
+  outcome: {
+    /**
+     * The payment made with the key (operation CREATE_PAYMENT).
+     *
+     * @generated from field: switchyard.payments.v1.Payment payment = 1;
+     */
+    value: Payment;
+    case: "payment";
+  } | {
+    /**
+     * The refund made with the key (operation CREATE_REFUND).
+     *
+     * @generated from field: switchyard.payments.v1.Refund refund = 2;
+     */
+    value: Refund;
+    case: "refund";
+  } | {
+    /**
+     * Nothing was made with the key, and now nothing will be.
+     *
+     * @generated from field: bool voided = 3;
+     */
+    value: boolean;
+    case: "voided";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message switchyard.payments.v1.ResolveIdempotencyKeyResponse.
+ * Use `create(ResolveIdempotencyKeyResponseSchema)` to create a new message.
+ */
+export const ResolveIdempotencyKeyResponseSchema: GenMessage<ResolveIdempotencyKeyResponse> = /*@__PURE__*/
+  messageDesc(file_switchyard_payments_v1_payments, 15);
+
+/**
+ * The operations that take an idempotency key.
+ *
+ * @generated from enum switchyard.payments.v1.KeyedOperation
+ */
+export enum KeyedOperation {
+  /**
+   * @generated from enum value: KEYED_OPERATION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: KEYED_OPERATION_CREATE_PAYMENT = 1;
+   */
+  CREATE_PAYMENT = 1,
+
+  /**
+   * @generated from enum value: KEYED_OPERATION_CREATE_REFUND = 2;
+   */
+  CREATE_REFUND = 2,
+}
+
+/**
+ * Describes the enum switchyard.payments.v1.KeyedOperation.
+ */
+export const KeyedOperationSchema: GenEnum<KeyedOperation> = /*@__PURE__*/
+  enumDesc(file_switchyard_payments_v1_payments, 0);
+
+/**
  * @generated from enum switchyard.payments.v1.PaymentStatus
  */
 export enum PaymentStatus {
@@ -418,7 +553,7 @@ export enum PaymentStatus {
  * Describes the enum switchyard.payments.v1.PaymentStatus.
  */
 export const PaymentStatusSchema: GenEnum<PaymentStatus> = /*@__PURE__*/
-  enumDesc(file_switchyard_payments_v1_payments, 0);
+  enumDesc(file_switchyard_payments_v1_payments, 1);
 
 /**
  * PaymentService records payments and refunds for the caller's tenant (taken from the
@@ -481,6 +616,20 @@ export const PaymentService: GenService<{
     methodKind: "unary";
     input: typeof ListRefundsRequestSchema;
     output: typeof ListRefundsResponseSchema;
+  },
+  /**
+   * ResolveIdempotencyKey tells what happened under one of a tenant's idempotency keys: the payment
+   * or refund made with it — or, when nothing was, it voids the key so that nothing ever will be (a
+   * later create with that key is refused with IDEMPOTENCY_KEY_VOIDED). The answer is final either
+   * way, so work whose outcome a caller never saw (a crash, a deadline) can be settled. Internal
+   * services only (a service token in `service-authorization` metadata).
+   *
+   * @generated from rpc switchyard.payments.v1.PaymentService.ResolveIdempotencyKey
+   */
+  resolveIdempotencyKey: {
+    methodKind: "unary";
+    input: typeof ResolveIdempotencyKeyRequestSchema;
+    output: typeof ResolveIdempotencyKeyResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_switchyard_payments_v1_payments, 0);

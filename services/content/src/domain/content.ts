@@ -46,6 +46,25 @@ export function catalogItemProblem(item: CatalogItemInput): string | undefined {
   return undefined;
 }
 
+/** The most skus one BatchGetCatalogItems call may name (an order's most items). */
+export const MAX_BATCH_SKUS = 100;
+
+/** The skus asked for, each once in the order first asked; malformed ones can name nothing and are refused. */
+export function batchSkus(skus: readonly string[]): string[] {
+  if (skus.length > MAX_BATCH_SKUS) throw fail("INVALID_REQUEST", `at most ${MAX_BATCH_SKUS} skus per call`);
+  for (const sku of skus) if (!SKU.test(sku)) throw fail("INVALID_REQUEST", "a sku is 1 to 64 letters, digits, '.', '_' or '-'");
+  return [...new Set(skus)];
+}
+
+/**
+ * The global catalog is written only by admins of the tenant that owns it (CATALOG_OWNER_TENANT;
+ * none: nobody writes it).
+ */
+export function requireCatalogOwner(caller: { tenantId: string; role: string }, ownerTenant: string | undefined): void {
+  if (ownerTenant === undefined || caller.tenantId !== ownerTenant) throw fail("TENANT_MISMATCH", "the catalog is written only by admins of the tenant that owns it");
+  if (caller.role !== "admin") throw fail("ROLE_REQUIRED", "this action needs the admin role");
+}
+
 export const CATALOG_DEFAULT_PAGE_SIZE = 20;
 export const CATALOG_MAX_PAGE_SIZE = 100;
 

@@ -40,6 +40,8 @@ export interface ContentStore {
   /** Calls `onPost` for every post created by any replica on this database; resolves to the stop function. */
   watchNewPosts(onPost: (tenantId: string, postId: string) => void): Promise<() => Promise<void>>;
   listCatalogItems(offset: number, limit: number): Promise<{ items: CatalogItemRecord[]; total: number }>;
+  /** The catalog items with these skus (any order; skus not in the catalog are absent). */
+  getCatalogItems(skus: readonly string[]): Promise<CatalogItemRecord[]>;
   /** Creates or replaces by sku; true when it was created. */
   upsertCatalogItem(item: CatalogItemInput): Promise<boolean>;
 }

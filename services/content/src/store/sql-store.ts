@@ -93,6 +93,12 @@ export class SqlContentStore implements ContentStore {
     return { items: page.rows.map((r) => ({ sku: r.sku, name: r.name, price: r.price, currency: r.currency, updatedAt: r.updated_at })), total: Number(count.rows[0]?.n ?? 0n) };
   }
 
+  async getCatalogItems(skus: readonly string[]): Promise<CatalogItemRecord[]> {
+    if (skus.length === 0) return [];
+    const { rows } = await this.db.query<{ sku: string; name: string; price: bigint; currency: string; updated_at: Date }>(`SELECT sku, name, price, currency, updated_at FROM catalog_items WHERE sku = ANY($1::text[])`, [skus]);
+    return rows.map((r) => ({ sku: r.sku, name: r.name, price: r.price, currency: r.currency, updatedAt: r.updated_at }));
+  }
+
   async upsertCatalogItem(item: CatalogItemInput): Promise<boolean> {
     const { rows } = await this.db.query<{ created: boolean }>(
       `INSERT INTO catalog_items (sku, name, price, currency) VALUES ($1, $2, $3, $4)

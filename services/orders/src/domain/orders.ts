@@ -1,5 +1,5 @@
-// Order contents and totals, without I/O.
-import { assertAmount, fail } from "@switchyard/platform";
+// Order contents, prices and totals, without I/O.
+import { assertAmount, assertCurrency, fail } from "@switchyard/platform";
 
 export const MAX_QUANTITY = 10_000n;
 export const MAX_ITEMS = 100;
@@ -10,10 +10,25 @@ const CODE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 // Control characters other than tab and newline.
 const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f]/;
 
+/** An item as a client asks for it: the price comes from the catalog. */
+export interface RequestedItem {
+  sku: string;
+  quantity: bigint;
+  /** The unit price the client expects to pay, when it says. */
+  expectedUnitPrice: bigint | undefined;
+}
+
+/** An item as it is stored: priced. */
 export interface NewItem {
   sku: string;
   quantity: bigint;
   unitPrice: bigint;
+}
+
+/** A catalog item's price. */
+export interface CatalogPrice {
+  price: bigint;
+  currency: string;
 }
 
 export interface Totals {
@@ -22,11 +37,37 @@ export interface Totals {
   total: bigint;
 }
 
-export function validateItem(item: NewItem): NewItem {
+/** The shape of a requested item, before any price is known. */
+export function validateItem(item: RequestedItem): RequestedItem {
   if (!SKU.test(item.sku)) throw fail("RULE_VIOLATION", "sku must be 1 to 64 letters, digits, '.', '_' or '-'", { field: "sku" });
   if (item.quantity < 1n || item.quantity > MAX_QUANTITY) throw fail("RULE_VIOLATION", `quantity must be from 1 to ${MAX_QUANTITY}`, { field: "quantity" });
-  assertAmount(item.unitPrice, "unit_price", 0n);
+  if (item.expectedUnitPrice !== undefined) assertAmount(item.expectedUnitPrice, "unit_price", 0n);
   return item;
+}
+
+/**
+ * Prices items from the catalog: an unknown sku or one sold in another currency than the order's
+ * is refused (422); a price the client expected that is not the catalog's → 409 PRICE_CHANGED with
+ * the current price, so the client can confirm it and send again.
+ */
+export function priceItems(items: readonly RequestedItem[], catalog: ReadonlyMap<string, CatalogPrice>, currency: string): NewItem[] {
+  const priced = items.map((item) => {
+    const entry = catalog.get(item.sku);
+    if (!entry) throw fail("UNKNOWN_SKU", `sku ${item.sku} is not in the catalog`, { sku: item.sku });
+    if (entry.currency !== currency) {
+      throw fail("CURRENCY_MISMATCH", `sku ${item.sku} is sold in ${entry.currency}, the order is in ${currency}`, { sku: item.sku, currency: entry.currency });
+    }
+    if (item.expectedUnitPrice !== undefined && item.expectedUnitPrice !== entry.price) {
+      throw fail("PRICE_CHANGED", `the price of ${item.sku} is ${entry.price} ${entry.currency}, not ${item.expectedUnitPrice}: confirm the current price and send again`, {
+        sku: item.sku,
+        unit_price: entry.price.toString(),
+        currency: entry.currency,
+      });
+    }
+    return { sku: item.sku, quantity: item.quantity, unitPrice: entry.price };
+  });
+  assertAmount(totalsOf(priced, []).subtotal, "total", 0n);
+  return priced;
 }
 
 export function validateNote(note: string): string {
@@ -51,9 +92,9 @@ export function checkDiscount(totals: Totals, amount: bigint): void {
   if (amount > totals.total) throw fail("RULE_VIOLATION", `the discount of ${amount} exceeds the order total of ${totals.total}`, { field: "amount" });
 }
 
-export function validateItems(items: NewItem[]): NewItem[] {
+/** A new order's currency and items, before pricing. */
+export function validateNewOrder(currency: string, items: RequestedItem[]): RequestedItem[] {
+  assertCurrency(currency);
   if (items.length > MAX_ITEMS) throw fail("RULE_VIOLATION", `an order holds at most ${MAX_ITEMS} items`, { field: "items" });
-  const total = totalsOf(items, []).subtotal;
-  assertAmount(total, "total", 0n);
   return items.map(validateItem);
 }

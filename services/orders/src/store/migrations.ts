@@ -47,4 +47,35 @@ CREATE TABLE shipments (
 CREATE INDEX shipments_by_order ON shipments (order_id, created_at);
 ${IDEMPOTENCY_TABLE_SQL}`,
   },
+  {
+    version: 2,
+    name: "money steps of orders (intent, outcome), reconciler lease",
+    sql: `
+CREATE TABLE order_steps (
+  id              bigserial PRIMARY KEY,
+  order_id        bigint NOT NULL REFERENCES orders (id),
+  tenant_id       text NOT NULL,
+  kind            text NOT NULL CHECK (kind IN ('charge', 'refund')),
+  attempt         integer NOT NULL CHECK (attempt > 0),
+  amount          bigint NOT NULL CHECK (amount > 0),
+  currency        text NOT NULL,
+  idempotency_key text NOT NULL,
+  payment_id      text NOT NULL DEFAULT '',
+  refund_id       text NOT NULL DEFAULT '',
+  state           text NOT NULL DEFAULT 'pending' CHECK (state IN ('pending', 'succeeded', 'failed')),
+  outcome         text NOT NULL DEFAULT '',
+  deadline_at     timestamptz NOT NULL,
+  created_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
+  settled_at      timestamptz,
+  UNIQUE (order_id, kind, attempt)
+);
+-- At most one unsettled step per order, whatever the code does.
+CREATE UNIQUE INDEX order_steps_one_unsettled ON order_steps (order_id) WHERE state = 'pending';
+CREATE INDEX order_steps_due ON order_steps (deadline_at) WHERE state = 'pending';
+CREATE TABLE leases (
+  name       text PRIMARY KEY,
+  holder     text NOT NULL,
+  expires_at timestamptz NOT NULL
+);`,
+  },
 ];

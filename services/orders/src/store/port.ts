@@ -2,6 +2,7 @@
 import type { IdempotentOutcome, Keyset } from "@switchyard/platform";
 import type { NewItem } from "../domain/orders.js";
 import type { OrderStatus } from "../domain/state-machine.js";
+import type { StepKind, StepState } from "../domain/steps.js";
 
 export interface ItemRecord {
   id: bigint;
@@ -35,8 +36,10 @@ export interface OrderRecord {
   note: string;
   paymentId: string;
   refundId: string;
-  /** Bumped by every change; a payment is tied to the version it charged. */
+  /** Bumped by every change. */
   version: number;
+  /** The money step that has started and is not settled yet, if any. */
+  stepInProgress: StepKind | undefined;
   createdAt: Date;
   updatedAt: Date;
   items: ItemRecord[];
@@ -44,15 +47,43 @@ export interface OrderRecord {
   shipments: ShipmentRecord[];
 }
 
-export interface TransitionWrite {
-  from: OrderStatus;
-  to: OrderStatus;
-  /** The version the caller's decision was based on; the write misses if the order moved on. */
-  version: number;
-  paymentId?: string;
-  refundId?: string;
-  shipment?: { carrier: string; trackingNumber: string };
+/** A money step: the intent recorded before payments is called, and its outcome after. */
+export interface StepRecord {
+  id: bigint;
+  orderId: bigint;
+  tenantId: string;
+  kind: StepKind;
+  attempt: number;
+  amount: bigint;
+  currency: string;
+  idempotencyKey: string;
+  /** The payment charged (charge, once settled) or refunded (refund). */
+  paymentId: string;
+  refundId: string;
+  state: StepState;
+  outcome: string;
+  deadlineAt: Date;
+  createdAt: Date;
+  settledAt: Date | undefined;
 }
+
+/** What an action does to a locked order: change its status now, or start a money step. */
+export type OrderAction =
+  | { kind: "transition"; to: OrderStatus; shipment?: { carrier: string; trackingNumber: string } }
+  | {
+      kind: "step";
+      step: StepKind;
+      amount: bigint;
+      currency: string;
+      /** The payment a refund takes back ("" for a charge). */
+      paymentId: string;
+      keyFor: (attempt: number) => string;
+      /** How long from now the step may stay unsettled before the reconciler settles it. */
+      deadlineMs: number;
+    };
+
+/** How a step ended: money moved (with what it made), or none did. */
+export type StepOutcome = { moved: true; paymentId?: string; refundId?: string; note: string } | { moved: false; note: string };
 
 export interface OrdersStore {
   createOrder(
@@ -61,15 +92,28 @@ export interface OrdersStore {
     order: { currency: string; note: string; items: NewItem[] },
     idempotency: { key: string; requestHash: string } | undefined,
   ): Promise<IdempotentOutcome<OrderRecord>>;
+  /** The order an earlier create with this key made (replayed), if it is done; 422 for another request. */
+  findCreatedOrder(tenantId: string, idempotency: { key: string; requestHash: string }): Promise<OrderRecord | undefined>;
   getOrder(tenantId: string, id: bigint): Promise<OrderRecord | undefined>;
-  updateNote(tenantId: string, id: bigint, note: string): Promise<OrderRecord | undefined>;
   listUserOrders(tenantId: string, userId: bigint, after: Keyset | undefined, limit: number): Promise<OrderRecord[]>;
-  /** The conditional write of a status change: undefined when the order is not at (from, version) any more. */
-  transition(tenantId: string, id: bigint, write: TransitionWrite): Promise<OrderRecord | undefined>;
   /**
-   * Changes the order's contents under a row lock: `check` sees the locked order (and throws to refuse),
-   * then the item or discount is added and the version bumped.
+   * Under the order's row lock: `check` sees the order (and throws to refuse), then the change is
+   * made and the version bumped. Every change of an order goes through a lock like this one.
    */
+  updateNote(tenantId: string, id: bigint, note: string, check: (order: OrderRecord) => void): Promise<OrderRecord>;
   addItem(tenantId: string, id: bigint, item: NewItem, check: (order: OrderRecord) => void): Promise<{ order: OrderRecord; item: ItemRecord }>;
   addDiscount(tenantId: string, id: bigint, discount: { code: string; amount: bigint }, check: (order: OrderRecord) => void): Promise<{ order: OrderRecord; discount: DiscountRecord }>;
+  /** A status change or the start of a money step, decided by `decide` on the locked order. */
+  act(tenantId: string, id: bigint, decide: (order: OrderRecord) => OrderAction): Promise<{ order: OrderRecord; step?: StepRecord }>;
+  /**
+   * Records a step's outcome and what it means for the order (a charge: paid; a refund: cancelled;
+   * nothing moved: unchanged), once: undefined when the step was settled already.
+   */
+  settleStep(step: StepRecord, outcome: StepOutcome): Promise<OrderRecord | undefined>;
+  getStep(id: bigint): Promise<StepRecord | undefined>;
+  /** Unsettled steps whose deadline has passed, oldest deadline first. */
+  dueSteps(limit: number): Promise<StepRecord[]>;
+  /** Takes or renews a named lease for `ttlMs`; false while another holder's lease runs. */
+  takeLease(name: string, holder: string, ttlMs: number): Promise<boolean>;
+  releaseLease(name: string, holder: string): Promise<void>;
 }

@@ -1,9 +1,11 @@
-// OrdersStore on the PostgreSQL-family adapter. Status changes are conditional writes on
-// (status, version); content changes lock the order row first.
-import { fail, jsonResultCodec, newId, runIdempotent, type Keyset, type SqlDatabase, type SqlExecutor } from "@switchyard/platform";
+// OrdersStore on the PostgreSQL-family adapter. Every change of an order happens under its row
+// lock, after a check of the locked order; a money step's intent commits with the check that
+// allowed it, and its outcome with the status change it brings.
+import { fail, findIdempotentResult, jsonResultCodec, newId, runIdempotent, type Keyset, type SqlDatabase, type SqlExecutor } from "@switchyard/platform";
 import type { NewItem } from "../domain/orders.js";
 import type { OrderStatus } from "../domain/state-machine.js";
-import type { DiscountRecord, ItemRecord, OrderRecord, OrdersStore, ShipmentRecord, TransitionWrite } from "./port.js";
+import type { StepKind, StepState } from "../domain/steps.js";
+import type { DiscountRecord, ItemRecord, OrderAction, OrderRecord, OrdersStore, ShipmentRecord, StepOutcome, StepRecord } from "./port.js";
 
 interface OrderRow {
   id: bigint;
@@ -15,12 +17,34 @@ interface OrderRow {
   payment_id: string;
   refund_id: string;
   version: number;
+  step_in_progress: StepKind | null;
   created_at: Date;
   updated_at: Date;
 }
 
-const ORDER_COLUMNS = "id, tenant_id, user_id, status, currency, note, payment_id, refund_id, version, created_at, updated_at";
+interface StepRow {
+  id: bigint;
+  order_id: bigint;
+  tenant_id: string;
+  kind: StepKind;
+  attempt: number;
+  amount: bigint;
+  currency: string;
+  idempotency_key: string;
+  payment_id: string;
+  refund_id: string;
+  state: StepState;
+  outcome: string;
+  deadline_at: Date;
+  created_at: Date;
+  settled_at: Date | null;
+}
+
+const ORDER_COLUMNS = `id, tenant_id, user_id, status, currency, note, payment_id, refund_id, version, created_at, updated_at,
+  (SELECT s.kind FROM order_steps s WHERE s.order_id = orders.id AND s.state = 'pending') AS step_in_progress`;
+const STEP_COLUMNS = "id, order_id, tenant_id, kind, attempt, amount, currency, idempotency_key, payment_id, refund_id, state, outcome, deadline_at, created_at, settled_at";
 const NOW = "date_trunc('milliseconds', clock_timestamp())";
+const CREATE_ORDER = "orders.create";
 const orderCodec = jsonResultCodec<OrderRecord>();
 
 const toItem = (r: { id: bigint; sku: string; quantity: bigint; unit_price: bigint; created_at: Date }): ItemRecord => ({ id: r.id, sku: r.sku, quantity: r.quantity, unitPrice: r.unit_price, createdAt: r.created_at });
@@ -31,6 +55,23 @@ const toShipment = (r: { id: string; order_id: bigint; carrier: string; tracking
   carrier: r.carrier,
   trackingNumber: r.tracking_number,
   createdAt: r.created_at,
+});
+const toStep = (r: StepRow): StepRecord => ({
+  id: r.id,
+  orderId: r.order_id,
+  tenantId: r.tenant_id,
+  kind: r.kind,
+  attempt: Number(r.attempt),
+  amount: r.amount,
+  currency: r.currency,
+  idempotencyKey: r.idempotency_key,
+  paymentId: r.payment_id,
+  refundId: r.refund_id,
+  state: r.state,
+  outcome: r.outcome,
+  deadlineAt: r.deadline_at,
+  createdAt: r.created_at,
+  settledAt: r.settled_at ?? undefined,
 });
 
 /** Orders with their items, discounts and shipments: four queries for any number of orders. */
@@ -51,6 +92,7 @@ async function aggregates(db: SqlExecutor, rows: OrderRow[]): Promise<OrderRecor
     paymentId: r.payment_id,
     refundId: r.refund_id,
     version: r.version,
+    stepInProgress: r.step_in_progress ?? undefined,
     createdAt: r.created_at,
     updatedAt: r.updated_at,
     items: items.rows.filter((i) => i.order_id === r.id).map(toItem),
@@ -61,6 +103,16 @@ async function aggregates(db: SqlExecutor, rows: OrderRow[]): Promise<OrderRecor
 
 async function one(db: SqlExecutor, row: OrderRow | undefined): Promise<OrderRecord | undefined> {
   return row ? (await aggregates(db, [row]))[0] : undefined;
+}
+
+async function reread(tx: SqlExecutor, id: bigint): Promise<OrderRecord> {
+  const { rows } = await tx.query<OrderRow>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1`, [id]);
+  return (await one(tx, rows[0]))!;
+}
+
+/** Bumps the order's version (and sets the given columns) inside the caller's transaction. */
+async function touch(tx: SqlExecutor, id: bigint, set = "", params: unknown[] = []): Promise<void> {
+  await tx.query(`UPDATE orders SET ${set}version = version + 1, updated_at = ${NOW} WHERE id = $1`, [id, ...params]);
 }
 
 export class SqlOrdersStore implements OrdersStore {
@@ -76,19 +128,15 @@ export class SqlOrdersStore implements OrdersStore {
       return (await one(tx, created))!;
     };
     if (!idempotency) return { result: await this.db.transaction(work), replayed: false };
-    return runIdempotent(this.db, { tenantId, operation: "orders.create", ...idempotency }, orderCodec, work);
+    return runIdempotent(this.db, { tenantId, operation: CREATE_ORDER, ...idempotency }, orderCodec, work);
+  }
+
+  findCreatedOrder(tenantId: string, idempotency: { key: string; requestHash: string }) {
+    return findIdempotentResult(this.db, { tenantId, operation: CREATE_ORDER, ...idempotency }, orderCodec);
   }
 
   async getOrder(tenantId: string, id: bigint): Promise<OrderRecord | undefined> {
     const { rows } = await this.db.query<OrderRow>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1 AND tenant_id = $2`, [id, tenantId]);
-    return one(this.db, rows[0]);
-  }
-
-  async updateNote(tenantId: string, id: bigint, note: string): Promise<OrderRecord | undefined> {
-    const { rows } = await this.db.query<OrderRow>(
-      `UPDATE orders SET note = $3, version = version + 1, updated_at = ${NOW} WHERE id = $1 AND tenant_id = $2 RETURNING ${ORDER_COLUMNS}`,
-      [id, tenantId, note],
-    );
     return one(this.db, rows[0]);
   }
 
@@ -102,54 +150,110 @@ export class SqlOrdersStore implements OrdersStore {
     return aggregates(this.db, rows);
   }
 
-  transition(tenantId: string, id: bigint, write: TransitionWrite): Promise<OrderRecord | undefined> {
+  /** Runs `work` on the order under its row lock (404 when there is no such order). */
+  private locked<T>(tenantId: string, id: bigint, work: (tx: SqlExecutor, order: OrderRecord) => Promise<T>): Promise<T> {
     return this.db.transaction(async (tx) => {
-      const { rows } = await tx.query<OrderRow>(
-        `UPDATE orders SET status = $5, version = version + 1, updated_at = ${NOW},
-           payment_id = COALESCE($6, payment_id), refund_id = COALESCE($7, refund_id)
-         WHERE id = $1 AND tenant_id = $2 AND status = $3 AND version = $4
-         RETURNING ${ORDER_COLUMNS}`,
-        [id, tenantId, write.from, write.version, write.to, write.paymentId ?? null, write.refundId ?? null],
-      );
-      if (!rows[0]) return undefined;
-      if (write.shipment) {
-        await tx.query(`INSERT INTO shipments (id, order_id, carrier, tracking_number) VALUES ($1, $2, $3, $4)`, [newId("shp"), id, write.shipment.carrier, write.shipment.trackingNumber]);
-      }
-      return one(tx, rows[0]);
+      const lock = await tx.query(`SELECT id FROM orders WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, [id, tenantId]);
+      if (lock.rowCount === 0) throw fail("NOT_FOUND", "order not found");
+      // Read after the lock is held, in a statement of its own: one that waited for the lock sees
+      // what the holder committed (a step it started, too), never the snapshot it began with.
+      return work(tx, await reread(tx, id));
     });
   }
 
-  private changeContents<T>(tenantId: string, id: bigint, check: (order: OrderRecord) => void, insert: (tx: SqlExecutor) => Promise<T>) {
-    return this.db.transaction(async (tx) => {
-      const locked = await tx.query<OrderRow>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, [id, tenantId]);
-      const order = await one(tx, locked.rows[0]);
-      if (!order) throw fail("NOT_FOUND", "order not found");
+  updateNote(tenantId: string, id: bigint, note: string, check: (order: OrderRecord) => void): Promise<OrderRecord> {
+    return this.locked(tenantId, id, async (tx, order) => {
       check(order);
-      const added = await insert(tx);
-      const { rows } = await tx.query<OrderRow>(`UPDATE orders SET version = version + 1, updated_at = ${NOW} WHERE id = $1 RETURNING ${ORDER_COLUMNS}`, [id]);
-      return { order: (await one(tx, rows[0]))!, added };
+      await touch(tx, id, "note = $2, ", [note]);
+      return reread(tx, id);
     });
   }
 
-  async addItem(tenantId: string, id: bigint, item: NewItem, check: (order: OrderRecord) => void) {
-    const { order, added } = await this.changeContents(tenantId, id, check, async (tx) => {
+  addItem(tenantId: string, id: bigint, item: NewItem, check: (order: OrderRecord) => void) {
+    return this.locked(tenantId, id, async (tx, order) => {
+      check(order);
       const { rows } = await tx.query<{ id: bigint; sku: string; quantity: bigint; unit_price: bigint; created_at: Date }>(
         `INSERT INTO order_items (order_id, sku, quantity, unit_price) VALUES ($1, $2, $3, $4) RETURNING id, sku, quantity, unit_price, created_at`,
         [id, item.sku, item.quantity, item.unitPrice],
       );
-      return toItem(rows[0]!);
+      await touch(tx, id);
+      return { order: await reread(tx, id), item: toItem(rows[0]!) };
     });
-    return { order, item: added };
   }
 
-  async addDiscount(tenantId: string, id: bigint, discount: { code: string; amount: bigint }, check: (order: OrderRecord) => void) {
-    const { order, added } = await this.changeContents(tenantId, id, check, async (tx) => {
+  addDiscount(tenantId: string, id: bigint, discount: { code: string; amount: bigint }, check: (order: OrderRecord) => void) {
+    return this.locked(tenantId, id, async (tx, order) => {
+      check(order);
       const { rows } = await tx.query<{ id: bigint; code: string; amount: bigint; created_at: Date }>(
         `INSERT INTO order_discounts (order_id, code, amount) VALUES ($1, $2, $3) RETURNING id, code, amount, created_at`,
         [id, discount.code, discount.amount],
       );
-      return toDiscount(rows[0]!);
+      await touch(tx, id);
+      return { order: await reread(tx, id), discount: toDiscount(rows[0]!) };
     });
-    return { order, discount: added };
+  }
+
+  act(tenantId: string, id: bigint, decide: (order: OrderRecord) => OrderAction): Promise<{ order: OrderRecord; step?: StepRecord }> {
+    return this.locked(tenantId, id, async (tx, order) => {
+      const action = decide(order);
+      if (action.kind === "transition") {
+        await touch(tx, id, "status = $2, ", [action.to]);
+        if (action.shipment) {
+          await tx.query(`INSERT INTO shipments (id, order_id, carrier, tracking_number) VALUES ($1, $2, $3, $4)`, [newId("shp"), id, action.shipment.carrier, action.shipment.trackingNumber]);
+        }
+        return { order: await reread(tx, id) };
+      }
+      const { rows: attempts } = await tx.query<{ n: number }>(`SELECT COALESCE(max(attempt), 0)::integer + 1 AS n FROM order_steps WHERE order_id = $1 AND kind = $2`, [id, action.step]);
+      const attempt = Number(attempts[0]!.n);
+      // The deadline is the database's clock, like the reconciler's: replicas' clocks never meet.
+      const { rows } = await tx.query<StepRow>(
+        `INSERT INTO order_steps (order_id, tenant_id, kind, attempt, amount, currency, idempotency_key, payment_id, deadline_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp() + $9::bigint * interval '1 millisecond')
+         RETURNING ${STEP_COLUMNS}`,
+        [id, tenantId, action.step, attempt, action.amount, action.currency, action.keyFor(attempt), action.paymentId, action.deadlineMs],
+      );
+      await touch(tx, id);
+      return { order: await reread(tx, id), step: toStep(rows[0]!) };
+    });
+  }
+
+  settleStep(step: StepRecord, outcome: StepOutcome): Promise<OrderRecord | undefined> {
+    return this.db.transaction(async (tx) => {
+      const settled = await tx.query(
+        `UPDATE order_steps SET state = $2, payment_id = COALESCE($3, payment_id), refund_id = COALESCE($4, refund_id), outcome = $5, settled_at = clock_timestamp()
+         WHERE id = $1 AND state = 'pending'`,
+        [step.id, outcome.moved ? "succeeded" : "failed", outcome.moved ? (outcome.paymentId ?? null) : null, outcome.moved ? (outcome.refundId ?? null) : null, outcome.note],
+      );
+      if (settled.rowCount === 0) return undefined;
+      // Nothing else changed the order's status while the step was unsettled: every action refuses then.
+      if (!outcome.moved) await touch(tx, step.orderId);
+      else if (step.kind === "charge") await touch(tx, step.orderId, "status = 'paid', payment_id = $2, ", [outcome.paymentId ?? ""]);
+      else await touch(tx, step.orderId, "status = 'cancelled', refund_id = $2, ", [outcome.refundId ?? ""]);
+      return reread(tx, step.orderId);
+    });
+  }
+
+  async getStep(id: bigint): Promise<StepRecord | undefined> {
+    const { rows } = await this.db.query<StepRow>(`SELECT ${STEP_COLUMNS} FROM order_steps WHERE id = $1`, [id]);
+    return rows[0] && toStep(rows[0]);
+  }
+
+  async dueSteps(limit: number): Promise<StepRecord[]> {
+    const { rows } = await this.db.query<StepRow>(`SELECT ${STEP_COLUMNS} FROM order_steps WHERE state = 'pending' AND deadline_at < clock_timestamp() ORDER BY deadline_at LIMIT $1`, [limit]);
+    return rows.map(toStep);
+  }
+
+  async takeLease(name: string, holder: string, ttlMs: number): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      `INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, clock_timestamp() + $3::bigint * interval '1 millisecond')
+       ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
+       WHERE leases.holder = EXCLUDED.holder OR leases.expires_at < clock_timestamp()`,
+      [name, holder, ttlMs],
+    );
+    return rowCount === 1;
+  }
+
+  async releaseLease(name: string, holder: string): Promise<void> {
+    await this.db.query(`DELETE FROM leases WHERE name = $1 AND holder = $2`, [name, holder]);
   }
 }

@@ -12,6 +12,8 @@ export interface NewPayment {
   amount: bigint;
   currency: string;
   source: string;
+  ownerUserId: bigint;
+  reference: string;
 }
 
 export function validateNewPayment(input: NewPayment): NewPayment {
@@ -23,12 +25,22 @@ export function validateNewPayment(input: NewPayment): NewPayment {
   return input;
 }
 
-export function validateRefundRequest(input: { amount: bigint; reason: string }): { amount: bigint; reason: string } {
-  assertAmount(input.amount, "amount");
+export interface RefundRequest {
+  /** Undefined: whatever is not refunded yet. */
+  amount: bigint | undefined;
+  reason: string;
+}
+
+export function validateRefundRequest(input: { amount: bigint; reason: string; refundRemaining: boolean }): RefundRequest {
+  if (input.refundRemaining) {
+    if (input.amount !== 0n) throw fail("INVALID_REQUEST", "amount must be 0 when refund_remaining is set");
+  } else {
+    assertAmount(input.amount, "amount");
+  }
   if (input.reason.length > REASON_MAX_LENGTH || CONTROL.test(input.reason)) {
     throw fail("RULE_VIOLATION", `reason must be at most ${REASON_MAX_LENGTH} characters without control characters`, { field: "reason" });
   }
-  return input;
+  return { amount: input.refundRemaining ? undefined : input.amount, reason: input.reason };
 }
 
 export function paymentStatus(amount: bigint, refunded: bigint): PaymentStatus {
@@ -36,10 +48,15 @@ export function paymentStatus(amount: bigint, refunded: bigint): PaymentStatus {
   return refunded < amount ? "partially_refunded" : "refunded";
 }
 
-/** A refund may take at most what has not been refunded yet. */
-export function checkRefundable(payment: { amount: bigint; amountRefunded: bigint }, refund: bigint): void {
+/** The amount to refund: the one asked for, at most what has not been refunded yet — or all of that. */
+export function refundAmount(payment: { amount: bigint; amountRefunded: bigint }, requested: bigint | undefined): bigint {
   const rest = payment.amount - payment.amountRefunded;
-  if (refund > rest) {
-    throw fail("REFUND_EXCEEDS_REFUNDABLE", `the refund of ${refund} exceeds the refundable rest of ${rest}`, { refundable: rest.toString() });
+  if (requested === undefined) {
+    if (rest === 0n) throw fail("NOTHING_TO_REFUND", "the payment is refunded in full already");
+    return rest;
   }
+  if (requested > rest) {
+    throw fail("REFUND_EXCEEDS_REFUNDABLE", `the refund of ${requested} exceeds the refundable rest of ${rest}`, { refundable: rest.toString() });
+  }
+  return requested;
 }

@@ -28,4 +28,13 @@ CREATE TABLE refunds (
 CREATE INDEX refunds_by_created ON refunds (payment_id, created_at DESC, id DESC);
 ${IDEMPOTENCY_TABLE_SQL}`,
   },
+  {
+    version: 2,
+    name: "payment owner and reference",
+    // Payments made before owners existed belong to nobody (0): only the tenant's admins see them.
+    sql: `
+ALTER TABLE payments ADD COLUMN owner_user_id bigint NOT NULL DEFAULT 0;
+ALTER TABLE payments ADD COLUMN reference text NOT NULL DEFAULT '';
+CREATE INDEX payments_by_owner ON payments (tenant_id, owner_user_id, created_at DESC, id DESC);`,
+  },
 ];

@@ -9,6 +9,8 @@ export interface PaymentRecord {
   currency: string;
   source: string;
   amountRefunded: bigint;
+  ownerUserId: bigint;
+  reference: string;
   createdAt: Date;
 }
 
@@ -31,17 +33,21 @@ export interface PaymentsStore {
   /** Creates the payment once per (tenant, key); a retry gets the first payment back, replayed. */
   createPayment(tenantId: string, idempotency: IdempotencyInput, payment: NewPayment): Promise<IdempotentOutcome<PaymentRecord>>;
   getPayment(tenantId: string, id: string): Promise<PaymentRecord | undefined>;
-  listPayments(tenantId: string, after: Keyset | undefined, limit: number): Promise<PaymentRecord[]>;
+  /** Newest first; only `owner`'s payments when given. */
+  listPayments(tenantId: string, owner: bigint | undefined, after: Keyset | undefined, limit: number): Promise<PaymentRecord[]>;
   /**
    * Creates a refund once per (tenant, key), under a lock on the payment so that concurrent
-   * refunds never exceed it; `check` sees the locked payment and throws to refuse.
+   * refunds never exceed it; `decide` sees the locked payment and returns the amount (or throws to refuse).
    */
   createRefund(
     tenantId: string,
     idempotency: IdempotencyInput,
-    refund: { paymentId: string; amount: bigint; reason: string },
-    check: (payment: PaymentRecord) => void,
+    refund: { paymentId: string; reason: string },
+    decide: (payment: PaymentRecord) => bigint,
   ): Promise<IdempotentOutcome<RefundRecord>>;
+  /** What was made under a key of this operation — or nothing, and then never (see resolveIdempotencyKey). */
+  resolvePaymentKey(tenantId: string, key: string): Promise<{ result: PaymentRecord } | { voided: true }>;
+  resolveRefundKey(tenantId: string, key: string): Promise<{ result: RefundRecord } | { voided: true }>;
   getRefund(tenantId: string, paymentId: string, refundId: string): Promise<RefundRecord | undefined>;
   listRefunds(tenantId: string, paymentId: string, after: Keyset | undefined, limit: number): Promise<RefundRecord[]>;
 }

@@ -1,6 +1,6 @@
 // PaymentsStore on the PostgreSQL-family adapter. The idempotency key and the write it guards
 // commit in one transaction (runIdempotent); refunds lock their payment row first.
-import { fail, jsonResultCodec, newId, runIdempotent, type Keyset, type SqlDatabase, type SqlExecutor } from "@switchyard/platform";
+import { fail, jsonResultCodec, newId, resolveIdempotencyKey, runIdempotent, type Keyset, type SqlDatabase, type SqlExecutor } from "@switchyard/platform";
 import type { NewPayment } from "../domain/payments.js";
 import type { IdempotencyInput, PaymentRecord, PaymentsStore, RefundRecord } from "./port.js";
 
@@ -11,6 +11,8 @@ interface PaymentRow {
   currency: string;
   source: string;
   amount_refunded: bigint;
+  owner_user_id: bigint;
+  reference: string;
   created_at: Date;
 }
 
@@ -24,7 +26,9 @@ interface RefundRow {
   created_at: Date;
 }
 
-const PAYMENT_COLUMNS = "id, tenant_id, amount, currency, source, amount_refunded, created_at";
+const PAYMENT_COLUMNS = "id, tenant_id, amount, currency, source, amount_refunded, owner_user_id, reference, created_at";
+const CREATE_PAYMENT = "payments.create";
+const CREATE_REFUND = "refunds.create";
 const REFUND_COLUMNS = "id, tenant_id, payment_id, amount, currency, reason, created_at";
 
 const toPayment = (r: PaymentRow): PaymentRecord => ({
@@ -34,6 +38,8 @@ const toPayment = (r: PaymentRow): PaymentRecord => ({
   currency: r.currency,
   source: r.source,
   amountRefunded: r.amount_refunded,
+  ownerUserId: r.owner_user_id,
+  reference: r.reference,
   createdAt: r.created_at,
 });
 
@@ -54,10 +60,10 @@ export class SqlPaymentsStore implements PaymentsStore {
   constructor(private readonly db: SqlDatabase) {}
 
   createPayment(tenantId: string, idempotency: IdempotencyInput, payment: NewPayment) {
-    return runIdempotent(this.db, { tenantId, operation: "payments.create", ...idempotency }, paymentCodec, async (tx) => {
+    return runIdempotent(this.db, { tenantId, operation: CREATE_PAYMENT, ...idempotency }, paymentCodec, async (tx) => {
       const { rows } = await tx.query<PaymentRow>(
-        `INSERT INTO payments (id, tenant_id, amount, currency, source) VALUES ($1, $2, $3, $4, $5) RETURNING ${PAYMENT_COLUMNS}`,
-        [newId("pay"), tenantId, payment.amount, payment.currency, payment.source],
+        `INSERT INTO payments (id, tenant_id, amount, currency, source, owner_user_id, reference) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${PAYMENT_COLUMNS}`,
+        [newId("pay"), tenantId, payment.amount, payment.currency, payment.source, payment.ownerUserId, payment.reference],
       );
       return toPayment(rows[0]!);
     });
@@ -68,29 +74,38 @@ export class SqlPaymentsStore implements PaymentsStore {
     return rows[0] && toPayment(rows[0]);
   }
 
-  async listPayments(tenantId: string, after: Keyset | undefined, limit: number): Promise<PaymentRecord[]> {
+  async listPayments(tenantId: string, owner: bigint | undefined, after: Keyset | undefined, limit: number): Promise<PaymentRecord[]> {
+    // One statement for both: `$2 IS NULL` lets the admins' list and a member's share a plan shape.
     const { rows } = after
       ? await this.db.query<PaymentRow>(
-          `SELECT ${PAYMENT_COLUMNS} FROM payments WHERE tenant_id = $1 AND (created_at, id) < ($2, $3) ORDER BY created_at DESC, id DESC LIMIT $4`,
-          [tenantId, after.createdAt, after.id, limit],
+          `SELECT ${PAYMENT_COLUMNS} FROM payments WHERE tenant_id = $1 AND ($2::bigint IS NULL OR owner_user_id = $2) AND (created_at, id) < ($3, $4) ORDER BY created_at DESC, id DESC LIMIT $5`,
+          [tenantId, owner ?? null, after.createdAt, after.id, limit],
         )
-      : await this.db.query<PaymentRow>(`SELECT ${PAYMENT_COLUMNS} FROM payments WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, [tenantId, limit]);
+      : await this.db.query<PaymentRow>(`SELECT ${PAYMENT_COLUMNS} FROM payments WHERE tenant_id = $1 AND ($2::bigint IS NULL OR owner_user_id = $2) ORDER BY created_at DESC, id DESC LIMIT $3`, [tenantId, owner ?? null, limit]);
     return rows.map(toPayment);
   }
 
-  createRefund(tenantId: string, idempotency: IdempotencyInput, refund: { paymentId: string; amount: bigint; reason: string }, check: (payment: PaymentRecord) => void) {
-    return runIdempotent(this.db, { tenantId, operation: "refunds.create", ...idempotency }, refundCodec, async (tx: SqlExecutor) => {
+  createRefund(tenantId: string, idempotency: IdempotencyInput, refund: { paymentId: string; reason: string }, decide: (payment: PaymentRecord) => bigint) {
+    return runIdempotent(this.db, { tenantId, operation: CREATE_REFUND, ...idempotency }, refundCodec, async (tx: SqlExecutor) => {
       const locked = await tx.query<PaymentRow>(`SELECT ${PAYMENT_COLUMNS} FROM payments WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, [refund.paymentId, tenantId]);
       const payment = locked.rows[0] && toPayment(locked.rows[0]);
       if (!payment) throw fail("NOT_FOUND", "payment not found");
-      check(payment);
-      await tx.query(`UPDATE payments SET amount_refunded = amount_refunded + $1 WHERE id = $2`, [refund.amount, payment.id]);
+      const amount = decide(payment);
+      await tx.query(`UPDATE payments SET amount_refunded = amount_refunded + $1 WHERE id = $2`, [amount, payment.id]);
       const { rows } = await tx.query<RefundRow>(
         `INSERT INTO refunds (id, tenant_id, payment_id, amount, currency, reason) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${REFUND_COLUMNS}`,
-        [newId("re"), tenantId, payment.id, refund.amount, payment.currency, refund.reason],
+        [newId("re"), tenantId, payment.id, amount, payment.currency, refund.reason],
       );
       return toRefund(rows[0]!);
     });
+  }
+
+  resolvePaymentKey(tenantId: string, key: string) {
+    return resolveIdempotencyKey(this.db, { tenantId, operation: CREATE_PAYMENT, key }, paymentCodec);
+  }
+
+  resolveRefundKey(tenantId: string, key: string) {
+    return resolveIdempotencyKey(this.db, { tenantId, operation: CREATE_REFUND, key }, refundCodec);
   }
 
   async getRefund(tenantId: string, paymentId: string, refundId: string): Promise<RefundRecord | undefined> {

@@ -71,6 +71,9 @@ export interface IdempotentOutcome<T> {
   replayed: boolean;
 }
 
+/** The request_hash of a key settled as never used: no real fingerprint (base64url) contains a '!'. */
+const VOIDED = "!voided";
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Refuses a key that is not a UUID (400). */
@@ -110,13 +113,56 @@ export async function runIdempotent<T>(db: SqlDatabase, scope: IdempotencyScope,
       `SELECT request_hash, response FROM idempotency_keys WHERE tenant_id = $1 AND operation = $2 AND key = $3`,
       keyParams,
     );
+    const response = storedResponse(found.rows[0], scope.requestHash);
+    if (!response) throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "a request with this Idempotency-Key is still in progress; retry later");
+    return { result: codec.decode(response), replayed: true };
+  });
+}
+
+/** A key's stored response, refusing a void key and another request's; undefined while there is none. */
+function storedResponse(record: { request_hash: string; response: Uint8Array | null } | undefined, requestHash: string): Uint8Array | undefined {
+  if (!record) return undefined;
+  if (record.request_hash === VOIDED) throw fail("IDEMPOTENCY_KEY_VOIDED", "this Idempotency-Key was settled as never used: nothing will be made with it; use a new key");
+  if (record.request_hash !== requestHash) throw fail("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was already used with a different request body");
+  return record.response ?? undefined;
+}
+
+/**
+ * The result a finished first call stored with this key, read without claiming anything — for work
+ * that must call another service before `runIdempotent` (a replay must not depend on that call).
+ * Undefined when there is none yet; the same errors as `runIdempotent` for another request or a void key.
+ */
+export async function findIdempotentResult<T>(db: SqlExecutor, scope: IdempotencyScope, codec: ResultCodec<T>): Promise<T | undefined> {
+  assertIdempotencyKey(scope.key);
+  const found = await db.query<{ request_hash: string; response: Uint8Array | null }>(
+    `SELECT request_hash, response FROM idempotency_keys WHERE tenant_id = $1 AND operation = $2 AND key = $3`,
+    [scope.tenantId, scope.operation, scope.key.toLowerCase()],
+  );
+  const response = storedResponse(found.rows[0], scope.requestHash);
+  return response ? codec.decode(response) : undefined;
+}
+
+/**
+ * What happened under a key: the result stored with it — or, when there is none, the key is claimed
+ * as void in the same statement, so that `runIdempotent` refuses it from then on. Either answer is
+ * final. A first call still in flight holds the key's row uncommitted; the claim waits for it
+ * (PostgreSQL's unique-index check), so the answer is never "void" for work that then commits.
+ */
+export async function resolveIdempotencyKey<T>(db: SqlDatabase, scope: Omit<IdempotencyScope, "requestHash">, codec: ResultCodec<T>): Promise<{ result: T } | { voided: true }> {
+  assertIdempotencyKey(scope.key);
+  const keyParams = [scope.tenantId, scope.operation, scope.key.toLowerCase()];
+  return db.transaction(async (tx) => {
+    const claimed = await tx.query(`INSERT INTO idempotency_keys (tenant_id, operation, key, request_hash) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, [...keyParams, VOIDED]);
+    if (claimed.rowCount === 1) return { voided: true as const };
+    const found = await tx.query<{ request_hash: string; response: Uint8Array | null }>(
+      `SELECT request_hash, response FROM idempotency_keys WHERE tenant_id = $1 AND operation = $2 AND key = $3`,
+      keyParams,
+    );
     const record = found.rows[0];
-    if (!record) throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "a request with this Idempotency-Key is still in progress; retry later");
-    if (record.request_hash !== scope.requestHash) {
-      throw fail("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was already used with a different request body");
-    }
-    if (!record.response) throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "a request with this Idempotency-Key is still in progress; retry later");
-    return { result: codec.decode(record.response), replayed: true };
+    if (!record || record.request_hash === VOIDED) return { voided: true as const };
+    // A committed key row always holds its response (written in the transaction that claimed it).
+    if (!record.response) throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "the work under this key is still in progress; retry later");
+    return { result: codec.decode(record.response) };
   });
 }
 

@@ -1,0 +1,64 @@
+// The money steps of an order, without I/O: a charge (pay) or a refund (cancel of a paid order) is
+// recorded as an intent — step, amount, idempotency key — before payments is called, and its
+// outcome after. What a failed call tells about the money, and how long a step may stay unsettled.
+import { Code, ConnectError } from "@connectrpc/connect";
+import { derivedIdempotencyKey, errorInfoOf, fail } from "@switchyard/platform";
+
+export type StepKind = "charge" | "refund";
+export type StepState = "pending" | "succeeded" | "failed";
+
+/** How the public representation names a step in progress. */
+export const STEP_NAMES: Record<StepKind, string> = { charge: "payment", refund: "cancellation" };
+
+/** Without a deadline from the caller, a call to payments gets this long. */
+export const DEFAULT_STEP_CALL_MS = 10_000;
+/** A step's deadline is its call's deadline plus this: time to record the outcome the call brought. */
+export const STEP_DEADLINE_SLACK_MS = 1_000;
+
+/**
+ * The key a step's call to payments carries: from the order and the step's attempt number only —
+ * never from anything a client can change — so a retried call can never charge or refund twice, and
+ * a new attempt (after one that did nothing) is a new key.
+ */
+export function stepIdempotencyKey(tenantId: string, orderId: bigint, kind: StepKind, attempt: number): string {
+  return derivedIdempotencyKey(tenantId, "order-step", orderId, kind, attempt);
+}
+
+/** What a step is for, on the payment it makes (Payment.reference). */
+export const orderReference = (orderId: bigint) => `order:${orderId}`;
+
+/** While a step is unsettled the order takes no edit, no other action, no second pay or cancel. */
+export function guardNoStepInProgress(order: { stepInProgress: StepKind | undefined }): void {
+  if (order.stepInProgress) {
+    const step = STEP_NAMES[order.stepInProgress];
+    throw fail("STEP_IN_PROGRESS", `the order's ${step} is still being settled with payments; read the order again in a few seconds`, { step });
+  }
+}
+
+/** How long the call to payments may take: the caller's remaining time, or the default. */
+export function stepCallMs(remainingMs: number | undefined): number {
+  return Math.max(0, Math.min(remainingMs ?? DEFAULT_STEP_CALL_MS, DEFAULT_STEP_CALL_MS));
+}
+
+// Refusals payments makes before anything commits (or in a transaction that rolled back).
+const NOTHING_DONE = new Set<Code>([
+  Code.InvalidArgument,
+  Code.NotFound,
+  Code.AlreadyExists,
+  Code.PermissionDenied,
+  Code.FailedPrecondition,
+  Code.OutOfRange,
+  Code.Unimplemented,
+  Code.Unauthenticated,
+  Code.ResourceExhausted,
+]);
+
+/**
+ * Whether a failed call certainly moved no money. Everything else — a deadline, a dropped connection,
+ * a crash inside payments — leaves the outcome unknown until payments is asked under the key.
+ */
+export function movedNoMoney(err: ConnectError): boolean {
+  if (NOTHING_DONE.has(err.code)) return true;
+  // Shed before the handler ran.
+  return err.code === Code.Unavailable && errorInfoOf(err)?.reason === "LOAD_SHED";
+}

@@ -1,0 +1,167 @@
+// Paying and cancelling an order: the steps that move money between orders and payments.
+//
+// A step is done as a payments engineer would trust it:
+//   1. intent — in the transaction that checks the guard, the step is recorded with its amount and
+//      the idempotency key it will use (from the order and the attempt number only);
+//   2. the call — payments is asked to charge or refund under that key, with the caller's deadline;
+//   3. outcome — what payments answered is recorded with the status change it brings.
+// While a step is unsettled the order refuses edits, other actions and a second pay or cancel.
+// When the answer never comes (a crash, a deadline, a dropped connection), payments is asked what
+// happened under the key: it answers with what was made, or voids the key so that nothing ever will
+// be — a final answer either way. The caller does that at once; the reconciler (reconciler.ts)
+// does it for every step still unsettled past its deadline. So, whatever fails and whenever:
+//   - a paid or shipped order has exactly one charge of its total, and an unpaid one none;
+//   - a cancelled order that was charged has been refunded all of it;
+//   - no step stays unsettled longer than its deadline plus the reconcile interval (payments up).
+import { ConnectError } from "@connectrpc/connect";
+import { KeyedOperation, type PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
+import { downstreamOptions, errorInfoOf, fail, Faults, SERVICE_AUTHORIZATION, type Caller, type Client, type Logger, type ServiceCredentials } from "@switchyard/platform";
+import type { HandlerContext } from "@connectrpc/connect";
+import { visibleOrder } from "../domain/access.js";
+import { totalsOf } from "../domain/orders.js";
+import { guardTransition } from "../domain/state-machine.js";
+import { guardNoStepInProgress, movedNoMoney, orderReference, STEP_DEADLINE_SLACK_MS, stepCallMs, stepIdempotencyKey, type StepKind } from "../domain/steps.js";
+import type { OrderEvents } from "../events.js";
+import type { OrderRecord, OrdersStore, StepOutcome, StepRecord } from "../store/port.js";
+
+/** The fault points of orders (FAULTS, tests only): a crash at the worst moments of a step. */
+export const ORDERS_FAULT_POINTS = ["orders.exit-after-intent", "orders.exit-after-charge", "orders.exit-after-refund"] as const;
+
+/** How long asking payments about a key may take. */
+const RESOLVE_TIMEOUT_MS = 3_000;
+
+export interface MoneyStepsDeps {
+  store: OrdersStore;
+  payments: Client<typeof PaymentService>;
+  credentials: ServiceCredentials;
+  events: OrderEvents;
+  logger: Logger;
+  faults?: Faults;
+}
+
+const OPERATION: Record<StepKind, KeyedOperation> = { charge: KeyedOperation.CREATE_PAYMENT, refund: KeyedOperation.CREATE_REFUND };
+
+export class MoneySteps {
+  private readonly faults: Faults;
+
+  constructor(private readonly deps: MoneyStepsDeps) {
+    this.faults = deps.faults ?? new Faults();
+  }
+
+  /** pending → paid: the order's total charged through payments, for the order's owner. */
+  async pay(caller: Caller, orderId: bigint, source: string, ctx: HandlerContext): Promise<{ order: OrderRecord; paymentId: string }> {
+    const serviceToken = await this.deps.credentials.token();
+    const callMs = stepCallMs(ctx.timeoutMs());
+    const { order, step } = await this.deps.store.act(caller.tenantId, orderId, (o) => {
+      visibleOrder(caller, o);
+      guardNoStepInProgress(o);
+      guardTransition("pay", o.status);
+      const { total } = totalsOf(o.items, o.discounts);
+      if (total <= 0n) throw fail("RULE_VIOLATION", "the order total is zero: there is nothing to pay", { field: "total" });
+      return { kind: "step", step: "charge", amount: total, currency: o.currency, paymentId: "", keyFor: (n) => stepIdempotencyKey(o.tenantId, o.id, "charge", n), deadlineMs: callMs + STEP_DEADLINE_SLACK_MS };
+    });
+    this.faults.crashIfFires("orders.exit-after-intent");
+    let paymentId: string;
+    try {
+      const { payment } = await this.deps.payments.createPayment(
+        { idempotencyKey: step!.idempotencyKey, amount: step!.amount, currency: step!.currency, source, ownerUserId: order.userId, reference: orderReference(order.id) },
+        { ...downstreamOptions(caller, ctx, serviceToken), timeoutMs: callMs },
+      );
+      paymentId = payment!.id;
+    } catch (err) {
+      const settled = await this.afterFailedCall(step!, err);
+      return { order: settled, paymentId: settled.paymentId };
+    }
+    this.faults.crashIfFires("orders.exit-after-charge");
+    return { order: await this.settle(step!, { moved: true, paymentId, note: "charged" }), paymentId };
+  }
+
+  /** pending → cancelled at once; paid → cancelled once payments has refunded what is left of the charge. */
+  async cancel(caller: Caller, orderId: bigint, ctx: HandlerContext): Promise<{ order: OrderRecord; refundId: string }> {
+    const serviceToken = await this.deps.credentials.token();
+    const callMs = stepCallMs(ctx.timeoutMs());
+    const { order, step } = await this.deps.store.act(caller.tenantId, orderId, (o) => {
+      visibleOrder(caller, o);
+      guardNoStepInProgress(o);
+      const to = guardTransition("cancel", o.status);
+      if (o.status !== "paid") return { kind: "transition", to };
+      const { total } = totalsOf(o.items, o.discounts);
+      return { kind: "step", step: "refund", amount: total, currency: o.currency, paymentId: o.paymentId, keyFor: (n) => stepIdempotencyKey(o.tenantId, o.id, "refund", n), deadlineMs: callMs + STEP_DEADLINE_SLACK_MS };
+    });
+    if (!step) return { order: this.published(order), refundId: "" };
+    this.faults.crashIfFires("orders.exit-after-intent");
+    let refundId: string;
+    try {
+      // All that is not refunded yet: an admin may have refunded part of the payment before.
+      const { refund } = await this.deps.payments.createRefund(
+        { idempotencyKey: step.idempotencyKey, paymentId: step.paymentId, refundRemaining: true, reason: "order cancelled" },
+        { ...downstreamOptions(caller, ctx, serviceToken), timeoutMs: callMs },
+      );
+      refundId = refund!.id;
+    } catch (err) {
+      if (err instanceof ConnectError && errorInfoOf(err)?.reason === "NOTHING_TO_REFUND") {
+        return { order: await this.settle(step, { moved: true, refundId: "", note: "the payment had been refunded in full already" }), refundId: "" };
+      }
+      const settled = await this.afterFailedCall(step, err);
+      return { order: settled, refundId: settled.refundId };
+    }
+    this.faults.crashIfFires("orders.exit-after-refund");
+    return { order: await this.settle(step, { moved: true, refundId, note: "refunded" }), refundId };
+  }
+
+  /**
+   * Settles an unsettled step by asking payments what happened under its key (the reconciler's
+   * work, and the caller's own after a call whose answer it never got). Throws when payments cannot
+   * be asked now: the step stays unsettled for the next try.
+   */
+  async resolve(step: StepRecord): Promise<OrderRecord> {
+    const serviceToken = await this.deps.credentials.token();
+    const { outcome } = await this.deps.payments.resolveIdempotencyKey(
+      { tenantId: step.tenantId, operation: OPERATION[step.kind], idempotencyKey: step.idempotencyKey },
+      { headers: { [SERVICE_AUTHORIZATION]: `Bearer ${serviceToken}` }, timeoutMs: RESOLVE_TIMEOUT_MS },
+    );
+    const found: StepOutcome =
+      outcome.case === "payment"
+        ? { moved: true, paymentId: outcome.value.id, note: "charged (settled by asking payments)" }
+        : outcome.case === "refund"
+          ? { moved: true, refundId: outcome.value.id, note: "refunded (settled by asking payments)" }
+          : { moved: false, note: "nothing was made under the key; the key is void (rolled back)" };
+    const order = await this.settle(step, found);
+    this.deps.logger.info({ orderId: step.orderId.toString(), tenantId: step.tenantId, step: step.kind, attempt: step.attempt, outcome: found.moved ? "completed" : "rolled back" }, "settled an order's money step");
+    return order;
+  }
+
+  /**
+   * A call that failed: when it certainly moved no money, the step fails and the order stays as it
+   * was; when that is unknown, payments is asked at once (the call is over on our side). Answers the
+   * order when the money did move after all; throws the call's error otherwise.
+   */
+  private async afterFailedCall(step: StepRecord, err: unknown): Promise<OrderRecord> {
+    const error = ConnectError.from(err);
+    if (movedNoMoney(error)) {
+      await this.settle(step, { moved: false, note: `payments refused: ${errorInfoOf(error)?.reason ?? error.code}` });
+      throw errorInfoOf(error)?.reason === "IDEMPOTENCY_KEY_VOIDED"
+        ? fail("IDEMPOTENCY_KEY_VOIDED", "the step was settled as abandoned before payments took it; nothing was moved: try again")
+        : error;
+    }
+    const settled = await this.resolve(step).catch((resolveErr: unknown) => {
+      this.deps.logger.warn({ orderId: step.orderId.toString(), step: step.kind, message: String(resolveErr) }, "could not settle an order's money step yet; the reconciler will");
+      return undefined;
+    });
+    if (settled && (step.kind === "charge" ? settled.status === "paid" : settled.status === "cancelled")) return settled;
+    throw error;
+  }
+
+  /** Records the outcome once; when someone else settled the step first, the order as it is now. */
+  private async settle(step: StepRecord, outcome: StepOutcome): Promise<OrderRecord> {
+    const order = await this.deps.store.settleStep(step, outcome);
+    if (order) return this.published(order);
+    const now = await this.deps.store.getOrder(step.tenantId, step.orderId);
+    return now!;
+  }
+
+  private published(order: OrderRecord): OrderRecord {
+    this.deps.events.publish({ tenantId: order.tenantId, orderId: order.id, status: order.status, updatedAt: order.updatedAt });
+    return order;
+  }
+}

@@ -1,0 +1,48 @@
+// Who may do what with payments, without I/O. The tenant is always the token's; within it a member
+// sees and owns only their own payments, an admin sees every payment and alone refunds. The orders
+// service, presenting its own token, acts for an order's owner: it charges on the owner's behalf,
+// refunds a cancelled order and settles keys whose outcome it never saw.
+import { fail, requireRole, type Caller } from "@switchyard/platform";
+
+/** The internal service whose workflows (pay, cancel, the reconciler) move money for orders. */
+export const ORDER_WORKFLOW_SERVICE = "orders";
+
+export const REFERENCE_MAX_LENGTH = 100;
+
+const actsForOrders = (caller: Caller) => caller.service === ORDER_WORKFLOW_SERVICE;
+
+/** A payment another member owns is as absent as one that does not exist (no existence leak). */
+export function canSeePayment(caller: Caller, payment: { ownerUserId: bigint }): boolean {
+  return caller.role === "admin" || payment.ownerUserId === caller.userId;
+}
+
+/** Members list only their own payments; undefined: every payment of the tenant. */
+export function listedOwner(caller: Caller): bigint | undefined {
+  return caller.role === "admin" ? undefined : caller.userId;
+}
+
+/** The owner of a new payment: the caller, or (admin or the orders workflow) the user it names. */
+export function ownerOfNewPayment(caller: Caller, requested: bigint): bigint {
+  if (requested === 0n || requested === caller.userId) return caller.userId;
+  if (requested < 0n) throw fail("INVALID_REQUEST", "owner_user_id must be a positive integer");
+  if (caller.role !== "admin" && !actsForOrders(caller)) throw fail("ROLE_REQUIRED", "only an admin may make a payment for another user");
+  return requested;
+}
+
+/** What a payment is for is written by the internal service that made it, never by a client. */
+export function validateReference(caller: Caller, reference: string): string {
+  if (reference === "") return reference;
+  if (caller.service === undefined) throw fail("ROLE_REQUIRED", "reference is set by internal services only");
+  if (reference.length > REFERENCE_MAX_LENGTH || !/^[\x21-\x7e]+$/.test(reference)) throw fail("RULE_VIOLATION", `reference must be 1 to ${REFERENCE_MAX_LENGTH} visible ASCII characters`, { field: "reference" });
+  return reference;
+}
+
+/** Refunds are the admins' — and the orders workflow's, for an order being cancelled. */
+export function requireRefundPermission(caller: Caller): void {
+  if (!actsForOrders(caller)) requireRole(caller, "admin");
+}
+
+/** Only the orders workflow settles keys (it voids the ones nothing was made with). */
+export function requireKeyResolver(service: string): void {
+  if (service !== ORDER_WORKFLOW_SERVICE) throw fail("ROLE_REQUIRED", "only the orders service may resolve idempotency keys");
+}
