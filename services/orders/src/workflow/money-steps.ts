@@ -126,9 +126,10 @@ export class MoneySteps {
         : outcome.case === "refund"
           ? { moved: true, refundId: outcome.value.id, note: "refunded (settled by asking payments)" }
           : { moved: false, note: "nothing was made under the key; the key is void (rolled back)" };
-    const order = await this.settle(step, found);
+    const settled = await this.deps.store.settleStep(step, found);
+    if (!settled) return this.current(step);
     this.deps.logger.info({ orderId: step.orderId.toString(), tenantId: step.tenantId, step: step.kind, attempt: step.attempt, outcome: found.moved ? "completed" : "rolled back" }, "settled an order's money step");
-    return order;
+    return this.published(settled);
   }
 
   /**
@@ -155,9 +156,11 @@ export class MoneySteps {
   /** Records the outcome once; when someone else settled the step first, the order as it is now. */
   private async settle(step: StepRecord, outcome: StepOutcome): Promise<OrderRecord> {
     const order = await this.deps.store.settleStep(step, outcome);
-    if (order) return this.published(order);
-    const now = await this.deps.store.getOrder(step.tenantId, step.orderId);
-    return now!;
+    return order ? this.published(order) : this.current(step);
+  }
+
+  private async current(step: StepRecord): Promise<OrderRecord> {
+    return (await this.deps.store.getOrder(step.tenantId, step.orderId))!;
   }
 
   private published(order: OrderRecord): OrderRecord {

@@ -58,11 +58,13 @@ export class Reconciler {
 
   private async pass(): Promise<number> {
     const { store, steps, logger, intervalMs } = this.options;
-    // The lease outlives two missed passes, so a holder that died is replaced soon.
-    if (!(await store.takeLease(LEASE, this.holder, intervalMs * 2 + 1_000))) return 0;
+    // The lease outlives two missed passes, so a holder that died is replaced soon; it is renewed
+    // before every step, so a long pass (payments slow) keeps it — or stops once another took it.
+    const lease = () => store.takeLease(LEASE, this.holder, intervalMs * 2 + 1_000);
+    if (!(await lease())) return 0;
     let settled = 0;
     for (const step of await store.dueSteps(BATCH)) {
-      if (this.stopped) break;
+      if (this.stopped || !(await lease())) break;
       try {
         await steps.resolve(step);
         settled++;
