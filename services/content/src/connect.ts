@@ -1,7 +1,7 @@
 // ContentService RPC handlers: proto in, proto out.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ContentService, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { AsyncQueue, decodeCursor, fail, isIdOf, pageOf, pageSizeOf, type Keyset, type TokenVerifier } from "@switchyard/platform";
+import { AsyncQueue, callerOf, decodeCursor, fail, isIdOf, pageOf, pageSizeOf, type AuthenticationPolicy, type Authenticator, type Keyset } from "@switchyard/platform";
 import { batchSkus, catalogItemProblem, catalogPage, entityTag, requireCatalogOwner, validateText } from "./domain/content.js";
 import type { PostFeed } from "./feed.js";
 import { catalogItemToProto, documentToProto, postKeyset, postsCollection, postToProto } from "./proto-mapping.js";
@@ -9,33 +9,35 @@ import type { ContentStore, PostRecord } from "./store/port.js";
 
 export interface ContentDeps {
   store: ContentStore;
-  verifier: TokenVerifier;
   feed: PostFeed;
   /** The tenant whose admins may write the global catalog; undefined: nobody. */
   catalogOwnerTenant: string | undefined;
 }
+
+/** Documents and posts are a user's; the catalog is public (writing it needs a user, below). */
+export const contentAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof ContentService> => ({ authenticator, anyone: ["listCatalogItems", "batchGetCatalogItems"] });
 
 const REPLAY_PAGE = 200;
 export const MAX_IMPORT_ITEMS = 10_000;
 
 const after = (p: PostRecord, k: Keyset) => p.createdAt.getTime() > k.createdAt.getTime() || (p.createdAt.getTime() === k.createdAt.getTime() && p.id > k.id);
 
-export function contentHandlers({ store, verifier, feed, catalogOwnerTenant }: ContentDeps): ServiceImpl<typeof ContentService> {
+export function contentHandlers({ store, feed, catalogOwnerTenant }: ContentDeps): ServiceImpl<typeof ContentService> {
   return {
     async createDocument(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       return { document: documentToProto(await store.createDocument(caller.tenantId, validateText(req))) };
     },
 
     async getDocument(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       const doc = isIdOf("doc", req.documentId) ? await store.getDocument(caller.tenantId, req.documentId) : undefined;
       if (!doc) throw fail("NOT_FOUND", "document not found");
       return { document: documentToProto(doc) };
     },
 
     async updateDocument(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       const text = validateText(req);
       const current = isIdOf("doc", req.documentId) ? await store.getDocument(caller.tenantId, req.documentId) : undefined;
       if (!current) throw fail("NOT_FOUND", "document not found");
@@ -54,19 +56,19 @@ export function contentHandlers({ store, verifier, feed, catalogOwnerTenant }: C
     },
 
     async createPost(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       return { post: postToProto(await store.createPost(caller.tenantId, caller.userId, validateText(req))) };
     },
 
     async getPost(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       const post = isIdOf("post", req.postId) ? await store.getPost(caller.tenantId, req.postId) : undefined;
       if (!post) throw fail("NOT_FOUND", "post not found");
       return { post: postToProto(post) };
     },
 
     async listPosts(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       const size = pageSizeOf(req.pageSize);
       const collection = postsCollection(caller.tenantId);
       const rows = await store.listPosts(caller.tenantId, decodeCursor(collection, req.pageToken), size + 1);
@@ -75,7 +77,7 @@ export function contentHandlers({ store, verifier, feed, catalogOwnerTenant }: C
     },
 
     async *watchPosts(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       let last = decodeCursor(postsCollection(caller.tenantId), req.afterCursor);
       // Subscribe before replaying, so nothing made during the replay is missed; duplicates are
       // dropped by position below.
@@ -119,7 +121,7 @@ export function contentHandlers({ store, verifier, feed, catalogOwnerTenant }: C
     },
 
     async importItems(requests, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       requireCatalogOwner(caller, catalogOwnerTenant);
       let created = 0;
       let updated = 0;

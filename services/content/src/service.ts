@@ -1,7 +1,7 @@
 // Assembles the content service; main.ts feeds it the environment, tests call it directly.
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { jwksFromIdentity, loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
-import { contentHandlers } from "./connect.js";
+import { contentAuthentication, contentHandlers } from "./connect.js";
 import { seedDemoCatalog } from "./demo-data.js";
 import { PostFeed } from "./feed.js";
 import { contentMigrations } from "./store/migrations.js";
@@ -38,7 +38,13 @@ export async function startContentService(config: ContentConfig, logger: Logger)
       feed = live;
       await live.start();
       return {
-        services: [registration(ContentService, contentHandlers({ store, verifier: new TokenVerifier(jwksFromIdentity(channels.identity)), feed: live, catalogOwnerTenant: config.catalogOwnerTenant }))],
+        services: [
+          registration(
+            ContentService,
+            contentHandlers({ store, feed: live, catalogOwnerTenant: config.catalogOwnerTenant }),
+            contentAuthentication(new TokenVerifier(jwksFromIdentity(channels.identity))),
+          ),
+        ],
         stop: () => live.stop(),
       };
     },

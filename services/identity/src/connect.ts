@@ -2,7 +2,7 @@
 import { randomUUID } from "node:crypto";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
-import { decodeCursor, fail, pageOf, pageSizeOf, requireRole, requireTenant, type TokenVerifier } from "@switchyard/platform";
+import { callerOf, decodeCursor, fail, pageOf, pageSizeOf, requireRole, requireTenant } from "@switchyard/platform";
 import { isTenantId, normalizeEmail, validateNewUser } from "./domain/users.js";
 import { accessTokenClaims, SERVICE_TOKEN_TTL_SECONDS, serviceTokenClaims } from "./domain/tokens.js";
 import { burnPasswordCheck, hashPassword, verifyPassword } from "./passwords.js";
@@ -14,7 +14,6 @@ import type { IdentityStore } from "./store/port.js";
 export interface IdentityDeps {
   store: IdentityStore;
   keys: KeyRing;
-  verifier: TokenVerifier;
   tokenTtlSeconds: number;
   serviceClients: ServiceClients;
   now?: () => number;
@@ -34,20 +33,9 @@ function userIdOf(raw: bigint): bigint {
 }
 
 export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof IdentityService> {
-  const { store, keys, verifier } = deps;
+  const { store, keys } = deps;
   const now = deps.now ?? Date.now;
 
-  /**
-   * Identity owns the users, so it does not take a token's word for them: a deleted user's token
-   * stops working here at once, and the role is the stored one. (Other services trust the token
-   * until it expires, TOKEN_TTL_SECONDS at most.)
-   */
-  async function authenticate(ctx: Parameters<TokenVerifier["authenticate"]>[0]) {
-    const caller = await verifier.authenticate(ctx);
-    const user = await store.getUser(caller.tenantId, caller.userId);
-    if (!user) throw fail("UNAUTHENTICATED", "the user of this token no longer exists");
-    return { ...caller, role: user.role };
-  }
   return {
     async createSession(req) {
       const tenantId = req.tenantId;
@@ -67,7 +55,7 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
     },
 
     async getSession(req, ctx) {
-      const caller = await authenticate(ctx);
+      const caller = callerOf(ctx);
       requireTenant(caller, tenantIdOf(req.tenantId));
       // An id that is no session id (of the form issued below) names nothing: 404 without a lookup.
       const session = SESSION_ID.test(req.sessionId) ? await store.getSession(req.tenantId, req.sessionId) : undefined;
@@ -87,7 +75,7 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
     },
 
     async getTenant(req, ctx) {
-      const caller = await authenticate(ctx);
+      const caller = callerOf(ctx);
       requireTenant(caller, tenantIdOf(req.tenantId));
       const tenant = await store.getTenant(req.tenantId);
       if (!tenant) throw fail("NOT_FOUND", "tenant not found");
@@ -95,7 +83,7 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
     },
 
     async listUsers(req, ctx) {
-      const caller = await authenticate(ctx);
+      const caller = callerOf(ctx);
       const tenantId = tenantIdOf(req.tenantId);
       requireTenant(caller, tenantId);
       const size = pageSizeOf(req.pageSize);
@@ -106,7 +94,7 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
     },
 
     async createUser(req, ctx) {
-      const caller = await authenticate(ctx);
+      const caller = callerOf(ctx);
       const tenantId = tenantIdOf(req.tenantId);
       requireTenant(caller, tenantId);
       requireRole(caller, "admin");
@@ -118,7 +106,7 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
     },
 
     async getUser(req, ctx) {
-      const caller = await authenticate(ctx);
+      const caller = callerOf(ctx);
       const tenantId = tenantIdOf(req.tenantId);
       requireTenant(caller, tenantId);
       const user = await store.getUser(tenantId, userIdOf(req.userId));
@@ -127,7 +115,7 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
     },
 
     async deleteUser(req, ctx) {
-      const caller = await authenticate(ctx);
+      const caller = callerOf(ctx);
       const tenantId = tenantIdOf(req.tenantId);
       requireTenant(caller, tenantId);
       requireRole(caller, "admin");

@@ -1,6 +1,7 @@
 // Assembles the identity service from its parts; main.ts feeds it the environment, tests call it directly.
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { loadConfig, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
+import { IdentityAuthenticator, identityAuthentication } from "./authenticator.js";
 import { identityHandlers } from "./connect.js";
 import { seedDemoData } from "./demo-data.js";
 import { parseServiceClients } from "./service-clients.js";
@@ -33,8 +34,16 @@ export function startIdentityService(config: IdentityConfig, logger: Logger): Pr
       if (config.demoData) await seedDemoData(store);
       const keys = await loadKeyRing(store);
       // Identity verifies the tokens it issued with its own published keys: no network hop.
-      const verifier = new TokenVerifier(async () => keys.publicKeys());
-      return { services: [registration(IdentityService, identityHandlers({ store, keys, verifier, tokenTtlSeconds: config.tokenTtlSeconds, serviceClients: config.serviceClients }))] };
+      const authenticator = new IdentityAuthenticator(new TokenVerifier(async () => keys.publicKeys()), store);
+      return {
+        services: [
+          registration(
+            IdentityService,
+            identityHandlers({ store, keys, tokenTtlSeconds: config.tokenTtlSeconds, serviceClients: config.serviceClients }),
+            identityAuthentication(authenticator),
+          ),
+        ],
+      };
     },
   });
 }

@@ -6,7 +6,7 @@ import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { OrderService, OrderStatus as ProtoStatus, TrackOrdersResponseSchema, type NewItem as ProtoNewItem, type TrackOrdersResponse } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import type { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { assertIdempotencyKey, AsyncQueue, decodeCursor, fail, pageOf, pageSizeOf, requestFingerprint, type Caller, type TokenVerifier } from "@switchyard/platform";
+import { assertIdempotencyKey, AsyncQueue, callerOf, decodeCursor, fail, pageOf, pageSizeOf, requestFingerprint, type Caller } from "@switchyard/platform";
 import { canSeeOrder, requireListOf, requireOrderAdmin, visibleOrder } from "./domain/access.js";
 import { checkDiscount, MAX_ITEMS, priceItems, totalsOf, validateDiscountCode, validateItem, validateNewOrder, validateNote, type RequestedItem } from "./domain/orders.js";
 import { guardContentsChange, guardTransition, refuseStatusWrite } from "./domain/state-machine.js";
@@ -19,7 +19,6 @@ import type { MoneySteps } from "./workflow/money-steps.js";
 
 export interface OrdersDeps {
   store: OrdersStore;
-  verifier: TokenVerifier;
   content: Client<typeof ContentService>;
   steps: MoneySteps;
   events: OrderEvents;
@@ -49,7 +48,7 @@ function replayable(caller: Caller, order: OrderRecord): OrderRecord {
   return order;
 }
 
-export function orderHandlers({ store, verifier, content, steps, events }: OrdersDeps): ServiceImpl<typeof OrderService> {
+export function orderHandlers({ store, content, steps, events }: OrdersDeps): ServiceImpl<typeof OrderService> {
   async function load(caller: Caller, id: bigint): Promise<OrderRecord> {
     return visibleOrder(caller, await store.getOrder(caller.tenantId, orderIdOf(id)));
   }
@@ -61,7 +60,7 @@ export function orderHandlers({ store, verifier, content, steps, events }: Order
 
   return {
     async createOrder(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       if (req.idempotencyKey !== "") assertIdempotencyKey(req.idempotencyKey);
       const requested = validateNewOrder(req.currency, req.items.map(requestedItem));
       const note = validateNote(req.note);
@@ -81,12 +80,12 @@ export function orderHandlers({ store, verifier, content, steps, events }: Order
     },
 
     async getOrder(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       return { order: orderToProto(await load(caller, req.orderId)) };
     },
 
     async updateOrder(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       if (req.status !== undefined) refuseStatusWrite();
       if (req.note === undefined) return { order: orderToProto(await load(caller, req.orderId)) };
       const note = validateNote(req.note);
@@ -98,7 +97,7 @@ export function orderHandlers({ store, verifier, content, steps, events }: Order
     },
 
     async listUserOrders(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       if (req.userId <= 0n) throw fail("INVALID_REQUEST", "user_id must be a positive integer");
       requireListOf(caller, req.userId);
       const size = pageSizeOf(req.pageSize);
@@ -109,13 +108,13 @@ export function orderHandlers({ store, verifier, content, steps, events }: Order
     },
 
     async payOrder(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       const { order, paymentId } = await steps.pay(caller, orderIdOf(req.orderId), req.source, ctx);
       return { order: orderToProto(order), paymentId };
     },
 
     async shipOrder(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       requireOrderAdmin(caller);
       if (req.carrier.length > SHIPPING_FIELD_MAX || req.trackingNumber.length > SHIPPING_FIELD_MAX) {
         throw fail("RULE_VIOLATION", `carrier and tracking_number are at most ${SHIPPING_FIELD_MAX} characters`, { field: "carrier" });
@@ -128,13 +127,13 @@ export function orderHandlers({ store, verifier, content, steps, events }: Order
     },
 
     async cancelOrder(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       const { order, refundId } = await steps.cancel(caller, orderIdOf(req.orderId), ctx);
       return { order: orderToProto(order), refundId };
     },
 
     async addItem(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       const requested = validateItem(requestedItem(req.item));
       // The order's currency prices the item; the order is checked again under its lock below.
       const current = await load(caller, req.orderId);
@@ -148,12 +147,12 @@ export function orderHandlers({ store, verifier, content, steps, events }: Order
     },
 
     async listItems(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       return { items: (await load(caller, req.orderId)).items.map(itemToProto) };
     },
 
     async addDiscount(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       requireOrderAdmin(caller);
       const code = validateDiscountCode(req.code);
       const { order, discount } = await store.addDiscount(caller.tenantId, orderIdOf(req.orderId), { code, amount: req.amount }, (o) => {
@@ -164,12 +163,12 @@ export function orderHandlers({ store, verifier, content, steps, events }: Order
     },
 
     async listDiscounts(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       return { discounts: (await load(caller, req.orderId)).discounts.map(discountToProto) };
     },
 
     async *trackOrders(requests, ctx: HandlerContext) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       const followed = new Set<bigint>();
       const queue = new AsyncQueue<TrackOrdersResponse>();
       const report = (orderId: bigint, status: ProtoStatus, at: Date) => queue.push(create(TrackOrdersResponseSchema, { orderId, status, updateTime: timestampFromDate(at) }));

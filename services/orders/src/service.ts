@@ -74,9 +74,10 @@ export async function startOrdersService(config: OrdersConfig, logger: Logger): 
       });
       reconciler = new Reconciler({ store, steps, logger, intervalMs: config.reconcileIntervalMs, holder: `${hostname()}:${config.port}` });
       const purge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
-      const verifier = new TokenVerifier(jwksFromIdentity(channels.identity));
+      // Every method of orders needs a user.
+      const authentication = { authenticator: new TokenVerifier(jwksFromIdentity(channels.identity)) };
       return {
-        services: [registration(OrderService, orderHandlers({ store, verifier, content: createServiceClient(ContentService, channels.content), steps, events }))],
+        services: [registration(OrderService, orderHandlers({ store, content: createServiceClient(ContentService, channels.content), steps, events }), authentication)],
         stop: async () => {
           purge();
           await reconciler?.stop();

@@ -2,7 +2,7 @@
 // (or, for an internal service settling a key, from the request it is trusted to make).
 import type { ServiceImpl } from "@connectrpc/connect";
 import { KeyedOperation, PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import { assertIdempotencyKey, decodeCursor, fail, Faults, isIdOf, pageOf, pageSizeOf, requestFingerprint, type Caller, type TokenVerifier } from "@switchyard/platform";
+import { assertIdempotencyKey, callerOf, decodeCursor, fail, Faults, isIdOf, pageOf, pageSizeOf, requestFingerprint, serviceCallerOf, type AuthenticationPolicy, type Authenticator, type Caller } from "@switchyard/platform";
 import { canSeePayment, listedOwner, ownerOfNewPayment, requireKeyResolver, requireRefundPermission, validateReference } from "./domain/access.js";
 import { refundAmount, validateNewPayment, validateRefundRequest } from "./domain/payments.js";
 import { paymentToProto, refundToProto } from "./proto-mapping.js";
@@ -10,9 +10,11 @@ import type { PaymentRecord, PaymentsStore } from "./store/port.js";
 
 export interface PaymentsDeps {
   store: PaymentsStore;
-  verifier: TokenVerifier;
   faults?: Faults;
 }
+
+/** Every method needs a user, but the one that settles keys: that is the orders service's alone. */
+export const paymentsAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof PaymentService> => ({ authenticator, services: ["resolveIdempotencyKey"] });
 
 /** The fault points of this service (FAULTS, tests only): a stall before a charge or refund commits, or after. */
 export const PAYMENTS_FAULT_POINTS = ["payments.hold-before-commit", "payments.hold-after-commit"] as const;
@@ -26,7 +28,7 @@ function paymentIdOf(raw: string): string {
 
 const keyOf = (r: { createdAt: Date; id: string }) => ({ createdAt: r.createdAt, id: r.id });
 
-export function paymentHandlers({ store, verifier, faults = new Faults() }: PaymentsDeps): ServiceImpl<typeof PaymentService> {
+export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps): ServiceImpl<typeof PaymentService> {
   /** A payment the caller may see, or 404 (another member's payment is as absent as a made-up id). */
   async function visiblePayment(caller: Caller, rawId: string): Promise<PaymentRecord> {
     const payment = await store.getPayment(caller.tenantId, paymentIdOf(rawId));
@@ -44,7 +46,7 @@ export function paymentHandlers({ store, verifier, faults = new Faults() }: Paym
 
   return {
     async createPayment(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       assertIdempotencyKey(req.idempotencyKey);
       const payment = validateNewPayment({
         amount: req.amount,
@@ -68,12 +70,12 @@ export function paymentHandlers({ store, verifier, faults = new Faults() }: Paym
     },
 
     async getPayment(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       return { payment: paymentToProto(await visiblePayment(caller, req.paymentId)) };
     },
 
     async listPayments(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       const size = pageSizeOf(req.pageSize);
       const owner = listedOwner(caller);
       // A member's list is another list than the tenant's: a cursor of one is refused by the other.
@@ -84,7 +86,7 @@ export function paymentHandlers({ store, verifier, faults = new Faults() }: Paym
     },
 
     async createRefund(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       requireRefundPermission(caller);
       assertIdempotencyKey(req.idempotencyKey);
       const paymentId = paymentIdOf(req.paymentId);
@@ -95,7 +97,7 @@ export function paymentHandlers({ store, verifier, faults = new Faults() }: Paym
     },
 
     async getRefund(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       const payment = await visiblePayment(caller, req.paymentId);
       const refund = isIdOf("re", req.refundId) ? await store.getRefund(caller.tenantId, payment.id, req.refundId) : undefined;
       if (!refund) throw fail("NOT_FOUND", "refund not found");
@@ -103,7 +105,7 @@ export function paymentHandlers({ store, verifier, faults = new Faults() }: Paym
     },
 
     async listRefunds(req, ctx) {
-      const caller = await verifier.authenticate(ctx);
+      const caller = callerOf(ctx);
       const payment = await visiblePayment(caller, req.paymentId);
       const size = pageSizeOf(req.pageSize);
       const collection = `refunds:${caller.tenantId}:${payment.id}`;
@@ -113,7 +115,7 @@ export function paymentHandlers({ store, verifier, faults = new Faults() }: Paym
     },
 
     async resolveIdempotencyKey(req, ctx) {
-      const { service } = await verifier.authenticateService(ctx);
+      const { service } = serviceCallerOf(ctx);
       requireKeyResolver(service);
       if (!TENANT_ID.test(req.tenantId)) throw fail("INVALID_REQUEST", "tenant_id must be a tenant id");
       assertIdempotencyKey(req.idempotencyKey);

@@ -1,7 +1,7 @@
 // Assembles the payments service; main.ts feeds it the environment, tests call it directly.
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { Faults, faultsSetting, idempotencyKeyTtlSetting, jwksFromIdentity, loadConfig, parse, registration, schedulePurgeOfIdempotencyKeys, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
-import { PAYMENTS_FAULT_POINTS, paymentHandlers } from "./connect.js";
+import { PAYMENTS_FAULT_POINTS, paymentHandlers, paymentsAuthentication } from "./connect.js";
 import { paymentsMigrations } from "./store/migrations.js";
 import { SqlPaymentsStore } from "./store/sql-store.js";
 
@@ -26,7 +26,13 @@ export function startPaymentsService(config: PaymentsConfig, logger: Logger): Pr
     migrations: paymentsMigrations,
     peers: { identity: config.identityAddress },
     build: ({ db, channels }) => ({
-      services: [registration(PaymentService, paymentHandlers({ store: new SqlPaymentsStore(db), verifier: new TokenVerifier(jwksFromIdentity(channels.identity)), faults: new Faults(config.faults, logger) }))],
+      services: [
+        registration(
+          PaymentService,
+          paymentHandlers({ store: new SqlPaymentsStore(db), faults: new Faults(config.faults, logger) }),
+          paymentsAuthentication(new TokenVerifier(jwksFromIdentity(channels.identity))),
+        ),
+      ],
       stop: schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger),
     }),
   });

@@ -6,6 +6,7 @@ export * from "./paging.js";
 export * from "./server.js";
 export * from "./grpc/client.js";
 export * from "./grpc/handler-context.js";
+export * from "./grpc/authentication.js";
 export { codecOf, methodPath } from "./grpc/service-adapter.js";
 export { errorFromStatus, statusFromError } from "./grpc/status-details.js";
 export { HealthStatus, ServingStatus } from "./grpc/health.js";

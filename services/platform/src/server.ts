@@ -5,6 +5,7 @@ import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import { Health } from "@switchyard/gen/health/v1/health_pb.js";
 import { adaptService } from "./grpc/service-adapter.js";
+import type { AuthenticationPolicy } from "./grpc/authentication.js";
 import { HealthStatus, ServingStatus } from "./grpc/health.js";
 import { reflectionImpls, ReflectionV1, ReflectionV1Alpha } from "./grpc/reflection.js";
 import type { Logger } from "./logger.js";
@@ -13,11 +14,13 @@ import { EventLoopGuard } from "./load-shed.js";
 export interface ServiceRegistration {
   readonly service: DescService;
   readonly impl: object;
+  /** How calls are authenticated before a handler runs; absent: not at all (health, reflection, echo). */
+  readonly authentication?: AuthenticationPolicy;
 }
 
-/** Pairs a service descriptor with its Connect-shaped implementation (type-checked). */
-export function registration<S extends DescService>(service: S, impl: ServiceImpl<S>): ServiceRegistration {
-  return { service, impl };
+/** Pairs a service descriptor with its Connect-shaped implementation (type-checked) and its authentication. */
+export function registration<S extends DescService>(service: S, impl: ServiceImpl<S>, authentication?: AuthenticationPolicy<S>): ServiceRegistration {
+  return authentication ? { service, impl, authentication: authentication as AuthenticationPolicy } : { service, impl };
 }
 
 export interface GrpcServerOptions {
@@ -76,10 +79,10 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   ];
   const guard = options.shedEventLoopDelayMs ? new EventLoopGuard(options.shedEventLoopDelayMs) : undefined;
   const admit = guard ? () => guard.admit() : undefined;
-  for (const { service, impl } of all) {
+  for (const { service, impl, authentication } of all) {
     // Health and reflection always answer: an overloaded service must still say how it is.
     const business = options.services.some((s) => s.service === service);
-    const adapted = adaptService(service, impl as never, onError, business ? admit : undefined);
+    const adapted = adaptService(service, impl as never, onError, business ? admit : undefined, authentication);
     server.addService(adapted.definition, adapted.implementation);
   }
   const port = await new Promise<number>((resolve, reject) =>

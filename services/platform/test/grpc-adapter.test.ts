@@ -9,7 +9,24 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
 import { ServerReflection } from "@switchyard/gen/grpc/reflection/v1/reflection_pb.js";
 import { ErrorInfoSchema } from "@switchyard/gen/google/rpc/error_details_pb.js";
-import { createLogger, createServiceClient, echoImpl, EchoService, errorInfoOf, openChannel, registration, startGrpcServer, type RunningServer } from "@switchyard/platform";
+import type { ServiceImpl } from "@connectrpc/connect";
+import {
+  callerOf,
+  createLogger,
+  createServiceClient,
+  echoImpl,
+  EchoService,
+  errorInfoOf,
+  fail,
+  openChannel,
+  registration,
+  requestMetadataValue,
+  SERVICE_AUTHORIZATION,
+  serviceCallerOf,
+  startGrpcServer,
+  type Authenticator,
+  type RunningServer,
+} from "@switchyard/platform";
 
 const run = promisify(execFile);
 
@@ -178,5 +195,93 @@ describe("gRPC adapter (grpc-js server, protobuf-es messages, Connect-shaped han
     const err = (await client.echo({ message: "late" }, { timeoutMs: 1_000 }).catch((e: unknown) => e)) as ConnectError;
     expect(err.code).to.equal(Code.Unavailable);
     ch.close();
+  });
+});
+
+describe("gRPC adapter: authentication before the handler, as each method's policy says", () => {
+  let server: RunningServer;
+  let channel: ReturnType<typeof openChannel>;
+  const handled: { method: string; user?: string; service?: string }[] = [];
+  // Verifies "Bearer user-<name>" and "Bearer svc-<name>" (the real verifier is tested on its own).
+  const authenticator: Authenticator = {
+    async authenticate(ctx) {
+      const token = /^Bearer user-(\w+)$/.exec(requestMetadataValue(ctx, "authorization") ?? "")?.[1];
+      if (!token) throw fail("UNAUTHENTICATED", "a bearer token is required");
+      return { tenantId: "acme", userId: 1n, role: "member", sessionId: "s", expiresAt: 0, token };
+    },
+    async authenticateService(ctx) {
+      const token = /^Bearer svc-(\w+)$/.exec(requestMetadataValue(ctx, SERVICE_AUTHORIZATION) ?? "")?.[1];
+      if (!token) throw fail("UNAUTHENTICATED", "an internal service's token is required");
+      return { service: token, expiresAt: 0, token };
+    },
+  };
+
+  before(async () => {
+    const impl: ServiceImpl<typeof EchoService> = {
+      echo(req, ctx) {
+        handled.push({ method: "echo", user: callerOf(ctx).token });
+        return { message: req.message };
+      },
+      async *echoStream(req, ctx) {
+        handled.push({ method: "echoStream", user: callerOf(ctx).token });
+        yield { message: req.message, sequence: 1 };
+      },
+      async collect(requests, ctx) {
+        handled.push({ method: "collect", service: serviceCallerOf(ctx).service });
+        let n = 0;
+        for await (const _ of requests) n++;
+        return { count: n, joined: "" };
+      },
+      async *chat(requests) {
+        handled.push({ method: "chat" });
+        for await (const r of requests) yield { message: r.message };
+      },
+    };
+    server = await startGrpcServer({
+      name: "auth",
+      host: "127.0.0.1",
+      port: 0,
+      services: [registration(EchoService, impl, { authenticator, anyone: ["chat"], services: ["collect"] })],
+      logger: createLogger("test", "silent"),
+    });
+    channel = openChannel(`127.0.0.1:${server.port}`);
+  });
+  after(async () => {
+    channel.close();
+    await server.shutdown();
+  });
+  beforeEach(() => {
+    handled.length = 0;
+  });
+
+  const client = () => createServiceClient(EchoService, channel);
+  const codeOf = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => (e as ConnectError).code);
+
+  it("refuses a user's method without a valid token before the handler runs, and hands the handler the caller", async () => {
+    expect(await codeOf(client().echo({ message: "x" }))).to.equal(Code.Unauthenticated);
+    expect(await codeOf(client().echo({ message: "x" }, { headers: { authorization: "Bearer svc-orders" } }))).to.equal(Code.Unauthenticated);
+    expect(handled).to.deep.equal([]);
+    expect((await client().echo({ message: "x" }, { headers: { authorization: "Bearer user-bob" } })).message).to.equal("x");
+    expect(handled).to.deep.equal([{ method: "echo", user: "bob" }]);
+  });
+
+  it("authenticates a stream before its first message", async () => {
+    const refused = (async () => {
+      for await (const _ of client().echoStream({ message: "x", count: 1 })) expect.fail("no message without a token");
+    })();
+    expect(await codeOf(refused)).to.equal(Code.Unauthenticated);
+    const got: string[] = [];
+    for await (const m of client().echoStream({ message: "y", count: 1 }, { headers: { authorization: "Bearer user-amy" } })) got.push(m.message);
+    expect(got).to.deep.equal(["y"]);
+    expect(handled).to.deep.equal([{ method: "echoStream", user: "amy" }]);
+  });
+
+  it("lets only an internal service call a service method — a user's token is not enough — and anyone call a public one", async () => {
+    expect(await codeOf(client().collect(from([{ message: "a" }]), { headers: { authorization: "Bearer user-bob" } }))).to.equal(Code.Unauthenticated);
+    expect((await client().collect(from([{ message: "a" }, { message: "b" }]), { headers: { [SERVICE_AUTHORIZATION]: "Bearer svc-orders" } })).count).to.equal(2);
+    const echoed: string[] = [];
+    for await (const m of client().chat(from([{ message: "hi" }]))) echoed.push(m.message);
+    expect(echoed).to.deep.equal(["hi"]);
+    expect(handled).to.deep.equal([{ method: "collect", service: "orders" }, { method: "chat" }]);
   });
 });

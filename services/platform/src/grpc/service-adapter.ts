@@ -14,6 +14,7 @@ import type {
 } from "@grpc/grpc-js";
 import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethod, type DescService, type MessageShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
+import { authenticationFor, type AuthenticationPolicy } from "./authentication.js";
 import { openCallScope } from "./handler-context.js";
 import { statusFromError } from "./status-details.js";
 
@@ -100,24 +101,47 @@ function requestsOf(call: ServerReadableStream<object, object> | ServerDuplexStr
 }
 
 /**
- * grpc-js definition + implementation for one service; `onError` sees every failed call, and
- * `admit` (when given) runs before each call and refuses it by throwing (load shedding).
+ * Runs a handler behind what every call goes through first: `admit` (load shedding, refuses by
+ * throwing) and then authentication as the policy requires for the method.
  */
-export function adaptService<S extends DescService>(service: S, impl: Partial<ServiceImpl<S>>, onError: RpcErrorListener, admit?: () => void) {
+function guard(method: DescMethod, handler: AnyImpl, admit: (() => void) | undefined, policy: AuthenticationPolicy | undefined): AnyImpl {
+  const authenticate = authenticationFor(policy, method);
+  if (!authenticate) {
+    return admit
+      ? (input, context) => {
+          admit();
+          return handler(input, context);
+        }
+      : handler;
+  }
+  const streamsOut = method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming";
+  if (streamsOut) {
+    return async function* (input, context) {
+      admit?.();
+      await authenticate(context);
+      yield* handler(input, context) as AsyncIterable<unknown>;
+    };
+  }
+  return async (input, context) => {
+    admit?.();
+    await authenticate(context);
+    return handler(input, context);
+  };
+}
+
+/**
+ * grpc-js definition + implementation for one service; `onError` sees every failed call, `admit`
+ * (when given) runs before each call and refuses it by throwing (load shedding), and `policy` says
+ * how each method's calls are authenticated before the handler runs.
+ */
+export function adaptService<S extends DescService>(service: S, impl: Partial<ServiceImpl<S>>, onError: RpcErrorListener, admit?: () => void, policy?: AuthenticationPolicy) {
   const definition: Record<string, MethodDefinition<object, object>> = {};
   const implementation: UntypedServiceImplementation = {};
   for (const method of service.methods) {
     const handler = (impl as Record<string, AnyImpl | undefined>)[method.localName];
     if (!handler) continue;
     definition[method.name] = methodDefinition(method);
-    const bound = handler.bind(impl);
-    const guarded: AnyImpl = admit
-      ? (input, context) => {
-          admit();
-          return bound(input, context);
-        }
-      : bound;
-    implementation[method.name] = handlerFor(service, method, guarded, onError);
+    implementation[method.name] = handlerFor(service, method, guard(method, handler.bind(impl), admit, policy), onError);
   }
   return { definition: definition as ServiceDefinition, implementation };
 }

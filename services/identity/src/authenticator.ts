@@ -1,0 +1,28 @@
+// How identity authenticates its calls. Identity owns the users, so it does not take a token's word
+// for them: a deleted user's token stops working here at once, and the role is the stored one.
+// (Other services trust a token until it expires or is revoked.)
+import type { HandlerContext } from "@connectrpc/connect";
+import { fail, type AuthenticationPolicy, type Authenticator, type Caller, type ServiceCaller, type TokenVerifier } from "@switchyard/platform";
+import type { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
+import type { IdentityStore } from "./store/port.js";
+
+export class IdentityAuthenticator implements Authenticator {
+  constructor(private readonly verifier: TokenVerifier, private readonly store: IdentityStore) {}
+
+  async authenticate(context: HandlerContext): Promise<Caller> {
+    const caller = await this.verifier.authenticate(context);
+    const user = await this.store.getUser(caller.tenantId, caller.userId);
+    if (!user) throw fail("UNAUTHENTICATED", "the user of this token no longer exists");
+    return { ...caller, role: user.role };
+  }
+
+  authenticateService(context: HandlerContext): Promise<ServiceCaller> {
+    return this.verifier.authenticateService(context);
+  }
+}
+
+/** Logging in, the public keys and a service's own token need no token; everything else a user's. */
+export const identityAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof IdentityService> => ({
+  authenticator,
+  anyone: ["createSession", "getJwks", "createServiceToken"],
+});

@@ -1,0 +1,58 @@
+// Authentication, once per call, in the server adapter: before a handler runs, the call's
+// credentials are verified as its method requires — a user's token (the default), an internal
+// service's own token, or none — and the verified caller is put in the call's context, where the
+// handler reads it. A handler never sees an unauthenticated call of a method that needs a caller.
+import { createContextKey, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import type { DescMethod, DescService } from "@bufbuild/protobuf";
+import type { Caller, ServiceCaller } from "../auth.js";
+import { fail } from "../errors.js";
+
+/** Verifies a call's credentials (TokenVerifier, or a service's own stricter one). */
+export interface Authenticator {
+  /** The user behind the call (its `authorization` metadata), with `service` when a service also presented its token. */
+  authenticate(context: HandlerContext): Promise<Caller>;
+  /** The internal service behind the call (its `service-authorization` metadata). */
+  authenticateService(context: HandlerContext): Promise<ServiceCaller>;
+}
+
+type MethodName<S extends DescService> = keyof ServiceImpl<S> & string;
+
+/** Who may call which method of a service: a user by default; `anyone` and `services` name the exceptions. */
+export interface AuthenticationPolicy<S extends DescService = DescService> {
+  authenticator: Authenticator;
+  /** Methods that need no credential at all. */
+  anyone?: readonly MethodName<S>[];
+  /** Methods only an internal service calls, with its own token and no user's. */
+  services?: readonly MethodName<S>[];
+}
+
+const CALLER = createContextKey<Caller | undefined>(undefined, { description: "the verified user" });
+const SERVICE_CALLER = createContextKey<ServiceCaller | undefined>(undefined, { description: "the verified internal service" });
+
+/** What runs before a method's handler: verifies the call and records the caller; undefined for anyone's methods. */
+export function authenticationFor(policy: AuthenticationPolicy | undefined, method: DescMethod): ((context: HandlerContext) => Promise<void>) | undefined {
+  if (!policy || policy.anyone?.includes(method.localName)) return undefined;
+  const { authenticator } = policy;
+  if (policy.services?.includes(method.localName)) {
+    return async (context) => {
+      context.values.set(SERVICE_CALLER, await authenticator.authenticateService(context));
+    };
+  }
+  return async (context) => {
+    context.values.set(CALLER, await authenticator.authenticate(context));
+  };
+}
+
+/** The verified user of this call (its method is one that needs a user). */
+export function callerOf(context: HandlerContext): Caller {
+  const caller = context.values.get(CALLER);
+  if (!caller) throw fail("INTERNAL", `${context.method.name} reads a caller its authentication policy does not require`);
+  return caller;
+}
+
+/** The verified internal service of this call (its method is one only services call). */
+export function serviceCallerOf(context: HandlerContext): ServiceCaller {
+  const caller = context.values.get(SERVICE_CALLER);
+  if (!caller) throw fail("INTERNAL", `${context.method.name} reads a service caller its authentication policy does not require`);
+  return caller;
+}
