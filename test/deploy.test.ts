@@ -623,6 +623,14 @@ describe("deploy/", function () {
       }
     });
 
+    it("appends the client's address to X-Forwarded-For, and the gateway trusts exactly that one hop", () => {
+      // use_remote_address: Envoy adds the peer it saw; with no trusted hops of its own it trusts nothing the client wrote.
+      expect(hcm?.use_remote_address, "use_remote_address").to.equal(true);
+      expect(hcm?.xff_num_trusted_hops ?? 0, "Envoy trusts no hop in front of it").to.equal(0);
+      const gateway = PROCESSES.find((p) => p.name === "gateway")!;
+      expect(literal(envOf(manifestOf(gateway).container), gatewaySettings.trustedProxyHops.env), gatewaySettings.trustedProxyHops.env).to.equal("1");
+    });
+
     it("routes /v1/ to the gateway Service on the gateway's port, with a timeout above its deadline", () => {
       const route = routeFor("/v1/");
       expect(route, "a /v1/ route").to.not.equal(undefined);

@@ -9,7 +9,8 @@ import { edgeError, toHttpError } from "./runtime/errors.js";
 import { describeBodyError, describeParamError, loadApiDocument, type CompiledOperation } from "./runtime/openapi.js";
 import { sendError, sendJson } from "./runtime/respond.js";
 import { writeEventStream } from "./runtime/sse.js";
-import { createRateLimiter } from "./runtime/rate-limit.js";
+import { clientAddress } from "./runtime/client-address.js";
+import { createRateLimiter, quotaKey } from "./runtime/rate-limit.js";
 import { AdaptiveConcurrencyLimit, type Release } from "./runtime/concurrency-limit.js";
 import { FailureLog } from "./runtime/failure-log.js";
 import type { RouteGroup, RouteHandler } from "./runtime/route.js";
@@ -32,7 +33,7 @@ export const gatewaySettings = {
   rateWindowSeconds: setting("GATEWAY_RATE_WINDOW_SECONDS", parse.int(1, 86_400), "length of the rate-limit window", 60),
   rateLimitPrefix: setting("GATEWAY_RATE_LIMIT_PREFIX", parse.string, "key prefix of the counters (replicas sharing a quota use the same one)", "switchyard:rl"),
   redisUrl: optionalSetting("REDIS_URL", parse.url("redis:", "rediss:"), "Redis for rate-limit counters shared by every gateway replica; unset = per process"),
-  trustProxy: setting("GATEWAY_TRUST_PROXY", parse.bool, "take anonymous clients' address from X-Forwarded-For (only behind a proxy that sets it)", false),
+  trustedProxyHops: setting("GATEWAY_TRUSTED_PROXY_HOPS", parse.int(0, 10), "proxies in front of the gateway that append to X-Forwarded-For (Envoy: 1): the client address is the N-th entry from its right; 0 = the socket's peer", 0),
   heartbeatMs: setting("GATEWAY_SSE_HEARTBEAT_MS", parse.int(1_000, 300_000), "interval of heartbeat comments on idle event streams", 15_000),
   deadlineMs: setting("GATEWAY_DEADLINE_MS", parse.int(50, 120_000), "default deadline of every request's upstream call chain", 5_000),
   maxDeadlineMs: setting("GATEWAY_MAX_DEADLINE_MS", parse.int(50, 600_000), "the longest deadline a client may ask for with X-Request-Timeout-Ms", 30_000),
@@ -107,7 +108,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     maxLimit: Math.max(config.concurrencyMin, config.concurrencyMax),
     buffer: config.concurrencyBufferPercent / 100,
   });
-  const rateLimiter = createRateLimiter({ limit: config.rateLimit, windowSeconds: config.rateWindowSeconds, redisUrl: config.redisUrl, keyPrefix: config.rateLimitPrefix, trustProxy: config.trustProxy });
+  const rateLimiter = createRateLimiter({ limit: config.rateLimit, windowSeconds: config.rateWindowSeconds, redisUrl: config.redisUrl, keyPrefix: config.rateLimitPrefix });
   const healthClients = Object.values(upstreams.channels).map((channel) => createServiceClient(Health, channel));
   const failures = new FailureLog(logger);
   // Refusals made often under pressure are built once.
@@ -139,8 +140,20 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       const method = req.method ?? "GET";
       if (pathname === "/healthz") return sendJson(res, 200, { status: "ok" });
       if (pathname === "/readyz") return (await ready()) ? sendJson(res, 200, { status: "ready" }) : sendJson(res, 503, { error: "an upstream is not ready", code: "UPSTREAM_UNAVAILABLE" }, { "retry-after": "1" });
+      // Who is asking: a presented token is verified before anything is drawn on a quota, so only a
+      // real user has a quota of their own; an absent or invalid one draws on the client address's.
+      presentedToken = req.headers.authorization !== undefined;
+      let caller: Caller | undefined;
+      let refusedToken: unknown;
+      if (presentedToken) {
+        try {
+          caller = await verifier.verify(bearerToken(req.headers.authorization));
+        } catch (err) {
+          refusedToken = err;
+        }
+      }
       // Every /v1 answer carries the caller's quota; past it, 429 before any other work.
-      const quota = await rateLimiter.check(req);
+      const quota = await rateLimiter.check(quotaKey(caller, clientAddress(req, config.trustedProxyHops)));
       for (const [name, value] of Object.entries(quota.headers)) res.setHeader(name, value);
       if (!quota.allowed) {
         req.resume();
@@ -194,11 +207,9 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       }
 
       const deadlineMs = deadlineOf(req.headers["x-request-timeout-ms"], config);
-      let caller: Caller | undefined;
-      if (operation.requiresAuth) {
-        presentedToken = req.headers.authorization !== undefined;
-        caller = await verifier.verify(bearerToken(req.headers.authorization));
-      }
+      // A route that needs a user: no token or an invalid one is answered here, never passed on.
+      if (operation.requiresAuth && !caller) throw refusedToken ?? edgeError("UNAUTHENTICATED", "a bearer token is required");
+      if (!operation.requiresAuth) caller = undefined;
       const deadlineAt = Date.now() + deadlineMs;
       const { signal } = (controller = new AbortController());
       if (gone) controller.abort(); // it left while the request was being read or checked

@@ -2,11 +2,12 @@
 import { expect } from "chai";
 import type { IncomingMessage } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { errorCatalogue, fail } from "@switchyard/platform";
+import { errorCatalogue, fail, type Caller } from "@switchyard/platform";
 import { bindRoutes } from "../src/gateway.js";
 import { toHttpError, HttpError } from "../src/runtime/errors.js";
 import { loadApiDocument } from "../src/runtime/openapi.js";
 import { quotaKey } from "../src/runtime/rate-limit.js";
+import { clientAddress } from "../src/runtime/client-address.js";
 import { Router } from "../src/runtime/router.js";
 
 const api = loadApiDocument();
@@ -95,27 +96,29 @@ describe("gateway runtime", () => {
     });
   });
 
-  describe("quota keys", () => {
-    const request = (headers: Record<string, string>, remoteAddress = "192.0.2.7") => ({ headers, socket: { remoteAddress } }) as unknown as IncomingMessage;
+  describe("quota keys and client addresses", () => {
+    const request = (headers: Record<string, string | string[]>, remoteAddress = "192.0.2.7") => ({ headers, socket: { remoteAddress } }) as unknown as IncomingMessage;
+    const caller = (tenantId: string, userId: bigint, token: string): Caller => ({ tenantId, userId, role: "member", sessionId: "s", expiresAt: 0, token });
 
-    it("draw one quota per credential (a hash, never the token) and per address when anonymous", () => {
-      const alice = quotaKey(request({ authorization: "Bearer token-of-alice" }), false);
-      expect(alice).to.match(/^cred:[A-Za-z0-9_-]{32}$/);
-      expect(alice).to.not.include("token-of-alice");
-      expect(quotaKey(request({ authorization: "Bearer token-of-alice" }, "198.51.100.1"), false), "same credential, other address").to.equal(alice);
-      expect(quotaKey(request({ authorization: "Bearer token-of-bob" }), false)).to.not.equal(alice);
-      expect(quotaKey(request({}), false)).to.equal("addr:192.0.2.7");
-      expect(quotaKey(request({ "x-forwarded-for": "203.0.113.9, 10.0.0.1" }), true)).to.equal("addr:203.0.113.9");
-      expect(quotaKey(request({ "x-forwarded-for": "203.0.113.9" }), false), "X-Forwarded-For only behind a trusted proxy").to.equal("addr:192.0.2.7");
+    it("draw one quota per verified user — every token of theirs together — and per client address otherwise", () => {
+      expect(quotaKey(caller("acme", 2n, "t1"), "192.0.2.7")).to.equal("user:acme:2");
+      expect(quotaKey(caller("acme", 2n, "t2"), "198.51.100.1"), "another token and address of the same user").to.equal("user:acme:2");
+      expect(quotaKey(caller("globex", 2n, "t3"), "192.0.2.7"), "the same id in another tenant is another user").to.equal("user:globex:2");
+      expect(quotaKey(undefined, "192.0.2.7")).to.equal("addr:192.0.2.7");
     });
 
-    it("stay the same when many other credentials came by meanwhile (the kept hashes are bounded)", () => {
-      const first = quotaKey(request({ authorization: "Bearer first" }), false);
-      const others = new Set<string>();
-      for (let i = 0; i < 10_000; i++) others.add(quotaKey(request({ authorization: `Bearer other-${i}` }), false));
-      expect(others.size, "every credential its own key").to.equal(10_000);
-      expect(others.has(first)).to.equal(false);
-      expect(quotaKey(request({ authorization: "Bearer first" }), false)).to.equal(first);
+    it("take the socket's peer with no trusted proxy, whatever X-Forwarded-For says", () => {
+      expect(clientAddress(request({ "x-forwarded-for": "203.0.113.9" }), 0)).to.equal("192.0.2.7");
+      expect(clientAddress(request({}), 0)).to.equal("192.0.2.7");
+    });
+
+    it("take the N-th X-Forwarded-For entry from the right behind N trusted proxies, never the client-written left ones", () => {
+      // The client wrote "1.1.1.1"; Envoy appended the address it saw (203.0.113.9).
+      expect(clientAddress(request({ "x-forwarded-for": "1.1.1.1, 203.0.113.9" }), 1)).to.equal("203.0.113.9");
+      expect(clientAddress(request({ "x-forwarded-for": "1.1.1.1, 203.0.113.9, 10.0.0.2" }), 2)).to.equal("203.0.113.9");
+      expect(clientAddress(request({ "x-forwarded-for": ["1.1.1.1", "203.0.113.9"] }), 1), "repeated headers count in order").to.equal("203.0.113.9");
+      expect(clientAddress(request({ "x-forwarded-for": "203.0.113.9" }), 2), "fewer entries than trusted proxies: the peer").to.equal("192.0.2.7");
+      expect(clientAddress(request({}), 1), "no header: the peer").to.equal("192.0.2.7");
     });
   });
 });

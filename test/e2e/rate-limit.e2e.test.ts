@@ -1,6 +1,7 @@
 // Rate limits at the edge (contract §8): the quota headers on every /v1 answer, 429 with
-// Retry-After past the quota, a quota per credential and per anonymous address, and — with Redis —
-// one quota shared by two gateway processes.
+// Retry-After past the quota, a quota per verified user (made-up tokens buy none: they draw on their
+// address's, and get 401 at the gateway) and per client address — the one the trusted proxy saw, not
+// what the client wrote — and, with Redis, one quota shared by two gateway processes.
 import { expect } from "chai";
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -17,8 +18,8 @@ describe("e2e: rate limits", function () {
   let env: E2eMesh;
   let api: Api;
   const prefix = `switchyard:test:${randomBytes(4).toString("hex")}`;
-  // Behind a trusted proxy the client address comes from X-Forwarded-For: each test is its own client.
-  const limits = { GATEWAY_RATE_LIMIT: String(LIMIT), GATEWAY_RATE_WINDOW_SECONDS: "60", GATEWAY_RATE_LIMIT_PREFIX: prefix, GATEWAY_TRUST_PROXY: "true" };
+  // Behind one trusted proxy the client address is the rightmost X-Forwarded-For entry: each test is its own client.
+  const limits = { GATEWAY_RATE_LIMIT: String(LIMIT), GATEWAY_RATE_WINDOW_SECONDS: "60", GATEWAY_RATE_LIMIT_PREFIX: prefix, GATEWAY_TRUSTED_PROXY_HOPS: "1" };
   const loginFrom = async (base: string, address: string, who: { tenant: string; email: string }) => {
     const res = await fetch(`${base}/v1/tenants/${who.tenant}/sessions`, {
       method: "POST",
@@ -35,7 +36,7 @@ describe("e2e: rate limits", function () {
   });
   after(async () => env?.stop());
 
-  it("counts a credential's quota down on every answer, then answers 429 with Retry-After and the JSON error", async () => {
+  it("counts a user's quota down on every answer, then answers 429 with Retry-After and the JSON error", async () => {
     const token = await loginFrom(env.mesh.gatewayUrl, "192.0.2.1", ALICE);
     const remaining: number[] = [];
     for (let i = 0; i < LIMIT; i++) {
@@ -64,6 +65,44 @@ describe("e2e: rate limits", function () {
     expect(statuses[LIMIT - 1]).to.equal(429);
     expect((await from("192.0.2.2")).status, "another address has its own quota").to.equal(200);
     expect((await api.get("/healthz")).status, "health checks are not rate limited").to.equal(200);
+  });
+
+  it("draws every token of one user on one quota", async () => {
+    const first = await loginFrom(env.mesh.gatewayUrl, "192.0.2.10", { tenant: "acme", email: "bob@acme.test" });
+    const second = await loginFrom(env.mesh.gatewayUrl, "192.0.2.11", { tenant: "acme", email: "bob@acme.test" });
+    expect(second).to.not.equal(first);
+    const answers: string[] = [];
+    for (let i = 0; i < LIMIT + 1; i++) {
+      const res = await api.get("/v1/payments?limit=1", { token: i % 2 === 0 ? first : second });
+      answers.push(`${res.status}:${res.headers.get("x-ratelimit-remaining")}`);
+    }
+    expect(answers).to.deep.equal(["200:5", "200:4", "200:3", "200:2", "200:1", "200:0", "429:0"]);
+  });
+
+  it("gives made-up tokens no quota of their own: each draws on its address's and is answered 401 at the gateway", async () => {
+    const junk = () => `${randomBytes(12).toString("base64url")}.${randomBytes(24).toString("base64url")}.${randomBytes(32).toString("base64url")}`;
+    const statuses: number[] = [];
+    for (let i = 0; i < LIMIT + 2; i++) {
+      const res = await fetch(`${env.mesh.gatewayUrl}/v1/payments`, { headers: { authorization: `Bearer ${junk()}`, "x-forwarded-for": "192.0.2.20" } });
+      statuses.push(res.status);
+      if (res.status === 401) expect(res.headers.get("www-authenticate")).to.match(/^Bearer .*error="invalid_token"/);
+    }
+    expect(statuses).to.deep.equal([...Array(LIMIT).fill(401), 429, 429]);
+    // Password guessing with a fresh made-up token each time draws on the same address quota.
+    const guess = await fetch(`${env.mesh.gatewayUrl}/v1/tenants/acme/sessions`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${junk()}`, "content-type": "application/json", "x-forwarded-for": "192.0.2.20" },
+      body: JSON.stringify({ email: "alice@acme.test", password: "guess" }),
+    });
+    expect(guess.status).to.equal(429);
+  });
+
+  it("takes the address the trusted proxy saw (the rightmost X-Forwarded-For entry), never what the client wrote left of it", async () => {
+    const from = (forwarded: string) => api.get("/v1/catalog/items", { headers: { "x-forwarded-for": forwarded } });
+    const statuses: number[] = [];
+    for (let i = 0; i < LIMIT + 1; i++) statuses.push((await from(`198.51.100.${i}, 192.0.2.30`)).status);
+    expect(statuses, "a new left entry each time buys nothing").to.deep.equal([...Array(LIMIT).fill(200), 429]);
+    expect((await from("192.0.2.30, 192.0.2.31")).status, "the address the proxy saw is another one").to.equal(200);
   });
 
   describe("two gateway processes sharing one Redis quota", () => {

@@ -1,8 +1,8 @@
-// The quota of every /v1 request: per credential (the bearer token), per client address when
-// anonymous. Counters live in Redis when REDIS_URL is set, so every gateway replica draws on one
-// quota; without it (or while Redis is unreachable) they live in this process.
-import { createHash } from "node:crypto";
-import type { IncomingMessage } from "node:http";
+// The quota of every /v1 request: per user when it carries a valid token (verified first, so a
+// made-up token buys no quota of its own), per client address otherwise. Counters live in Redis
+// when REDIS_URL is set, so every gateway replica draws on one quota; without it (or while Redis is
+// unreachable) they live in this process.
+import type { Caller } from "@switchyard/platform";
 import { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
 
@@ -11,8 +11,6 @@ export interface RateLimitOptions {
   windowSeconds: number;
   redisUrl?: string | undefined;
   keyPrefix: string;
-  /** Take the client address from X-Forwarded-For (only behind a proxy that sets it). */
-  trustProxy: boolean;
 }
 
 export interface RateDecision {
@@ -22,32 +20,14 @@ export interface RateDecision {
 }
 
 export interface RateLimiter {
-  check(req: IncomingMessage): Promise<RateDecision>;
+  /** Draws one request from the quota named by `key` (see quotaKey). */
+  check(key: string): Promise<RateDecision>;
   close(): Promise<void>;
 }
 
-// A credential's key is a hash (the token itself never becomes a Redis key); a client sends the same
-// token many times, so its hash is kept. Bounded: when full it starts over, so random tokens cost no more
-// than hashing every time.
-const CREDENTIAL_KEYS_KEPT = 4_096;
-const credentialKeys = new Map<string, string>();
-
-function credentialKey(authorization: string): string {
-  let key = credentialKeys.get(authorization);
-  if (key === undefined) {
-    if (credentialKeys.size >= CREDENTIAL_KEYS_KEPT) credentialKeys.clear();
-    key = `cred:${createHash("sha256").update(authorization).digest("base64url").slice(0, 32)}`;
-    credentialKeys.set(authorization, key);
-  }
-  return key;
-}
-
-/** Whose quota a request draws on. */
-export function quotaKey(req: IncomingMessage, trustProxy: boolean): string {
-  const authorization = req.headers.authorization;
-  if (authorization) return credentialKey(authorization);
-  const forwarded = trustProxy ? String(req.headers["x-forwarded-for"] ?? "").split(",")[0]?.trim() : "";
-  return `addr:${forwarded || req.socket.remoteAddress || "unknown"}`;
+/** Whose quota a request draws on: its verified user's (all their tokens together), else its client address's. */
+export function quotaKey(caller: Caller | undefined, address: string): string {
+  return caller ? `user:${caller.tenantId}:${caller.userId}` : `addr:${address}`;
 }
 
 export function createRateLimiter(options: RateLimitOptions): RateLimiter {
@@ -70,9 +50,9 @@ export function createRateLimiter(options: RateLimitOptions): RateLimiter {
     return headers;
   };
   return {
-    async check(req) {
+    async check(key) {
       try {
-        const res = await limiter.consume(quotaKey(req, options.trustProxy), 1);
+        const res = await limiter.consume(key, 1);
         return { allowed: true, headers: headersOf(res, true) };
       } catch (err) {
         if (err instanceof RateLimiterRes) return { allowed: false, headers: headersOf(err, false) };
