@@ -2,6 +2,7 @@
 // ports are swapped for free ones), and its configuration table names every setting.
 import { expect } from "chai";
 import { execFile } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -45,7 +46,14 @@ describe("README", function () {
     let dataDir: string;
     before(async () => {
       dataDir = mkdtempSync(join(tmpdir(), "switchyard-readme-"));
-      mesh = await startMesh({ dataDir, demoData: true, output: "collect", env: { DATABASE_URL: "", LOG_LEVEL: "warn" } });
+      // Counters in a shared Redis (REDIS_URL in CI) are this run's own.
+      const prefix = `switchyard:test:readme:${randomUUID()}`;
+      mesh = await startMesh({
+        dataDir,
+        demoData: true,
+        output: "collect",
+        env: { DATABASE_URL: "", LOG_LEVEL: "warn", GATEWAY_RATE_LIMIT_PREFIX: `${prefix}:rl`, LOGIN_THROTTLE_PREFIX: `${prefix}:login` },
+      });
     });
     after(async () => {
       await mesh?.stop();

@@ -3,7 +3,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
-import { bearerToken, createServiceClient, jwksFromIdentity, loadConfig, optionalSetting, parse, setting, TokenVerifier, type Caller, type ConfigOf, type Logger } from "@switchyard/platform";
+import { bearerToken, CLIENT_ADDRESS_HEADER, createServiceClient, jwksFromIdentity, loadConfig, optionalSetting, parse, setting, TokenVerifier, type Caller, type ConfigOf, type Logger } from "@switchyard/platform";
 import { readJsonBody } from "./runtime/body.js";
 import { edgeError, toHttpError } from "./runtime/errors.js";
 import { describeBodyError, describeParamError, loadApiDocument, type CompiledOperation } from "./runtime/openapi.js";
@@ -153,7 +153,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         }
       }
       // Every /v1 answer carries the caller's quota; past it, 429 before any other work.
-      const quota = await rateLimiter.check(quotaKey(caller, clientAddress(req, config.trustedProxyHops)));
+      const address = clientAddress(req, config.trustedProxyHops);
+      const quota = await rateLimiter.check(quotaKey(caller, address));
       for (const [name, value] of Object.entries(quota.headers)) res.setHeader(name, value);
       if (!quota.allowed) {
         req.resume();
@@ -213,7 +214,10 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       const deadlineAt = Date.now() + deadlineMs;
       const { signal } = (controller = new AbortController());
       if (gone) controller.abort(); // it left while the request was being read or checked
-      const authorization = caller ? { headers: { authorization: `Bearer ${caller.token}` } } : {};
+      // The client's address travels along (identity counts failed logins per address with it).
+      const headers: Record<string, string> = { [CLIENT_ADDRESS_HEADER]: address };
+      if (caller) headers.authorization = `Bearer ${caller.token}`;
+      const authorization = { headers };
       const result = await route.handler({
         params,
         body,

@@ -189,9 +189,20 @@ export async function startE2eMesh(name: string, extra: Pick<MeshOptions, "env" 
       dataDir,
       demoData: true,
       output: "collect",
-      // Tests make many requests with one token, some in bursts: a quota and a concurrency limit that
-      // never bite, except in the tests of rate limits and shedding.
-      env: { DATABASE_URL: "", LOG_LEVEL: "info", GATEWAY_RATE_LIMIT: "1000000", ...NO_SHEDDING, ...extra.env },
+      // Tests make many requests with one token, some in bursts, and fail logins on purpose, all from
+      // 127.0.0.1: a quota, a concurrency limit and a login throttle that never bite, except in the
+      // tests of rate limits, shedding and login throttling.
+      // Counters in a shared Redis (REDIS_URL in CI) are this mesh's own, never another run's.
+      env: {
+        DATABASE_URL: "",
+        LOG_LEVEL: "info",
+        GATEWAY_RATE_LIMIT: "1000000",
+        LOGIN_FAILURES_ALLOWED: "1000",
+        GATEWAY_RATE_LIMIT_PREFIX: `switchyard:test:${name}:${randomUUID()}:rl`,
+        LOGIN_THROTTLE_PREFIX: `switchyard:test:${name}:${randomUUID()}:login`,
+        ...NO_SHEDDING,
+        ...extra.env,
+      },
       ...(extra.envFor ? { envFor: extra.envFor } : {}),
     });
   } catch (err) {

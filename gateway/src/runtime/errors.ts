@@ -67,7 +67,7 @@ export function toHttpError(err: unknown, upstream = "upstream"): HttpError {
   const reason = errorInfoOf(err)?.reason;
   if (reason && isErrorReason(reason)) {
     const status = errorCatalogue[reason].http;
-    return new HttpError(status, reason, status >= 500 ? messageFor5xx(status, upstream) : err.rawMessage, retryAfter(status), publicDetails(reason, err));
+    return new HttpError(status, reason, status >= 500 ? messageFor5xx(status, upstream) : err.rawMessage, retryAfter(status, errorInfoOf(err)?.metadata.retry_after_seconds), publicDetails(reason, err));
   }
   const status = STATUS_BY_CODE[err.code] ?? 500;
   const code = REASON_BY_CODE[err.code] ?? "INTERNAL";
@@ -89,7 +89,9 @@ function publicDetails(reason: ErrorReason, err: ConnectError): Record<string, s
   return Object.keys(details).length > 0 ? details : undefined;
 }
 
-function retryAfter(status: number): Record<string, string> {
+/** Retry-After: the service's own figure (ErrorInfo retry_after_seconds), else the status's default. */
+function retryAfter(status: number, stated?: string): Record<string, string> {
+  if (stated !== undefined && /^\d{1,6}$/.test(stated) && (status === 429 || status === 503)) return { "retry-after": stated };
   const seconds = RETRY_AFTER[status];
   return seconds ? { "retry-after": seconds } : {};
 }

@@ -2,10 +2,11 @@
 import { randomUUID } from "node:crypto";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
-import { callerOf, decodeCursor, fail, pageOf, pageSizeOf, requireRole, requireTenant } from "@switchyard/platform";
+import { callerOf, clientAddressOf, decodeCursor, fail, pageOf, pageSizeOf, requireRole, requireTenant } from "@switchyard/platform";
 import { isTenantId, normalizeEmail, validateNewUser } from "./domain/users.js";
 import { accessTokenClaims, SERVICE_TOKEN_TTL_SECONDS, serviceTokenClaims } from "./domain/tokens.js";
-import { burnPasswordCheck, hashPassword, verifyPassword } from "./passwords.js";
+import type { LoginThrottle } from "./login-throttle.js";
+import { burnPasswordCheck, hashPassword, needsRehash, verifyPassword } from "./passwords.js";
 import { roleFromProto, sessionToProto, tenantToProto, userToProto } from "./proto-mapping.js";
 import { isServiceClient, type ServiceClients } from "./service-clients.js";
 import type { KeyRing } from "./signing-keys.js";
@@ -16,6 +17,7 @@ export interface IdentityDeps {
   keys: KeyRing;
   tokenTtlSeconds: number;
   serviceClients: ServiceClients;
+  throttle: LoginThrottle;
   now?: () => number;
 }
 
@@ -37,16 +39,22 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
   const now = deps.now ?? Date.now;
 
   return {
-    async createSession(req) {
+    async createSession(req, ctx) {
       const tenantId = req.tenantId;
+      const address = clientAddressOf(ctx);
+      // Refused while throttled — before any password is checked, and alike for accounts that do not exist.
+      await deps.throttle.check(tenantId, req.email, address);
       // An email that no stored one can equal (empty, or with a NUL the database cannot hold) matches nobody.
       const findable = isTenantId(tenantId) && req.email !== "" && !req.email.includes("\u0000");
       const user = findable ? await store.findUserByEmail(tenantId, normalizeEmail(req.email)) : undefined;
-      if (!user) {
-        await burnPasswordCheck(req.password);
+      const valid = user ? await verifyPassword(req.password, user.passwordHash) : (await burnPasswordCheck(req.password), false);
+      if (!user || !valid) {
+        await deps.throttle.failed(tenantId, req.email, address);
         throw fail("INVALID_CREDENTIALS", "email or password is wrong");
       }
-      if (!(await verifyPassword(req.password, user.passwordHash))) throw fail("INVALID_CREDENTIALS", "email or password is wrong");
+      await deps.throttle.succeeded(tenantId, req.email, address);
+      // A hash made with older parameters is replaced while the password is at hand.
+      if (needsRehash(user.passwordHash)) await store.updatePasswordHash(tenantId, user.id, await hashPassword(req.password));
       const sessionId = `ses_${randomUUID().replaceAll("-", "")}`;
       const issuedAt = Math.floor(now() / 1000);
       const accessToken = await keys.sign(accessTokenClaims({ tenantId, userId: user.id, role: user.role, sessionId }, issuedAt, deps.tokenTtlSeconds));

@@ -1,6 +1,7 @@
 // Assembles the identity service from its parts; main.ts feeds it the environment, tests call it directly.
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
-import { loadConfig, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
+import { loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
+import { LoginThrottle } from "./login-throttle.js";
 import { IdentityAuthenticator, identityAuthentication } from "./authenticator.js";
 import { identityHandlers } from "./connect.js";
 import { seedDemoData } from "./demo-data.js";
@@ -14,6 +15,10 @@ export const identitySettings = {
   tokenTtlSeconds: setting("TOKEN_TTL_SECONDS", parse.int(60, 86_400), "lifetime of access tokens", 900),
   demoData: setting("IDENTITY_DEMO_DATA", parse.bool, "seed the demo tenants and users (npm start sets it)", false),
   serviceClients: setting("IDENTITY_SERVICE_CREDENTIALS", parseServiceClients, "internal services that may get a service token: name:secret[,name:secret…] (orders needs one)", new Map()),
+  loginFailuresAllowed: setting("LOGIN_FAILURES_ALLOWED", parse.int(1, 1_000), "failed logins an account may have in 15 minutes before its attempts are refused (an address: four times as many)", 5),
+  loginBlockSeconds: setting("LOGIN_BLOCK_SECONDS", parse.int(1, 900), "how long the first refusal lasts; it doubles with every further failure, up to 15 minutes", 30),
+  redisUrl: optionalSetting("REDIS_URL", parse.url("redis:", "rediss:"), "Redis for the failed-login counters shared by every identity replica; unset = per process"),
+  loginThrottlePrefix: setting("LOGIN_THROTTLE_PREFIX", parse.string, "key prefix of the failed-login counters in Redis (replicas sharing them use the same one)", "switchyard:login"),
 };
 export type IdentityConfig = ConfigOf<typeof identitySettings>;
 
@@ -35,11 +40,14 @@ export function startIdentityService(config: IdentityConfig, logger: Logger): Pr
       const keys = await loadKeyRing(store);
       // Identity verifies the tokens it issued with its own published keys: no network hop.
       const authenticator = new IdentityAuthenticator(new TokenVerifier(async () => keys.publicKeys()), store);
+      const throttle = new LoginThrottle({ failuresAllowed: config.loginFailuresAllowed, firstBlockSeconds: config.loginBlockSeconds, redisUrl: config.redisUrl, keyPrefix: config.loginThrottlePrefix });
+      await throttle.ready();
       return {
+        stop: () => throttle.close(),
         services: [
           registration(
             IdentityService,
-            identityHandlers({ store, keys, tokenTtlSeconds: config.tokenTtlSeconds, serviceClients: config.serviceClients }),
+            identityHandlers({ store, keys, tokenTtlSeconds: config.tokenTtlSeconds, serviceClients: config.serviceClients, throttle }),
             identityAuthentication(authenticator),
           ),
         ],

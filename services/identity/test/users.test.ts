@@ -38,12 +38,12 @@ describe("identity rules", () => {
   });
 });
 
-describe("password hashing (scrypt)", function () {
+describe("password hashing (Argon2id)", function () {
   this.timeout(10_000);
   it("verifies the right password only, with a fresh salt each time", async () => {
     const a = await hashPassword("demo-password");
     const b = await hashPassword("demo-password");
-    expect(a).to.match(/^scrypt\$15\$8\$1\$/);
+    expect(a).to.match(/^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
     expect(a).to.not.equal(b);
     expect(await verifyPassword("demo-password", a)).to.equal(true);
     expect(await verifyPassword("demo-passwore", a)).to.equal(false);

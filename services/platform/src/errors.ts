@@ -53,6 +53,8 @@ export const errorCatalogue = {
   ETAG_MISMATCH: { code: Code.FailedPrecondition, http: 412 },
   // 429.
   RATE_LIMITED: { code: Code.ResourceExhausted, http: 429 },
+  /** Too many failed logins for the account or the address: metadata retry_after_seconds says how long to wait. */
+  LOGIN_THROTTLED: { code: Code.ResourceExhausted, http: 429 },
   // 5xx.
   LOAD_SHED: { code: Code.Unavailable, http: 503 },
   UPSTREAM_UNAVAILABLE: { code: Code.Unavailable, http: 502 },

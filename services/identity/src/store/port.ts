@@ -48,6 +48,8 @@ export interface IdentityStore {
   createUser(user: { tenantId: string; email: string; fullName: string; role: Role; passwordHash: string }): Promise<UserRecord>;
   /** Soft delete; false when there was no such active user. */
   deleteUser(tenantId: string, id: bigint): Promise<boolean>;
+  /** Replaces a user's password hash (a stronger hash of the same password). */
+  updatePasswordHash(tenantId: string, id: bigint, passwordHash: string): Promise<void>;
   recordSession(session: { id: string; tenantId: string; userId: bigint; expiresAt: Date }): Promise<void>;
   getSession(tenantId: string, id: string): Promise<SessionRecord | undefined>;
   /** Newest first. */

@@ -82,6 +82,10 @@ export class SqlIdentityStore implements IdentityStore {
     }
   }
 
+  async updatePasswordHash(tenantId: string, id: bigint, passwordHash: string): Promise<void> {
+    await this.db.query(`UPDATE users SET password_hash = $3 WHERE tenant_id = $1 AND id = $2 AND NOT is_deleted`, [tenantId, id, passwordHash]);
+  }
+
   async deleteUser(tenantId: string, id: bigint): Promise<boolean> {
     const { rowCount } = await this.db.query(`UPDATE users SET is_deleted = true, deleted_at = now() WHERE tenant_id = $1 AND id = $2 AND NOT is_deleted`, [tenantId, id]);
     return rowCount === 1;

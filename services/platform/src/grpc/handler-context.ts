@@ -7,6 +7,7 @@ import { fail } from "../errors.js";
 
 export interface ServerCallLike {
   metadata: Metadata;
+  getPeer?(): string;
   getDeadline(): Date | number;
   getPath(): string;
   on(event: "cancelled", listener: () => void): unknown;
@@ -69,6 +70,7 @@ export function openCallScope(call: ServerCallLike, service: DescService, method
     url: call.getPath(),
   };
   callMetadata.set(context, call.metadata);
+  if (call.getPeer) callPeers.set(context, () => call.getPeer!());
   return {
     context,
     done() {
@@ -80,6 +82,19 @@ export function openCallScope(call: ServerCallLike, service: DescService, method
 }
 
 const callMetadata = new WeakMap<HandlerContext, Metadata>();
+const callPeers = new WeakMap<HandlerContext, () => string>();
+
+/** The header the gateway puts the client's address in (the one its trusted proxies saw). */
+export const CLIENT_ADDRESS_HEADER = "x-client-address";
+
+/**
+ * The address of whoever is behind a call: what the gateway says it saw (x-client-address), else the
+ * call's own peer. An internal caller could write any address there: use it for counting, never to
+ * grant anything.
+ */
+export function clientAddressOf(context: HandlerContext): string {
+  return requestMetadataValue(context, CLIENT_ADDRESS_HEADER) ?? callPeers.get(context)?.() ?? "unknown";
+}
 
 /** Reads one request metadata value without building Headers (the hot path: the bearer token). */
 export function requestMetadataValue(context: HandlerContext, key: string): string | undefined {

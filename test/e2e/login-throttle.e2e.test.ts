@@ -1,0 +1,59 @@
+// Login throttling through the real mesh: after 5 failed logins an account's attempts — the right
+// password too — get 429 LOGIN_THROTTLED with Retry-After, exactly as for an account that does not
+// exist; an address failing across many accounts is refused as well; others are not affected. The
+// gateway trusts one proxy hop here, so each test is its own client address.
+import { expect } from "chai";
+import { DEMO_PASSWORD, expectError, startE2eMesh, type E2eMesh } from "../support/http.js";
+
+describe("e2e: login throttling", function () {
+  this.timeout(60_000);
+  let env: E2eMesh;
+
+  before(async function () {
+    this.timeout(120_000);
+    env = await startE2eMesh("login-throttle", {
+      env: { LOGIN_FAILURES_ALLOWED: "5", LOGIN_BLOCK_SECONDS: "30" },
+      envFor: { gateway: { GATEWAY_TRUSTED_PROXY_HOPS: "1" } },
+    });
+  });
+  after(async () => env?.stop());
+
+  const login = (tenant: string, email: string, password: string, address: string) =>
+    env.api.post(`/v1/tenants/${tenant}/sessions`, { json: { email, password }, headers: { "x-forwarded-for": address } });
+
+  async function failFiveTimes(tenant: string, email: string, address: string): Promise<void> {
+    for (let i = 0; i < 5; i++) expectError(await login(tenant, email, `wrong-password-${i}`, address), 401, "INVALID_CREDENTIALS");
+  }
+
+  function expectThrottled(res: Awaited<ReturnType<typeof login>>): number {
+    expectError(res, 429, "LOGIN_THROTTLED");
+    const wait = Number(res.headers.get("retry-after"));
+    expect(wait, "Retry-After").to.be.within(1, 30);
+    expect(res.json.error).to.match(/too many failed logins/);
+    return wait;
+  }
+
+  it("refuses an account after 5 failures, the right password included, from any address", async () => {
+    await failFiveTimes("acme", "alice@acme.test", "192.0.2.40");
+    expectThrottled(await login("acme", "alice@acme.test", DEMO_PASSWORD, "192.0.2.40"));
+    expectThrottled(await login("acme", "alice@acme.test", DEMO_PASSWORD, "192.0.2.41"));
+    // Another account is not affected.
+    expect((await login("acme", "bob@acme.test", DEMO_PASSWORD, "192.0.2.41")).status).to.equal(201);
+  });
+
+  it("answers an account that does not exist exactly alike", async () => {
+    await failFiveTimes("acme", "nobody@acme.test", "192.0.2.42");
+    const res = await login("acme", "nobody@acme.test", DEMO_PASSWORD, "192.0.2.42");
+    expectThrottled(res);
+    const known = await login("acme", "alice@acme.test", DEMO_PASSWORD, "192.0.2.42");
+    expect(known.status).to.equal(res.status);
+    expect(known.json.code).to.equal(res.json.code);
+    expect(Object.keys(known.json).sort()).to.deep.equal(Object.keys(res.json).sort());
+  });
+
+  it("refuses an address that fails across many accounts, and only that address", async () => {
+    for (let i = 0; i < 20; i++) expectError(await login("globex", `guess-${i}@globex.test`, "wrong-password", "192.0.2.43"), 401, "INVALID_CREDENTIALS");
+    expectThrottled(await login("globex", "carol@globex.test", DEMO_PASSWORD, "192.0.2.43"));
+    expect((await login("globex", "carol@globex.test", DEMO_PASSWORD, "192.0.2.44")).status).to.equal(201);
+  });
+});
