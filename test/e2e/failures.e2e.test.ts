@@ -1,5 +1,5 @@
 // End to end through the real mesh, with processes taken away: an upstream that is down answers
-// 502 at once, one that hangs answers 504 after the deadline, both recover without losing data,
+// 502 at once (payments; content, whose catalog prices orders), one that hangs answers 504 after the deadline, both recover without losing data,
 // and the mesh stops cleanly (exit code 0) on SIGINT and SIGTERM.
 import { expect } from "chai";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -134,6 +134,31 @@ describe("e2e: failures of single processes", function () {
       expect(retry!.json).to.include(timedOutBody);
       const matching = (await api.listAll("/v1/payments", alice)).filter((p) => p.source === timedOutBody.source);
       expect(matching.map((p) => p.id)).to.deep.equal([retry!.json.id]);
+    });
+  });
+
+  describe("content stopped (the catalog orders price from)", () => {
+    before(async function () {
+      this.timeout(30_000);
+      await env.mesh.stopService("content");
+    });
+
+    it("answers an order with 502 at once and stores nothing; orders and payments still answer", async () => {
+      const before = await api.listAll("/v1/users/1/orders", alice);
+      const res = await api.post("/v1/orders", { token: alice, json: { currency: "EUR", items: [{ sku: "MUG-1", quantity: 1 }] } });
+      expectError(res, 502, "UPSTREAM_UNAVAILABLE");
+      expect(res.ms, `answered in ${res.ms.toFixed(0)} ms`).to.be.below(1_000);
+      expect(res.text, "no internals in a 5xx").not.to.match(/ECONNREFUSED|127\.0\.0\.1|stack/i);
+      expect((await api.listAll("/v1/users/1/orders", alice)).map((o) => o.id), "nothing stored").to.deep.equal(before.map((o) => o.id));
+      await expectPaymentIntact();
+    });
+
+    it("takes orders again after a restart", async function () {
+      this.timeout(60_000);
+      await env.mesh.restartService("content");
+      const res = await api.post("/v1/orders", { token: alice, json: { currency: "EUR", items: [{ sku: "MUG-1", quantity: 1 }] } });
+      expect(res.status, res.text).to.equal(201);
+      expect(res.json.total).to.equal(900);
     });
   });
 

@@ -338,6 +338,57 @@ for (const engine of serviceEngines()) {
       return value;
     }
 
+    describe("content (the catalog) taken away", () => {
+      let mesh: InProcessMesh;
+      let alice: Auth;
+      before(async () => {
+        mesh = await startInProcessMesh({ databaseUrl: engine.databaseUrl, gateContent: true });
+        alice = { headers: await mesh.login("alice@acme.test") };
+      });
+      after(async () => mesh?.stop());
+
+      it("answers UNAVAILABLE at once when the catalog cannot be reached, and stores nothing; works again when it is back", async () => {
+        const before = (await mesh.orders.listUserOrders({ userId: 1n, pageSize: 100 }, alice)).orders.length;
+        mesh.contentGate!.shut();
+        const started = Date.now();
+        expect((await failure(mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n }] }, { ...alice, timeoutMs: 5_000 }))).code).to.equal(Code.Unavailable);
+        expect(Date.now() - started).to.be.lessThan(2_000);
+        const orders = (await mesh.orders.listUserOrders({ userId: 1n, pageSize: 100 }, alice)).orders;
+        expect(orders.length, "nothing stored").to.equal(before);
+        mesh.contentGate!.reopen();
+        const created = await until(
+          () => mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n }] }, alice).then((r) => r.order, () => undefined),
+          (o) => o !== undefined,
+          "the catalog answers again",
+        );
+        expect(created!.total).to.equal(900n);
+      });
+
+      it("answers DEADLINE_EXCEEDED when the catalog hangs past the caller's deadline, and stores nothing", async () => {
+        const before = (await mesh.orders.listUserOrders({ userId: 1n, pageSize: 100 }, alice)).orders.length;
+        mesh.contentGate!.stall();
+        try {
+          const started = Date.now();
+          expect((await failure(mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n }] }, { ...alice, timeoutMs: 500 }))).code).to.equal(Code.DeadlineExceeded);
+          expect(Date.now() - started).to.be.lessThan(1_500);
+        } finally {
+          mesh.contentGate!.reopen();
+        }
+        expect((await mesh.orders.listUserOrders({ userId: 1n, pageSize: 100 }, alice)).orders.length, "nothing stored").to.equal(before);
+      });
+
+      it("adds no item when the catalog cannot be reached", async () => {
+        const order = (await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n }] }, alice)).order!;
+        mesh.contentGate!.shut();
+        try {
+          expect((await failure(mesh.orders.addItem({ orderId: order.id, item: { sku: "PEN-1", quantity: 1n } }, { ...alice, timeoutMs: 5_000 }))).code).to.equal(Code.Unavailable);
+        } finally {
+          mesh.contentGate!.reopen();
+        }
+        expect((await mesh.orders.getOrder({ orderId: order.id }, alice)).order!.items).to.have.length(1);
+      });
+    });
+
     describe("payments taken away and given back", () => {
       let mesh: InProcessMesh;
       let alice: Auth;

@@ -31,8 +31,9 @@ export interface InProcessMesh {
   ordersAddress: string;
   /** Orders' own credential at identity (for tests that act as the orders service). */
   ordersSecret: string;
-  /** The gate between orders and payments, with `gatePayments`. */
+  /** The gates between orders and payments / content, with `gatePayments` / `gateContent`. */
   paymentsGate: TcpGate | undefined;
+  contentGate: TcpGate | undefined;
   login(email: string, tenant?: string): Promise<{ authorization: string }>;
   stop(): Promise<void>;
 }
@@ -46,8 +47,9 @@ export interface InProcessMeshOptions {
   /** More settings of orders (ORDERS_RECONCILE_INTERVAL_MS, …) and of payments (FAULTS, …). */
   ordersEnv?: NodeJS.ProcessEnv;
   paymentsEnv?: NodeJS.ProcessEnv;
-  /** Orders reaches payments through a TcpGate the test can shut and reopen. */
+  /** Orders reaches payments (content) through a TcpGate the test can shut and reopen. */
   gatePayments?: boolean;
+  gateContent?: boolean;
 }
 
 export async function startInProcessMesh(options: InProcessMeshOptions = {}): Promise<InProcessMesh> {
@@ -71,12 +73,13 @@ export async function startInProcessMesh(options: InProcessMeshOptions = {}): Pr
     logger,
   );
   const contentAddress = `127.0.0.1:${contentRuntime.server.port}`;
+  const contentGate = options.gateContent ? await TcpGate.before(contentAddress) : undefined;
   const ordersRuntime = await startOrdersService(
     ordersConfigFrom({
       ...common,
       IDENTITY_ADDRESS: identityAddress,
       PAYMENTS_ADDRESS: options.paymentsAddressForOrders ?? paymentsGate?.address ?? paymentsAddress,
-      CONTENT_ADDRESS: options.contentAddressForOrders ?? contentAddress,
+      CONTENT_ADDRESS: options.contentAddressForOrders ?? contentGate?.address ?? contentAddress,
       ORDERS_DB_SCHEMA: `orders_${suffix}`,
       ORDERS_SERVICE_SECRET: ordersSecret,
       ...options.ordersEnv,
@@ -106,6 +109,7 @@ export async function startInProcessMesh(options: InProcessMeshOptions = {}): Pr
     ordersAddress,
     ordersSecret,
     paymentsGate,
+    contentGate,
     async login(email, tenant = email.split("@")[1]!.split(".")[0]!) {
       const session = await identity.createSession({ tenantId: tenant, email, password: "demo-password" });
       return { authorization: `Bearer ${session.accessToken}` };
@@ -117,6 +121,7 @@ export async function startInProcessMesh(options: InProcessMeshOptions = {}): Pr
       contentChannel.close();
       await ordersRuntime.stop();
       await paymentsGate?.close();
+      await contentGate?.close();
       await contentRuntime.stop();
       await paymentsRuntime.stop();
       await identityRuntime.stop();

@@ -1,11 +1,13 @@
 // A TCP gate in front of a real server, for tests that take a peer away and give it back without
 // restarting it: open, it pipes every connection through; shut, it refuses new connections and cuts
-// the ones it carries (a peer gone away, as its clients see it).
+// the ones it carries (a peer gone away, as its clients see it); stalled, it holds every byte (a peer
+// that hangs).
 import { connect, createServer, type Server, type Socket } from "node:net";
 
 export class TcpGate {
   private readonly sockets = new Set<Socket>();
   private isOpen = true;
+  private stalled = false;
 
   private constructor(private readonly server: Server, readonly address: string) {}
 
@@ -20,6 +22,7 @@ export class TcpGate {
       }
       const upstream = connect(port, host);
       for (const s of [client, upstream]) {
+        if (gate.stalled) s.pause();
         gate.sockets.add(s);
         s.on("close", () => gate?.sockets.delete(s));
         s.on("error", () => {
@@ -40,8 +43,16 @@ export class TcpGate {
     for (const s of this.sockets) s.destroy();
   }
 
+  /** Holds every byte in both directions until reopened: the connections stay, nothing arrives. */
+  stall(): void {
+    for (const s of this.sockets) s.pause();
+    this.stalled = true;
+  }
+
   reopen(): void {
     this.isOpen = true;
+    this.stalled = false;
+    for (const s of this.sockets) s.resume();
   }
 
   async close(): Promise<void> {
