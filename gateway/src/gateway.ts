@@ -3,7 +3,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
-import { bearerToken, CLIENT_ADDRESS_HEADER, createServiceClient, jwksFromIdentity, loadConfig, optionalSetting, parse, setting, TokenVerifier, type Caller, type ConfigOf, type Logger } from "@switchyard/platform";
+import { bearerToken, CLIENT_ADDRESS_HEADER, createServiceClient, loadConfig, optionalSetting, parse, setting, type Caller, type ConfigOf, type Logger, verifierFromIdentity } from "@switchyard/platform";
 import { readJsonBody } from "./runtime/body.js";
 import { edgeError, toHttpError } from "./runtime/errors.js";
 import { describeBodyError, describeParamError, loadApiDocument, type CompiledOperation } from "./runtime/openapi.js";
@@ -101,7 +101,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const routes = bindRoutes(api.operations);
   const router = new Router(api.operations);
   const upstreams: Upstreams = openUpstreams({ identity: config.identityAddress, payments: config.paymentsAddress, orders: config.ordersAddress, content: config.contentAddress });
-  const verifier = new TokenVerifier(jwksFromIdentity(upstreams.channels.identity));
+  // The gateway verifies tokens itself (for quotas and early 401s), with identity's keys and revocations.
+  const { verifier, follower } = await verifierFromIdentity(upstreams.channels.identity, logger);
   const concurrency = new AdaptiveConcurrencyLimit({
     initialLimit: config.concurrencyInitial,
     minLimit: config.concurrencyMin,
@@ -305,6 +306,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         server.close(() => {
           clearTimeout(timer);
           failures.stop();
+          follower.stop();
           upstreams.close();
           void rateLimiter.close().then(resolve);
         });

@@ -261,6 +261,28 @@ describe("e2e: access matrix — every operation of the document × {owner membe
         ok: (_actor, res) => expect(res.json).to.include({ id: bobSession.id, user_id: ids.owner }),
       },
     ],
+    "DELETE /v1/tenants/{tenant_id}/sessions/{session_id}": [
+      {
+        rule: "session-owner",
+        send: async (actor) => {
+          // A fresh session of bob's for each actor: logging out is for good.
+          const login = await created(await api.post("/v1/tenants/acme/sessions", { json: { email: BOB.email, password: "demo-password" } }), "bob's session to log out");
+          const res = await sendAs(actor, "DELETE", `/v1/tenants/acme/sessions/${login.id}`);
+          return {
+            res,
+            unchanged: async () => expect((await api.get("/v1/payments?limit=1", { token: login.access_token })).status, "bob's token still works").to.equal(200),
+            changed: async () => {
+              let status = 0;
+              for (const until = Date.now() + 2_000; Date.now() < until; ) {
+                status = (await api.get("/v1/payments?limit=1", { token: login.access_token })).status;
+                if (status === 401) break;
+              }
+              expect(status, "the logged-out token is refused within 2 s").to.equal(401);
+            },
+          };
+        },
+      },
+    ],
     "GET /v1/tenants/{tenant_id}/users": [
       {
         rule: "tenant",

@@ -21,6 +21,11 @@ export const identityRoutes: RouteGroup = {
       return { status: 200, body: sessionResourceJson(session!) };
     },
 
+    async deleteSession({ params, upstreams, callOptions }) {
+      await upstreams.identity.deleteSession({ tenantId: params.tenant_id as string, sessionId: params.session_id as string }, callOptions());
+      return { status: 204 };
+    },
+
     async listUsers({ params, upstreams, callOptions, path }) {
       const res = await upstreams.identity.listUsers({ tenantId: params.tenant_id as string, pageSize: pageSizeParam(params.limit), pageToken: cursorParam(params.cursor) }, callOptions());
       return listResult(path, params.limit, res.users.map(userJson), res.nextPageToken);

@@ -1,6 +1,7 @@
 // Server-Sent Events: writes an event stream with heartbeat comments so idle connections stay
 // open through proxies; the stream ends when its source ends or the client goes away.
 import type { ServerResponse } from "node:http";
+import { toHttpError } from "./errors.js";
 import type { ServerSentEvent } from "./route.js";
 
 const RECONNECT_DELAY_MS = 2_000;
@@ -30,9 +31,18 @@ export async function writeEventStream(res: ServerResponse, events: AsyncIterabl
       res.write(frame(event));
     }
   } catch (err) {
-    // The stream broke after it began: say so in-band, then close; the client reconnects with Last-Event-ID.
-    if (!signal.aborted) res.write(frame({ event: "error", data: { error: "the live feed was interrupted; reconnect", code: "UPSTREAM_UNAVAILABLE" } }));
-    void err;
+    // The stream broke after it began: say why in-band, then close. An upstream that went away: the
+    // client reconnects with Last-Event-ID; a token that expired or was revoked: it logs in first.
+    if (!signal.aborted) {
+      const failure = toHttpError(err);
+      res.write(
+        frame(
+          failure.status === 401
+            ? { event: "error", data: { error: `the live feed ended: ${failure.message}`, code: failure.code } }
+            : { event: "error", data: { error: "the live feed was interrupted; reconnect", code: "UPSTREAM_UNAVAILABLE" } },
+        ),
+      );
+    }
   } finally {
     clearInterval(heartbeat);
     res.end();

@@ -1,6 +1,6 @@
 // Assembles the content service; main.ts feeds it the environment, tests call it directly.
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { jwksFromIdentity, loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
+import { verifierFromIdentity, loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
 import { contentAuthentication, contentHandlers } from "./connect.js";
 import { seedDemoCatalog } from "./demo-data.js";
 import { PostFeed } from "./feed.js";
@@ -37,15 +37,19 @@ export async function startContentService(config: ContentConfig, logger: Logger)
       const live = new PostFeed(store, logger);
       feed = live;
       await live.start();
+      const trust = await verifierFromIdentity(channels.identity, logger);
       return {
         services: [
           registration(
             ContentService,
             contentHandlers({ store, feed: live, catalogOwnerTenant: config.catalogOwnerTenant }),
-            contentAuthentication(new TokenVerifier(jwksFromIdentity(channels.identity))),
+            contentAuthentication(trust.verifier),
           ),
         ],
-        stop: () => live.stop(),
+        stop: async () => {
+          trust.follower.stop();
+          await live.stop();
+        },
       };
     },
   });

@@ -19,10 +19,17 @@ export class IdentityAuthenticator implements Authenticator {
   authenticateService(context: HandlerContext): Promise<ServiceCaller> {
     return this.verifier.authenticateService(context);
   }
+
+  watch(caller: Caller, end: (reason: Error) => void): () => void {
+    return this.verifier.watch(caller, end);
+  }
 }
 
-/** Logging in, the public keys and a service's own token need no token; everything else a user's. */
+/**
+ * Logging in, the public keys, a service's own token and the revocations (every verifier follows
+ * them; they name dead sessions only) need no token; everything else a user's.
+ */
 export const identityAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof IdentityService> => ({
   authenticator,
-  anyone: ["createSession", "getJwks", "createServiceToken"],
+  anyone: ["createSession", "getJwks", "createServiceToken", "watchRevocations"],
 });

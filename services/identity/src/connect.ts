@@ -2,15 +2,17 @@
 import { randomUUID } from "node:crypto";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
-import { callerOf, clientAddressOf, decodeCursor, fail, pageOf, pageSizeOf, requireRole, requireTenant } from "@switchyard/platform";
+import { timestampFromDate } from "@bufbuild/protobuf/wkt";
+import { AsyncQueue, callerOf, clientAddressOf, decodeCursor, fail, pageOf, pageSizeOf, requireRole, requireTenant } from "@switchyard/platform";
 import { isTenantId, normalizeEmail, validateNewUser } from "./domain/users.js";
 import { accessTokenClaims, SERVICE_TOKEN_TTL_SECONDS, serviceTokenClaims } from "./domain/tokens.js";
 import type { LoginThrottle } from "./login-throttle.js";
+import type { RevocationHub } from "./revocation-hub.js";
 import { burnPasswordCheck, hashPassword, needsRehash, verifyPassword } from "./passwords.js";
 import { roleFromProto, sessionToProto, tenantToProto, userToProto } from "./proto-mapping.js";
 import { isServiceClient, type ServiceClients } from "./service-clients.js";
 import type { KeyRing } from "./signing-keys.js";
-import type { IdentityStore } from "./store/port.js";
+import type { IdentityStore, RevocationRecord } from "./store/port.js";
 
 export interface IdentityDeps {
   store: IdentityStore;
@@ -18,6 +20,7 @@ export interface IdentityDeps {
   tokenTtlSeconds: number;
   serviceClients: ServiceClients;
   throttle: LoginThrottle;
+  revocations: RevocationHub;
   now?: () => number;
 }
 
@@ -76,6 +79,34 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
       if (!isServiceClient(deps.serviceClients, req.clientId, req.clientSecret)) throw fail("INVALID_CREDENTIALS", "client id or secret is wrong");
       const accessToken = await keys.sign(serviceTokenClaims(req.clientId, Math.floor(now() / 1000)));
       return { accessToken, expiresInSeconds: SERVICE_TOKEN_TTL_SECONDS };
+    },
+
+    async deleteSession(req, ctx) {
+      const caller = callerOf(ctx);
+      requireTenant(caller, tenantIdOf(req.tenantId));
+      const session = SESSION_ID.test(req.sessionId) ? await store.getSession(req.tenantId, req.sessionId) : undefined;
+      // Only one's own sessions, as for reading them. Logging out twice is done twice: 204 again.
+      if (!session || session.userId !== caller.userId) throw fail("NOT_FOUND", "session not found");
+      await store.revokeSession(req.tenantId, session.id);
+      return {};
+    },
+
+    async *watchRevocations(_req, ctx) {
+      // Subscribe before reading what stands, so nothing committed in between is missed (a session
+      // announced twice is harmless).
+      const live = new AsyncQueue<RevocationRecord>();
+      const unsubscribe = deps.revocations.subscribe((r) => live.push(r));
+      const end = () => live.close();
+      ctx.signal.addEventListener("abort", end, { once: true });
+      const message = (r: RevocationRecord) => ({ revocation: { sessionId: r.sessionId, expireTime: timestampFromDate(r.expiresAt) } });
+      try {
+        for (const r of await store.liveRevocations()) yield message(r);
+        yield { synced: true };
+        for await (const r of live) yield message(r);
+      } finally {
+        unsubscribe();
+        ctx.signal.removeEventListener("abort", end);
+      }
     },
 
     getJwks() {

@@ -2,6 +2,7 @@
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
 import { LoginThrottle } from "./login-throttle.js";
+import { RevocationHub } from "./revocation-hub.js";
 import { IdentityAuthenticator, identityAuthentication } from "./authenticator.js";
 import { identityHandlers } from "./connect.js";
 import { seedDemoData } from "./demo-data.js";
@@ -38,16 +39,21 @@ export function startIdentityService(config: IdentityConfig, logger: Logger): Pr
       const store = new SqlIdentityStore(db);
       if (config.demoData) await seedDemoData(store);
       const keys = await loadKeyRing(store);
-      // Identity verifies the tokens it issued with its own published keys: no network hop.
-      const authenticator = new IdentityAuthenticator(new TokenVerifier(async () => keys.publicKeys()), store);
+      const revocations = new RevocationHub(store, logger);
+      await revocations.start();
+      // Identity verifies the tokens it issued with its own published keys and revocations: no network hop.
+      const authenticator = new IdentityAuthenticator(new TokenVerifier(async () => keys.publicKeys(), Date.now, revocations.list), store);
       const throttle = new LoginThrottle({ failuresAllowed: config.loginFailuresAllowed, firstBlockSeconds: config.loginBlockSeconds, redisUrl: config.redisUrl, keyPrefix: config.loginThrottlePrefix });
       await throttle.ready();
       return {
-        stop: () => throttle.close(),
+        stop: async () => {
+          await revocations.stop();
+          await throttle.close();
+        },
         services: [
           registration(
             IdentityService,
-            identityHandlers({ store, keys, tokenTtlSeconds: config.tokenTtlSeconds, serviceClients: config.serviceClients, throttle }),
+            identityHandlers({ store, keys, tokenTtlSeconds: config.tokenTtlSeconds, serviceClients: config.serviceClients, throttle, revocations }),
             identityAuthentication(authenticator),
           ),
         ],

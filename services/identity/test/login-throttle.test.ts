@@ -7,9 +7,10 @@ import { randomBytes, scryptSync } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { ConnectError, createHandlerContext } from "@connectrpc/connect";
 import { CreateSessionRequestSchema, IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
-import { errorInfoOf } from "@switchyard/platform";
+import { createLogger, errorInfoOf } from "@switchyard/platform";
 import { forEachDatabase } from "../../platform/test/support/databases.js";
 import { identityHandlers } from "../src/connect.js";
+import { RevocationHub } from "../src/revocation-hub.js";
 import { loadKeyRing } from "../src/signing-keys.js";
 import { identityMigrations } from "../src/store/migrations.js";
 import { SqlIdentityStore } from "../src/store/sql-store.js";
@@ -122,7 +123,7 @@ forEachDatabase("logging in with a hash of older parameters", (dbs) => {
     const legacy = ["scrypt", 14, 8, 1, salt.toString("base64url"), scryptSync("old-but-good", salt, 32, { N: 2 ** 14, r: 8, p: 1, maxmem: 64 * 1024 * 1024 }).toString("base64url")].join("$");
     await store.createUser({ tenantId: "acme", email: "old@acme.test", fullName: "Old Hash", role: "member", passwordHash: legacy });
     const throttle = new LoginThrottle({ failuresAllowed: 5, firstBlockSeconds: 30 });
-    const handlers = identityHandlers({ store, keys: await loadKeyRing(store), tokenTtlSeconds: 900, serviceClients: new Map(), throttle });
+    const handlers = identityHandlers({ store, keys: await loadKeyRing(store), tokenTtlSeconds: 900, serviceClients: new Map(), throttle, revocations: new RevocationHub(store, createLogger("test", "silent")) });
     const login = async (password: string) =>
       await handlers.createSession(
         create(CreateSessionRequestSchema, { tenantId: "acme", email: "old@acme.test", password }),

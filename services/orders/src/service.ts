@@ -8,7 +8,7 @@ import {
   Faults,
   faultsSetting,
   idempotencyKeyTtlSetting,
-  jwksFromIdentity,
+  verifierFromIdentity,
   loadConfig,
   parse,
   registration,
@@ -17,7 +17,6 @@ import {
   serviceSettings,
   setting,
   startServiceRuntime,
-  TokenVerifier,
   type ConfigOf,
   type Logger,
   type ServiceRuntime,
@@ -62,7 +61,7 @@ export async function startOrdersService(config: OrdersConfig, logger: Logger): 
     logger,
     migrations: ordersMigrations,
     peers: { identity: config.identityAddress, payments: config.paymentsAddress, content: config.contentAddress },
-    build: ({ db, channels }) => {
+    build: async ({ db, channels }) => {
       const store = new SqlOrdersStore(db);
       const steps = new MoneySteps({
         store,
@@ -75,11 +74,13 @@ export async function startOrdersService(config: OrdersConfig, logger: Logger): 
       reconciler = new Reconciler({ store, steps, logger, intervalMs: config.reconcileIntervalMs, holder: `${hostname()}:${config.port}` });
       const purge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
       // Every method of orders needs a user.
-      const authentication = { authenticator: new TokenVerifier(jwksFromIdentity(channels.identity)) };
+      const trust = await verifierFromIdentity(channels.identity, logger);
+      const authentication = { authenticator: trust.verifier };
       return {
         services: [registration(OrderService, orderHandlers({ store, content: createServiceClient(ContentService, channels.content), steps, events }), authentication)],
         stop: async () => {
           purge();
+          trust.follower.stop();
           await reconciler?.stop();
         },
       };

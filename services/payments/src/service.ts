@@ -1,6 +1,6 @@
 // Assembles the payments service; main.ts feeds it the environment, tests call it directly.
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import { Faults, faultsSetting, idempotencyKeyTtlSetting, jwksFromIdentity, loadConfig, parse, registration, schedulePurgeOfIdempotencyKeys, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
+import { Faults, faultsSetting, idempotencyKeyTtlSetting, verifierFromIdentity, loadConfig, parse, registration, schedulePurgeOfIdempotencyKeys, serviceSettings, setting, startServiceRuntime, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
 import { PAYMENTS_FAULT_POINTS, paymentHandlers, paymentsAuthentication } from "./connect.js";
 import { paymentsMigrations } from "./store/migrations.js";
 import { SqlPaymentsStore } from "./store/sql-store.js";
@@ -25,15 +25,16 @@ export function startPaymentsService(config: PaymentsConfig, logger: Logger): Pr
     logger,
     migrations: paymentsMigrations,
     peers: { identity: config.identityAddress },
-    build: ({ db, channels }) => ({
-      services: [
-        registration(
-          PaymentService,
-          paymentHandlers({ store: new SqlPaymentsStore(db), faults: new Faults(config.faults, logger) }),
-          paymentsAuthentication(new TokenVerifier(jwksFromIdentity(channels.identity))),
-        ),
-      ],
-      stop: schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger),
-    }),
+    build: async ({ db, channels }) => {
+      const trust = await verifierFromIdentity(channels.identity, logger);
+      const purge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
+      return {
+        services: [registration(PaymentService, paymentHandlers({ store: new SqlPaymentsStore(db), faults: new Faults(config.faults, logger) }), paymentsAuthentication(trust.verifier))],
+        stop: () => {
+          purge();
+          trust.follower.stop();
+        },
+      };
+    },
   });
 }

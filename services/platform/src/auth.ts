@@ -7,6 +7,7 @@ import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JWK } from "jo
 import type { HandlerContext } from "@connectrpc/connect";
 import { fail } from "./errors.js";
 import { requestMetadataValue } from "./grpc/handler-context.js";
+import type { RevocationList } from "./revocations.js";
 
 export const TOKEN_ISSUER = "switchyard-identity";
 export const TOKEN_AUDIENCE = "switchyard";
@@ -61,7 +62,12 @@ export class TokenVerifier {
   private readonly cache = new Map<string, Caller>();
   private readonly serviceCache = new Map<string, ServiceCaller>();
 
-  constructor(private readonly keySource: KeySource, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly keySource: KeySource,
+    private readonly now: () => number = Date.now,
+    /** Sessions revoked before their tokens expire (followed from identity); none known when absent. */
+    private readonly revocations?: RevocationList,
+  ) {}
 
   private async refreshKeys(force: boolean): Promise<void> {
     if (this.keys && !force) return;
@@ -78,9 +84,36 @@ export class TokenVerifier {
     await this.refreshing;
   }
 
-  /** A user's access token. */
-  verify(token: string): Promise<Caller> {
-    return this.verifyCached(this.cache, token, USER_TOKEN, (payload) => this.callerOf(payload, token));
+  /** A user's access token (refused once its session is revoked, cached or not). */
+  async verify(token: string): Promise<Caller> {
+    const caller = await this.verifyCached(this.cache, token, USER_TOKEN, (payload) => this.callerOf(payload, token));
+    if (this.revocations?.isRevoked(caller.sessionId)) throw fail("UNAUTHENTICATED", "the token was revoked (logged out, or its user was removed)");
+    return caller;
+  }
+
+  /**
+   * Calls `end` once when the caller's token stops being good — it expires, or its session is revoked —
+   * so a long call made with it (a live stream) does not outlive it. Returns the way to stop watching.
+   */
+  watch(caller: Caller, end: (reason: Error) => void): () => void {
+    let done = false;
+    const finish = (reason: Error) => {
+      if (done) return;
+      done = true;
+      stop();
+      end(reason);
+    };
+    const timer = setTimeout(() => finish(fail("UNAUTHENTICATED", "the token has expired")), Math.max(0, caller.expiresAt * 1000 - this.now()));
+    timer.unref();
+    const unwatch = this.revocations?.onRevoked(caller.sessionId, () => finish(fail("UNAUTHENTICATED", "the token was revoked (logged out, or its user was removed)")));
+    const stop = () => {
+      clearTimeout(timer);
+      unwatch?.();
+    };
+    return () => {
+      done = true;
+      stop();
+    };
   }
 
   /** An internal service's own token. */

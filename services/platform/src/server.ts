@@ -2,7 +2,8 @@
 // health, reflection, error reporting and graceful shutdown.
 import { Server, ServerCredentials, type ServerOptions } from "@grpc/grpc-js";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
+import { endCall } from "./grpc/handler-context.js";
 import { Health } from "@switchyard/gen/health/v1/health_pb.js";
 import { adaptService } from "./grpc/service-adapter.js";
 import type { AuthenticationPolicy } from "./grpc/authentication.js";
@@ -78,11 +79,14 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     registration(ReflectionV1Alpha, reflection.v1alpha),
   ];
   const guard = options.shedEventLoopDelayMs ? new EventLoopGuard(options.shedEventLoopDelayMs) : undefined;
+  // Streams are long by design: a drain cannot wait for them, so shutting down ends them (UNAVAILABLE:
+  // their clients reconnect, to another replica when there is one).
+  const openStreams = new Set<HandlerContext>();
   const admit = guard ? () => guard.admit() : undefined;
   for (const { service, impl, authentication } of all) {
     // Health and reflection always answer: an overloaded service must still say how it is.
     const business = options.services.some((s) => s.service === service);
-    const adapted = adaptService(service, impl as never, onError, business ? admit : undefined, authentication);
+    const adapted = adaptService(service, impl as never, onError, business ? admit : undefined, authentication, openStreams);
     server.addService(adapted.definition, adapted.implementation);
   }
   const port = await new Promise<number>((resolve, reject) =>
@@ -95,6 +99,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   const shutdown = () =>
     (stopping ??= new Promise<void>((resolve) => {
       health.setAll(ServingStatus.NOT_SERVING);
+      for (const context of openStreams) endCall(context, new ConnectError("the server is shutting down; reconnect", Code.Unavailable));
       const timer = setTimeout(() => {
         options.logger.warn("drain timeout: cancelling calls still in flight");
         server.forceShutdown();

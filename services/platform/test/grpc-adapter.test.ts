@@ -203,7 +203,12 @@ describe("gRPC adapter: authentication before the handler, as each method's poli
   let channel: ReturnType<typeof openChannel>;
   const handled: { method: string; user?: string; service?: string }[] = [];
   // Verifies "Bearer user-<name>" and "Bearer svc-<name>" (the real verifier is tested on its own).
+  const ends = new Map<string, (reason: Error) => void>();
   const authenticator: Authenticator = {
+    watch(caller, end) {
+      ends.set(caller.token, end);
+      return () => ends.delete(caller.token);
+    },
     async authenticate(ctx) {
       const token = /^Bearer user-(\w+)$/.exec(requestMetadataValue(ctx, "authorization") ?? "")?.[1];
       if (!token) throw fail("UNAUTHENTICATED", "a bearer token is required");
@@ -224,7 +229,11 @@ describe("gRPC adapter: authentication before the handler, as each method's poli
       },
       async *echoStream(req, ctx) {
         handled.push({ method: "echoStream", user: callerOf(ctx).token });
-        yield { message: req.message, sequence: 1 };
+        for (let sequence = 1; sequence <= req.count; sequence++) {
+          yield { message: req.message, sequence };
+          if (req.delayMs) await sleep(req.delayMs, undefined, { signal: ctx.signal }).catch(() => {});
+          if (ctx.signal.aborted) return;
+        }
       },
       async collect(requests, ctx) {
         handled.push({ method: "collect", service: serviceCallerOf(ctx).service });
@@ -276,6 +285,28 @@ describe("gRPC adapter: authentication before the handler, as each method's poli
     expect(handled).to.deep.equal([{ method: "echoStream", user: "amy" }]);
   });
 
+  it("ends a live stream with UNAUTHENTICATED when its credential stops being good mid-stream, and stops watching after", async () => {
+    const got: number[] = [];
+    const streaming = (async () => {
+      for await (const m of client().echoStream({ message: "tick", count: 1_000, delayMs: 20 }, { headers: { authorization: "Bearer user-eve" } })) {
+        got.push(m.sequence);
+        if (m.sequence === 3) ends.get("eve")!(fail("UNAUTHENTICATED", "the token was revoked"));
+      }
+    })();
+    const err = (await streaming.then(() => undefined, (e: unknown) => e)) as ConnectError;
+    expect(err.code).to.equal(Code.Unauthenticated);
+    expect(err.rawMessage).to.include("revoked");
+    expect(got.length).to.be.within(3, 6);
+    for (let i = 0; i < 50 && ends.has("eve"); i++) await sleep(10);
+    expect(ends.has("eve"), "the finished stream stopped watching").to.equal(false);
+    // A stream that ends on its own ends OK and stops watching too.
+    const all: number[] = [];
+    for await (const m of client().echoStream({ message: "x", count: 2 }, { headers: { authorization: "Bearer user-finn" } })) all.push(m.sequence);
+    expect(all).to.deep.equal([1, 2]);
+    for (let i = 0; i < 50 && ends.has("finn"); i++) await sleep(10);
+    expect(ends.has("finn")).to.equal(false);
+  });
+
   it("lets only an internal service call a service method — a user's token is not enough — and anyone call a public one", async () => {
     expect(await codeOf(client().collect(from([{ message: "a" }]), { headers: { authorization: "Bearer user-bob" } }))).to.equal(Code.Unauthenticated);
     expect((await client().collect(from([{ message: "a" }, { message: "b" }]), { headers: { [SERVICE_AUTHORIZATION]: "Bearer svc-orders" } })).count).to.equal(2);
@@ -283,5 +314,37 @@ describe("gRPC adapter: authentication before the handler, as each method's poli
     for await (const m of client().chat(from([{ message: "hi" }]))) echoed.push(m.message);
     expect(echoed).to.deep.equal(["hi"]);
     expect(handled).to.deep.equal([{ method: "collect", service: "orders" }, { method: "chat" }]);
+  });
+});
+
+describe("gRPC adapter: a server shutting down", () => {
+  it("ends its open streams with UNAVAILABLE at once instead of waiting the drain out, and answers unary calls to the end", async () => {
+    const server = await startGrpcServer({
+      name: "closing",
+      host: "127.0.0.1",
+      port: 0,
+      services: [registration(EchoService, echoImpl())],
+      logger: createLogger("test", "silent"),
+      drainTimeoutMs: 10_000,
+    });
+    const channel = openChannel(`127.0.0.1:${server.port}`);
+    try {
+      const client = createServiceClient(EchoService, channel);
+      let received = 0;
+      const streaming = (async () => {
+        for await (const _ of client.echoStream({ message: "live", count: 10_000, delayMs: 50 })) received++;
+      })().then(() => undefined, (e: unknown) => e as ConnectError);
+      const slow = client.echo({ message: "finishing", delayMs: 300 });
+      for (let i = 0; i < 100 && received === 0; i++) await sleep(10);
+      const started = Date.now();
+      await server.shutdown();
+      const err = await streaming;
+      expect(err?.code, "the stream was ended for the client to reconnect").to.equal(Code.Unavailable);
+      expect((await slow).message, "a unary call in flight still gets its answer").to.equal("finishing");
+      expect(Date.now() - started, "no wait for the drain timeout").to.be.below(3_000);
+    } finally {
+      channel.close();
+      await server.shutdown();
+    }
   });
 });

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file switchyard/identity/v1/identity.proto.
  */
 export const file_switchyard_identity_v1_identity: GenFile = /*@__PURE__*/
-  fileDesc("CiVzd2l0Y2h5YXJkL2lkZW50aXR5L3YxL2lkZW50aXR5LnByb3RvEhZzd2l0Y2h5YXJkLmlkZW50aXR5LnYxIlsKBlRlbmFudBIKCgJpZBgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkSLwoLY3JlYXRlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqQBCgRVc2VyEgoKAmlkGAEgASgDEhEKCXRlbmFudF9pZBgCIAEoCRINCgVlbWFpbBgDIAEoCRIRCglmdWxsX25hbWUYBCABKAkSKgoEcm9sZRgFIAEoDjIcLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuUm9sZRIvCgtjcmVhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSgoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEg0KBWVtYWlsGAIgASgJEhAKCHBhc3N3b3JkGAMgASgJIp0BChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxhY2Nlc3NfdG9rZW4YAiABKAkSEgoKdG9rZW5fdHlwZRgDIAEoCRIaChJleHBpcmVzX2luX3NlY29uZHMYBCABKAUSKgoEdXNlchgFIAEoCzIcLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuVXNlciKbAQoHU2Vzc2lvbhIKCgJpZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSDwoHdXNlcl9pZBgDIAEoAxIvCgtjcmVhdGVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZXhwaXJlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjoKEUdldFNlc3Npb25SZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIkYKEkdldFNlc3Npb25SZXNwb25zZRIwCgdzZXNzaW9uGAEgASgLMh8uc3dpdGNoeWFyZC5pZGVudGl0eS52MS5TZXNzaW9uIhAKDkdldEp3a3NSZXF1ZXN0IlgKCkpzb25XZWJLZXkSCwoDa2lkGAEgASgJEgsKA2t0eRgCIAEoCRILCgNjcnYYAyABKAkSCQoBeBgEIAEoCRILCgNhbGcYBSABKAkSCwoDdXNlGAYgASgJIkMKD0dldEp3a3NSZXNwb25zZRIwCgRrZXlzGAEgAygLMiIuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5Kc29uV2ViS2V5IiUKEEdldFRlbmFudFJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJIkMKEUdldFRlbmFudFJlc3BvbnNlEi4KBnRlbmFudBgBIAEoCzIeLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuVGVuYW50IkwKEExpc3RVc2Vyc1JlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIlkKEUxpc3RVc2Vyc1Jlc3BvbnNlEisKBXVzZXJzGAEgAygLMhwuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5Vc2VyEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSKGAQoRQ3JlYXRlVXNlclJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEg0KBWVtYWlsGAIgASgJEhEKCWZ1bGxfbmFtZRgDIAEoCRIQCghwYXNzd29yZBgEIAEoCRIqCgRyb2xlGAUgASgOMhwuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5Sb2xlIkAKEkNyZWF0ZVVzZXJSZXNwb25zZRIqCgR1c2VyGAEgASgLMhwuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5Vc2VyIjQKDkdldFVzZXJSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgDIj0KD0dldFVzZXJSZXNwb25zZRIqCgR1c2VyGAEgASgLMhwuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5Vc2VyIjcKEURlbGV0ZVVzZXJSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIPCgd1c2VyX2lkGAIgASgDIhQKEkRlbGV0ZVVzZXJSZXNwb25zZSJFChlDcmVhdGVTZXJ2aWNlVG9rZW5SZXF1ZXN0EhEKCWNsaWVudF9pZBgBIAEoCRIVCg1jbGllbnRfc2VjcmV0GAIgASgJIk4KGkNyZWF0ZVNlcnZpY2VUb2tlblJlc3BvbnNlEhQKDGFjY2Vzc190b2tlbhgBIAEoCRIaChJleHBpcmVzX2luX3NlY29uZHMYAiABKAUqPQoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDgoKUk9MRV9BRE1JThABEg8KC1JPTEVfTUVNQkVSEAIypwcKD0lkZW50aXR5U2VydmljZRJsCg1DcmVhdGVTZXNzaW9uEiwuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBotLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlEmMKCkdldFNlc3Npb24SKS5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkdldFNlc3Npb25SZXF1ZXN0Giouc3dpdGNoeWFyZC5pZGVudGl0eS52MS5HZXRTZXNzaW9uUmVzcG9uc2USWgoHR2V0SndrcxImLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuR2V0Sndrc1JlcXVlc3QaJy5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkdldEp3a3NSZXNwb25zZRJgCglHZXRUZW5hbnQSKC5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkdldFRlbmFudFJlcXVlc3QaKS5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkdldFRlbmFudFJlc3BvbnNlEmAKCUxpc3RVc2VycxIoLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuTGlzdFVzZXJzUmVxdWVzdBopLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuTGlzdFVzZXJzUmVzcG9uc2USYwoKQ3JlYXRlVXNlchIpLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuQ3JlYXRlVXNlclJlcXVlc3QaKi5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkNyZWF0ZVVzZXJSZXNwb25zZRJaCgdHZXRVc2VyEiYuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5HZXRVc2VyUmVxdWVzdBonLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuR2V0VXNlclJlc3BvbnNlEmMKCkRlbGV0ZVVzZXISKS5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkRlbGV0ZVVzZXJSZXF1ZXN0Giouc3dpdGNoeWFyZC5pZGVudGl0eS52MS5EZWxldGVVc2VyUmVzcG9uc2USewoSQ3JlYXRlU2VydmljZVRva2VuEjEuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5DcmVhdGVTZXJ2aWNlVG9rZW5SZXF1ZXN0GjIuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5DcmVhdGVTZXJ2aWNlVG9rZW5SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("CiVzd2l0Y2h5YXJkL2lkZW50aXR5L3YxL2lkZW50aXR5LnByb3RvEhZzd2l0Y2h5YXJkLmlkZW50aXR5LnYxIlsKBlRlbmFudBIKCgJpZBgBIAEoCRIUCgxkaXNwbGF5X25hbWUYAiABKAkSLwoLY3JlYXRlX3RpbWUYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIqQBCgRVc2VyEgoKAmlkGAEgASgDEhEKCXRlbmFudF9pZBgCIAEoCRINCgVlbWFpbBgDIAEoCRIRCglmdWxsX25hbWUYBCABKAkSKgoEcm9sZRgFIAEoDjIcLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuUm9sZRIvCgtjcmVhdGVfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiSgoUQ3JlYXRlU2Vzc2lvblJlcXVlc3QSEQoJdGVuYW50X2lkGAEgASgJEg0KBWVtYWlsGAIgASgJEhAKCHBhc3N3b3JkGAMgASgJIp0BChVDcmVhdGVTZXNzaW9uUmVzcG9uc2USEgoKc2Vzc2lvbl9pZBgBIAEoCRIUCgxhY2Nlc3NfdG9rZW4YAiABKAkSEgoKdG9rZW5fdHlwZRgDIAEoCRIaChJleHBpcmVzX2luX3NlY29uZHMYBCABKAUSKgoEdXNlchgFIAEoCzIcLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuVXNlciKbAQoHU2Vzc2lvbhIKCgJpZBgBIAEoCRIRCgl0ZW5hbnRfaWQYAiABKAkSDwoHdXNlcl9pZBgDIAEoAxIvCgtjcmVhdGVfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLZXhwaXJlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIjoKEUdldFNlc3Npb25SZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIkYKEkdldFNlc3Npb25SZXNwb25zZRIwCgdzZXNzaW9uGAEgASgLMh8uc3dpdGNoeWFyZC5pZGVudGl0eS52MS5TZXNzaW9uIj0KFERlbGV0ZVNlc3Npb25SZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRISCgpzZXNzaW9uX2lkGAIgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSIZChdXYXRjaFJldm9jYXRpb25zUmVxdWVzdCJRCgpSZXZvY2F0aW9uEhIKCnNlc3Npb25faWQYASABKAkSLwoLZXhwaXJlX3RpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImIKGFdhdGNoUmV2b2NhdGlvbnNSZXNwb25zZRI2CgpyZXZvY2F0aW9uGAEgASgLMiIuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5SZXZvY2F0aW9uEg4KBnN5bmNlZBgCIAEoCCIQCg5HZXRKd2tzUmVxdWVzdCJYCgpKc29uV2ViS2V5EgsKA2tpZBgBIAEoCRILCgNrdHkYAiABKAkSCwoDY3J2GAMgASgJEgkKAXgYBCABKAkSCwoDYWxnGAUgASgJEgsKA3VzZRgGIAEoCSJDCg9HZXRKd2tzUmVzcG9uc2USMAoEa2V5cxgBIAMoCzIiLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuSnNvbldlYktleSIlChBHZXRUZW5hbnRSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCSJDChFHZXRUZW5hbnRSZXNwb25zZRIuCgZ0ZW5hbnQYASABKAsyHi5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLlRlbmFudCJMChBMaXN0VXNlcnNSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRIRCglwYWdlX3NpemUYAiABKAUSEgoKcGFnZV90b2tlbhgDIAEoCSJZChFMaXN0VXNlcnNSZXNwb25zZRIrCgV1c2VycxgBIAMoCzIcLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuVXNlchIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkihgEKEUNyZWF0ZVVzZXJSZXF1ZXN0EhEKCXRlbmFudF9pZBgBIAEoCRINCgVlbWFpbBgCIAEoCRIRCglmdWxsX25hbWUYAyABKAkSEAoIcGFzc3dvcmQYBCABKAkSKgoEcm9sZRgFIAEoDjIcLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuUm9sZSJAChJDcmVhdGVVc2VyUmVzcG9uc2USKgoEdXNlchgBIAEoCzIcLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuVXNlciI0Cg5HZXRVc2VyUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSDwoHdXNlcl9pZBgCIAEoAyI9Cg9HZXRVc2VyUmVzcG9uc2USKgoEdXNlchgBIAEoCzIcLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuVXNlciI3ChFEZWxldGVVc2VyUmVxdWVzdBIRCgl0ZW5hbnRfaWQYASABKAkSDwoHdXNlcl9pZBgCIAEoAyIUChJEZWxldGVVc2VyUmVzcG9uc2UiRQoZQ3JlYXRlU2VydmljZVRva2VuUmVxdWVzdBIRCgljbGllbnRfaWQYASABKAkSFQoNY2xpZW50X3NlY3JldBgCIAEoCSJOChpDcmVhdGVTZXJ2aWNlVG9rZW5SZXNwb25zZRIUCgxhY2Nlc3NfdG9rZW4YASABKAkSGgoSZXhwaXJlc19pbl9zZWNvbmRzGAIgASgFKj0KBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg4KClJPTEVfQURNSU4QARIPCgtST0xFX01FTUJFUhACMo4JCg9JZGVudGl0eVNlcnZpY2USbAoNQ3JlYXRlU2Vzc2lvbhIsLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QaLS5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkNyZWF0ZVNlc3Npb25SZXNwb25zZRJjCgpHZXRTZXNzaW9uEikuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5HZXRTZXNzaW9uUmVxdWVzdBoqLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuR2V0U2Vzc2lvblJlc3BvbnNlEmwKDURlbGV0ZVNlc3Npb24SLC5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkRlbGV0ZVNlc3Npb25SZXF1ZXN0Gi0uc3dpdGNoeWFyZC5pZGVudGl0eS52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2USdwoQV2F0Y2hSZXZvY2F0aW9ucxIvLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuV2F0Y2hSZXZvY2F0aW9uc1JlcXVlc3QaMC5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLldhdGNoUmV2b2NhdGlvbnNSZXNwb25zZTABEloKB0dldEp3a3MSJi5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkdldEp3a3NSZXF1ZXN0Gicuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5HZXRKd2tzUmVzcG9uc2USYAoJR2V0VGVuYW50Eiguc3dpdGNoeWFyZC5pZGVudGl0eS52MS5HZXRUZW5hbnRSZXF1ZXN0Gikuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5HZXRUZW5hbnRSZXNwb25zZRJgCglMaXN0VXNlcnMSKC5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkxpc3RVc2Vyc1JlcXVlc3QaKS5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkxpc3RVc2Vyc1Jlc3BvbnNlEmMKCkNyZWF0ZVVzZXISKS5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkNyZWF0ZVVzZXJSZXF1ZXN0Giouc3dpdGNoeWFyZC5pZGVudGl0eS52MS5DcmVhdGVVc2VyUmVzcG9uc2USWgoHR2V0VXNlchImLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuR2V0VXNlclJlcXVlc3QaJy5zd2l0Y2h5YXJkLmlkZW50aXR5LnYxLkdldFVzZXJSZXNwb25zZRJjCgpEZWxldGVVc2VyEikuc3dpdGNoeWFyZC5pZGVudGl0eS52MS5EZWxldGVVc2VyUmVxdWVzdBoqLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuRGVsZXRlVXNlclJlc3BvbnNlEnsKEkNyZWF0ZVNlcnZpY2VUb2tlbhIxLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuQ3JlYXRlU2VydmljZVRva2VuUmVxdWVzdBoyLnN3aXRjaHlhcmQuaWRlbnRpdHkudjEuQ3JlYXRlU2VydmljZVRva2VuUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message switchyard.identity.v1.Tenant
@@ -234,6 +234,102 @@ export const GetSessionResponseSchema: GenMessage<GetSessionResponse> = /*@__PUR
   messageDesc(file_switchyard_identity_v1_identity, 6);
 
 /**
+ * @generated from message switchyard.identity.v1.DeleteSessionRequest
+ */
+export type DeleteSessionRequest = Message<"switchyard.identity.v1.DeleteSessionRequest"> & {
+  /**
+   * @generated from field: string tenant_id = 1;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+};
+
+/**
+ * Describes the message switchyard.identity.v1.DeleteSessionRequest.
+ * Use `create(DeleteSessionRequestSchema)` to create a new message.
+ */
+export const DeleteSessionRequestSchema: GenMessage<DeleteSessionRequest> = /*@__PURE__*/
+  messageDesc(file_switchyard_identity_v1_identity, 7);
+
+/**
+ * @generated from message switchyard.identity.v1.DeleteSessionResponse
+ */
+export type DeleteSessionResponse = Message<"switchyard.identity.v1.DeleteSessionResponse"> & {
+};
+
+/**
+ * Describes the message switchyard.identity.v1.DeleteSessionResponse.
+ * Use `create(DeleteSessionResponseSchema)` to create a new message.
+ */
+export const DeleteSessionResponseSchema: GenMessage<DeleteSessionResponse> = /*@__PURE__*/
+  messageDesc(file_switchyard_identity_v1_identity, 8);
+
+/**
+ * @generated from message switchyard.identity.v1.WatchRevocationsRequest
+ */
+export type WatchRevocationsRequest = Message<"switchyard.identity.v1.WatchRevocationsRequest"> & {
+};
+
+/**
+ * Describes the message switchyard.identity.v1.WatchRevocationsRequest.
+ * Use `create(WatchRevocationsRequestSchema)` to create a new message.
+ */
+export const WatchRevocationsRequestSchema: GenMessage<WatchRevocationsRequest> = /*@__PURE__*/
+  messageDesc(file_switchyard_identity_v1_identity, 9);
+
+/**
+ * A revoked session: its token is refused until it expires (after which it is refused anyway).
+ *
+ * @generated from message switchyard.identity.v1.Revocation
+ */
+export type Revocation = Message<"switchyard.identity.v1.Revocation"> & {
+  /**
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expire_time = 2;
+   */
+  expireTime?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message switchyard.identity.v1.Revocation.
+ * Use `create(RevocationSchema)` to create a new message.
+ */
+export const RevocationSchema: GenMessage<Revocation> = /*@__PURE__*/
+  messageDesc(file_switchyard_identity_v1_identity, 10);
+
+/**
+ * @generated from message switchyard.identity.v1.WatchRevocationsResponse
+ */
+export type WatchRevocationsResponse = Message<"switchyard.identity.v1.WatchRevocationsResponse"> & {
+  /**
+   * @generated from field: switchyard.identity.v1.Revocation revocation = 1;
+   */
+  revocation?: Revocation | undefined;
+
+  /**
+   * Set once, after the revocations that stood when the watch began: the list is complete from here.
+   *
+   * @generated from field: bool synced = 2;
+   */
+  synced: boolean;
+};
+
+/**
+ * Describes the message switchyard.identity.v1.WatchRevocationsResponse.
+ * Use `create(WatchRevocationsResponseSchema)` to create a new message.
+ */
+export const WatchRevocationsResponseSchema: GenMessage<WatchRevocationsResponse> = /*@__PURE__*/
+  messageDesc(file_switchyard_identity_v1_identity, 11);
+
+/**
  * @generated from message switchyard.identity.v1.GetJwksRequest
  */
 export type GetJwksRequest = Message<"switchyard.identity.v1.GetJwksRequest"> & {
@@ -244,7 +340,7 @@ export type GetJwksRequest = Message<"switchyard.identity.v1.GetJwksRequest"> & 
  * Use `create(GetJwksRequestSchema)` to create a new message.
  */
 export const GetJwksRequestSchema: GenMessage<GetJwksRequest> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 7);
+  messageDesc(file_switchyard_identity_v1_identity, 12);
 
 /**
  * JsonWebKey is one public key (RFC 7517); only the members used by Ed25519 (OKP) keys.
@@ -288,7 +384,7 @@ export type JsonWebKey = Message<"switchyard.identity.v1.JsonWebKey"> & {
  * Use `create(JsonWebKeySchema)` to create a new message.
  */
 export const JsonWebKeySchema: GenMessage<JsonWebKey> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 8);
+  messageDesc(file_switchyard_identity_v1_identity, 13);
 
 /**
  * @generated from message switchyard.identity.v1.GetJwksResponse
@@ -305,7 +401,7 @@ export type GetJwksResponse = Message<"switchyard.identity.v1.GetJwksResponse"> 
  * Use `create(GetJwksResponseSchema)` to create a new message.
  */
 export const GetJwksResponseSchema: GenMessage<GetJwksResponse> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 9);
+  messageDesc(file_switchyard_identity_v1_identity, 14);
 
 /**
  * @generated from message switchyard.identity.v1.GetTenantRequest
@@ -322,7 +418,7 @@ export type GetTenantRequest = Message<"switchyard.identity.v1.GetTenantRequest"
  * Use `create(GetTenantRequestSchema)` to create a new message.
  */
 export const GetTenantRequestSchema: GenMessage<GetTenantRequest> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 10);
+  messageDesc(file_switchyard_identity_v1_identity, 15);
 
 /**
  * @generated from message switchyard.identity.v1.GetTenantResponse
@@ -339,7 +435,7 @@ export type GetTenantResponse = Message<"switchyard.identity.v1.GetTenantRespons
  * Use `create(GetTenantResponseSchema)` to create a new message.
  */
 export const GetTenantResponseSchema: GenMessage<GetTenantResponse> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 11);
+  messageDesc(file_switchyard_identity_v1_identity, 16);
 
 /**
  * @generated from message switchyard.identity.v1.ListUsersRequest
@@ -370,7 +466,7 @@ export type ListUsersRequest = Message<"switchyard.identity.v1.ListUsersRequest"
  * Use `create(ListUsersRequestSchema)` to create a new message.
  */
 export const ListUsersRequestSchema: GenMessage<ListUsersRequest> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 12);
+  messageDesc(file_switchyard_identity_v1_identity, 17);
 
 /**
  * @generated from message switchyard.identity.v1.ListUsersResponse
@@ -394,7 +490,7 @@ export type ListUsersResponse = Message<"switchyard.identity.v1.ListUsersRespons
  * Use `create(ListUsersResponseSchema)` to create a new message.
  */
 export const ListUsersResponseSchema: GenMessage<ListUsersResponse> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 13);
+  messageDesc(file_switchyard_identity_v1_identity, 18);
 
 /**
  * @generated from message switchyard.identity.v1.CreateUserRequest
@@ -431,7 +527,7 @@ export type CreateUserRequest = Message<"switchyard.identity.v1.CreateUserReques
  * Use `create(CreateUserRequestSchema)` to create a new message.
  */
 export const CreateUserRequestSchema: GenMessage<CreateUserRequest> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 14);
+  messageDesc(file_switchyard_identity_v1_identity, 19);
 
 /**
  * @generated from message switchyard.identity.v1.CreateUserResponse
@@ -448,7 +544,7 @@ export type CreateUserResponse = Message<"switchyard.identity.v1.CreateUserRespo
  * Use `create(CreateUserResponseSchema)` to create a new message.
  */
 export const CreateUserResponseSchema: GenMessage<CreateUserResponse> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 15);
+  messageDesc(file_switchyard_identity_v1_identity, 20);
 
 /**
  * @generated from message switchyard.identity.v1.GetUserRequest
@@ -470,7 +566,7 @@ export type GetUserRequest = Message<"switchyard.identity.v1.GetUserRequest"> & 
  * Use `create(GetUserRequestSchema)` to create a new message.
  */
 export const GetUserRequestSchema: GenMessage<GetUserRequest> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 16);
+  messageDesc(file_switchyard_identity_v1_identity, 21);
 
 /**
  * @generated from message switchyard.identity.v1.GetUserResponse
@@ -487,7 +583,7 @@ export type GetUserResponse = Message<"switchyard.identity.v1.GetUserResponse"> 
  * Use `create(GetUserResponseSchema)` to create a new message.
  */
 export const GetUserResponseSchema: GenMessage<GetUserResponse> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 17);
+  messageDesc(file_switchyard_identity_v1_identity, 22);
 
 /**
  * @generated from message switchyard.identity.v1.DeleteUserRequest
@@ -509,7 +605,7 @@ export type DeleteUserRequest = Message<"switchyard.identity.v1.DeleteUserReques
  * Use `create(DeleteUserRequestSchema)` to create a new message.
  */
 export const DeleteUserRequestSchema: GenMessage<DeleteUserRequest> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 18);
+  messageDesc(file_switchyard_identity_v1_identity, 23);
 
 /**
  * @generated from message switchyard.identity.v1.DeleteUserResponse
@@ -522,7 +618,7 @@ export type DeleteUserResponse = Message<"switchyard.identity.v1.DeleteUserRespo
  * Use `create(DeleteUserResponseSchema)` to create a new message.
  */
 export const DeleteUserResponseSchema: GenMessage<DeleteUserResponse> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 19);
+  messageDesc(file_switchyard_identity_v1_identity, 24);
 
 /**
  * @generated from message switchyard.identity.v1.CreateServiceTokenRequest
@@ -546,7 +642,7 @@ export type CreateServiceTokenRequest = Message<"switchyard.identity.v1.CreateSe
  * Use `create(CreateServiceTokenRequestSchema)` to create a new message.
  */
 export const CreateServiceTokenRequestSchema: GenMessage<CreateServiceTokenRequest> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 20);
+  messageDesc(file_switchyard_identity_v1_identity, 25);
 
 /**
  * @generated from message switchyard.identity.v1.CreateServiceTokenResponse
@@ -568,7 +664,7 @@ export type CreateServiceTokenResponse = Message<"switchyard.identity.v1.CreateS
  * Use `create(CreateServiceTokenResponseSchema)` to create a new message.
  */
 export const CreateServiceTokenResponseSchema: GenMessage<CreateServiceTokenResponse> = /*@__PURE__*/
-  messageDesc(file_switchyard_identity_v1_identity, 21);
+  messageDesc(file_switchyard_identity_v1_identity, 26);
 
 /**
  * Role of a user within its tenant.
@@ -600,8 +696,8 @@ export const RoleSchema: GenEnum<Role> = /*@__PURE__*/
 
 /**
  * IdentityService owns tenants, users, sessions and the token signing keys.
- * Every RPC except CreateSession, GetJwks and CreateServiceToken needs `authorization: Bearer <token>`
- * metadata, and the token's tenant must be the tenant the request names.
+ * Every RPC except CreateSession, GetJwks, CreateServiceToken and WatchRevocations needs
+ * `authorization: Bearer <token>` metadata, and the token's tenant must be the tenant the request names.
  *
  * @generated from service switchyard.identity.v1.IdentityService
  */
@@ -625,6 +721,29 @@ export const IdentityService: GenService<{
     methodKind: "unary";
     input: typeof GetSessionRequestSchema;
     output: typeof GetSessionResponseSchema;
+  },
+  /**
+   * DeleteSession logs out: the session's token is revoked (refused everywhere within seconds).
+   * One's own sessions only.
+   *
+   * @generated from rpc switchyard.identity.v1.IdentityService.DeleteSession
+   */
+  deleteSession: {
+    methodKind: "unary";
+    input: typeof DeleteSessionRequestSchema;
+    output: typeof DeleteSessionResponseSchema;
+  },
+  /**
+   * WatchRevocations streams the sessions whose tokens are revoked and not yet expired: first all of
+   * them, then a message with synced = true, then every new revocation as it is made. Verifiers follow
+   * it (and follow it again from the start after a reconnect) to refuse revoked tokens.
+   *
+   * @generated from rpc switchyard.identity.v1.IdentityService.WatchRevocations
+   */
+  watchRevocations: {
+    methodKind: "server_streaming";
+    input: typeof WatchRevocationsRequestSchema;
+    output: typeof WatchRevocationsResponseSchema;
   },
   /**
    * GetJwks publishes the public keys that verify access tokens (JSON Web Key Set).

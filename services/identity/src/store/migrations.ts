@@ -40,4 +40,12 @@ CREATE TABLE signing_keys (
 );
 `,
   },
+  {
+    version: 2,
+    name: "revoked sessions",
+    sql: `
+ALTER TABLE sessions ADD COLUMN revoked_at timestamptz;
+CREATE INDEX sessions_revoked_live ON sessions (expires_at) WHERE revoked_at IS NOT NULL;
+CREATE INDEX sessions_by_user ON sessions (tenant_id, user_id);`,
+  },
 ];

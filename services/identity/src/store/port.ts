@@ -36,6 +36,12 @@ export interface SessionRecord {
   expiresAt: Date;
 }
 
+/** A revoked session whose token has not expired yet. */
+export interface RevocationRecord {
+  sessionId: string;
+  expiresAt: Date;
+}
+
 export interface IdentityStore {
   upsertTenant(tenant: { id: string; displayName: string }): Promise<TenantRecord>;
   getTenant(id: string): Promise<TenantRecord | undefined>;
@@ -46,12 +52,18 @@ export interface IdentityStore {
   listUsers(tenantId: string, after: Keyset | undefined, limit: number): Promise<UserRecord[]>;
   /** Fails with ALREADY_EXISTS when an active user of the tenant has the email. */
   createUser(user: { tenantId: string; email: string; fullName: string; role: Role; passwordHash: string }): Promise<UserRecord>;
-  /** Soft delete; false when there was no such active user. */
+  /** Soft delete, revoking every session of the user (announced like revokeSession); false when there was no such active user. */
   deleteUser(tenantId: string, id: bigint): Promise<boolean>;
   /** Replaces a user's password hash (a stronger hash of the same password). */
   updatePasswordHash(tenantId: string, id: bigint, passwordHash: string): Promise<void>;
   recordSession(session: { id: string; tenantId: string; userId: bigint; expiresAt: Date }): Promise<void>;
   getSession(tenantId: string, id: string): Promise<SessionRecord | undefined>;
+  /** Revokes one session; announced on the revocation channel when it commits. False when it was revoked already. */
+  revokeSession(tenantId: string, id: string): Promise<boolean>;
+  /** The revoked sessions whose tokens have not expired. */
+  liveRevocations(): Promise<RevocationRecord[]>;
+  /** Calls `onRevoked` for every revocation any replica commits; resolves to the stop function. */
+  watchRevocations(onRevoked: (revocation: RevocationRecord) => void): Promise<() => Promise<void>>;
   /** Newest first. */
   signingKeys(): Promise<SigningKeyRecord[]>;
   addSigningKey(key: { kid: string; privateJwk: string; publicJwk: string }): Promise<void>;

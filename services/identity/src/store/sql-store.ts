@@ -1,6 +1,6 @@
 // IdentityStore on the PostgreSQL-family adapter (PGlite or a PostgreSQL server).
-import { fail, type Keyset, type Role, type SqlDatabase } from "@switchyard/platform";
-import type { IdentityStore, SessionRecord, SigningKeyRecord, TenantRecord, UserRecord } from "./port.js";
+import { fail, type Keyset, type Role, type SqlDatabase, type SqlExecutor } from "@switchyard/platform";
+import type { IdentityStore, RevocationRecord, SessionRecord, SigningKeyRecord, TenantRecord, UserRecord } from "./port.js";
 
 interface UserRow {
   id: bigint;
@@ -31,7 +31,11 @@ const toTenant = (r: { id: string; display_name: string; created_at: Date }): Te
 const UNIQUE_VIOLATION = "23505";
 
 export class SqlIdentityStore implements IdentityStore {
-  constructor(private readonly db: SqlDatabase) {}
+  private readonly revocationsChannel: string;
+
+  constructor(private readonly db: SqlDatabase) {
+    this.revocationsChannel = `${db.schema}_revocations`;
+  }
 
   async upsertTenant(tenant: { id: string; displayName: string }): Promise<TenantRecord> {
     const { rows } = await this.db.query<{ id: string; display_name: string; created_at: Date }>(
@@ -86,9 +90,51 @@ export class SqlIdentityStore implements IdentityStore {
     await this.db.query(`UPDATE users SET password_hash = $3 WHERE tenant_id = $1 AND id = $2 AND NOT is_deleted`, [tenantId, id, passwordHash]);
   }
 
-  async deleteUser(tenantId: string, id: bigint): Promise<boolean> {
-    const { rowCount } = await this.db.query(`UPDATE users SET is_deleted = true, deleted_at = now() WHERE tenant_id = $1 AND id = $2 AND NOT is_deleted`, [tenantId, id]);
-    return rowCount === 1;
+  deleteUser(tenantId: string, id: bigint): Promise<boolean> {
+    return this.db.transaction(async (tx) => {
+      const { rowCount } = await tx.query(`UPDATE users SET is_deleted = true, deleted_at = now() WHERE tenant_id = $1 AND id = $2 AND NOT is_deleted`, [tenantId, id]);
+      if (rowCount !== 1) return false;
+      // Every token of the user stops working everywhere, not only here.
+      const revoked = await tx.query<{ id: string; expires_at: Date }>(
+        `UPDATE sessions SET revoked_at = now() WHERE tenant_id = $1 AND user_id = $2 AND revoked_at IS NULL AND expires_at > now() RETURNING id, expires_at`,
+        [tenantId, id],
+      );
+      for (const r of revoked.rows) await this.announce(tx, { sessionId: r.id, expiresAt: r.expires_at });
+      return true;
+    });
+  }
+
+  revokeSession(tenantId: string, id: string): Promise<boolean> {
+    return this.db.transaction(async (tx) => {
+      const { rows } = await tx.query<{ id: string; expires_at: Date }>(
+        `UPDATE sessions SET revoked_at = now() WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING id, expires_at`,
+        [tenantId, id],
+      );
+      if (!rows[0]) return false;
+      await this.announce(tx, { sessionId: rows[0].id, expiresAt: rows[0].expires_at });
+      return true;
+    });
+  }
+
+  /** Delivered to every listener when the transaction commits, never before. */
+  private async announce(tx: SqlExecutor, revocation: RevocationRecord): Promise<void> {
+    await tx.query(`SELECT pg_notify($1, $2)`, [this.revocationsChannel, JSON.stringify({ s: revocation.sessionId, e: revocation.expiresAt.getTime() })]);
+  }
+
+  async liveRevocations(): Promise<RevocationRecord[]> {
+    const { rows } = await this.db.query<{ id: string; expires_at: Date }>(`SELECT id, expires_at FROM sessions WHERE revoked_at IS NOT NULL AND expires_at > now()`);
+    return rows.map((r) => ({ sessionId: r.id, expiresAt: r.expires_at }));
+  }
+
+  watchRevocations(onRevoked: (revocation: RevocationRecord) => void): Promise<() => Promise<void>> {
+    return this.db.listen(this.revocationsChannel, (payload) => {
+      try {
+        const { s, e } = JSON.parse(payload) as { s: unknown; e: unknown };
+        if (typeof s === "string" && typeof e === "number") onRevoked({ sessionId: s, expiresAt: new Date(e) });
+      } catch {
+        // Not ours: ignore.
+      }
+    });
   }
 
   async recordSession(session: { id: string; tenantId: string; userId: bigint; expiresAt: Date }): Promise<void> {

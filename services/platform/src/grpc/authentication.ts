@@ -13,6 +13,8 @@ export interface Authenticator {
   authenticate(context: HandlerContext): Promise<Caller>;
   /** The internal service behind the call (its `service-authorization` metadata). */
   authenticateService(context: HandlerContext): Promise<ServiceCaller>;
+  /** Calls `end` when the caller's credential stops being good (expiry, revocation); returns the way to stop watching. */
+  watch?(caller: Caller, end: (reason: Error) => void): () => void;
 }
 
 type MethodName<S extends DescService> = keyof ServiceImpl<S> & string;
@@ -29,17 +31,27 @@ export interface AuthenticationPolicy<S extends DescService = DescService> {
 const CALLER = createContextKey<Caller | undefined>(undefined, { description: "the verified user" });
 const SERVICE_CALLER = createContextKey<ServiceCaller | undefined>(undefined, { description: "the verified internal service" });
 
-/** What runs before a method's handler: verifies the call and records the caller; undefined for anyone's methods. */
-export function authenticationFor(policy: AuthenticationPolicy | undefined, method: DescMethod): ((context: HandlerContext) => Promise<void>) | undefined {
+/**
+ * What runs before a method's handler: verifies the call and records the caller (undefined for
+ * anyone's methods). It resolves to the way to stop watching the caller's credential: for a method
+ * that streams its answers, `end` is called when the credential stops being good mid-stream.
+ */
+export function authenticationFor(
+  policy: AuthenticationPolicy | undefined,
+  method: DescMethod,
+): ((context: HandlerContext, end?: (reason: Error) => void) => Promise<() => void>) | undefined {
   if (!policy || policy.anyone?.includes(method.localName)) return undefined;
   const { authenticator } = policy;
   if (policy.services?.includes(method.localName)) {
     return async (context) => {
       context.values.set(SERVICE_CALLER, await authenticator.authenticateService(context));
+      return () => {};
     };
   }
-  return async (context) => {
-    context.values.set(CALLER, await authenticator.authenticate(context));
+  return async (context, end) => {
+    const caller = await authenticator.authenticate(context);
+    context.values.set(CALLER, caller);
+    return end && authenticator.watch ? authenticator.watch(caller, end) : () => {};
   };
 }
 

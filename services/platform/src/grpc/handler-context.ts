@@ -70,6 +70,7 @@ export function openCallScope(call: ServerCallLike, service: DescService, method
     url: call.getPath(),
   };
   callMetadata.set(context, call.metadata);
+  callControllers.set(context, controller);
   if (call.getPeer) callPeers.set(context, () => call.getPeer!());
   return {
     context,
@@ -82,6 +83,24 @@ export function openCallScope(call: ServerCallLike, service: DescService, method
 }
 
 const callMetadata = new WeakMap<HandlerContext, Metadata>();
+const callControllers = new WeakMap<HandlerContext, AbortController>();
+const serverEnds = new WeakMap<HandlerContext, Error>();
+
+/**
+ * Ends a call from the server's side with `reason` (its credential expired or was revoked): the
+ * handler sees its signal abort, and a stream ends with that status instead of OK.
+ */
+export function endCall(context: HandlerContext, reason: Error): void {
+  const controller = callControllers.get(context);
+  if (!controller || controller.signal.aborted) return;
+  serverEnds.set(context, reason);
+  controller.abort(reason);
+}
+
+/** Why the server ended the call early (endCall), if it did. */
+export function endedBy(context: HandlerContext): Error | undefined {
+  return serverEnds.get(context);
+}
 const callPeers = new WeakMap<HandlerContext, () => string>();
 
 /** The header the gateway puts the client's address in (the one its trusted proxies saw). */

@@ -15,7 +15,7 @@ import type {
 import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethod, type DescService, type MessageShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { authenticationFor, type AuthenticationPolicy } from "./authentication.js";
-import { openCallScope } from "./handler-context.js";
+import { endCall, endedBy, openCallScope } from "./handler-context.js";
 import { statusFromError } from "./status-details.js";
 
 export type RpcErrorListener = (err: unknown, method: DescMethod) => void;
@@ -116,10 +116,15 @@ function guard(method: DescMethod, handler: AnyImpl, admit: (() => void) | undef
   }
   const streamsOut = method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming";
   if (streamsOut) {
+    // A live stream ends when the credential it was opened with stops being good.
     return async function* (input, context) {
       admit?.();
-      await authenticate(context);
-      yield* handler(input, context) as AsyncIterable<unknown>;
+      const unwatch = await authenticate(context, (reason) => endCall(context, reason));
+      try {
+        yield* handler(input, context) as AsyncIterable<unknown>;
+      } finally {
+        unwatch();
+      }
     };
   }
   return async (input, context) => {
@@ -134,22 +139,53 @@ function guard(method: DescMethod, handler: AnyImpl, admit: (() => void) | undef
  * (when given) runs before each call and refuses it by throwing (load shedding), and `policy` says
  * how each method's calls are authenticated before the handler runs.
  */
-export function adaptService<S extends DescService>(service: S, impl: Partial<ServiceImpl<S>>, onError: RpcErrorListener, admit?: () => void, policy?: AuthenticationPolicy) {
+export function adaptService<S extends DescService>(
+  service: S,
+  impl: Partial<ServiceImpl<S>>,
+  onError: RpcErrorListener,
+  admit?: () => void,
+  policy?: AuthenticationPolicy,
+  /** Where the calls that stream answers are kept while open (a server shutting down ends them). */
+  openStreams?: Set<HandlerContext>,
+) {
   const definition: Record<string, MethodDefinition<object, object>> = {};
   const implementation: UntypedServiceImplementation = {};
   for (const method of service.methods) {
     const handler = (impl as Record<string, AnyImpl | undefined>)[method.localName];
     if (!handler) continue;
     definition[method.name] = methodDefinition(method);
-    implementation[method.name] = handlerFor(service, method, guard(method, handler.bind(impl), admit, policy), onError);
+    implementation[method.name] = handlerFor(service, method, guard(method, handler.bind(impl), admit, policy), onError, openStreams);
   }
   return { definition: definition as ServiceDefinition, implementation };
 }
 
-function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, onError: RpcErrorListener) {
+/**
+ * A stream is over: it ends OK, or with its handler's error — but when the server ended it early
+ * (credential gone, shutting down), with that reason, whatever the handler threw on the way out.
+ */
+function finishStream(call: ServerWritableStream<object, object> | ServerDuplexStream<object, object>, scope: { context: HandlerContext; done(): void }, reportAndStatus: (err: unknown) => unknown, failure?: unknown) {
+  const reason = endedBy(scope.context) ?? failure;
+  scope.done();
+  if (reason !== undefined) call.emit("error", reportAndStatus(reason));
+  else call.end();
+}
+
+function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, onError: RpcErrorListener, openStreams?: Set<HandlerContext>) {
   const reportAndStatus = (err: unknown) => {
     onError(err, method);
     return statusFromError(err);
+  };
+  /** A call scope that is kept among the open streams until it is done. */
+  const streamScope = (call: Parameters<typeof openCallScope>[0]) => {
+    const scope = openCallScope(call, service, method);
+    openStreams?.add(scope.context);
+    return {
+      context: scope.context,
+      done() {
+        openStreams?.delete(scope.context);
+        scope.done();
+      },
+    };
   };
   switch (method.methodKind) {
     case "unary": {
@@ -166,13 +202,10 @@ function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, onE
     }
     case "server_streaming": {
       const h: handleServerStreamingCall<object, object> = (call) => {
-        const scope = openCallScope(call, service, method);
+        const scope = streamScope(call);
         Promise.resolve()
           .then(() => writeAll(call, impl(call.request as never, scope.context) as AsyncIterable<unknown>, method, scope.context.signal))
-          .then(
-            () => { scope.done(); call.end(); },
-            (err) => { scope.done(); call.emit("error", reportAndStatus(err)); },
-          );
+          .then(() => finishStream(call, scope, reportAndStatus), (err) => finishStream(call, scope, reportAndStatus, err));
       };
       return h;
     }
@@ -190,13 +223,10 @@ function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, onE
     }
     case "bidi_streaming": {
       const h: handleBidiStreamingCall<object, object> = (call) => {
-        const scope = openCallScope(call, service, method);
+        const scope = streamScope(call);
         Promise.resolve()
           .then(() => writeAll(call, impl(requestsOf(call, scope.context.signal) as never, scope.context) as AsyncIterable<unknown>, method, scope.context.signal))
-          .then(
-            () => { scope.done(); call.end(); },
-            (err) => { scope.done(); call.emit("error", reportAndStatus(err)); },
-          );
+          .then(() => finishStream(call, scope, reportAndStatus), (err) => finishStream(call, scope, reportAndStatus, err));
       };
       return h;
     }

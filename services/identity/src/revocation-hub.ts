@@ -1,0 +1,37 @@
+// The revocations of this identity replica's watchers: one LISTEN on the store's channel (so a
+// revocation committed on any replica arrives), fanned out in process to the WatchRevocations
+// streams and to identity's own revocation list.
+import { EventEmitter } from "node:events";
+import { RevocationList, type Logger } from "@switchyard/platform";
+import type { IdentityStore, RevocationRecord } from "./store/port.js";
+
+export class RevocationHub {
+  private readonly emitter = new EventEmitter();
+  private stopListening: (() => Promise<void>) | undefined;
+  /** Identity's own list: its verifier refuses revoked tokens like every other one. */
+  readonly list = new RevocationList();
+
+  constructor(private readonly store: IdentityStore, private readonly logger: Logger) {
+    this.emitter.setMaxListeners(0);
+  }
+
+  async start(): Promise<void> {
+    this.stopListening = await this.store.watchRevocations((r) => {
+      this.list.revoke(r.sessionId, r.expiresAt.getTime());
+      this.emitter.emit("revoked", r);
+    });
+    // After listening starts, so that a revocation committed meanwhile is in one or the other.
+    for (const r of await this.store.liveRevocations()) this.list.revoke(r.sessionId, r.expiresAt.getTime());
+    this.logger.debug({ revoked: this.list.size }, "revocations loaded");
+  }
+
+  /** Returns the unsubscribe function. */
+  subscribe(listener: (revocation: RevocationRecord) => void): () => void {
+    this.emitter.on("revoked", listener);
+    return () => this.emitter.off("revoked", listener);
+  }
+
+  async stop(): Promise<void> {
+    await this.stopListening?.();
+  }
+}
