@@ -28,14 +28,19 @@ for (const engine of serviceEngines()) {
 
     const create = (key: string, amount = 1000n, opts = alice) => mesh.payments.createPayment({ idempotencyKey: key, amount, currency: "EUR", source: "tok_visa" }, opts);
 
-    it("creates a payment once per key: N concurrent calls, one payment, one answer", async () => {
+    it("creates a payment once per key: N concurrent calls, one payment; the others replay it or are told it is in flight (409)", async () => {
       const key = randomUUID();
-      const results = await Promise.all(Array.from({ length: 15 }, () => create(key, 4242n)));
+      const settled = await Promise.allSettled(Array.from({ length: 15 }, () => create(key, 4242n)));
+      const results = settled.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+      for (const r of settled) if (r.status === "rejected") expect(errorInfoOf(r.reason as ConnectError)?.reason).to.equal("IDEMPOTENCY_KEY_IN_FLIGHT");
       const ids = new Set(results.map((r) => r.payment!.id));
       expect(ids.size).to.equal(1);
       expect(results.filter((r) => !r.replayed)).to.have.length(1);
+      // Retried once the first is done, every one of them replays it.
+      const again = await create(key, 4242n);
+      expect([again.replayed, again.payment!.id]).to.deep.equal([true, [...ids][0]]);
       const listed = await mesh.payments.listPayments({ pageSize: 100 }, alice);
-      expect(listed.payments.filter((p) => p.id === [...ids][0])).to.have.length(1);
+      expect(listed.payments.filter((p) => p.amount === 4242n)).to.have.length(1);
     });
 
     it("refuses the same key with another request, and a key that is not a UUID", async () => {

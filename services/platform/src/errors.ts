@@ -57,6 +57,8 @@ export const errorCatalogue = {
   LOGIN_THROTTLED: { code: Code.ResourceExhausted, http: 429 },
   // 5xx.
   LOAD_SHED: { code: Code.Unavailable, http: 503 },
+  /** The service's database cannot be reached, or no connection to it came free in time. */
+  STORE_UNAVAILABLE: { code: Code.Unavailable, http: 503 },
   UPSTREAM_UNAVAILABLE: { code: Code.Unavailable, http: 502 },
   DEADLINE_EXCEEDED: { code: Code.DeadlineExceeded, http: 504 },
   INTERNAL: { code: Code.Internal, http: 500 },

@@ -22,3 +22,4 @@ export * from "./service-runtime.js";
 export * from "./service-credentials.js";
 export * from "./faults.js";
 export * from "./revocations.js";
+export { withCallDeadline, remainingCallMs } from "./call-deadline.js";

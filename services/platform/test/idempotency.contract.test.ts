@@ -181,16 +181,31 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     expect(await thingsOf(t)).to.deep.equal(["retried"]);
   });
 
-  it("25 concurrent calls with one key create exactly one thing and all return its result", async () => {
+  it("25 concurrent calls with one key create exactly one thing; the others replay it, or — while it is in flight — get IDEMPOTENCY_KEY_IN_FLIGHT at once", async () => {
     const t = tenant();
     const scope = scopeOf(t);
-    const create = creator(t, "raced", 20);
-    const outcomes = await Promise.all(Array.from({ length: 25 }, () => runIdempotent(db, scope, thingCodec, create.work)));
+    const create = creator(t, "raced", 200);
+    const started = Date.now();
+    const settled = await Promise.allSettled(Array.from({ length: 25 }, () => runIdempotent(db, scope, thingCodec, create.work)));
     expect(create.runs).to.equal(1);
     expect(await thingsOf(t)).to.deep.equal(["raced"]);
+    const outcomes = settled.flatMap((o) => (o.status === "fulfilled" ? [o.value] : []));
+    const refused = settled.flatMap((o) => (o.status === "rejected" ? [errorInfoOf(o.reason as ConnectError)?.reason] : []));
     expect(outcomes.filter((o) => !o.replayed)).to.have.length(1);
     const winner = outcomes.find((o) => !o.replayed);
     for (const o of outcomes) expect(o.result).to.deep.equal(winner?.result);
+    expect(new Set(refused), "a refusal only ever says the first is in flight").to.satisfy((reasons: Set<string | undefined>) => [...reasons].every((r) => r === "IDEMPOTENCY_KEY_IN_FLIGHT"));
+    if (dbs.target.sharedOpens) {
+      // On a server the calls really run at once: those that met the first in flight were told at
+      // once, not made to wait for its 200 ms.
+      expect(refused.length, "some met the first in flight").to.be.above(0);
+    } else {
+      // Embedded storage runs one transaction at a time: each later call finds the first done.
+      expect(refused).to.deep.equal([]);
+    }
+    expect(Date.now() - started).to.be.below(5_000);
+    // Once it is done, the same key replays.
+    expect(await runIdempotent(db, scope, thingCodec, create.work)).to.deep.equal({ result: winner!.result, replayed: true });
   });
 
   it("resolveIdempotencyKey answers the stored result of a finished call, and changes nothing", async () => {

@@ -15,6 +15,7 @@ import type {
 import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethod, type DescService, type MessageShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { authenticationFor, type AuthenticationPolicy } from "./authentication.js";
+import { withCallDeadline } from "../call-deadline.js";
 import { endCall, endedBy, openCallScope } from "./handler-context.js";
 import { statusFromError } from "./status-details.js";
 
@@ -170,6 +171,12 @@ function finishStream(call: ServerWritableStream<object, object> | ServerDuplexS
   else call.end();
 }
 
+/** Runs a call's whole chain (handler, and the store beneath it) within the call's deadline. */
+function inDeadline<T>(context: HandlerContext, work: () => T): T {
+  const remaining = context.timeoutMs();
+  return withCallDeadline(remaining === undefined ? undefined : Date.now() + remaining, work);
+}
+
 function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, onError: RpcErrorListener, openStreams?: Set<HandlerContext>) {
   const reportAndStatus = (err: unknown) => {
     onError(err, method);
@@ -191,42 +198,42 @@ function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, onE
     case "unary": {
       const h: handleUnaryCall<object, object> = (call, callback) => {
         const scope = openCallScope(call, service, method);
-        Promise.resolve()
+        inDeadline(scope.context, () => Promise.resolve()
           .then(() => impl(call.request as never, scope.context))
           .then(
             (res) => { scope.done(); callback(null, toMessage(method.output, res)); },
             (err) => { scope.done(); callback(reportAndStatus(err)); },
-          );
+          ));
       };
       return h;
     }
     case "server_streaming": {
       const h: handleServerStreamingCall<object, object> = (call) => {
         const scope = streamScope(call);
-        Promise.resolve()
+        inDeadline(scope.context, () => Promise.resolve()
           .then(() => writeAll(call, impl(call.request as never, scope.context) as AsyncIterable<unknown>, method, scope.context.signal))
-          .then(() => finishStream(call, scope, reportAndStatus), (err) => finishStream(call, scope, reportAndStatus, err));
+          .then(() => finishStream(call, scope, reportAndStatus), (err) => finishStream(call, scope, reportAndStatus, err)));
       };
       return h;
     }
     case "client_streaming": {
       const h: handleClientStreamingCall<object, object> = (call: ServerReadableStream<object, object>, callback) => {
         const scope = openCallScope(call, service, method);
-        Promise.resolve()
+        inDeadline(scope.context, () => Promise.resolve()
           .then(() => impl(requestsOf(call, scope.context.signal) as never, scope.context))
           .then(
             (res) => { scope.done(); callback(null, toMessage(method.output, res)); },
             (err) => { scope.done(); callback(reportAndStatus(err)); },
-          );
+          ));
       };
       return h;
     }
     case "bidi_streaming": {
       const h: handleBidiStreamingCall<object, object> = (call) => {
         const scope = streamScope(call);
-        Promise.resolve()
+        inDeadline(scope.context, () => Promise.resolve()
           .then(() => writeAll(call, impl(requestsOf(call, scope.context.signal) as never, scope.context) as AsyncIterable<unknown>, method, scope.context.signal))
-          .then(() => finishStream(call, scope, reportAndStatus), (err) => finishStream(call, scope, reportAndStatus, err));
+          .then(() => finishStream(call, scope, reportAndStatus), (err) => finishStream(call, scope, reportAndStatus, err)));
       };
       return h;
     }

@@ -100,6 +100,11 @@ export async function runIdempotent<T>(db: SqlDatabase, scope: IdempotencyScope,
   assertIdempotencyKey(scope.key);
   const keyParams = [scope.tenantId, scope.operation, scope.key.toLowerCase()];
   return db.transaction(async (tx) => {
+    // A first call still in flight holds this key: the second is told so at once (409), instead of
+    // waiting on the key's row for the first to finish. (Embedded storage runs transactions one at a
+    // time: there the second simply finds the first done.)
+    const { rows } = await tx.query<{ free: boolean }>(`SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS free`, [keyParams.join("/")]);
+    if (!rows[0]?.free) throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "a request with this Idempotency-Key is still in progress; retry later");
     const claimed = await tx.query(
       `INSERT INTO idempotency_keys (tenant_id, operation, key, request_hash) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
       [...keyParams, scope.requestHash],
@@ -152,6 +157,8 @@ export async function resolveIdempotencyKey<T>(db: SqlDatabase, scope: Omit<Idem
   assertIdempotencyKey(scope.key);
   const keyParams = [scope.tenantId, scope.operation, scope.key.toLowerCase()];
   return db.transaction(async (tx) => {
+    // Wait (within the call's time) for a first call still in flight under the key: its outcome decides.
+    await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [keyParams.join("/")]);
     const claimed = await tx.query(`INSERT INTO idempotency_keys (tenant_id, operation, key, request_hash) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, [...keyParams, VOIDED]);
     if (claimed.rowCount === 1) return { voided: true as const };
     const found = await tx.query<{ request_hash: string; response: Uint8Array | null }>(

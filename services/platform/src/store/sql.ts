@@ -5,6 +5,7 @@
 import { mkdirSync } from "node:fs";
 import pg from "pg";
 import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
+import { remainingCallMs } from "../call-deadline.js";
 import { fail } from "../errors.js";
 import { PgliteSession, type StatementResult } from "./pglite-session.js";
 
@@ -54,13 +55,32 @@ const INT8_OID = 20;
 const TRANSACTION_ABORTED = "the transaction was rolled back: a statement in it failed";
 const parseInt8 = (value: string) => BigInt(value);
 
+// Time bounds on a server. Work outside any call (migrations, the reconciler, purges) gets these;
+// work of a call gets what is left of the call's deadline instead (see PostgresDatabase.transaction).
+const STATEMENT_TIMEOUT_MS = 30_000;
+const LOCK_TIMEOUT_MS = 10_000;
+/** How long a call waits for a free connection before it is answered 503 (the pool is exhausted). */
+const CONNECTION_WAIT_MS = 2_000;
+
+// Node's and pg's ways of saying the server cannot be reached or went away mid-query.
+const CONNECTION_LOST = /ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|server closed the connection/i;
+
 /**
- * PostgreSQL's "data exception" class (22xxx: a NUL character, a number or date out of range, text
- * that is no integer) means a value from the request cannot be stored: the request's fault, 400.
+ * What a database failure means for the caller. PostgreSQL's "data exception" class (22xxx: a NUL
+ * character, a number or date out of range, text that is no integer): a value from the request
+ * cannot be stored, 400. A statement or lock timeout (57014, 55P03): the call's time ran out, 504. The
+ * server unreachable, gone, restarting (08xxx, 57P01–57P03), or no connection free in time: 503.
  */
 function translated(err: unknown): unknown {
   const code = (err as { code?: unknown }).code;
-  if (typeof code === "string" && code.startsWith("22")) return fail("INVALID_REQUEST", "a value in the request cannot be stored (e.g. a NUL character, or a number or date out of range)");
+  if (typeof code === "string") {
+    if (code.startsWith("22")) return fail("INVALID_REQUEST", "a value in the request cannot be stored (e.g. a NUL character, or a number or date out of range)");
+    if (code === "57014" || code === "55P03") return fail("DEADLINE_EXCEEDED", "the database work did not finish within the call's deadline");
+    if (code.startsWith("08") || code === "57P01" || code === "57P02" || code === "57P03") return fail("STORE_UNAVAILABLE", "the database is unavailable; retry after the Retry-After delay");
+  }
+  if (err instanceof Error && !(code && typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) && CONNECTION_LOST.test(err.message)) {
+    return fail("STORE_UNAVAILABLE", "the database is unavailable; retry after the Retry-After delay");
+  }
   return err;
 }
 
@@ -210,13 +230,17 @@ class PostgresDatabase implements SqlDatabase {
   }
 
   async exec(sql: string): Promise<void> {
-    await this.pool.query(sql);
+    await translating(() => this.pool.query(sql));
   }
 
   async transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
+    const remaining = remainingCallMs();
+    if (remaining !== undefined && remaining <= 0) throw fail("DEADLINE_EXCEEDED", "the call's deadline passed before its database work began");
+    const client = await translating(() => this.pool.connect());
     try {
-      await client.query("BEGIN");
+      // Within a call, no statement or lock wait outlives the caller: work does not go on after its 504.
+      if (remaining === undefined) await translating(() => client.query("BEGIN"));
+      else await translating(() => client.query(`BEGIN; SET LOCAL statement_timeout = ${Math.max(1, Math.floor(remaining))}; SET LOCAL lock_timeout = ${Math.max(1, Math.floor(remaining))}`));
       const value = await work({
         query: async <R>(sql: string, params?: unknown[]) => {
           const result = await translating(() => client.query(sql, normalizeParams(params)));
@@ -281,6 +305,9 @@ export async function openSqlDatabase(options: OpenSqlOptions): Promise<SqlDatab
       connectionString: options.databaseUrl,
       max: options.maxConnections ?? 10,
       options: `-c search_path=${options.schema}`,
+      statement_timeout: STATEMENT_TIMEOUT_MS,
+      lock_timeout: LOCK_TIMEOUT_MS,
+      connectionTimeoutMillis: CONNECTION_WAIT_MS,
       types: { getTypeParser: ((oid: number, format?: "text" | "binary") => (oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as "text"))) as typeof pg.types.getTypeParser },
     });
     // An idle client that loses its server must not crash the process; the next query reconnects.
