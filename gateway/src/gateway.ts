@@ -10,6 +10,7 @@ import { describeBodyError, describeParamError, loadApiDocument, type CompiledOp
 import { sendError, sendJson } from "./runtime/respond.js";
 import { writeEventStream } from "./runtime/sse.js";
 import { clientAddress } from "./runtime/client-address.js";
+import { StreamSlots, wantsEventStream } from "./runtime/streams.js";
 import { createRateLimiter, quotaKey } from "./runtime/rate-limit.js";
 import { AdaptiveConcurrencyLimit, type Release } from "./runtime/concurrency-limit.js";
 import { FailureLog } from "./runtime/failure-log.js";
@@ -34,6 +35,7 @@ export const gatewaySettings = {
   rateLimitPrefix: setting("GATEWAY_RATE_LIMIT_PREFIX", parse.string, "key prefix of the counters (replicas sharing a quota use the same one)", "switchyard:rl"),
   redisUrl: optionalSetting("REDIS_URL", parse.url("redis:", "rediss:"), "Redis for rate-limit counters shared by every gateway replica; unset = per process"),
   trustedProxyHops: setting("GATEWAY_TRUSTED_PROXY_HOPS", parse.int(0, 10), "proxies in front of the gateway that append to X-Forwarded-For (Envoy: 1): the client address is the N-th entry from its right; 0 = the socket's peer", 0),
+  maxStreamsPerCaller: setting("GATEWAY_MAX_STREAMS_PER_CALLER", parse.int(1, 1_000), "live streams (text/event-stream) one caller may hold open at once, per gateway process; beyond → 429 TOO_MANY_STREAMS", 5),
   heartbeatMs: setting("GATEWAY_SSE_HEARTBEAT_MS", parse.int(1_000, 300_000), "interval of heartbeat comments on idle event streams", 15_000),
   deadlineMs: setting("GATEWAY_DEADLINE_MS", parse.int(50, 120_000), "default deadline of every request's upstream call chain", 5_000),
   maxDeadlineMs: setting("GATEWAY_MAX_DEADLINE_MS", parse.int(50, 600_000), "the longest deadline a client may ask for with X-Request-Timeout-Ms", 30_000),
@@ -114,6 +116,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const failures = new FailureLog(logger);
   // Refusals made often under pressure are built once.
   const SHED = edgeError("LOAD_SHED", "the gateway is at capacity; retry after the Retry-After delay", { "retry-after": "1" });
+  const streamSlots = new StreamSlots(config.maxStreamsPerCaller);
   const RATE_LIMITED = edgeError("RATE_LIMITED", `rate limit of ${config.rateLimit} requests per ${config.rateWindowSeconds} s reached; retry after the Retry-After delay`);
 
   /** Ready when every upstream reports SERVING over grpc.health.v1. */
@@ -166,14 +169,19 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       const route = routes.get(operation.operationId)!;
       upstream = route.upstream;
       // Beyond the adaptive limit a request is shed at once, before any work is spent on it, instead
-      // of queueing (live streams are long by design and do not count).
-      const streaming = operation.operationId === "listPosts" && /text\/event-stream/i.test(String(req.headers.accept ?? ""));
-      if (!streaming) {
-        release = concurrency.tryAcquire();
-        if (!release) {
-          req.resume();
-          throw SHED;
-        }
+      // of queueing. A live stream is admitted the same way — it is shed under overload too — and
+      // gives its place back once it is open (it is long by design, and says nothing of latency).
+      const eventStream = wantsEventStream(operation, req.headers.accept);
+      release = concurrency.tryAcquire();
+      if (!release) {
+        req.resume();
+        throw SHED;
+      }
+      if (eventStream) {
+        // Each caller holds only so many: the slot is theirs until the stream closes.
+        const slot = streamSlots.take(quotaKey(caller, address));
+        if (!slot) throw edgeError("TOO_MANY_STREAMS", `at most ${config.maxStreamsPerCaller} live streams at once; close one first`, { "retry-after": "5" });
+        res.once("close", slot);
       }
 
       const params: Record<string, unknown> = { ...pathParams };
@@ -223,13 +231,19 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         params,
         body,
         caller,
+        eventStream,
         upstreams,
         path: pathname,
         headers: req.headers,
         callOptions: () => ({ signal, timeoutMs: deadlineAt - Date.now(), ...authorization }),
         streamCallOptions: () => ({ signal, ...authorization }),
       });
-      if (result.events) return await writeEventStream(res, result.events, config.heartbeatMs, signal, result.headers);
+      if (result.events) {
+        const admitted = release;
+        release = undefined;
+        admitted?.(false);
+        return await writeEventStream(res, result.events, config.heartbeatMs, signal, result.headers);
+      }
       sendJson(res, result.status, result.body, result.headers);
     } catch (err) {
       const httpError = toHttpError(err, upstream);

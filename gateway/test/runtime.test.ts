@@ -8,6 +8,7 @@ import { toHttpError, HttpError } from "../src/runtime/errors.js";
 import { loadApiDocument } from "../src/runtime/openapi.js";
 import { quotaKey } from "../src/runtime/rate-limit.js";
 import { clientAddress } from "../src/runtime/client-address.js";
+import { StreamSlots, wantsEventStream } from "../src/runtime/streams.js";
 import { Router } from "../src/runtime/router.js";
 
 const api = loadApiDocument();
@@ -120,5 +121,35 @@ describe("gateway runtime", () => {
       expect(clientAddress(request({ "x-forwarded-for": "203.0.113.9" }), 2), "fewer entries than trusted proxies: the peer").to.equal("192.0.2.7");
       expect(clientAddress(request({}), 1), "no header: the peer").to.equal("192.0.2.7");
     });
+  });
+});
+
+describe("live streams at the edge", () => {
+  const feed = { offersEventStream: true };
+  const page = { offersEventStream: false };
+
+  it("are asked for by naming text/event-stream in Accept — not by the words anywhere in it", () => {
+    expect(wantsEventStream(feed, "text/event-stream")).to.equal(true);
+    expect(wantsEventStream(feed, "application/json, Text/Event-Stream;q=0.5")).to.equal(true);
+    expect(wantsEventStream(feed, ["application/json", "text/event-stream"])).to.equal(true);
+    expect(wantsEventStream(feed, "text/event-stream;q=0"), "q=0 refuses it").to.equal(false);
+    expect(wantsEventStream(feed, "application/json;x=text/event-stream"), "a parameter that mentions it").to.equal(false);
+    expect(wantsEventStream(feed, "*/*")).to.equal(false);
+    expect(wantsEventStream(feed, "text/event-streams")).to.equal(false);
+    expect(wantsEventStream(feed, undefined)).to.equal(false);
+    expect(wantsEventStream(page, "text/event-stream"), "an operation without a stream").to.equal(false);
+  });
+
+  it("are counted per caller, up to the maximum, and a slot comes back once", () => {
+    const slots = new StreamSlots(2);
+    const a = slots.take("user:acme:2")!;
+    const b = slots.take("user:acme:2")!;
+    expect(slots.take("user:acme:2"), "a third one").to.equal(undefined);
+    expect(slots.take("user:acme:3"), "another caller has slots of their own").to.not.equal(undefined);
+    a();
+    a();
+    expect(slots.size).to.equal(2);
+    expect(slots.take("user:acme:2")).to.not.equal(undefined);
+    b();
   });
 });

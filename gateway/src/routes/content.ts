@@ -12,10 +12,6 @@ function noneMatchHits(header: unknown, etag: string): boolean {
   return header.split(",").some((t) => t.trim() === "*" || strip(t) === strip(etag));
 }
 
-function wantsEventStream(ctx: RouteContext): boolean {
-  return /(^|,)\s*text\/event-stream\b/i.test(String(ctx.headers.accept ?? ""));
-}
-
 async function* postEvents(stream: AsyncIterable<{ post?: Post | undefined }>): AsyncIterable<ServerSentEvent> {
   for await (const { post } of stream) if (post) yield { id: post.cursor, event: "post", data: postJson(post) };
 }
@@ -56,7 +52,7 @@ export const contentRoutes: RouteGroup = {
     },
 
     async listPosts(ctx) {
-      if (wantsEventStream(ctx)) {
+      if (ctx.eventStream) {
         // Resume after the last event the client saw (the SSE reconnect header), else only new posts.
         const after = typeof ctx.params["last-event-id"] === "string" ? (ctx.params["last-event-id"] as string) : "";
         const stream = ctx.upstreams.content.watchPosts({ afterCursor: after }, ctx.streamCallOptions())[Symbol.asyncIterator]();

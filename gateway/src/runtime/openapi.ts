@@ -33,6 +33,8 @@ export interface CompiledOperation {
   readonly validateBody: ValidateFunction | undefined;
   readonly bodyRequired: boolean;
   readonly requiresAuth: boolean;
+  /** The document offers a text/event-stream answer (a live stream) besides its JSON one. */
+  readonly offersEventStream: boolean;
 }
 
 export interface ApiDocument {
@@ -123,6 +125,7 @@ export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument 
         validateBody: bodySchema ? bodyAjv.compile(rewriteRefs(bodySchema.schema) as Json) : undefined,
         bodyRequired: Boolean(body?.required),
         requiresAuth: security.length > 0,
+        offersEventStream: Object.values((op.responses ?? {}) as Json).some((r) => Boolean(((resolve<Json>(document, r).content ?? {}) as Json)["text/event-stream"])),
       });
     }
   }

@@ -11,6 +11,8 @@ export interface RouteContext {
   body: unknown;
   /** The verified caller on authenticated routes. */
   caller: Caller | undefined;
+  /** The request asks for a live stream (runtime/streams.ts decides, for routing and limits alike). */
+  eventStream: boolean;
   /** Options for an upstream call: the remaining deadline, the abort signal and the caller's token. */
   callOptions(): CallOptions;
   /** Options for a long-lived upstream stream: no deadline; it ends when the client goes away. */

@@ -1,10 +1,13 @@
 // Server-Sent Events: writes an event stream with heartbeat comments so idle connections stay
-// open through proxies; the stream ends when its source ends or the client goes away.
+// open through proxies; the stream ends when its source ends or the client goes away. A reader that
+// falls more than MAX_BUFFERED_BYTES behind is disconnected: the gateway never holds more than that
+// for one slow client (it reconnects with Last-Event-ID and catches up).
 import type { ServerResponse } from "node:http";
 import { toHttpError } from "./errors.js";
 import type { ServerSentEvent } from "./route.js";
 
 const RECONNECT_DELAY_MS = 2_000;
+export const MAX_BUFFERED_BYTES = 1024 * 1024;
 
 function frame(event: ServerSentEvent): string {
   const lines: string[] = [];
@@ -24,11 +27,15 @@ export async function writeEventStream(res: ServerResponse, events: AsyncIterabl
     "x-accel-buffering": "no",
   });
   res.write(`retry: ${RECONNECT_DELAY_MS}\n\n`);
-  const heartbeat = setInterval(() => res.write(": keep-alive\n\n"), heartbeatMs);
+  // Only a reader keeping up needs keeping alive; one that is behind has bytes waiting anyway.
+  const heartbeat = setInterval(() => res.writableNeedDrain || res.write(": keep-alive\n\n"), heartbeatMs);
   try {
     for await (const event of events) {
       if (signal.aborted) break;
-      res.write(frame(event));
+      if (!res.write(frame(event)) && res.writableLength > MAX_BUFFERED_BYTES) {
+        res.destroy();
+        break;
+      }
     }
   } catch (err) {
     // The stream broke after it began: say why in-band, then close. An upstream that went away: the

@@ -9,6 +9,8 @@ import type { ContentStore, PostRecord } from "./store/port.js";
 
 export interface ContentDeps {
   store: ContentStore;
+  /** The most posts a watch resuming from a position replays; an older position is refused. */
+  replayLimit: number;
   feed: PostFeed;
   /** The tenant whose admins may write the global catalog; undefined: nobody. */
   catalogOwnerTenant: string | undefined;
@@ -18,11 +20,14 @@ export interface ContentDeps {
 export const contentAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof ContentService> => ({ authenticator, anyone: ["listCatalogItems", "batchGetCatalogItems"] });
 
 const REPLAY_PAGE = 200;
+/** A watcher that falls this far behind (the posts' text) is ended rather than buffered without bound. */
+export const MAX_WATCH_BACKLOG_BYTES = 1024 * 1024;
+const postBytes = (p: PostRecord) => p.title.length + p.body.length + 200;
 export const MAX_IMPORT_ITEMS = 10_000;
 
 const after = (p: PostRecord, k: Keyset) => p.createdAt.getTime() > k.createdAt.getTime() || (p.createdAt.getTime() === k.createdAt.getTime() && p.id > k.id);
 
-export function contentHandlers({ store, feed, catalogOwnerTenant }: ContentDeps): ServiceImpl<typeof ContentService> {
+export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit }: ContentDeps): ServiceImpl<typeof ContentService> {
   return {
     async createDocument(req, ctx) {
       const caller = callerOf(ctx);
@@ -79,9 +84,18 @@ export function contentHandlers({ store, feed, catalogOwnerTenant }: ContentDeps
     async *watchPosts(req, ctx) {
       const caller = callerOf(ctx);
       let last = decodeCursor(postsCollection(caller.tenantId), req.afterCursor);
+      // A bounded replay: a position further back than the limit is refused before the watch starts
+      // (the client pages through the list to catch up instead of pulling the whole feed through).
+      if (last && (await store.countPostsAfter(caller.tenantId, last, replayLimit + 1)) > replayLimit) {
+        throw fail("REPLAY_TOO_LONG", `more than ${replayLimit} posts were made after that position: page through the list to catch up, then watch from the newest`);
+      }
       // Subscribe before replaying, so nothing made during the replay is missed; duplicates are
-      // dropped by position below.
-      const live = new AsyncQueue<PostRecord>();
+      // dropped by position below. A watcher that falls too far behind is ended, not buffered for.
+      const live = new AsyncQueue<PostRecord>({
+        maxBuffered: MAX_WATCH_BACKLOG_BYTES,
+        sizeOf: postBytes,
+        overflow: () => fail("STREAM_READER_TOO_SLOW", "the watch fell too far behind the feed and was ended; resume from the last post received"),
+      });
       const unsubscribe = feed.subscribe(caller.tenantId, (post) => live.push(post));
       const end = () => live.close();
       ctx.signal.addEventListener("abort", end, { once: true });

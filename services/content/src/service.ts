@@ -11,6 +11,7 @@ export const contentSettings = {
   ...serviceSettings("CONTENT", 50054),
   identityAddress: setting("IDENTITY_ADDRESS", parse.address, "identity service (token keys)", "127.0.0.1:50051"),
   demoData: setting("CONTENT_DEMO_DATA", parse.bool, "seed the demo catalog (npm start sets it)", false),
+  replayLimit: setting("CONTENT_REPLAY_LIMIT", parse.int(1, 100_000), "the most posts a live feed resuming from a position (Last-Event-ID) replays; an older position is refused (409 REPLAY_TOO_LONG)", 1_000),
   catalogOwnerTenant: optionalSetting("CATALOG_OWNER_TENANT", parse.matching(/^[a-z0-9][a-z0-9-]{0,62}$/, "a tenant id"), "the tenant whose admins may write the global catalog (ImportItems); unset: nobody"),
 };
 export type ContentConfig = ConfigOf<typeof contentSettings>;
@@ -42,7 +43,7 @@ export async function startContentService(config: ContentConfig, logger: Logger)
         services: [
           registration(
             ContentService,
-            contentHandlers({ store, feed: live, catalogOwnerTenant: config.catalogOwnerTenant }),
+            contentHandlers({ store, feed: live, catalogOwnerTenant: config.catalogOwnerTenant, replayLimit: config.replayLimit }),
             contentAuthentication(trust.verifier),
           ),
         ],

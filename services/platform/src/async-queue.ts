@@ -1,7 +1,19 @@
 // A push-to-pull bridge for server streams: producers push, the handler yields in order;
-// close() ends the stream, fail() ends it with an error.
+// close() ends the stream, fail() ends it with an error. With a bound, a consumer that falls more
+// than `maxBuffered` (as `sizeOf` measures) behind fails instead of holding ever more in memory.
+export interface QueueBound<T> {
+  maxBuffered: number;
+  sizeOf(item: T): number;
+  /** The error the consumer gets (instead of what was waiting for it). */
+  overflow(): unknown;
+}
+
 export class AsyncQueue<T> implements AsyncIterable<T> {
   private readonly items: T[] = [];
+  private buffered = 0;
+
+  constructor(private readonly bound?: QueueBound<T>) {}
+
   private waiting: ((r: IteratorResult<T>) => void) | undefined;
   private failWaiting: ((err: unknown) => void) | undefined;
   private closed = false;
@@ -15,6 +27,14 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
       resolve({ value: item, done: false });
     } else {
       this.items.push(item);
+      if (this.bound) {
+        this.buffered += this.bound.sizeOf(item);
+        if (this.buffered > this.bound.maxBuffered) {
+          this.items.length = 0;
+          this.buffered = 0;
+          this.fail(this.bound.overflow());
+        }
+      }
     }
   }
 
@@ -42,7 +62,11 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
   [Symbol.asyncIterator](): AsyncIterator<T> {
     return {
       next: () => {
-        if (this.items.length > 0) return Promise.resolve({ value: this.items.shift() as T, done: false });
+        if (this.items.length > 0) {
+          const item = this.items.shift() as T;
+          if (this.bound) this.buffered -= this.bound.sizeOf(item);
+          return Promise.resolve({ value: item, done: false });
+        }
         if (this.error !== undefined) return Promise.reject(this.error);
         if (this.closed) return Promise.resolve({ value: undefined, done: true });
         return new Promise((resolve, reject) => {

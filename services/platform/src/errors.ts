@@ -43,6 +43,8 @@ export const errorCatalogue = {
   ALREADY_EXISTS: { code: Code.AlreadyExists, http: 409 },
   IDEMPOTENCY_KEY_IN_FLIGHT: { code: Code.Aborted, http: 409 },
   INVALID_STATE: { code: Code.FailedPrecondition, http: 409 },
+  /** A live feed asked to resume further back than it replays. */
+  REPLAY_TOO_LONG: { code: Code.FailedPrecondition, http: 409 },
   /** A money step of the order (a charge or a refund) has started and is not settled yet. */
   STEP_IN_PROGRESS: { code: Code.FailedPrecondition, http: 409, details: { step: "string" } },
   /** The catalog price is not the one the client expected: the current price is in the details. */
@@ -53,6 +55,10 @@ export const errorCatalogue = {
   ETAG_MISMATCH: { code: Code.FailedPrecondition, http: 412 },
   // 429.
   RATE_LIMITED: { code: Code.ResourceExhausted, http: 429 },
+  /** A live stream's reader fell too far behind and the stream was ended. */
+  STREAM_READER_TOO_SLOW: { code: Code.ResourceExhausted, http: 429 },
+  /** The caller holds as many live streams as one may. */
+  TOO_MANY_STREAMS: { code: Code.ResourceExhausted, http: 429 },
   /** Too many failed logins for the account or the address: metadata retry_after_seconds says how long to wait. */
   LOGIN_THROTTLED: { code: Code.ResourceExhausted, http: 429 },
   // 5xx.

@@ -37,6 +37,8 @@ export interface ContentStore {
   listPosts(tenantId: string, before: Keyset | undefined, limit: number): Promise<PostRecord[]>;
   /** Oldest first, after the keyset position (a watch resuming where it stopped). */
   listPostsAfter(tenantId: string, after: Keyset, limit: number): Promise<PostRecord[]>;
+  /** How many posts come after the keyset position, counting no further than `limit`. */
+  countPostsAfter(tenantId: string, after: Keyset, limit: number): Promise<number>;
   /** Calls `onPost` for every post created by any replica on this database; resolves to the stop function. */
   watchNewPosts(onPost: (tenantId: string, postId: string) => void): Promise<() => Promise<void>>;
   listCatalogItems(offset: number, limit: number): Promise<{ items: CatalogItemRecord[]; total: number }>;

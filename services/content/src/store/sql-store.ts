@@ -76,6 +76,14 @@ export class SqlContentStore implements ContentStore {
     return rows.map(toPost);
   }
 
+  async countPostsAfter(tenantId: string, after: Keyset, limit: number): Promise<number> {
+    const { rows } = await this.db.query<{ n: bigint }>(
+      `SELECT count(*)::bigint AS n FROM (SELECT 1 FROM posts WHERE tenant_id = $1 AND (created_at, id) > ($2, $3) LIMIT $4) AS later`,
+      [tenantId, after.createdAt, after.id, limit],
+    );
+    return Number(rows[0]?.n ?? 0n);
+  }
+
   watchNewPosts(onPost: (tenantId: string, postId: string) => void): Promise<() => Promise<void>> {
     return this.db.listen(this.postsChannel, (payload) => {
       try {
