@@ -430,7 +430,8 @@ describe("deploy/", function () {
           const env = envOf(container);
           const url = required(env.get(p.settings.databaseUrl!.env), "DATABASE_URL is set");
           expect(url.value, "DATABASE_URL is no literal").to.equal(undefined);
-          expect(url.valueFrom?.secretKeyRef).to.deep.include({ name: "switchyard-database", key: "url" });
+          // Its own role's URL: the role reaches only this service's schema (deploy/postgres/roles.sql).
+          expect(url.valueFrom?.secretKeyRef).to.deep.include({ name: "switchyard-database", key: `${p.name}-url` });
           expect(url.valueFrom?.secretKeyRef?.optional, "the Secret is required").to.not.equal(true);
           expect(literal(env, p.settings.databaseSchema!.env), p.settings.databaseSchema!.env).to.equal(p.settings.databaseSchema!.fallback);
         });
@@ -490,6 +491,22 @@ describe("deploy/", function () {
       });
     });
   }
+
+  describe("secrets of identity", () => {
+    it("seals its signing keys under a key from a Secret (required with a database server)", () => {
+      const env = envOf(manifestOf(PROCESSES.find((p) => p.name === "identity")!).container);
+      const key = required(env.get(identitySettings.keyEncryptionKey.env), "SIGNING_KEY_ENCRYPTION_KEY is set");
+      expect(key.value, "never a literal").to.equal(undefined);
+      expect(key.valueFrom?.secretKeyRef?.name).to.be.a("string");
+    });
+
+    it("gives every service a database role of its own, created by the script deploy/README.md names", () => {
+      const keys = PROCESSES.filter((p) => p.hasDatabase).map((p) => envOf(manifestOf(p).container).get("DATABASE_URL")?.valueFrom?.secretKeyRef?.key);
+      expect(new Set(keys).size, "one URL (one role) per service").to.equal(keys.length);
+      expect(read(join(DEPLOY, "README.md"))).to.include("deploy/postgres/roles.sql");
+      expect(existsSync(join(DEPLOY, "postgres", "roles.sql"))).to.equal(true);
+    });
+  });
 
   describe("service credentials", () => {
     it("orders' secret and identity's client list come from one Secret, never a literal", () => {

@@ -6,6 +6,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { NO_SHEDDING, SERVICES, startMesh, type Mesh, type MeshOptions, type ServiceName } from "../../scripts/mesh.js";
+import { seedPgliteDataDirs } from "../../services/platform/test/support/databases.js";
 
 export const DEMO_PASSWORD = "demo-password";
 export const ALICE = { tenant: "acme", email: "alice@acme.test" } as const; // admin of acme
@@ -185,6 +186,8 @@ export async function startE2eMesh(name: string, extra: Pick<MeshOptions, "env" 
   const dataDir = mkdtempSync(join(tmpdir(), `switchyard-e2e-${name}-`));
   let mesh: Mesh;
   try {
+    // Embedded databases initialised once per test run, not once per process of every mesh.
+    await seedPgliteDataDirs(dataDir, ["identity", "payments", "orders", "content"]);
     mesh = await startMesh({
       dataDir,
       demoData: true,

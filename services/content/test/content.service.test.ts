@@ -34,7 +34,7 @@ for (const engine of serviceEngines()) {
     // Services share this test's event loop: their event-loop shedding is off here (tested on its own).
     const common = { DATA_DIR: dataDir, LOG_LEVEL: "silent", DATABASE_URL: engine.databaseUrl ?? "", SHED_EVENT_LOOP_DELAY_MS: "0" };
     before(async () => {
-      identity = await startIdentityService(identityConfigFrom({ ...common, IDENTITY_PORT: "0", IDENTITY_DEMO_DATA: "true", IDENTITY_DB_SCHEMA: `identity_${suffix}` }), logger);
+      identity = await startIdentityService(identityConfigFrom({ ...common, IDENTITY_PORT: "0", IDENTITY_DEMO_DATA: "true", IDENTITY_DB_SCHEMA: `identity_${suffix}`, SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64") }), logger);
       const identityAddress = `127.0.0.1:${identity.server.port}`;
       // Two replicas on one database when a server is there (embedded storage has one process).
       const count = engine.databaseUrl ? 2 : 1;

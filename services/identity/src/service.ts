@@ -1,19 +1,23 @@
 // Assembles the identity service from its parts; main.ts feeds it the environment, tests call it directly.
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
-import { loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
+import { ConfigError, loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
 import { LoginThrottle } from "./login-throttle.js";
 import { RevocationHub } from "./revocation-hub.js";
 import { IdentityAuthenticator, identityAuthentication } from "./authenticator.js";
 import { identityHandlers } from "./connect.js";
 import { seedDemoData } from "./demo-data.js";
 import { parseServiceClients } from "./service-clients.js";
-import { loadKeyRing } from "./signing-keys.js";
+import { SERVICE_TOKEN_TTL_SECONDS } from "./domain/tokens.js";
+import { parseEncryptionKey } from "./key-encryption.js";
+import { RotatingKeyRing } from "./signing-keys.js";
 import { identityMigrations } from "./store/migrations.js";
 import { SqlIdentityStore } from "./store/sql-store.js";
 
 export const identitySettings = {
   ...serviceSettings("IDENTITY", 50051),
-  tokenTtlSeconds: setting("TOKEN_TTL_SECONDS", parse.int(60, 86_400), "lifetime of access tokens", 900),
+  tokenTtlSeconds: setting("TOKEN_TTL_SECONDS", parse.int(5, 86_400), "lifetime of access tokens", 900),
+  keyRotationHours: setting("SIGNING_KEY_ROTATION_HOURS", parse.int(1, 8_760), "how long a signing key signs before the next one (published 10 minutes ahead) takes over", 24),
+  keyEncryptionKey: optionalSetting("SIGNING_KEY_ENCRYPTION_KEY", parseEncryptionKey, "32 bytes in base64 that seal the private signing keys at rest (AES-256-GCM); required with DATABASE_URL"),
   demoData: setting("IDENTITY_DEMO_DATA", parse.bool, "seed the demo tenants and users (npm start sets it)", false),
   serviceClients: setting("IDENTITY_SERVICE_CREDENTIALS", parseServiceClients, "internal services that may get a service token: name:secret[,name:secret…] (orders needs one)", new Map()),
   loginFailuresAllowed: setting("LOGIN_FAILURES_ALLOWED", parse.int(1, 1_000), "failed logins an account may have in 15 minutes before its attempts are refused (an address: four times as many)", 5),
@@ -24,8 +28,14 @@ export const identitySettings = {
 export type IdentityConfig = ConfigOf<typeof identitySettings>;
 
 export function identityConfigFrom(env: NodeJS.ProcessEnv): IdentityConfig {
-  return loadConfig(identitySettings, env);
+  const config = loadConfig(identitySettings, env);
+  // On a database server the private keys are never stored in the clear.
+  if (config.databaseUrl && !config.keyEncryptionKey) throw new ConfigError(["SIGNING_KEY_ENCRYPTION_KEY is required with DATABASE_URL (32 bytes in base64, e.g. openssl rand -base64 32)"]);
+  return config;
 }
+
+/** A new key is published this long before it signs: longer than verifiers take to look at the keys again. */
+export const KEY_PUBLISH_LEAD_MS = 10 * 60_000;
 
 export type IdentityRuntime = ServiceRuntime;
 
@@ -38,7 +48,14 @@ export function startIdentityService(config: IdentityConfig, logger: Logger): Pr
     build: async ({ db }) => {
       const store = new SqlIdentityStore(db);
       if (config.demoData) await seedDemoData(store);
-      const keys = await loadKeyRing(store);
+      const keys = await RotatingKeyRing.open(store, {
+        rotationMs: config.keyRotationHours * 3_600_000,
+        publishLeadMs: KEY_PUBLISH_LEAD_MS,
+        // A retired key verifies until the longest-lived token it signed has expired.
+        tokenTtlMs: Math.max(config.tokenTtlSeconds, SERVICE_TOKEN_TTL_SECONDS) * 1000,
+        encryptionKey: config.keyEncryptionKey,
+        logger,
+      });
       const revocations = new RevocationHub(store, logger);
       await revocations.start();
       // Identity verifies the tokens it issued with its own published keys and revocations: no network hop.
@@ -47,6 +64,7 @@ export function startIdentityService(config: IdentityConfig, logger: Logger): Pr
       await throttle.ready();
       return {
         stop: async () => {
+          keys.stop();
           await revocations.stop();
           await throttle.close();
         },

@@ -11,7 +11,7 @@ import { createLogger, errorInfoOf } from "@switchyard/platform";
 import { forEachDatabase } from "../../platform/test/support/databases.js";
 import { identityHandlers } from "../src/connect.js";
 import { RevocationHub } from "../src/revocation-hub.js";
-import { loadKeyRing } from "../src/signing-keys.js";
+import { RotatingKeyRing } from "../src/signing-keys.js";
 import { identityMigrations } from "../src/store/migrations.js";
 import { SqlIdentityStore } from "../src/store/sql-store.js";
 import { blockSeconds, LoginThrottle, MAX_BLOCK_SECONDS } from "../src/login-throttle.js";
@@ -123,7 +123,7 @@ forEachDatabase("logging in with a hash of older parameters", (dbs) => {
     const legacy = ["scrypt", 14, 8, 1, salt.toString("base64url"), scryptSync("old-but-good", salt, 32, { N: 2 ** 14, r: 8, p: 1, maxmem: 64 * 1024 * 1024 }).toString("base64url")].join("$");
     await store.createUser({ tenantId: "acme", email: "old@acme.test", fullName: "Old Hash", role: "member", passwordHash: legacy });
     const throttle = new LoginThrottle({ failuresAllowed: 5, firstBlockSeconds: 30 });
-    const handlers = identityHandlers({ store, keys: await loadKeyRing(store), tokenTtlSeconds: 900, serviceClients: new Map(), throttle, revocations: new RevocationHub(store, createLogger("test", "silent")) });
+    const handlers = identityHandlers({ store, keys: await RotatingKeyRing.open(store, { rotationMs: 86_400_000, publishLeadMs: 600_000, tokenTtlMs: 900_000, encryptionKey: undefined, logger: createLogger("test", "silent") }), tokenTtlSeconds: 900, serviceClients: new Map(), throttle, revocations: new RevocationHub(store, createLogger("test", "silent")) });
     const login = async (password: string) =>
       await handlers.createSession(
         create(CreateSessionRequestSchema, { tenantId: "acme", email: "old@acme.test", password }),

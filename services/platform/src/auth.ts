@@ -46,6 +46,9 @@ const MAX_CACHED_TOKENS = 10_000;
 // An unknown key id triggers a fresh look at the keys at most this often (garbage tokens must not
 // turn into a storm of JWKS calls).
 const KEY_REFRESH_INTERVAL_MS = 1_000;
+// The keys are looked at again this often anyway: identity publishes a new key 10 minutes before it
+// signs, and forgets retired ones, so a verifier always knows a key before it meets its first token.
+export const KEY_MAX_AGE_MS = 5 * 60_000;
 
 /** Splits `Bearer <token>`; anything else is unauthenticated. */
 export function bearerToken(header: string | undefined): string {
@@ -70,8 +73,9 @@ export class TokenVerifier {
   ) {}
 
   private async refreshKeys(force: boolean): Promise<void> {
-    if (this.keys && !force) return;
-    if (force && this.now() - this.lastRefresh < KEY_REFRESH_INTERVAL_MS) return;
+    const age = this.now() - this.lastRefresh;
+    if (this.keys && !force && age < KEY_MAX_AGE_MS) return;
+    if (this.keys && force && age < KEY_REFRESH_INTERVAL_MS) return;
     this.refreshing ??= (async () => {
       try {
         const keys = await this.keySource();
@@ -130,7 +134,8 @@ export class TokenVerifier {
       throw fail("UNAUTHENTICATED", "the token has expired");
     }
     await this.refreshKeys(false).catch(() => {
-      throw fail("UPSTREAM_UNAVAILABLE", "token keys are unavailable");
+      // Keys known from before still verify while identity is away.
+      if (!this.keys) throw fail("UPSTREAM_UNAVAILABLE", "token keys are unavailable");
     });
     let payload;
     try {

@@ -2,7 +2,7 @@
 import { expect } from "chai";
 import { exportJWK, generateKeyPair, SignJWT, type JWK } from "jose";
 import { ConnectError } from "@connectrpc/connect";
-import { bearerToken, errorInfoOf, requireRole, requireTenant, SERVICE_TOKEN_AUDIENCE, TOKEN_AUDIENCE, TOKEN_ISSUER, TokenVerifier } from "@switchyard/platform";
+import { bearerToken, errorInfoOf, KEY_MAX_AGE_MS, requireRole, requireTenant, SERVICE_TOKEN_AUDIENCE, TOKEN_AUDIENCE, TOKEN_ISSUER, TokenVerifier } from "@switchyard/platform";
 
 async function keyPair(kid: string) {
   const { privateKey, publicKey } = await generateKeyPair("EdDSA", { crv: "Ed25519", extractable: true });
@@ -135,5 +135,35 @@ describe("TokenVerifier: service tokens", () => {
     for (const bad of [service({ exp: NOW / 1000 - 1 }), service({ role: "admin" }), service({ sub: "Orders!" }), service({ sub: "" }), service({ iss: "someone" })]) {
       expect(await reason(verifier.verifyService(await sign(bad))), JSON.stringify(bad)).to.equal("UNAUTHENTICATED");
     }
+  });
+});
+
+describe("TokenVerifier: keys looked at again", () => {
+  it("re-reads the keys after KEY_MAX_AGE_MS, keeps the ones it has when identity cannot be asked, and refuses a key that was dropped", async () => {
+    const a = await keyPair("a");
+    const b = await keyPair("b");
+    let now = NOW;
+    let published: JWK[] = [a.jwk];
+    let reads = 0;
+    let failing = false;
+    const verifier = new TokenVerifier(async () => {
+      reads++;
+      if (failing) throw new Error("identity is away");
+      return published;
+    }, () => now);
+    const signed = (k: typeof a, sid: string) => new SignJWT(claims({ sid, exp: now / 1000 + 900 })).setProtectedHeader({ alg: "EdDSA", kid: k.kid }).sign(k.privateKey);
+    await verifier.verify(await signed(a, "s1"));
+    expect(reads).to.equal(1);
+    now += KEY_MAX_AGE_MS - 1;
+    await verifier.verify(await signed(a, "s2"));
+    expect(reads, "not yet").to.equal(1);
+    now += 2;
+    failing = true;
+    expect((await verifier.verify(await signed(a, "s3"))).sessionId, "the old keys still verify while identity is away").to.equal("s3");
+    failing = false;
+    published = [b.jwk];
+    now += KEY_MAX_AGE_MS + 1;
+    expect((await verifier.verify(await signed(b, "s4"))).sessionId, "the newly published key").to.equal("s4");
+    expect(await reason(verifier.verify(await signed(a, "s5"))), "a dropped key no longer verifies").to.equal("UNAUTHENTICATED");
   });
 });

@@ -48,4 +48,12 @@ ALTER TABLE sessions ADD COLUMN revoked_at timestamptz;
 CREATE INDEX sessions_revoked_live ON sessions (expires_at) WHERE revoked_at IS NOT NULL;
 CREATE INDEX sessions_by_user ON sessions (tenant_id, user_id);`,
   },
+  {
+    version: 3,
+    name: "signing keys that rotate: when each starts signing",
+    sql: `
+ALTER TABLE signing_keys ADD COLUMN activates_at timestamptz;
+UPDATE signing_keys SET activates_at = created_at;
+ALTER TABLE signing_keys ALTER COLUMN activates_at SET NOT NULL;`,
+  },
 ];

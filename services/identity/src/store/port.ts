@@ -21,11 +21,20 @@ export interface UserRecord {
 
 export interface SigningKeyRecord {
   kid: string;
-  /** JWK JSON of the Ed25519 private key. */
+  /** The Ed25519 private key's JWK JSON, sealed (AES-256-GCM) when a key-encryption key is configured. */
   privateJwk: string;
   /** JWK JSON of the public half, as published. */
   publicJwk: string;
   createdAt: Date;
+  /** When it starts signing (it is published from the moment it exists). */
+  activatesAt: Date;
+}
+
+/** What a key rotation does under the keys' lock: keys to add, keys to forget, private keys to store sealed. */
+export interface SigningKeyChange {
+  add?: { kid: string; privateJwk: string; publicJwk: string; activatesAt: Date };
+  remove?: string[];
+  reseal?: { kid: string; privateJwk: string }[];
 }
 
 export interface SessionRecord {
@@ -64,7 +73,11 @@ export interface IdentityStore {
   liveRevocations(): Promise<RevocationRecord[]>;
   /** Calls `onRevoked` for every revocation any replica commits; resolves to the stop function. */
   watchRevocations(onRevoked: (revocation: RevocationRecord) => void): Promise<() => Promise<void>>;
-  /** Newest first. */
+  /** The latest to sign first. */
   signingKeys(): Promise<SigningKeyRecord[]>;
-  addSigningKey(key: { kid: string; privateJwk: string; publicJwk: string }): Promise<void>;
+  /**
+   * Decides and applies a change of the keys under a lock that every replica takes to change them
+   * (so two rotating at once add one key, not two); resolves to the keys as they are afterwards.
+   */
+  changeSigningKeys(decide: (keys: SigningKeyRecord[]) => Promise<SigningKeyChange> | SigningKeyChange): Promise<SigningKeyRecord[]>;
 }

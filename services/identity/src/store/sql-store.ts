@@ -1,6 +1,13 @@
 // IdentityStore on the PostgreSQL-family adapter (PGlite or a PostgreSQL server).
 import { fail, type Keyset, type Role, type SqlDatabase, type SqlExecutor } from "@switchyard/platform";
-import type { IdentityStore, RevocationRecord, SessionRecord, SigningKeyRecord, TenantRecord, UserRecord } from "./port.js";
+import type { IdentityStore, RevocationRecord, SessionRecord, SigningKeyChange, SigningKeyRecord, TenantRecord, UserRecord } from "./port.js";
+
+async function readSigningKeys(db: SqlExecutor): Promise<SigningKeyRecord[]> {
+  const { rows } = await db.query<{ kid: string; private_jwk: string; public_jwk: string; created_at: Date; activates_at: Date }>(
+    `SELECT kid, private_jwk, public_jwk, created_at, activates_at FROM signing_keys ORDER BY activates_at DESC, kid DESC`,
+  );
+  return rows.map((r) => ({ kid: r.kid, privateJwk: r.private_jwk, publicJwk: r.public_jwk, createdAt: r.created_at, activatesAt: r.activates_at }));
+}
 
 interface UserRow {
   id: bigint;
@@ -151,13 +158,20 @@ export class SqlIdentityStore implements IdentityStore {
   }
 
   async signingKeys(): Promise<SigningKeyRecord[]> {
-    const { rows } = await this.db.query<{ kid: string; private_jwk: string; public_jwk: string; created_at: Date }>(
-      `SELECT kid, private_jwk, public_jwk, created_at FROM signing_keys ORDER BY created_at DESC, kid DESC`,
-    );
-    return rows.map((r) => ({ kid: r.kid, privateJwk: r.private_jwk, publicJwk: r.public_jwk, createdAt: r.created_at }));
+    return readSigningKeys(this.db);
   }
 
-  async addSigningKey(key: { kid: string; privateJwk: string; publicJwk: string }): Promise<void> {
-    await this.db.query(`INSERT INTO signing_keys (kid, private_jwk, public_jwk) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`, [key.kid, key.privateJwk, key.publicJwk]);
+  changeSigningKeys(decide: (keys: SigningKeyRecord[]) => Promise<SigningKeyChange> | SigningKeyChange): Promise<SigningKeyRecord[]> {
+    return this.db.transaction(async (tx) => {
+      await tx.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [`${this.db.schema}.signing_keys`]);
+      const change = await decide(await readSigningKeys(tx));
+      if (change.add) {
+        const { kid, privateJwk, publicJwk, activatesAt } = change.add;
+        await tx.query(`INSERT INTO signing_keys (kid, private_jwk, public_jwk, activates_at) VALUES ($1, $2, $3, $4)`, [kid, privateJwk, publicJwk, activatesAt]);
+      }
+      if (change.remove?.length) await tx.query(`DELETE FROM signing_keys WHERE kid = ANY($1::text[])`, [change.remove]);
+      for (const { kid, privateJwk } of change.reseal ?? []) await tx.query(`UPDATE signing_keys SET private_jwk = $2 WHERE kid = $1`, [kid, privateJwk]);
+      return readSigningKeys(tx);
+    });
   }
 }

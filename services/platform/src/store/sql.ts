@@ -283,7 +283,9 @@ async function migrate(db: SqlDatabase, migrations: readonly Migration[]): Promi
   await db.transaction(async (tx) => {
     // Replicas of one service starting together apply each migration once.
     await tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`switchyard.migrations.${db.schema}`]);
-    await tx.query(`CREATE SCHEMA IF NOT EXISTS ${db.schema}`);
+    // Created only when missing: a service's own role may own its schema without the right to create schemas.
+    const exists = await tx.query(`SELECT 1 FROM pg_namespace WHERE nspname = $1`, [db.schema]);
+    if (exists.rowCount === 0) await tx.query(`CREATE SCHEMA ${db.schema}`);
     await tx.query(`CREATE TABLE IF NOT EXISTS ${db.schema}.schema_migrations (
       version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
     const applied = await tx.query<{ version: number }>(`SELECT version FROM ${db.schema}.schema_migrations`);

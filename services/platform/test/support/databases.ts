@@ -68,7 +68,7 @@ function scratch(): string {
   return scratchRoot;
 }
 
-function pgliteTemplate(): Promise<string> {
+export function pgliteTemplate(): Promise<string> {
   templateDir ??= (async () => {
     const dir = join(scratch(), "template", "pgdata");
     const db = await openSqlDatabase({ dataDir: dir, schema: "switchyard_template", migrations: [] });
@@ -148,6 +148,16 @@ function backends(): Backend[] {
 }
 
 /** Declares `describe(title)` running `body` once per store adapter (see the comment at the top). */
+/**
+ * Gives each named service of a data directory (DATA_DIR/<name>) an initialised, empty PGlite cluster
+ * copied from the template, as a restart would find it: the service skips initdb and only migrates.
+ * (The first start on an empty directory is what \`npm start\` and its README test go through.)
+ */
+export async function seedPgliteDataDirs(dataDir: string, names: readonly string[]): Promise<void> {
+  const template = await pgliteTemplate();
+  for (const name of names) cpSync(template, join(dataDir, name), { recursive: true });
+}
+
 export function forEachDatabase(title: string, body: (dbs: TestDatabases) => void): void {
   describe(title, () => {
     if (!process.env.DATABASE_URL) {

@@ -15,6 +15,7 @@ import { ordersConfigFrom, startOrdersService, type OrdersRuntime } from "@switc
 import { identityConfigFrom, startIdentityService, type IdentityRuntime } from "@switchyard/identity";
 import { paymentsConfigFrom, startPaymentsService, type PaymentsRuntime } from "@switchyard/payments";
 import { createLogger, createServiceClient, openChannel, type Client } from "@switchyard/platform";
+import { seedPgliteDataDirs } from "./databases.js";
 import { TcpGate } from "./tcp-gate.js";
 
 export interface InProcessMesh {
@@ -54,6 +55,7 @@ export interface InProcessMeshOptions {
 
 export async function startInProcessMesh(options: InProcessMeshOptions = {}): Promise<InProcessMesh> {
   const dataDir = mkdtempSync(join(tmpdir(), "switchyard-svc-"));
+  if (!options.databaseUrl) await seedPgliteDataDirs(dataDir, ["identity", "payments", "content", "orders"]);
   const suffix = randomBytes(4).toString("hex");
   // Several services share this one event loop (and block it while their databases start), which
   // no deployment does: their event-loop shedding is off here and tested on its own.
@@ -61,7 +63,13 @@ export async function startInProcessMesh(options: InProcessMeshOptions = {}): Pr
   const ordersSecret = randomBytes(32).toString("base64url");
   const logger = createLogger("test", "silent");
   const identityRuntime = await startIdentityService(
-    identityConfigFrom({ ...common, IDENTITY_DEMO_DATA: "true", IDENTITY_DB_SCHEMA: `identity_${suffix}`, IDENTITY_SERVICE_CREDENTIALS: `orders:${ordersSecret}` }),
+    identityConfigFrom({
+      ...common,
+      IDENTITY_DEMO_DATA: "true",
+      IDENTITY_DB_SCHEMA: `identity_${suffix}`,
+      IDENTITY_SERVICE_CREDENTIALS: `orders:${ordersSecret}`,
+      SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
+    }),
     logger,
   );
   const identityAddress = `127.0.0.1:${identityRuntime.server.port}`;
