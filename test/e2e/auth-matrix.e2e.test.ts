@@ -204,6 +204,17 @@ describe("e2e: authentication matrix — every operation × every kind of bad cr
     }
   }
 
+  it("ends a live feed when the token it was opened with expires, saying so in the stream", async function () {
+    this.timeout(30_000);
+    const token = await fresh(BOB);
+    const res = await fetch(`${env.mesh.gatewayUrl}/v1/posts`, { headers: { authorization: `Bearer ${token}`, accept: "text/event-stream" } });
+    expect(res.status).to.equal(200);
+    const started = Date.now();
+    const text = await res.text(); // ends only when the gateway ends the stream
+    expect(Date.now() - started, "within the token's lifetime and a little").to.be.below((TOKEN_TTL_SECONDS + 5) * 1000);
+    expect(text).to.match(/event: error\ndata: \{"error":"the live feed ended: the token has expired","code":"UNAUTHENTICATED"\}/);
+  });
+
   it("changed nothing of acme's: the order, the payment, the users are as they were", async () => {
     const alice = await fresh(ALICE);
     const order = (await api.get(`/v1/orders/${fixtures.orderId}`, { token: alice })).json;

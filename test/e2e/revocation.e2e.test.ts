@@ -128,6 +128,28 @@ describe("e2e: revocation in seconds", function () {
     expect(await within(feed.ended, "the SSE feed ends")).to.equal("ended");
   });
 
+  it("identity restarted: every follower reconnects, and a logout afterwards is refused everywhere within 2 s again", async function () {
+    this.timeout(90_000);
+    const bob = await login(BOB);
+    const seen = env.mesh.logs.length;
+    await env.mesh.restartService("identity");
+    // The followers' streams broke with identity; each reconnects (backoff up to 2 s), reads the list
+    // anew and says so in its log.
+    const followers = ["gateway", "payments", "orders", "content"];
+    const resynced = () => {
+      const lines = env.mesh.logs.slice(seen).join("").split("\n").filter((l) => l.includes("following token revocations again"));
+      return followers.every((f) => lines.some((l) => l.includes(`"service":"${f}"`)));
+    };
+    for (const until = Date.now() + 10_000; !resynced() && Date.now() < until; ) await sleep(50);
+    expect(resynced(), "every follower reconnected to the new identity").to.equal(true);
+    const fresh = await login(BOB);
+    const started = Date.now();
+    const out = await env.api.delete(`/v1/tenants/acme/sessions/${fresh.sessionId}`, { token: fresh.token });
+    expect(out.status, out.text).to.equal(204);
+    await refusedEverywhereWithin(fresh.token, fresh.userId, started);
+    for (const [name, ask] of Object.entries(places(bob.token, bob.userId))) expect(await ask(), `${name}: a session logged in before the restart goes on`).to.equal("accepted");
+  });
+
   it("a service restarted after a logout still refuses the token: it reads the standing revocations when it starts", async function () {
     this.timeout(90_000);
     const bob = await login(BOB);
