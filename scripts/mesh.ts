@@ -2,18 +2,21 @@
 // healthy, and stops it cleanly. `npm start`, the end-to-end tests and the benchmark all use it.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { createServer } from "node:net";
+import { createServer, type AddressInfo, type Server } from "node:net";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
+import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
+import { createServiceClient, openChannel } from "@switchyard/platform/grpc/client.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
+/** Each process's bundle (`npm run build`); every process runs plain node on it. */
 export const SERVICES = {
-  identity: "services/identity/src/main.ts",
-  payments: "services/payments/src/main.ts",
-  orders: "services/orders/src/main.ts",
-  content: "services/content/src/main.ts",
-  gateway: "gateway/src/main.ts",
+  identity: "dist/identity.js",
+  payments: "dist/payments.js",
+  orders: "dist/orders.js",
+  content: "dist/content.js",
+  gateway: "dist/gateway.js",
 } as const;
 export type ServiceName = keyof typeof SERVICES;
 
@@ -24,8 +27,10 @@ export type ServiceName = keyof typeof SERVICES;
 export const NO_SHEDDING = { GATEWAY_CONCURRENCY_INITIAL: "10000", GATEWAY_CONCURRENCY_MIN: "10000", GATEWAY_CONCURRENCY_MAX: "10000" } as const;
 
 export interface MeshOptions {
-  /** Fixed ports (npm start); free ones are picked when absent. */
+  /** Fixed ports (npm start); otherwise the system picks free ones. */
   ports?: Partial<Record<ServiceName, number>>;
+  /** Processes per service (default 1); its peers then balance over them. gatewayUrl is the first gateway. */
+  replicas?: Partial<Record<ServiceName, number>>;
   dataDir: string;
   demoData?: boolean;
   /** Extra environment for every process (DATABASE_URL, LOG_LEVEL, …) and per process. */
@@ -38,27 +43,37 @@ export interface MeshOptions {
 
 export interface Mesh {
   readonly gatewayUrl: string;
+  /** Each process's port (the first replica's). */
   readonly ports: Record<ServiceName, number>;
+  /** Every replica's port, by service. */
+  readonly replicaPorts: Record<ServiceName, number[]>;
   /** Everything the processes wrote, when output is "collect". */
   readonly logs: string[];
-  process(name: ServiceName): ChildProcess;
+  /** What one process wrote, when output is "collect". */
+  logsOf(name: ServiceName, replica?: number): string[];
+  process(name: ServiceName, replica?: number): ChildProcess;
   /** Stops one process (SIGTERM, or the given signal) and waits for it to exit. */
-  stopService(name: ServiceName, signal?: NodeJS.Signals): Promise<void>;
-  /** Starts a stopped process again with the same settings. */
-  restartService(name: ServiceName): Promise<void>;
+  stopService(name: ServiceName, signal?: NodeJS.Signals, replica?: number): Promise<void>;
+  /** Starts a stopped process again with the same settings and port. */
+  restartService(name: ServiceName, replica?: number): Promise<void>;
   stop(): Promise<void>;
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
+/**
+ * A listening socket for one process, bound here and handed to the process as a file descriptor
+ * (LISTEN_FD): between choosing a port and serving on it no other process can take it. Our copy is
+ * closed once the child has it, so a stopped process refuses connections as a dead server does.
+ */
+async function listeningSocket(host: string, port: number): Promise<Server> {
+  const server = createServer();
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", (err: NodeJS.ErrnoException) => reject(err.code === "EADDRINUSE" ? new Error(`port ${port} on ${host} is already in use`) : err));
+    server.listen({ host, port, exclusive: true }, () => resolve());
   });
+  return server;
 }
+
+const fdOf = (server: Server): number => (server as unknown as { _handle: { fd: number } })._handle.fd;
 
 async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: string, failed: () => string | undefined): Promise<void> {
   const until = Date.now() + timeoutMs;
@@ -71,23 +86,50 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: s
   throw new Error(`timed out waiting for ${what}`);
 }
 
+/** The gateway: its /readyz; a service: SERVING over grpc.health.v1 on that port. */
+async function serving(port: number, name: ServiceName): Promise<boolean> {
+  if (name === "gateway") return (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200;
+  const channel = openChannel(`127.0.0.1:${port}`);
+  try {
+    const reply = await createServiceClient(Health, channel).check({ service: "" }, { timeoutMs: 1_000 });
+    return reply.status === HealthCheckResponse_ServingStatus.SERVING;
+  } finally {
+    channel.close();
+  }
+}
+
+const NAMES = Object.keys(SERVICES) as ServiceName[];
+const HOST_SETTING: Record<ServiceName, string> = { identity: "IDENTITY_HOST", payments: "PAYMENTS_HOST", orders: "ORDERS_HOST", content: "CONTENT_HOST", gateway: "GATEWAY_HOST" };
+
 export async function startMesh(options: MeshOptions): Promise<Mesh> {
-  const ports = {
-    identity: options.ports?.identity ?? (await freePort()),
-    payments: options.ports?.payments ?? (await freePort()),
-    orders: options.ports?.orders ?? (await freePort()),
-    content: options.ports?.content ?? (await freePort()),
-    gateway: options.ports?.gateway ?? (await freePort()),
-  };
-  const address = (name: ServiceName) => `127.0.0.1:${ports[name]}`;
+  const envOf = (name: ServiceName) => ({ ...process.env, ...options.env, ...options.envFor?.[name] });
+  const hostOf = (name: ServiceName) => envOf(name)[HOST_SETTING[name]] || "127.0.0.1";
+  const replicaCount = (name: ServiceName) => Math.max(1, options.replicas?.[name] ?? 1);
+
+  // Every socket is bound before any process starts, so every address is known up front.
+  const sockets = new Map<string, Server>();
+  const replicaPorts = {} as Record<ServiceName, number[]>;
+  const key = (name: ServiceName, replica: number) => `${name}#${replica}`;
+  try {
+    for (const name of NAMES) {
+      replicaPorts[name] = [];
+      for (let r = 0; r < replicaCount(name); r++) {
+        const socket = await listeningSocket(hostOf(name), r === 0 ? (options.ports?.[name] ?? 0) : 0);
+        sockets.set(key(name, r), socket);
+        replicaPorts[name].push((socket.address() as AddressInfo).port);
+      }
+    }
+  } catch (err) {
+    for (const socket of sockets.values()) socket.close();
+    throw err;
+  }
+  const ports = Object.fromEntries(NAMES.map((n) => [n, replicaPorts[n][0]!])) as Record<ServiceName, number>;
+  // One replica: host:port. Several: a static list the peers' channels balance over (round robin).
+  const address = (name: ServiceName) =>
+    replicaPorts[name].length === 1 ? `127.0.0.1:${ports[name]}` : `ipv4:${replicaPorts[name].map((p) => `127.0.0.1:${p}`).join(",")}`;
   const baseEnv: NodeJS.ProcessEnv = {
     ...process.env,
     DATA_DIR: options.dataDir,
-    IDENTITY_PORT: String(ports.identity),
-    PAYMENTS_PORT: String(ports.payments),
-    ORDERS_PORT: String(ports.orders),
-    CONTENT_PORT: String(ports.content),
-    GATEWAY_PORT: String(ports.gateway),
     IDENTITY_ADDRESS: address("identity"),
     PAYMENTS_ADDRESS: address("payments"),
     ORDERS_ADDRESS: address("orders"),
@@ -105,74 +147,98 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     orders: { ORDERS_SERVICE_SECRET: ordersSecret },
   };
   const logs: string[] = [];
-  const children = new Map<ServiceName, ChildProcess>();
-  const exits = new Map<ServiceName, string>();
-  const expectedExit = new Set<ServiceName>();
+  const logsByProcess = new Map<string, string[]>();
+  const children = new Map<string, ChildProcess>();
+  const exits = new Map<string, string>();
+  const expectedExit = new Set<string>();
 
-  const launch = (name: ServiceName) => {
-    const child = spawn(process.execPath, ["--import", "tsx", SERVICES[name]], {
-      cwd: ROOT,
-      env: { ...baseEnv, ...credentialsFor[name], ...options.envFor?.[name] },
-      stdio: options.output === "inherit" ? ["ignore", "inherit", "inherit"] : ["ignore", "pipe", "pipe"],
-    });
-    if (options.output !== "inherit") {
-      child.stdout?.setEncoding("utf8").on("data", (d: string) => logs.push(d));
-      child.stderr?.setEncoding("utf8").on("data", (d: string) => logs.push(d));
+  const launch = async (name: ServiceName, replica: number) => {
+    const k = key(name, replica);
+    const port = replicaPorts[name][replica]!;
+    // A restart binds the same port again: the process it belonged to has just exited.
+    const socket = sockets.get(k) ?? (await listeningSocket(hostOf(name), port));
+    sockets.delete(k);
+    const portSetting = `${name.toUpperCase()}_PORT`;
+    try {
+      const child = spawn(process.execPath, ["--enable-source-maps", SERVICES[name]], {
+        cwd: ROOT,
+        env: { ...baseEnv, ...credentialsFor[name], ...options.envFor?.[name], [portSetting]: String(port), LISTEN_FD: "3" },
+        stdio: options.output === "inherit" ? ["ignore", "inherit", "inherit", fdOf(socket)] : ["ignore", "pipe", "pipe", fdOf(socket)],
+      });
+      if (options.output !== "inherit") {
+        const own = logsByProcess.get(k) ?? [];
+        logsByProcess.set(k, own);
+        const collect = (d: string) => {
+          logs.push(d);
+          own.push(d);
+        };
+        child.stdout?.setEncoding("utf8").on("data", collect);
+        child.stderr?.setEncoding("utf8").on("data", collect);
+      }
+      exits.delete(k);
+      child.once("exit", (code, signal) => {
+        if (!expectedExit.has(k)) exits.set(k, `${k} exited early (code ${code}, signal ${signal})\n${logs.join("").slice(-2_000)}`);
+      });
+      children.set(k, child);
+    } finally {
+      socket.close();
     }
-    exits.delete(name);
-    child.once("exit", (code, signal) => {
-      if (!expectedExit.has(name)) exits.set(name, `${name} exited early (code ${code}, signal ${signal})\n${logs.join("").slice(-2_000)}`);
-    });
-    children.set(name, child);
   };
 
   const readyTimeoutMs = options.readyTimeoutMs ?? 60_000;
   const failure = () => [...exits.values()][0];
-  const gatewayUrl = `http://${address("gateway")}`;
+  const gatewayUrl = `http://127.0.0.1:${ports.gateway}`;
   const gatewayReady = async () => (await fetch(`${gatewayUrl}/readyz`)).status === 200;
 
-  const stopService = async (name: ServiceName, signal: NodeJS.Signals = "SIGTERM") => {
-    const child = children.get(name);
+  const stopService = async (name: ServiceName, signal: NodeJS.Signals = "SIGTERM", replica = 0) => {
+    const k = key(name, replica);
+    const child = children.get(k);
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    expectedExit.add(name);
+    expectedExit.add(k);
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
     child.kill(signal);
     const killer = setTimeout(() => child.kill("SIGKILL"), 15_000);
     await exited;
     clearTimeout(killer);
   };
+  const instances = () => [...children.keys()].map((k) => k.split("#") as [ServiceName, string]);
 
   try {
-    // identity first: the others fetch its token keys.
-    launch("identity");
-    launch("payments");
-    launch("orders");
-    launch("content");
-    launch("gateway");
+    // All at once: each one's socket already accepts connections (queued until it serves).
+    for (const name of NAMES) for (let r = 0; r < replicaCount(name); r++) await launch(name, r);
     await waitFor(gatewayReady, readyTimeoutMs, "the mesh to become ready", failure);
+    // The gateway is ready when it is; a service is ready when it answers its health check.
+    await waitFor(async () => (await Promise.all(instances().map(([n, r]) => serving(replicaPorts[n][Number(r)]!, n)))).every(Boolean), readyTimeoutMs, "every service to serve", failure);
   } catch (err) {
-    for (const name of children.keys()) await stopService(name, "SIGKILL");
+    for (const [n, r] of instances()) await stopService(n, "SIGKILL", Number(r));
+    for (const socket of sockets.values()) socket.close();
     throw err;
   }
 
   return {
     gatewayUrl,
     ports,
+    replicaPorts,
     logs,
-    process: (name) => children.get(name)!,
+    logsOf: (name, replica = 0) => logsByProcess.get(key(name, replica)) ?? [],
+    process: (name, replica = 0) => children.get(key(name, replica))!,
     stopService,
-    async restartService(name) {
-      await stopService(name);
-      expectedExit.delete(name);
-      launch(name);
+    async restartService(name, replica = 0) {
+      const k = key(name, replica);
+      await stopService(name, "SIGTERM", replica);
+      expectedExit.delete(k);
+      await launch(name, replica);
       // Only this process's own early exit fails the wait: another one dying meanwhile (a test that
       // kills processes on purpose) is that one's restart's business.
-      await waitFor(gatewayReady, readyTimeoutMs, `${name} to become ready again`, () => exits.get(name));
+      await waitFor(() => serving(replicaPorts[name][replica]!, name), readyTimeoutMs, `${k} to become ready again`, () => exits.get(k));
+      await waitFor(gatewayReady, readyTimeoutMs, `the gateway to be ready after ${k} restarted`, () => exits.get(k));
     },
     async stop() {
       // The edge first, so no new work arrives; then the services.
-      await stopService("gateway");
-      await Promise.all([stopService("content"), stopService("orders"), stopService("payments"), stopService("identity")]);
+      await Promise.all(instances().filter(([n]) => n === "gateway").map(([n, r]) => stopService(n, "SIGTERM", Number(r))));
+      await Promise.all(instances().filter(([n]) => n !== "gateway" && n !== "identity").map(([n, r]) => stopService(n, "SIGTERM", Number(r))));
+      // Identity last: the others follow its revocations until they stop.
+      await Promise.all(instances().filter(([n]) => n === "identity").map(([n, r]) => stopService(n, "SIGTERM", Number(r))));
     },
   };
 }

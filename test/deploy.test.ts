@@ -33,16 +33,17 @@ interface Process {
   settings: Spec;
   /** how Kubernetes should probe it */
   probes: "grpc" | "http";
+  /** The bundle it runs (`npm run build`, in the image's build stage). */
   entry: string;
   hasDatabase: boolean;
 }
 
 const PROCESSES: Process[] = [
-  { name: "identity", settings: identitySettings, probes: "grpc", entry: "services/identity/src/main.ts", hasDatabase: true },
-  { name: "payments", settings: paymentsSettings, probes: "grpc", entry: "services/payments/src/main.ts", hasDatabase: true },
-  { name: "orders", settings: ordersSettings, probes: "grpc", entry: "services/orders/src/main.ts", hasDatabase: true },
-  { name: "content", settings: contentSettings, probes: "grpc", entry: "services/content/src/main.ts", hasDatabase: true },
-  { name: "gateway", settings: gatewaySettings, probes: "http", entry: "gateway/src/main.ts", hasDatabase: false },
+  { name: "identity", settings: identitySettings, probes: "grpc", entry: "dist/identity.js", hasDatabase: true },
+  { name: "payments", settings: paymentsSettings, probes: "grpc", entry: "dist/payments.js", hasDatabase: true },
+  { name: "orders", settings: ordersSettings, probes: "grpc", entry: "dist/orders.js", hasDatabase: true },
+  { name: "content", settings: contentSettings, probes: "grpc", entry: "dist/content.js", hasDatabase: true },
+  { name: "gateway", settings: gatewaySettings, probes: "http", entry: "dist/gateway.js", hasDatabase: false },
 ];
 
 function settingByEnv(spec: Spec): Map<string, Setting<unknown>> {
@@ -246,6 +247,16 @@ function copiedFromContext(stage: Stage): string[] {
     });
 }
 
+/** Paths a stage copies from another stage (`COPY --from=build /app/dist dist` → "dist"). */
+function copiedFromBuild(stage: Stage): string[] {
+  return stage.instructions
+    .filter((i) => i.keyword === "COPY" && /--from=build\b/.test(i.args))
+    .flatMap((i) => {
+      const words = i.args.split(/\s+/).filter((w) => !w.startsWith("--"));
+      return [posix.normalize(words.at(-1)!).replace(/\/$/, "")];
+    });
+}
+
 const covered = (sources: string[], path: string) => sources.some((s) => s === "." || path === s || path.startsWith(`${s}/`));
 
 const dockerfile = parseDockerfile(read(join(DEPLOY, "Dockerfile")));
@@ -355,11 +366,11 @@ describe("deploy/", function () {
       it("runs its own entrypoint, which exists and is in the image", () => {
         const { container } = manifestOf(p);
         const command = [...(container.command ?? []), ...(container.args ?? [])];
-        expect(command.slice(0, 3)).to.deep.equal(["node", "--import", "tsx"]);
+        expect(command.slice(0, 2), "plain node on the compiled bundle").to.deep.equal(["node", "--enable-source-maps"]);
         const script = required(scriptOf(command), "command names a script");
         expect(script).to.equal(p.entry);
-        expect(existsSync(join(ROOT, script)), `${script} exists`).to.equal(true);
-        expect(covered(copiedFromContext(finalStage), script), `the image copies ${script}`).to.equal(true);
+        expect(existsSync(join(ROOT, script)), `${script} exists (built by npm run build)`).to.equal(true);
+        expect(covered(copiedFromBuild(finalStage), script), `the image copies ${script} from the build stage`).to.equal(true);
         expect(container.image, "image").to.match(/^switchyard(:|$)/);
       });
 
@@ -554,9 +565,15 @@ describe("deploy/", function () {
   });
 
   describe("Dockerfile", () => {
-    it("is multi-stage on node:20-bookworm-slim", () => {
+    it("is multi-stage on the current Node LTS (24)", () => {
       expect(dockerfile.stages.length).to.be.greaterThan(1);
-      for (const stage of dockerfile.stages) expect(stage.from).to.equal("node:20-bookworm-slim");
+      for (const stage of dockerfile.stages) expect(stage.from).to.match(/^node:24-bookworm-slim(@sha256:[0-9a-f]{64})?$/);
+    });
+
+    it("builds the bundles in a stage of its own, with the dev dependencies", () => {
+      const build = required(dockerfile.stages.find((s) => s.instructions.some((i) => i.keyword === "RUN" && /\bnpm run build\b/.test(i.args))), "a stage runs npm run build");
+      expect(copiedFromBuild(finalStage)).to.include("dist");
+      expect(build.instructions.some((i) => i.keyword === "RUN" && /\bnpm ci\b/.test(i.args) && !i.args.includes("--omit=dev")), "the build stage installs dev dependencies").to.equal(true);
     });
 
     it("runs as a non-root user with NODE_ENV=production", () => {
@@ -568,7 +585,7 @@ describe("deploy/", function () {
     it("its CMD runs an entrypoint that exists", () => {
       const cmd = required(finalStage.instructions.filter((i) => i.keyword === "CMD").at(-1), "CMD").args;
       const command = JSON.parse(cmd) as string[];
-      expect(command.slice(0, 3)).to.deep.equal(["node", "--import", "tsx"]);
+      expect(command.slice(0, 2)).to.deep.equal(["node", "--enable-source-maps"]);
       const script = required(scriptOf(command), "CMD names a script");
       expect(existsSync(join(ROOT, script)), `${script} exists`).to.equal(true);
       expect(PROCESSES.map((p) => p.entry)).to.include(script);
@@ -577,11 +594,13 @@ describe("deploy/", function () {
     it("copies only paths that exist, and every file the runtime reads", () => {
       const sources = copiedFromContext(finalStage);
       for (const s of sources) expect(existsSync(join(ROOT, s)), `COPY ${s}`).to.equal(true);
-      for (const p of PROCESSES) expect(covered(sources, p.entry), `the image holds ${p.entry}`).to.equal(true);
-      // Files found next to the code at run time, e.g. the gateway's OpenAPI document.
+      for (const p of PROCESSES) expect(covered(copiedFromBuild(finalStage), p.entry), `the image holds ${p.entry}`).to.equal(true);
+      // Files found next to the code at run time, e.g. the gateway's OpenAPI document, resolved
+      // through its workspace package (the same from the sources and from the bundle).
       for (const file of runtimeFiles()) {
-        for (const m of read(file).matchAll(/new URL\(\s*["']([^"']+)["']\s*,\s*import\.meta\.url\s*\)/g)) {
-          const target = rel(join(dirname(file), m[1]!));
+        for (const m of read(file).matchAll(/import\.meta\.resolve\(\s*["']@switchyard\/(\w+)\/([^"']+)["']\s*\)/g)) {
+          const ws = required(rootPackage.workspaces.find((w) => w.split("/").pop() === m[1]), `workspace ${m[1]}`);
+          const target = posix.join(ws, m[2]!);
           expect(existsSync(join(ROOT, target)), `${rel(file)} reads ${target}`).to.equal(true);
           expect(covered(sources, target), `the image holds ${target} (read by ${rel(file)})`).to.equal(true);
         }
@@ -589,7 +608,7 @@ describe("deploy/", function () {
     });
 
     it("installs production dependencies with every workspace linked", () => {
-      const deps = required(dockerfile.stages.find((s) => s.instructions.some((i) => i.keyword === "RUN" && /\bnpm ci\b/.test(i.args))), "a stage runs npm ci");
+      const deps = required(dockerfile.stages.find((s) => s.instructions.some((i) => i.keyword === "RUN" && /\bnpm ci\b.*--omit=dev/.test(i.args))), "a stage runs npm ci --omit=dev");
       const run = deps.instructions.find((i) => i.keyword === "RUN" && /\bnpm ci\b/.test(i.args))!;
       expect(run.args).to.include("--omit=dev");
       const copied = copiedFromContext(deps);
@@ -612,7 +631,7 @@ describe("deploy/", function () {
         }
       }
       expect(missing, "left out of the image").to.deep.equal([]);
-      expect(dependencies.has("tsx"), "tsx runs the TypeScript at run time").to.equal(true);
+      expect(dependencies.has("tsx"), "nothing runs TypeScript at run time: tsx is only for tests and tools").to.equal(false);
     });
   });
 

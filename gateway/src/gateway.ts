@@ -25,6 +25,7 @@ import { openUpstreams, type Upstreams } from "./upstreams.js";
 export const gatewaySettings = {
   host: setting("GATEWAY_HOST", parse.string, "interface the HTTP server binds", "127.0.0.1"),
   port: setting("GATEWAY_PORT", parse.port, "HTTP port of the public API", 8080),
+  listenFd: optionalSetting("LISTEN_FD", parse.int(3, 65_535), "serve on this inherited, already listening socket instead of binding GATEWAY_HOST:GATEWAY_PORT (the mesh launcher hands sockets over so no other process can take a port first)"),
   logLevel: setting("LOG_LEVEL", parse.oneOf("fatal", "error", "warn", "info", "debug", "trace", "silent"), "log level", "info" as string),
   identityAddress: setting("IDENTITY_ADDRESS", parse.address, "identity service", "127.0.0.1:50051"),
   paymentsAddress: setting("PAYMENTS_ADDRESS", parse.address, "payments service", "127.0.0.1:50052"),
@@ -112,18 +113,25 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     buffer: config.concurrencyBufferPercent / 100,
   });
   const rateLimiter = createRateLimiter({ limit: config.rateLimit, windowSeconds: config.rateWindowSeconds, redisUrl: config.redisUrl, keyPrefix: config.rateLimitPrefix });
-  const healthClients = Object.values(upstreams.channels).map((channel) => createServiceClient(Health, channel));
+  const healthClients = Object.entries(upstreams.channels).map(([name, channel]) => [name, createServiceClient(Health, channel)] as const);
   const failures = new FailureLog(logger);
   // Refusals made often under pressure are built once.
   const SHED = edgeError("LOAD_SHED", "the gateway is at capacity; retry after the Retry-After delay", { "retry-after": "1" });
   const streamSlots = new StreamSlots(config.maxStreamsPerCaller);
   const RATE_LIMITED = edgeError("RATE_LIMITED", `rate limit of ${config.rateLimit} requests per ${config.rateWindowSeconds} s reached; retry after the Retry-After delay`);
 
-  /** Ready when every upstream reports SERVING over grpc.health.v1. */
-  async function ready(): Promise<boolean> {
-    const checks = await Promise.allSettled(healthClients.map((h) => h.check({ service: "" }, { timeoutMs: 1_000 })));
-    return checks.every((c) => c.status === "fulfilled" && c.value.status === HealthCheckResponse_ServingStatus.SERVING);
+  /**
+   * Each upstream's state over grpc.health.v1, for operators. It does not decide readiness: the
+   * gateway is ready when it itself can serve (it started, and is not draining) — one service down
+   * makes only that service's routes answer 502/503, not the whole edge leave the load balancer.
+   */
+  async function upstreamStates(): Promise<Record<string, string>> {
+    const checks = await Promise.allSettled(healthClients.map(([, h]) => h.check({ service: "" }, { timeoutMs: 1_000 })));
+    return Object.fromEntries(
+      checks.map((c, i) => [healthClients[i]![0], c.status === "fulfilled" ? HealthCheckResponse_ServingStatus[c.value.status] : "UNREACHABLE"]),
+    );
   }
+  let draining = false;
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     let presentedToken = false;
@@ -143,7 +151,10 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       const { pathname, search } = splitUrl(req.url ?? "/");
       const method = req.method ?? "GET";
       if (pathname === "/healthz") return sendJson(res, 200, { status: "ok" });
-      if (pathname === "/readyz") return (await ready()) ? sendJson(res, 200, { status: "ready" }) : sendJson(res, 503, { error: "an upstream is not ready", code: "UPSTREAM_UNAVAILABLE" }, { "retry-after": "1" });
+      if (pathname === "/readyz") {
+        if (draining) return sendJson(res, 503, { error: "the gateway is shutting down", code: "SHUTTING_DOWN" }, { "retry-after": "1" });
+        return sendJson(res, 200, { status: "ready", upstreams: await upstreamStates() });
+      }
       // Who is asking: a presented token is verified before anything is drawn on a quota, so only a
       // real user has a quota of their own; an absent or invalid one draws on the client address's.
       presentedToken = req.headers.authorization !== undefined;
@@ -305,7 +316,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(config.port, config.host, () => resolve());
+    if (config.listenFd !== undefined) server.listen({ fd: config.listenFd }, () => resolve());
+    else server.listen(config.port, config.host, () => resolve());
   });
   const port = (server.address() as AddressInfo).port;
   logger.info({ port }, "gateway listening");
@@ -316,6 +328,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     server,
     stop: () =>
       (stopping ??= new Promise<void>((resolve) => {
+        draining = true;
         const timer = setTimeout(() => server.closeAllConnections(), config.drainTimeoutMs);
         server.close(() => {
           clearTimeout(timer);

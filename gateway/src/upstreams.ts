@@ -23,10 +23,10 @@ export interface Upstreams {
 }
 
 export function openUpstreams(addresses: UpstreamAddresses): Upstreams {
-  const identityChannel = openChannel(addresses.identity);
-  const paymentsChannel = openChannel(addresses.payments);
-  const ordersChannel = openChannel(addresses.orders);
-  const contentChannel = openChannel(addresses.content);
+  const identityChannel = openChannel(addresses.identity, [IdentityService]);
+  const paymentsChannel = openChannel(addresses.payments, [PaymentService]);
+  const ordersChannel = openChannel(addresses.orders, [OrderService]);
+  const contentChannel = openChannel(addresses.content, [ContentService]);
   return {
     identity: createServiceClient(IdentityService, identityChannel),
     payments: createServiceClient(PaymentService, paymentsChannel),

@@ -3,15 +3,10 @@
 // address's, and get 401 at the gateway) and per client address — the one the trusted proxy saw, not
 // what the client wrote — and, with Redis, one quota shared by two gateway processes.
 import { expect } from "chai";
-import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
-import { freePort } from "../../scripts/mesh.js";
 import { ALICE, Api, expectError, startE2eMesh, type E2eMesh } from "../support/http.js";
 
 const LIMIT = 6;
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 describe("e2e: rate limits", function () {
   this.timeout(120_000);
@@ -31,7 +26,8 @@ describe("e2e: rate limits", function () {
   };
 
   before(async () => {
-    env = await startE2eMesh("rate-limit", { envFor: { gateway: limits } });
+    // With Redis, a second gateway shares the quotas (the shared-quota suite below).
+    env = await startE2eMesh("rate-limit", { envFor: { gateway: limits }, replicas: { gateway: process.env.REDIS_URL ? 2 : 1 } });
     api = new Api(env.mesh.gatewayUrl);
   });
   after(async () => env?.stop());
@@ -106,37 +102,13 @@ describe("e2e: rate limits", function () {
   });
 
   describe("two gateway processes sharing one Redis quota", () => {
-    let second: ChildProcess | undefined;
     let secondUrl = "";
-    before(async function () {
+    before(function () {
       if (!process.env.REDIS_URL) {
         console.log("  (shared-quota suite skipped: REDIS_URL is not set)");
         this.skip();
       }
-      const port = await freePort();
-      secondUrl = `http://127.0.0.1:${port}`;
-      second = spawn(process.execPath, ["--import", "tsx", "gateway/src/main.ts"], {
-        cwd: ROOT,
-        env: {
-          ...process.env,
-          ...limits,
-          GATEWAY_PORT: String(port),
-          LOG_LEVEL: "warn",
-          IDENTITY_ADDRESS: `127.0.0.1:${env.mesh.ports.identity}`,
-          PAYMENTS_ADDRESS: `127.0.0.1:${env.mesh.ports.payments}`,
-          ORDERS_ADDRESS: `127.0.0.1:${env.mesh.ports.orders}`,
-          CONTENT_ADDRESS: `127.0.0.1:${env.mesh.ports.content}`,
-        },
-        stdio: "ignore",
-      });
-      for (let i = 0; i < 200; i++) {
-        if ((await fetch(`${secondUrl}/readyz`).then((r) => r.status, () => 0)) === 200) return;
-        await sleep(100);
-      }
-      throw new Error("the second gateway did not become ready");
-    });
-    after(() => {
-      second?.kill("SIGTERM");
+      secondUrl = `http://127.0.0.1:${env.mesh.replicaPorts.gateway[1]}`;
     });
 
     it("lets a credential make LIMIT requests in all, whichever gateway it asks", async () => {

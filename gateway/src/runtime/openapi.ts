@@ -7,7 +7,9 @@ import addFormatsModule from "ajv-formats";
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
 
-export const OPENAPI_PATH = new URL("../../openapi/v1.yaml", import.meta.url);
+// Resolved through the workspace package, not relative to this file: the same from the sources and
+// from the bundle in dist/.
+export const OPENAPI_PATH = new URL(import.meta.resolve("@switchyard/gateway/openapi/v1.yaml"));
 
 type Json = Record<string, unknown>;
 

@@ -1,4 +1,5 @@
 // Assembles the content service; main.ts feeds it the environment, tests call it directly.
+import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { verifierFromIdentity, loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
 import { contentAuthentication, contentHandlers } from "./connect.js";
@@ -31,7 +32,7 @@ export async function startContentService(config: ContentConfig, logger: Logger)
     config,
     logger,
     migrations: contentMigrations,
-    peers: { identity: config.identityAddress },
+    peers: { identity: { address: config.identityAddress, serves: [IdentityService] } },
     build: async ({ db, channels }) => {
       const store = new SqlContentStore(db);
       if (config.demoData) await seedDemoCatalog(store);

@@ -53,11 +53,6 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
     return visibleOrder(caller, await store.getOrder(caller.tenantId, orderIdOf(id)));
   }
 
-  function published(order: OrderRecord): OrderRecord {
-    events.publish({ tenantId: order.tenantId, orderId: order.id, status: order.status, updatedAt: order.updatedAt });
-    return order;
-  }
-
   return {
     async createOrder(req, ctx) {
       const caller = callerOf(ctx);
@@ -75,7 +70,6 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
       if (earlier) return { order: orderToProto(replayable(caller, earlier)), replayed: true };
       const items = priceItems(requested, await catalogPrices(content, requested.map((i) => i.sku), caller, ctx), req.currency);
       const outcome = await store.createOrder(caller.tenantId, caller.userId, { currency: req.currency, note, items }, idempotency);
-      if (!outcome.replayed) published(outcome.result);
       return { order: orderToProto(outcome.replayed ? replayable(caller, outcome.result) : outcome.result), replayed: outcome.replayed };
     },
 
@@ -123,7 +117,7 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
         guardNoStepInProgress(o);
         return { kind: "transition", to: guardTransition("ship", o.status), shipment: { carrier: req.carrier, trackingNumber: req.trackingNumber } };
       });
-      return { order: orderToProto(published(order)), shipment: shipmentToProto(order.shipments[order.shipments.length - 1]!) };
+      return { order: orderToProto(order), shipment: shipmentToProto(order.shipments[order.shipments.length - 1]!) };
     },
 
     async cancelOrder(req, ctx) {

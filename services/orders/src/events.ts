@@ -1,23 +1,21 @@
-// Status changes of orders, for TrackOrders subscribers in this process.
+// Status changes of orders for the TrackOrders streams of this replica: one LISTEN on the store's
+// announcements (a trigger sends them at commit), fanned out in process. A change made on any replica
+// reaches every subscriber.
 import { EventEmitter } from "node:events";
-import type { OrderStatus } from "./domain/state-machine.js";
+import type { OrdersStore, OrderStatusChange } from "./store/port.js";
 
-export interface OrderStatusChange {
-  tenantId: string;
-  orderId: bigint;
-  status: OrderStatus;
-  updatedAt: Date;
-}
+export type { OrderStatusChange };
 
 export class OrderEvents {
   private readonly emitter = new EventEmitter();
+  private stopWatching: (() => Promise<void>) | undefined;
 
-  constructor() {
+  constructor(private readonly store: Pick<OrdersStore, "watchStatusChanges">) {
     this.emitter.setMaxListeners(0);
   }
 
-  publish(change: OrderStatusChange): void {
-    this.emitter.emit("change", change);
+  async start(): Promise<void> {
+    this.stopWatching = await this.store.watchStatusChanges((change) => this.emitter.emit("change", change));
   }
 
   /** Returns the unsubscribe function. */
@@ -28,5 +26,9 @@ export class OrderEvents {
 
   listenerCount(): number {
     return this.emitter.listenerCount("change");
+  }
+
+  async stop(): Promise<void> {
+    await this.stopWatching?.();
   }
 }

@@ -1,4 +1,5 @@
 // Assembles the orders service; main.ts feeds it the environment, tests call it directly.
+import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { hostname } from "node:os";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
@@ -53,21 +54,26 @@ export interface OrdersRuntime extends ServiceRuntime {
 }
 
 export async function startOrdersService(config: OrdersConfig, logger: Logger): Promise<OrdersRuntime> {
-  const events = new OrderEvents();
   let reconciler: Reconciler | undefined;
+  let events: OrderEvents | undefined;
   const runtime = await startServiceRuntime({
     name: "orders",
     config,
     logger,
     migrations: ordersMigrations,
-    peers: { identity: config.identityAddress, payments: config.paymentsAddress, content: config.contentAddress },
+    peers: {
+      identity: { address: config.identityAddress, serves: [IdentityService] },
+      payments: { address: config.paymentsAddress, serves: [PaymentService] },
+      content: { address: config.contentAddress, serves: [ContentService] },
+    },
     build: async ({ db, channels }) => {
       const store = new SqlOrdersStore(db);
+      events = new OrderEvents(store);
+      await events.start();
       const steps = new MoneySteps({
         store,
         payments: createServiceClient(PaymentService, channels.payments),
         credentials: serviceCredentialsFromIdentity(channels.identity, ORDERS_CLIENT_ID, config.serviceSecret),
-        events,
         logger,
         faults: new Faults(config.faults, logger),
       });
@@ -82,10 +88,11 @@ export async function startOrdersService(config: OrdersConfig, logger: Logger): 
           purge();
           trust.follower.stop();
           await reconciler?.stop();
+          await events?.stop();
         },
       };
     },
   });
   reconciler!.start();
-  return { ...runtime, events, reconciler: reconciler! };
+  return { ...runtime, events: events!, reconciler: reconciler! };
 }

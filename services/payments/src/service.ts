@@ -1,4 +1,5 @@
 // Assembles the payments service; main.ts feeds it the environment, tests call it directly.
+import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { Faults, faultsSetting, idempotencyKeyTtlSetting, verifierFromIdentity, loadConfig, parse, registration, schedulePurgeOfIdempotencyKeys, serviceSettings, setting, startServiceRuntime, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
 import { PAYMENTS_FAULT_POINTS, paymentHandlers, paymentsAuthentication } from "./connect.js";
@@ -24,7 +25,7 @@ export function startPaymentsService(config: PaymentsConfig, logger: Logger): Pr
     config,
     logger,
     migrations: paymentsMigrations,
-    peers: { identity: config.identityAddress },
+    peers: { identity: { address: config.identityAddress, serves: [IdentityService] } },
     build: async ({ db, channels }) => {
       const trust = await verifierFromIdentity(channels.identity, logger);
       const purge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);

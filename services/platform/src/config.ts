@@ -60,9 +60,15 @@ export const parse = {
     if (!/^[a-z_][a-z0-9_]{0,62}$/.test(raw)) throw new Error(`expected a lower-case identifier, got "${raw}"`);
     return raw;
   },
-  /** host:port of a gRPC peer. */
+  /**
+   * A gRPC peer as grpc-js names targets: `host:port`, `dns:///host:port` (every address the name
+   * resolves to, balanced round robin: a headless Service) or a static list `ipv4:h:p,h:p`.
+   */
   address: (raw: string) => {
-    if (!/^[\w.-]+:\d{1,5}$|^\[[\da-f:]+\]:\d{1,5}$/i.test(raw)) throw new Error(`expected host:port, got "${raw}"`);
+    const hostPort = String.raw`(?:[\w.-]+|\[[\da-f:]+\]):\d{1,5}`;
+    const ipv4 = String.raw`\d{1,3}(?:\.\d{1,3}){3}:\d{1,5}`;
+    const forms = new RegExp(`^(?:${hostPort}|dns:(?:///)?${hostPort}|ipv4:${ipv4}(?:,${ipv4})*)$`, "i");
+    if (!forms.test(raw)) throw new Error(`expected host:port, dns:///host:port or ipv4:host:port[,host:port…], got "${raw}"`);
     return raw;
   },
 };
@@ -106,6 +112,9 @@ export function serviceSettings(prefix: string, defaultPort: number) {
     databaseUrl: optionalSetting("DATABASE_URL", parse.url("postgres:", "postgresql:"), "PostgreSQL server; unset = embedded PGlite under DATA_DIR"),
     dataDir: setting("DATA_DIR", parse.string, "where embedded databases persist (one folder per service)", "./data"),
     drainTimeoutMs: setting("SHUTDOWN_DRAIN_MS", parse.int(0, 600_000), "how long SIGTERM waits for in-flight calls", 10_000),
+    maxConnectionAgeMs: setting("GRPC_MAX_CONNECTION_AGE_MS", parse.int(1_000, 86_400_000), "the server asks a client to reconnect after this long (then GRPC_MAX_CONNECTION_AGE_GRACE_MS for its calls to finish), so clients balancing over DNS find new replicas", 300_000),
+    maxConnectionAgeGraceMs: setting("GRPC_MAX_CONNECTION_AGE_GRACE_MS", parse.int(0, 3_600_000), "how long calls on a connection past its age may still run", 30_000),
+    listenFd: optionalSetting("LISTEN_FD", parse.int(3, 65_535), "serve on this inherited, already listening socket instead of binding HOST:PORT (the mesh launcher hands sockets over so no other process can take a port first)"),
     shedEventLoopDelayMs: setting("SHED_EVENT_LOOP_DELAY_MS", parse.int(0, 60_000), "shed new calls (UNAVAILABLE, LOAD_SHED) while the event loop's p99 delay exceeds this in two 0.5 s windows running; 0 = never", 500),
   };
 }

@@ -66,6 +66,8 @@ export const errorCatalogue = {
   /** The service's database cannot be reached, or no connection to it came free in time. */
   STORE_UNAVAILABLE: { code: Code.Unavailable, http: 503 },
   UPSTREAM_UNAVAILABLE: { code: Code.Unavailable, http: 502 },
+  /** The process is draining before it exits (readiness says so, so no new work is sent to it). */
+  SHUTTING_DOWN: { code: Code.Unavailable, http: 503 },
   DEADLINE_EXCEEDED: { code: Code.DeadlineExceeded, http: 504 },
   INTERNAL: { code: Code.Internal, http: 500 },
 } as const satisfies Record<string, CatalogueEntry>;

@@ -1,11 +1,12 @@
 // The one server bootstrap: every service is served through here with the same gRPC server,
 // health, reflection, error reporting and graceful shutdown.
+import { createServer as createNetServer } from "node:net";
 import { Server, ServerCredentials, type ServerOptions } from "@grpc/grpc-js";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { endCall } from "./grpc/handler-context.js";
 import { Health } from "@switchyard/gen/health/v1/health_pb.js";
-import { adaptService } from "./grpc/service-adapter.js";
+import { adaptService, type RpcObserver } from "./grpc/service-adapter.js";
 import type { AuthenticationPolicy } from "./grpc/authentication.js";
 import { HealthStatus, ServingStatus } from "./grpc/health.js";
 import { reflectionImpls, ReflectionV1, ReflectionV1Alpha } from "./grpc/reflection.js";
@@ -34,6 +35,11 @@ export interface GrpcServerOptions {
   drainTimeoutMs?: number;
   /** Shed new calls while the event loop's p99 delay exceeds this (ms); 0 or absent: never. */
   shedEventLoopDelayMs?: number;
+  /** Serve on this inherited listening socket (a file descriptor) instead of binding host:port. */
+  listenFd?: number | undefined;
+  /** Clients are asked to reconnect after this long, so DNS round robin finds new replicas. */
+  maxConnectionAgeMs?: number;
+  maxConnectionAgeGraceMs?: number;
 }
 
 export interface RunningServer {
@@ -50,9 +56,15 @@ const SERVER_OPTIONS: ServerOptions = {
   "grpc.http2.min_ping_interval_without_data_ms": 10_000,
 };
 
-/** Client errors are logged quietly; INTERNAL and non-catalogued errors loudly, with their stack. */
-function errorReporter(logger: Logger) {
-  return (err: unknown, method: DescMethod) => {
+/**
+ * Answered calls are logged at debug level (which replica served what); client errors quietly;
+ * INTERNAL and non-catalogued errors loudly, with their stack.
+ */
+function callObserver(logger: Logger): RpcObserver {
+  const answered = logger.isLevelEnabled("debug")
+    ? (method: DescMethod, ms: number) => logger.debug({ rpc: `${method.parent.typeName}/${method.name}`, code: "OK", ms: Math.round(ms * 10) / 10 }, "rpc answered")
+    : undefined;
+  const failed = (err: unknown, method: DescMethod) => {
     const rpc = `${method.parent.typeName}/${method.name}`;
     if (err instanceof ConnectError && (err.code === Code.Canceled || err.code === Code.DeadlineExceeded)) {
       // Work stopped because the caller went away or its deadline passed: worth seeing in the log.
@@ -65,12 +77,33 @@ function errorReporter(logger: Logger) {
       logger.error({ rpc, err: e }, "rpc failed with an internal error");
     }
   };
+  return answered ? { failed, answered } : { failed };
+}
+
+/**
+ * Serves on an inherited socket: the launcher bound it (port 0, or the port it keeps for this
+ * process) and handed it over, so between choosing a port and serving on it nobody else can take it.
+ * grpc-js binds only addresses, so the connections are injected into it.
+ */
+async function serveOnInheritedSocket(server: Server, fd: number): Promise<{ port: number; close(): void }> {
+  const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
+  const listener = createNetServer((socket) => injector.injectConnection(socket));
+  await new Promise<void>((resolve, reject) => {
+    listener.once("error", reject);
+    listener.listen({ fd }, () => resolve());
+  });
+  const address = listener.address();
+  return { port: typeof address === "object" && address ? address.port : 0, close: () => listener.close() };
 }
 
 export async function startGrpcServer(options: GrpcServerOptions): Promise<RunningServer> {
-  const server = new Server(SERVER_OPTIONS);
+  const server = new Server({
+    ...SERVER_OPTIONS,
+    ...(options.maxConnectionAgeMs ? { "grpc.max_connection_age_ms": options.maxConnectionAgeMs } : {}),
+    ...(options.maxConnectionAgeGraceMs !== undefined ? { "grpc.max_connection_age_grace_ms": options.maxConnectionAgeGraceMs } : {}),
+  });
   const health = new HealthStatus();
-  const onError = errorReporter(options.logger);
+  const observer = callObserver(options.logger);
   const reflection = reflectionImpls([...options.services.map((s) => s.service), Health]);
   const all: ServiceRegistration[] = [
     ...options.services,
@@ -86,12 +119,20 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   for (const { service, impl, authentication } of all) {
     // Health and reflection always answer: an overloaded service must still say how it is.
     const business = options.services.some((s) => s.service === service);
-    const adapted = adaptService(service, impl as never, onError, business ? admit : undefined, authentication, openStreams);
+    const adapted = adaptService(service, impl as never, observer, business ? admit : undefined, authentication, openStreams);
     server.addService(adapted.definition, adapted.implementation);
   }
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`${options.host}:${options.port}`, ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
-  );
+  let stopListening = () => {};
+  let port: number;
+  if (options.listenFd !== undefined) {
+    const inherited = await serveOnInheritedSocket(server, options.listenFd);
+    port = inherited.port;
+    stopListening = inherited.close;
+  } else {
+    port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync(`${options.host}:${options.port}`, ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
+    );
+  }
   for (const { service } of options.services) health.set(service.typeName, ServingStatus.SERVING);
   health.set("", ServingStatus.SERVING);
 
@@ -99,6 +140,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   const shutdown = () =>
     (stopping ??= new Promise<void>((resolve) => {
       health.setAll(ServingStatus.NOT_SERVING);
+      stopListening();
       for (const context of openStreams) endCall(context, new ConnectError("the server is shutting down; reconnect", Code.Unavailable));
       const timer = setTimeout(() => {
         options.logger.warn("drain timeout: cancelling calls still in flight");

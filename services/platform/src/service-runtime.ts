@@ -3,6 +3,7 @@
 // only says what it serves (`build`).
 import { join } from "node:path";
 import type { Client as GrpcChannel } from "@grpc/grpc-js";
+import type { DescService } from "@bufbuild/protobuf";
 import { openChannel } from "./grpc/client.js";
 import type { Logger } from "./logger.js";
 import { startGrpcServer, type RunningServer, type ServiceRegistration } from "./server.js";
@@ -17,6 +18,14 @@ export interface CommonServiceConfig {
   dataDir: string;
   drainTimeoutMs: number;
   shedEventLoopDelayMs: number;
+  maxConnectionAgeMs: number;
+  maxConnectionAgeGraceMs: number;
+  listenFd: number | undefined;
+}
+
+export interface Peer {
+  address: string;
+  serves: readonly DescService[];
 }
 
 export interface ServiceParts {
@@ -35,13 +44,13 @@ export async function startServiceRuntime<P extends string>(options: {
   config: CommonServiceConfig;
   logger: Logger;
   migrations: readonly Migration[];
-  /** gRPC peers by name → address; each gets one long-lived channel. */
-  peers?: Record<P, string>;
+  /** gRPC peers by name → their address and what is served there; each gets one long-lived channel. */
+  peers?: Record<P, Peer>;
   build: (resources: { db: SqlDatabase; channels: Record<P, GrpcChannel> }) => Promise<ServiceParts> | ServiceParts;
 }): Promise<ServiceRuntime> {
   const { config, name } = options;
   const db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, name), schema: config.databaseSchema, migrations: options.migrations });
-  const channels = Object.fromEntries(Object.entries<string>(options.peers ?? ({} as Record<P, string>)).map(([peer, address]) => [peer, openChannel(address)])) as Record<P, GrpcChannel>;
+  const channels = Object.fromEntries(Object.entries<Peer>(options.peers ?? ({} as Record<P, Peer>)).map(([name, peer]) => [name, openChannel(peer.address, peer.serves)])) as Record<P, GrpcChannel>;
   const closeChannels = () => Object.values<GrpcChannel>(channels).forEach((c) => c.close());
   let parts: ServiceParts | undefined;
   try {
@@ -53,6 +62,9 @@ export async function startServiceRuntime<P extends string>(options: {
       logger: options.logger,
       drainTimeoutMs: config.drainTimeoutMs,
       shedEventLoopDelayMs: config.shedEventLoopDelayMs,
+      maxConnectionAgeMs: config.maxConnectionAgeMs,
+      maxConnectionAgeGraceMs: config.maxConnectionAgeGraceMs,
+      listenFd: config.listenFd,
       services: parts.services,
     });
     const stopParts = parts.stop;

@@ -282,6 +282,35 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     expect(again.runs).to.equal(1);
     expect((await runIdempotent(db, almost as IdempotencyScope, thingCodec, again.work)).replayed).to.equal(true);
   });
+
+  it("purges on one replica at a time: while another holds the purge, it skips instead of waiting", async function () {
+    if (db.engine !== "postgres") {
+      console.log("      (skipped on embedded PGlite: one process, whose transactions never overlap)");
+      return this.skip();
+    }
+    const t = tenant();
+    const scope = scopeOf(t);
+    await runIdempotent(db, scope, thingCodec, creator(t, "old").work);
+    await db.query(`UPDATE idempotency_keys SET created_at = now() - interval '2 days' WHERE tenant_id = $1`, [t]);
+    let release = () => {};
+    let held = () => {};
+    const holding = new Promise<void>((resolve) => (held = resolve));
+    // Another replica in the middle of its purge: the same lock, held in its transaction.
+    const other = db.transaction(async (tx) => {
+      await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [`switchyard.purge-idempotency-keys.${db.schema}`]);
+      held();
+      await new Promise<void>((resolve) => (release = resolve));
+    });
+    await holding;
+    const started = Date.now();
+    expect(await purgeIdempotencyKeys(db, 24 * 3_600_000), "skipped").to.equal(undefined);
+    expect(Date.now() - started, "without waiting for the other").to.be.below(1_000);
+    expect((await keysOf(t)).length, "the key is still there").to.equal(1);
+    release();
+    await other;
+    expect(await purgeIdempotencyKeys(db, 24 * 3_600_000), "its turn now").to.be.at.least(1);
+    expect((await keysOf(t)).length).to.equal(0);
+  });
 });
 
 describe("requestFingerprint", () => {

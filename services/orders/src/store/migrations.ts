@@ -78,4 +78,22 @@ CREATE TABLE leases (
   expires_at timestamptz NOT NULL
 );`,
   },
+  {
+    version: 3,
+    name: "announce every new order and status change (NOTIFY), for TrackOrders on every replica",
+    // A trigger, so no change of status, by any path, commits unannounced; the announcement is sent
+    // when (and only if) the transaction commits.
+    sql: `
+CREATE FUNCTION announce_order_status() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP = 'INSERT' OR OLD.status IS DISTINCT FROM NEW.status THEN
+    PERFORM pg_notify(TG_TABLE_SCHEMA || '_order_status', json_build_object(
+      't', NEW.tenant_id, 'i', NEW.id::text, 's', NEW.status, 'u', (extract(epoch FROM NEW.updated_at) * 1000)::bigint)::text);
+  END IF;
+  RETURN NULL;
+END
+$$;
+CREATE TRIGGER orders_status_announced AFTER INSERT OR UPDATE OF status ON orders
+  FOR EACH ROW EXECUTE FUNCTION announce_order_status();`,
+  },
 ];

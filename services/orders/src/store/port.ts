@@ -116,4 +116,16 @@ export interface OrdersStore {
   /** Takes or renews a named lease for `ttlMs`; false while another holder's lease runs. */
   takeLease(name: string, holder: string, ttlMs: number): Promise<boolean>;
   releaseLease(name: string, holder: string): Promise<void>;
+  /**
+   * Every new order and change of status committed by any replica, as announced; returns the
+   * function that stops watching.
+   */
+  watchStatusChanges(onChange: (change: OrderStatusChange) => void): Promise<() => Promise<void>>;
+}
+
+export interface OrderStatusChange {
+  tenantId: string;
+  orderId: bigint;
+  status: OrderStatus;
+  updatedAt: Date;
 }

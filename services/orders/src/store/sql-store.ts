@@ -5,7 +5,7 @@ import { fail, findIdempotentResult, jsonResultCodec, newId, runIdempotent, type
 import type { NewItem } from "../domain/orders.js";
 import type { OrderStatus } from "../domain/state-machine.js";
 import type { StepKind, StepState } from "../domain/steps.js";
-import type { DiscountRecord, ItemRecord, OrderAction, OrderRecord, OrdersStore, ShipmentRecord, StepOutcome, StepRecord } from "./port.js";
+import type { DiscountRecord, ItemRecord, OrderAction, OrderRecord, OrdersStore, OrderStatusChange, ShipmentRecord, StepOutcome, StepRecord } from "./port.js";
 
 interface OrderRow {
   id: bigint;
@@ -255,5 +255,17 @@ export class SqlOrdersStore implements OrdersStore {
 
   async releaseLease(name: string, holder: string): Promise<void> {
     await this.db.query(`DELETE FROM leases WHERE name = $1 AND holder = $2`, [name, holder]);
+  }
+
+  watchStatusChanges(onChange: (change: OrderStatusChange) => void): Promise<() => Promise<void>> {
+    // The channel the announce_order_status trigger notifies (migration 3).
+    return this.db.listen(`${this.db.schema}_order_status`, (payload) => {
+      try {
+        const { t, i, s, u } = JSON.parse(payload) as { t: string; i: string; s: OrderStatus; u: number };
+        onChange({ tenantId: t, orderId: BigInt(i), status: s, updatedAt: new Date(u) });
+      } catch {
+        // Not ours: ignore.
+      }
+    });
   }
 }

@@ -21,7 +21,6 @@ import { visibleOrder } from "../domain/access.js";
 import { totalsOf } from "../domain/orders.js";
 import { guardTransition } from "../domain/state-machine.js";
 import { guardNoStepInProgress, movedNoMoney, orderReference, STEP_DEADLINE_SLACK_MS, stepCallMs, stepIdempotencyKey, type StepKind } from "../domain/steps.js";
-import type { OrderEvents } from "../events.js";
 import type { OrderRecord, OrdersStore, StepOutcome, StepRecord } from "../store/port.js";
 
 /** The fault points of orders (FAULTS, tests only): a crash at the worst moments of a step. */
@@ -34,7 +33,6 @@ export interface MoneyStepsDeps {
   store: OrdersStore;
   payments: Client<typeof PaymentService>;
   credentials: ServiceCredentials;
-  events: OrderEvents;
   logger: Logger;
   faults?: Faults;
 }
@@ -88,7 +86,7 @@ export class MoneySteps {
       const { total } = totalsOf(o.items, o.discounts);
       return { kind: "step", step: "refund", amount: total, currency: o.currency, paymentId: o.paymentId, keyFor: (n) => stepIdempotencyKey(o.tenantId, o.id, "refund", n), deadlineMs: callMs + STEP_DEADLINE_SLACK_MS };
     });
-    if (!step) return { order: this.published(order), refundId: "" };
+    if (!step) return { order: order, refundId: "" };
     this.faults.crashIfFires("orders.exit-after-intent");
     let refundId: string;
     try {
@@ -129,7 +127,7 @@ export class MoneySteps {
     const settled = await this.deps.store.settleStep(step, found);
     if (!settled) return this.current(step);
     this.deps.logger.info({ orderId: step.orderId.toString(), tenantId: step.tenantId, step: step.kind, attempt: step.attempt, outcome: found.moved ? "completed" : "rolled back" }, "settled an order's money step");
-    return this.published(settled);
+    return settled;
   }
 
   /**
@@ -156,15 +154,11 @@ export class MoneySteps {
   /** Records the outcome once; when someone else settled the step first, the order as it is now. */
   private async settle(step: StepRecord, outcome: StepOutcome): Promise<OrderRecord> {
     const order = await this.deps.store.settleStep(step, outcome);
-    return order ? this.published(order) : this.current(step);
+    return order ? order : this.current(step);
   }
 
   private async current(step: StepRecord): Promise<OrderRecord> {
     return (await this.deps.store.getOrder(step.tenantId, step.orderId))!;
   }
 
-  private published(order: OrderRecord): OrderRecord {
-    this.deps.events.publish({ tenantId: order.tenantId, orderId: order.id, status: order.status, updatedAt: order.updatedAt });
-    return order;
-  }
 }

@@ -2,6 +2,7 @@
 // are written against, with the deadline, abort signal and metadata of every call honoured.
 import { Client as GrpcChannelClient, credentials, Metadata, type CallOptions as GrpcCallOptions, type ChannelOptions, type ClientDuplexStream, type ClientReadableStream, type ClientWritableStream, type ServiceError } from "@grpc/grpc-js";
 import { create, type DescMethod, type DescService } from "@bufbuild/protobuf";
+import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type CallOptions, type Client } from "@connectrpc/connect";
 import { methodDefinition } from "./service-adapter.js";
 import { errorFromStatus } from "./status-details.js";
@@ -17,9 +18,38 @@ const DEFAULT_CHANNEL_OPTIONS: ChannelOptions = {
   "grpc.max_reconnect_backoff_ms": 2_000,
 };
 
-/** One long-lived HTTP/2 channel to a service; share it between every client of that address. */
-export function openChannel(address: string, options: ChannelOptions = {}): GrpcChannelClient {
-  return new GrpcChannelClient(address, credentials.createInsecure(), { ...DEFAULT_CHANNEL_OPTIONS, ...options });
+/**
+ * How a channel spreads and retries calls (a gRPC service config): round robin over every address the
+ * target resolves to (a headless Service's pods, a static `ipv4:` list), and — for the methods the
+ * proto marks `idempotency_level = NO_SIDE_EFFECTS`, and only those — up to 3 attempts when a replica
+ * answers UNAVAILABLE (it is stopping, or the connection broke). Other methods are never retried: a
+ * second attempt could do their work twice.
+ */
+export function serviceConfig(services: readonly DescService[]): string {
+  const reads = services.flatMap((service) =>
+    service.methods.filter((m) => m.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS).map((m) => ({ service: service.typeName, method: m.name })),
+  );
+  return JSON.stringify({
+    loadBalancingConfig: [{ round_robin: {} }],
+    methodConfig:
+      reads.length === 0
+        ? []
+        : [{ name: reads, retryPolicy: { maxAttempts: 3, initialBackoff: "0.05s", maxBackoff: "0.5s", backoffMultiplier: 2, retryableStatusCodes: ["UNAVAILABLE"] } }],
+  });
+}
+
+/**
+ * One long-lived HTTP/2 channel to a service; share it between every client of that address.
+ * `services`: what is served there, for the retry policy of its reads.
+ */
+export function openChannel(address: string, services: readonly DescService[] = [], options: ChannelOptions = {}): GrpcChannelClient {
+  return new GrpcChannelClient(address, credentials.createInsecure(), {
+    ...DEFAULT_CHANNEL_OPTIONS,
+    "grpc.service_config": serviceConfig(services),
+    // The config above is ours; a DNS TXT record does not replace it.
+    "grpc.service_config_disable_resolution": 1,
+    ...options,
+  });
 }
 
 function metadataOf(options: CallOptions | undefined): Metadata {

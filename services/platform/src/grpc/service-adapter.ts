@@ -19,7 +19,13 @@ import { withCallDeadline } from "../call-deadline.js";
 import { endCall, endedBy, openCallScope } from "./handler-context.js";
 import { statusFromError } from "./status-details.js";
 
-export type RpcErrorListener = (err: unknown, method: DescMethod) => void;
+/** What the server wants to hear about finished calls (logs now; metrics hook in here too). */
+export interface RpcObserver {
+  /** A call failed with this error. */
+  failed(err: unknown, method: DescMethod): void;
+  /** A unary call answered OK after `ms` milliseconds. */
+  answered?(method: DescMethod, ms: number): void;
+}
 
 /** Serializer pair of one message type, shared by client and server definitions. */
 export function codecOf<D extends DescMessage>(desc: D) {
@@ -143,7 +149,7 @@ function guard(method: DescMethod, handler: AnyImpl, admit: (() => void) | undef
 export function adaptService<S extends DescService>(
   service: S,
   impl: Partial<ServiceImpl<S>>,
-  onError: RpcErrorListener,
+  observer: RpcObserver,
   admit?: () => void,
   policy?: AuthenticationPolicy,
   /** Where the calls that stream answers are kept while open (a server shutting down ends them). */
@@ -155,7 +161,7 @@ export function adaptService<S extends DescService>(
     const handler = (impl as Record<string, AnyImpl | undefined>)[method.localName];
     if (!handler) continue;
     definition[method.name] = methodDefinition(method);
-    implementation[method.name] = handlerFor(service, method, guard(method, handler.bind(impl), admit, policy), onError, openStreams);
+    implementation[method.name] = handlerFor(service, method, guard(method, handler.bind(impl), admit, policy), observer, openStreams);
   }
   return { definition: definition as ServiceDefinition, implementation };
 }
@@ -177,9 +183,9 @@ function inDeadline<T>(context: HandlerContext, work: () => T): T {
   return withCallDeadline(remaining === undefined ? undefined : Date.now() + remaining, work);
 }
 
-function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, onError: RpcErrorListener, openStreams?: Set<HandlerContext>) {
+function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, observer: RpcObserver, openStreams?: Set<HandlerContext>) {
   const reportAndStatus = (err: unknown) => {
-    onError(err, method);
+    observer.failed(err, method);
     return statusFromError(err);
   };
   /** A call scope that is kept among the open streams until it is done. */
@@ -197,11 +203,12 @@ function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, onE
   switch (method.methodKind) {
     case "unary": {
       const h: handleUnaryCall<object, object> = (call, callback) => {
+        const started = performance.now();
         const scope = openCallScope(call, service, method);
         inDeadline(scope.context, () => Promise.resolve()
           .then(() => impl(call.request as never, scope.context))
           .then(
-            (res) => { scope.done(); callback(null, toMessage(method.output, res)); },
+            (res) => { scope.done(); callback(null, toMessage(method.output, res)); observer.answered?.(method, performance.now() - started); },
             (err) => { scope.done(); callback(reportAndStatus(err)); },
           ));
       };

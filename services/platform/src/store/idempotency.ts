@@ -183,16 +183,24 @@ export function derivedIdempotencyKey(...parts: (string | number | bigint)[]): s
 }
 
 /** Forgets keys older than `olderThanMs` (kept at least 24 h by the services' settings). */
-export async function purgeIdempotencyKeys(db: SqlExecutor, olderThanMs: number): Promise<number> {
-  const result = await db.query(`DELETE FROM idempotency_keys WHERE created_at < now() - ($1::bigint * interval '1 millisecond')`, [olderThanMs]);
-  return result.rowCount;
+/**
+ * Forgets keys older than the limit; returns how many, or undefined when another replica is purging
+ * right now (one at a time: a transaction-scoped advisory lock, skipped rather than waited for).
+ */
+export async function purgeIdempotencyKeys(db: SqlDatabase, olderThanMs: number): Promise<number | undefined> {
+  return db.transaction(async (tx) => {
+    const { rows } = await tx.query<{ free: boolean }>(`SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS free`, [`switchyard.purge-idempotency-keys.${db.schema}`]);
+    if (!rows[0]?.free) return undefined;
+    const result = await tx.query(`DELETE FROM idempotency_keys WHERE created_at < now() - ($1::bigint * interval '1 millisecond')`, [olderThanMs]);
+    return result.rowCount;
+  });
 }
 
 /** Purges expired keys now and then hourly; returns the stop function. A failed purge is retried next hour. */
-export function schedulePurgeOfIdempotencyKeys(db: SqlExecutor, ttlHours: number, logger: Logger): () => void {
+export function schedulePurgeOfIdempotencyKeys(db: SqlDatabase, ttlHours: number, logger: Logger): () => void {
   const purge = () =>
     purgeIdempotencyKeys(db, ttlHours * 3_600_000).then(
-      (n) => n > 0 && logger.info({ purged: n }, "forgot expired idempotency keys"),
+      (n) => n !== undefined && n > 0 && logger.info({ purged: n }, "forgot expired idempotency keys"),
       (err: unknown) => logger.warn({ message: String(err) }, "idempotency key purge failed"),
     );
   const timer = setInterval(purge, PURGE_INTERVAL_MS).unref();

@@ -1,0 +1,76 @@
+// `npm run build`: one JavaScript bundle per process in dist/ (with source maps), so production runs
+// plain `node dist/<process>.js`. Our own workspaces (gen, platform, the services, the gateway) are
+// bundled; every third-party package stays an import from node_modules (installed with
+// `npm ci --omit=dev`). Plain JavaScript, so it runs before anything is compiled.
+//
+// Files are written beside their final names and renamed into place, so a process starting meanwhile
+// (another test run in the same checkout) never reads half a bundle.
+import { build } from "esbuild";
+import { readFileSync, renameSync, rmSync, mkdirSync, readdirSync } from "node:fs";
+import { builtinModules } from "node:module";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+export const OUT_DIR = join(ROOT, "dist");
+
+/** Process name → entry point. */
+export const ENTRIES = {
+  identity: "services/identity/src/main.ts",
+  payments: "services/payments/src/main.ts",
+  orders: "services/orders/src/main.ts",
+  content: "services/content/src/main.ts",
+  gateway: "gateway/src/main.ts",
+  start: "scripts/start.ts",
+};
+
+/**
+ * Third-party packages stay imports, and only runtime dependencies may be imported: a process that
+ * imports a devDependency fails the build (the image installs `--omit=dev`).
+ */
+function runtimeDependenciesOnly(dependencies) {
+  const packageOf = (path) => path.split("/").slice(0, path.startsWith("@") ? 2 : 1).join("/");
+  return {
+    name: "runtime-dependencies-only",
+    setup(b) {
+      b.onResolve({ filter: /^[^./]/ }, (args) => {
+        if (args.path.startsWith("node:") || builtinModules.includes(args.path)) return { external: true };
+        if (args.path.startsWith("@switchyard/")) return undefined; // ours: bundled
+        if (dependencies.includes(packageOf(args.path))) return { external: true };
+        return { errors: [{ text: `${packageOf(args.path)} is imported at run time but is not a dependency in package.json` }] };
+      });
+    },
+  };
+}
+
+export async function buildAll() {
+  const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
+  // A sibling of dist/, so the source maps' relative paths stay right after the move.
+  const staging = join(ROOT, `.dist-staging-${process.pid}-${Date.now()}`);
+  mkdirSync(staging, { recursive: true });
+  try {
+    await build({
+      absWorkingDir: ROOT,
+      entryPoints: Object.fromEntries(Object.entries(ENTRIES).map(([name, entry]) => [name, join(ROOT, entry)])),
+      outdir: staging,
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      target: "node20.19",
+      sourcemap: true,
+      plugins: [runtimeDependenciesOnly(Object.keys(pkg.dependencies))],
+      logLevel: "warning",
+      banner: { js: "// Built by scripts/build.mjs from the TypeScript sources; do not edit." },
+    });
+    mkdirSync(OUT_DIR, { recursive: true });
+    for (const file of readdirSync(staging)) renameSync(join(staging, file), join(OUT_DIR, file));
+  } finally {
+    rmSync(staging, { recursive: true, force: true });
+  }
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  const started = Date.now();
+  await buildAll();
+  process.stdout.write(`built ${Object.keys(ENTRIES).map((n) => `dist/${n}.js`).join(", ")} in ${Date.now() - started} ms\n`);
+}

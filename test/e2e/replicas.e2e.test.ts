@@ -1,0 +1,158 @@
+// Several replicas of a service behind one address, as a Deployment with a headless Service gives:
+// the peers' channels balance calls round robin over them, retry a read that met a replica going away,
+// and every replica sees what any other one changed. Two payments and two orders processes share one
+// PostgreSQL server (embedded storage is one process's own), so this file needs DATABASE_URL.
+import { expect } from "chai";
+import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
+import pg from "pg";
+import { create } from "@bufbuild/protobuf";
+import { OrderService, OrderStatus, TrackOrdersRequestSchema, type TrackOrdersRequest } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
+import { createServiceClient, openChannel } from "@switchyard/platform";
+import { ALICE, DEMO_PASSWORD, newKey, startE2eMesh, type E2eMesh } from "../support/http.js";
+
+const SCHEMA_SERVICES = ["identity", "payments", "orders", "content"] as const;
+
+describe("e2e: replicas (two payments, two orders) on one PostgreSQL server", function () {
+  this.timeout(120_000);
+  const url = process.env.DATABASE_URL;
+  const prefix = `t_${randomBytes(4).toString("hex")}`;
+  let env: E2eMesh;
+  let token = "";
+  let paymentId = "";
+
+  before(async function () {
+    if (!url) {
+      console.log("  (replicas suite skipped: DATABASE_URL is not set — replicas share a PostgreSQL server)");
+      return this.skip();
+    }
+    env = await startE2eMesh("replicas", {
+      replicas: { payments: 2, orders: 2 },
+      env: {
+        DATABASE_URL: url,
+        ...Object.fromEntries(SCHEMA_SERVICES.map((s) => [`${s.toUpperCase()}_DB_SCHEMA`, `${prefix}_${s}`])),
+        SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
+        DEMO_DATA_FORCE: "true",
+      },
+      // Every answered call is logged at debug level: which replica served it.
+      envFor: { payments: { LOG_LEVEL: "debug" } },
+    });
+    const login = await env.api.post(`/v1/tenants/${ALICE.tenant}/sessions`, { json: { email: ALICE.email, password: DEMO_PASSWORD } });
+    expect(login.status, login.text).to.equal(201);
+    token = login.json.access_token as string;
+    const payment = await env.api.post("/v1/payments", { token, key: newKey(), json: { amount: 700, currency: "EUR", source: "tok_replicas" } });
+    expect(payment.status, payment.text).to.equal(201);
+    paymentId = payment.json.id as string;
+  });
+
+  after(async () => {
+    await env?.stop();
+    if (!url) return;
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    for (const s of SCHEMA_SERVICES) await admin.query(`DROP SCHEMA IF EXISTS ${prefix}_${s} CASCADE`);
+    await admin.end();
+  });
+
+  /** GetPayment calls each payments replica has answered so far. */
+  const answeredBy = () =>
+    [0, 1].map((r) => env.mesh.logsOf("payments", r).join("").split("\n").filter((l) => l.includes('"rpc answered"') && l.includes("PaymentService/GetPayment")).length);
+
+  async function spreadOf(calls: number): Promise<number[]> {
+    const before = answeredBy();
+    for (let i = 0; i < calls; i++) {
+      const res = await env.api.get(`/v1/payments/${paymentId}`, { token });
+      expect(res.status, res.text).to.equal(200);
+    }
+    let counts = answeredBy().map((n, r) => n - before[r]!);
+    for (const until = Date.now() + 2_000; counts[0]! + counts[1]! < calls && Date.now() < until; await sleep(20)) counts = answeredBy().map((n, r) => n - before[r]!);
+    expect(counts[0]! + counts[1]!, "every call was answered by one of the two").to.equal(calls);
+    return counts;
+  }
+
+  /** Reads from 4 clients at once for `ms`, doing `during` after a third of it; every status seen. */
+  async function readUnderLoad(ms: number, during: () => Promise<void>): Promise<Map<number, number>> {
+    const statuses = new Map<number, number>();
+    const until = Date.now() + ms;
+    const client = async () => {
+      while (Date.now() < until) {
+        const res = await env.api.get(`/v1/payments/${paymentId}`, { token });
+        statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+      }
+    };
+    const clients = Promise.all([client(), client(), client(), client()]);
+    await sleep(ms / 3);
+    await during();
+    await clients;
+    return statuses;
+  }
+
+  it("spreads the gateway's reads over both payments replicas, each taking at least 30 %", async () => {
+    const [a, b] = await spreadOf(200);
+    expect(a, `replica 0 answered ${a} of 200`).to.be.at.least(60);
+    expect(b, `replica 1 answered ${b} of 200`).to.be.at.least(60);
+  });
+
+  it("fails no read while a payments replica is killed under load (SIGKILL: calls on it are retried on the other)", async () => {
+    const statuses = await readUnderLoad(3_000, () => env.mesh.stopService("payments", "SIGKILL", 1));
+    expect([...statuses.keys()], JSON.stringify(Object.fromEntries(statuses))).to.deep.equal([200]);
+    expect(statuses.get(200)).to.be.above(50);
+  });
+
+  it("sends the restarted replica its share again", async () => {
+    await env.mesh.restartService("payments", 1);
+    // The channel reconnects with backoff (at most 2 s).
+    let counts = [0, 0];
+    for (let attempt = 0; attempt < 10 && counts[1]! < 15; attempt++) counts = await spreadOf(50);
+    expect(counts[1], "the restarted replica serves again").to.be.at.least(15);
+  });
+
+  it("fails no read while a payments replica stops gracefully under load (SIGTERM)", async () => {
+    const statuses = await readUnderLoad(3_000, () => env.mesh.stopService("payments", "SIGTERM", 0));
+    expect([...statuses.keys()], JSON.stringify(Object.fromEntries(statuses))).to.deep.equal([200]);
+    await env.mesh.restartService("payments", 0);
+  });
+
+  it("streams a status change made on one orders replica to a TrackOrders stream on the other", async () => {
+    const [first, second] = env.mesh.replicaPorts.orders.map((port) => openChannel(`127.0.0.1:${port}`));
+    const auth = { authorization: `Bearer ${token}` };
+    const controller = new AbortController();
+    try {
+      const onSecond = createServiceClient(OrderService, second!);
+      const created = await onSecond.createOrder({ currency: "EUR", items: [{ sku: "PEN-1", quantity: 1n }], idempotencyKey: newKey() }, { headers: auth, timeoutMs: 5_000 });
+      const orderId = created.order!.id;
+      const follows = (async function* (): AsyncGenerator<TrackOrdersRequest> {
+        yield create(TrackOrdersRequestSchema, { action: { case: "followOrderId", value: orderId } });
+        await sleep(60_000, undefined, { signal: controller.signal }).catch(() => {});
+      })();
+      const seen: OrderStatus[] = [];
+      const tracking = (async () => {
+        for await (const event of createServiceClient(OrderService, first!).trackOrders(follows, { headers: auth, signal: controller.signal })) {
+          seen.push(event.status);
+          if (seen.length === 1) await onSecond.cancelOrder({ orderId }, { headers: auth, timeoutMs: 5_000 });
+          if (event.status === OrderStatus.CANCELLED) return;
+        }
+      })();
+      const outcome = await Promise.race([tracking.then(() => "seen"), sleep(10_000).then(() => "timed out")]);
+      expect(outcome, `statuses seen on the other replica: ${seen.map((s) => OrderStatus[s]).join(", ")}`).to.equal("seen");
+      expect(seen).to.deep.equal([OrderStatus.PENDING, OrderStatus.CANCELLED]);
+    } finally {
+      controller.abort();
+      first!.close();
+      second!.close();
+    }
+  });
+
+  it("runs the reconciler on one orders replica at a time: one lease, held by one of the two", async () => {
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    try {
+      const { rows } = await admin.query<{ holder: string }>(`SELECT holder FROM ${prefix}_orders.leases WHERE name = 'orders.reconciler' AND expires_at > now()`);
+      expect(rows.length, "one live reconciler lease").to.equal(1);
+      const ports = env.mesh.replicaPorts.orders.map(String);
+      expect(ports, `held by ${rows[0]!.holder}`).to.include(rows[0]!.holder.split(":").pop());
+    } finally {
+      await admin.end();
+    }
+  });
+});
