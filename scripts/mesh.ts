@@ -27,6 +27,7 @@ export interface MeshOptions {
   /** Fixed ports (npm start); free ones are picked when absent. */
   ports?: Partial<Record<ServiceName, number>>;
   dataDir: string;
+  /** Seed the demo data: embedded storage only (with DATABASE_URL in `env` the services refuse it, unless DEMO_DATA_FORCE=true). */
   demoData?: boolean;
   /** Extra environment for every process (DATABASE_URL, LOG_LEVEL, …) and per process. */
   env?: NodeJS.ProcessEnv;

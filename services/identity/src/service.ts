@@ -1,6 +1,6 @@
 // Assembles the identity service from its parts; main.ts feeds it the environment, tests call it directly.
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
-import { ConfigError, loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
+import { ConfigError, demoDataProblems, demoDataSettings, loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
 import { LoginThrottle } from "./login-throttle.js";
 import { RevocationHub } from "./revocation-hub.js";
 import { IdentityAuthenticator, identityAuthentication } from "./authenticator.js";
@@ -18,7 +18,7 @@ export const identitySettings = {
   tokenTtlSeconds: setting("TOKEN_TTL_SECONDS", parse.int(5, 86_400), "lifetime of access tokens", 900),
   keyRotationHours: setting("SIGNING_KEY_ROTATION_HOURS", parse.int(1, 8_760), "how long a signing key signs before the next one (published 10 minutes ahead) takes over", 24),
   keyEncryptionKey: optionalSetting("SIGNING_KEY_ENCRYPTION_KEY", parseEncryptionKey, "32 bytes in base64 that seal the private signing keys at rest (AES-256-GCM); required with DATABASE_URL"),
-  demoData: setting("IDENTITY_DEMO_DATA", parse.bool, "seed the demo tenants and users (npm start sets it)", false),
+  ...demoDataSettings("IDENTITY_DEMO_DATA", "seed the demo tenants and users (npm start sets it; refused with DATABASE_URL unless DEMO_DATA_FORCE)"),
   serviceClients: setting("IDENTITY_SERVICE_CREDENTIALS", parseServiceClients, "internal services that may get a service token: name:secret[,name:secret…] (orders needs one)", new Map()),
   loginFailuresAllowed: setting("LOGIN_FAILURES_ALLOWED", parse.int(1, 1_000), "failed logins an account may have in 15 minutes before its attempts are refused (an address: four times as many)", 5),
   loginBlockSeconds: setting("LOGIN_BLOCK_SECONDS", parse.int(1, 900), "how long the first refusal lasts; it doubles with every further failure, up to 15 minutes", 30),
@@ -29,8 +29,10 @@ export type IdentityConfig = ConfigOf<typeof identitySettings>;
 
 export function identityConfigFrom(env: NodeJS.ProcessEnv): IdentityConfig {
   const config = loadConfig(identitySettings, env);
+  const problems = demoDataProblems(config, identitySettings.demoData.env);
   // On a database server the private keys are never stored in the clear.
-  if (config.databaseUrl && !config.keyEncryptionKey) throw new ConfigError(["SIGNING_KEY_ENCRYPTION_KEY is required with DATABASE_URL (32 bytes in base64, e.g. openssl rand -base64 32)"]);
+  if (config.databaseUrl && !config.keyEncryptionKey) problems.push("SIGNING_KEY_ENCRYPTION_KEY is required with DATABASE_URL (32 bytes in base64, e.g. openssl rand -base64 32)");
+  if (problems.length > 0) throw new ConfigError(problems);
   return config;
 }
 
