@@ -22,6 +22,7 @@ export const ENTRIES = {
   content: "services/content/src/main.ts",
   gateway: "gateway/src/main.ts",
   start: "scripts/start.ts",
+  admin: "scripts/admin.ts",
 };
 
 /**
@@ -72,5 +73,5 @@ export async function buildAll() {
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const started = Date.now();
   await buildAll();
-  process.stdout.write(`built ${Object.keys(ENTRIES).map((n) => `dist/${n}.js`).join(", ")} in ${Date.now() - started} ms\n`);
+  if (!process.argv.includes("--quiet")) process.stdout.write(`built ${Object.keys(ENTRIES).map((n) => `dist/${n}.js`).join(", ")} in ${Date.now() - started} ms\n`);
 }

@@ -32,6 +32,7 @@ export interface MeshOptions {
   /** Processes per service (default 1); its peers then balance over them. gatewayUrl is the first gateway. */
   replicas?: Partial<Record<ServiceName, number>>;
   dataDir: string;
+  /** Seed the demo data: embedded storage only (with DATABASE_URL in `env` the services refuse it, unless DEMO_DATA_FORCE=true). */
   demoData?: boolean;
   /** Extra environment for every process (DATABASE_URL, LOG_LEVEL, …) and per process. */
   env?: NodeJS.ProcessEnv;

@@ -540,7 +540,7 @@ describe("deploy/", function () {
     it("no manifest sets the demo-data setting", () => {
       for (const p of PROCESSES) {
         const { container } = manifestOf(p);
-        expect([...envOf(container).keys()]).to.not.include(identitySettings.demoData.env);
+        for (const env of [identitySettings.demoData.env, contentSettings.demoData.env, identitySettings.demoDataForce.env]) expect([...envOf(container).keys()]).to.not.include(env);
       }
     });
 
@@ -557,7 +557,7 @@ describe("deploy/", function () {
       expect(files.length).to.be.greaterThan(5);
       for (const file of files) {
         const text = read(file);
-        for (const needle of [identitySettings.demoData.env, contentSettings.demoData.env, "demo-password", "@acme.test", "@globex.test"]) {
+        for (const needle of [identitySettings.demoData.env, contentSettings.demoData.env, identitySettings.demoDataForce.env, "demo-password", "@acme.test", "@globex.test"]) {
           expect(text, `${rel(file)} contains "${needle}"`).to.not.include(needle);
         }
       }

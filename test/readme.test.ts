@@ -13,6 +13,7 @@ import { ordersSettings } from "@switchyard/orders";
 import { contentSettings } from "@switchyard/content";
 import { gatewaySettings } from "@switchyard/gateway";
 import { startMesh, type Mesh } from "../scripts/mesh.js";
+import { adminSettings } from "../scripts/admin-cli.js";
 
 const run = promisify(execFile);
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -36,7 +37,7 @@ describe("README", function () {
 
   it("documents every environment variable the processes read", () => {
     const table = section("Configuration");
-    for (const spec of [identitySettings, paymentsSettings, ordersSettings, contentSettings, gatewaySettings]) {
+    for (const spec of [identitySettings, paymentsSettings, ordersSettings, contentSettings, gatewaySettings, adminSettings]) {
       for (const s of Object.values(spec)) expect(table, s.env).to.include(`\`${s.env}\``);
     }
   });

@@ -1,7 +1,7 @@
 // Assembles the content service; main.ts feeds it the environment, tests call it directly.
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { verifierFromIdentity, loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
+import { ConfigError, demoDataProblems, demoDataSettings, verifierFromIdentity, loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
 import { contentAuthentication, contentHandlers } from "./connect.js";
 import { seedDemoCatalog } from "./demo-data.js";
 import { PostFeed } from "./feed.js";
@@ -11,14 +11,17 @@ import { SqlContentStore } from "./store/sql-store.js";
 export const contentSettings = {
   ...serviceSettings("CONTENT", 50054),
   identityAddress: setting("IDENTITY_ADDRESS", parse.address, "identity service (token keys)", "127.0.0.1:50051"),
-  demoData: setting("CONTENT_DEMO_DATA", parse.bool, "seed the demo catalog (npm start sets it)", false),
+  ...demoDataSettings("CONTENT_DEMO_DATA", "seed the demo catalog (npm start sets it; refused with DATABASE_URL unless DEMO_DATA_FORCE)"),
   replayLimit: setting("CONTENT_REPLAY_LIMIT", parse.int(1, 100_000), "the most posts a live feed resuming from a position (Last-Event-ID) replays; an older position is refused (409 REPLAY_TOO_LONG)", 1_000),
   catalogOwnerTenant: optionalSetting("CATALOG_OWNER_TENANT", parse.matching(/^[a-z0-9][a-z0-9-]{0,62}$/, "a tenant id"), "the tenant whose admins may write the global catalog (ImportItems); unset: nobody"),
 };
 export type ContentConfig = ConfigOf<typeof contentSettings>;
 
 export function contentConfigFrom(env: NodeJS.ProcessEnv): ContentConfig {
-  return loadConfig(contentSettings, env);
+  const config = loadConfig(contentSettings, env);
+  const problems = demoDataProblems(config, contentSettings.demoData.env);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return config;
 }
 
 export interface ContentRuntime extends ServiceRuntime {

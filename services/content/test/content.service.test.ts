@@ -32,7 +32,8 @@ for (const engine of serviceEngines()) {
     let carol: { headers: { authorization: string } };
 
     // Services share this test's event loop: their event-loop shedding is off here (tested on its own).
-    const common = { DATA_DIR: dataDir, LOG_LEVEL: "silent", DATABASE_URL: engine.databaseUrl ?? "", SHED_EVENT_LOOP_DELAY_MS: "0" };
+    // The demo data is seeded into a test server's fresh schemas on purpose (DEMO_DATA_FORCE).
+    const common = { DATA_DIR: dataDir, LOG_LEVEL: "silent", DATABASE_URL: engine.databaseUrl ?? "", SHED_EVENT_LOOP_DELAY_MS: "0", DEMO_DATA_FORCE: "true" };
     before(async () => {
       identity = await startIdentityService(identityConfigFrom({ ...common, IDENTITY_PORT: "0", IDENTITY_DEMO_DATA: "true", IDENTITY_DB_SCHEMA: `identity_${suffix}`, SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64") }), logger);
       const identityAddress = `127.0.0.1:${identity.server.port}`;

@@ -4,6 +4,7 @@
 import type { HandlerContext } from "@connectrpc/connect";
 import { fail, type AuthenticationPolicy, type Authenticator, type Caller, type ServiceCaller, type TokenVerifier } from "@switchyard/platform";
 import type { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
+import type { OperatorService } from "@switchyard/gen/switchyard/identity/v1/operator_pb.js";
 import type { IdentityStore } from "./store/port.js";
 
 export class IdentityAuthenticator implements Authenticator {
@@ -32,4 +33,10 @@ export class IdentityAuthenticator implements Authenticator {
 export const identityAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof IdentityService> => ({
   authenticator,
   anyone: ["createSession", "getJwks", "createServiceToken", "watchRevocations"],
+});
+
+/** The operator's RPCs take a service's own token and no user's; the handler then requires the operator's. */
+export const operatorAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof OperatorService> => ({
+  authenticator,
+  services: ["createTenant"],
 });

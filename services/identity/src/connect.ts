@@ -1,9 +1,12 @@
-// IdentityService RPC handlers: proto in, proto out. Rules live in domain/, storage behind the port.
+// IdentityService and OperatorService RPC handlers: proto in, proto out. Rules live in domain/,
+// storage behind the port.
 import { randomUUID } from "node:crypto";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
+import type { OperatorService } from "@switchyard/gen/switchyard/identity/v1/operator_pb.js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { AsyncQueue, callerOf, clientAddressOf, decodeCursor, fail, pageOf, pageSizeOf, requireRole, requireTenant } from "@switchyard/platform";
+import { AsyncQueue, callerOf, clientAddressOf, decodeCursor, fail, pageOf, pageSizeOf, requireRole, requireTenant, serviceCallerOf, type Logger } from "@switchyard/platform";
+import { requireOperator, validateNewTenant } from "./domain/tenants.js";
 import { isTenantId, normalizeEmail, validateNewUser } from "./domain/users.js";
 import { accessTokenClaims, SERVICE_TOKEN_TTL_SECONDS, serviceTokenClaims } from "./domain/tokens.js";
 import type { LoginThrottle } from "./login-throttle.js";
@@ -160,6 +163,28 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
       requireRole(caller, "admin");
       if (!(await store.deleteUser(tenantId, userIdOf(req.userId)))) throw fail("NOT_FOUND", "user not found");
       return {};
+    },
+  };
+}
+
+export interface OperatorDeps {
+  store: IdentityStore;
+  logger: Logger;
+}
+
+export function operatorHandlers(deps: OperatorDeps): ServiceImpl<typeof OperatorService> {
+  return {
+    async createTenant(req, ctx) {
+      const { service } = serviceCallerOf(ctx);
+      requireOperator(service);
+      const valid = validateNewTenant(req);
+      const { tenant, admin } = await deps.store.createTenantWithAdmin(
+        { id: valid.id, displayName: valid.displayName },
+        { email: valid.admin.email, fullName: valid.admin.fullName, passwordHash: await hashPassword(valid.admin.password) },
+      );
+      // The audit trail of who made which tenant: ids only, never the admin's email or password.
+      deps.logger.info({ tenantId: tenant.id, adminUserId: admin.id.toString(), by: service }, "tenant created with its first admin");
+      return { tenant: tenantToProto(tenant), admin: userToProto(admin) };
     },
   };
 }

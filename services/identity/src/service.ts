@@ -1,10 +1,11 @@
 // Assembles the identity service from its parts; main.ts feeds it the environment, tests call it directly.
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
-import { ConfigError, loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
+import { OperatorService } from "@switchyard/gen/switchyard/identity/v1/operator_pb.js";
+import { ConfigError, demoDataProblems, demoDataSettings, loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
 import { LoginThrottle } from "./login-throttle.js";
 import { RevocationHub } from "./revocation-hub.js";
-import { IdentityAuthenticator, identityAuthentication } from "./authenticator.js";
-import { identityHandlers } from "./connect.js";
+import { IdentityAuthenticator, identityAuthentication, operatorAuthentication } from "./authenticator.js";
+import { identityHandlers, operatorHandlers } from "./connect.js";
 import { seedDemoData } from "./demo-data.js";
 import { parseServiceClients } from "./service-clients.js";
 import { SERVICE_TOKEN_TTL_SECONDS } from "./domain/tokens.js";
@@ -18,8 +19,8 @@ export const identitySettings = {
   tokenTtlSeconds: setting("TOKEN_TTL_SECONDS", parse.int(5, 86_400), "lifetime of access tokens", 900),
   keyRotationHours: setting("SIGNING_KEY_ROTATION_HOURS", parse.int(1, 8_760), "how long a signing key signs before the next one (published 10 minutes ahead) takes over", 24),
   keyEncryptionKey: optionalSetting("SIGNING_KEY_ENCRYPTION_KEY", parseEncryptionKey, "32 bytes in base64 that seal the private signing keys at rest (AES-256-GCM); required with DATABASE_URL"),
-  demoData: setting("IDENTITY_DEMO_DATA", parse.bool, "seed the demo tenants and users (npm start sets it)", false),
-  serviceClients: setting("IDENTITY_SERVICE_CREDENTIALS", parseServiceClients, "internal services that may get a service token: name:secret[,name:secret…] (orders needs one)", new Map()),
+  ...demoDataSettings("IDENTITY_DEMO_DATA", "seed the demo tenants and users (npm start sets it; refused with DATABASE_URL unless DEMO_DATA_FORCE)"),
+  serviceClients: setting("IDENTITY_SERVICE_CREDENTIALS", parseServiceClients, "internal services that may get a service token: name:secret[,name:secret…] (orders needs one; an operator entry lets `npm run admin` create tenants)", new Map()),
   loginFailuresAllowed: setting("LOGIN_FAILURES_ALLOWED", parse.int(1, 1_000), "failed logins an account may have in 15 minutes before its attempts are refused (an address: four times as many)", 5),
   loginBlockSeconds: setting("LOGIN_BLOCK_SECONDS", parse.int(1, 900), "how long the first refusal lasts; it doubles with every further failure, up to 15 minutes", 30),
   redisUrl: optionalSetting("REDIS_URL", parse.url("redis:", "rediss:"), "Redis for the failed-login counters shared by every identity replica; unset = per process"),
@@ -29,8 +30,10 @@ export type IdentityConfig = ConfigOf<typeof identitySettings>;
 
 export function identityConfigFrom(env: NodeJS.ProcessEnv): IdentityConfig {
   const config = loadConfig(identitySettings, env);
+  const problems = demoDataProblems(config, identitySettings.demoData.env);
   // On a database server the private keys are never stored in the clear.
-  if (config.databaseUrl && !config.keyEncryptionKey) throw new ConfigError(["SIGNING_KEY_ENCRYPTION_KEY is required with DATABASE_URL (32 bytes in base64, e.g. openssl rand -base64 32)"]);
+  if (config.databaseUrl && !config.keyEncryptionKey) problems.push("SIGNING_KEY_ENCRYPTION_KEY is required with DATABASE_URL (32 bytes in base64, e.g. openssl rand -base64 32)");
+  if (problems.length > 0) throw new ConfigError(problems);
   return config;
 }
 
@@ -74,6 +77,7 @@ export function startIdentityService(config: IdentityConfig, logger: Logger): Pr
             identityHandlers({ store, keys, tokenTtlSeconds: config.tokenTtlSeconds, serviceClients: config.serviceClients, throttle, revocations }),
             identityAuthentication(authenticator),
           ),
+          registration(OperatorService, operatorHandlers({ store, logger }), operatorAuthentication(authenticator)),
         ],
       };
     },

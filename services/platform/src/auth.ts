@@ -213,6 +213,8 @@ const USER_TOKEN: TokenKind = { audience: TOKEN_AUDIENCE, requiredClaims: ["sub"
 const SERVICE_TOKEN: TokenKind = { audience: SERVICE_TOKEN_AUDIENCE, requiredClaims: ["sub", "role", "exp"] };
 /** A service's name: what identity's IDENTITY_SERVICE_CREDENTIALS and a service's token call it. */
 export const SERVICE_NAME = /^[a-z][a-z0-9-]{0,31}$/;
+/** The service name of the operator's credential ("operator:<secret>"): identity's OperatorService takes no other. */
+export const OPERATOR_SERVICE = "operator";
 
 /** A token is valid for its own tenant's resources only. */
 export function requireTenant(caller: Caller, tenantId: string): void {

@@ -118,3 +118,22 @@ export function serviceSettings(prefix: string, defaultPort: number) {
     shedEventLoopDelayMs: setting("SHED_EVENT_LOOP_DELAY_MS", parse.int(0, 60_000), "shed new calls (UNAVAILABLE, LOAD_SHED) while the event loop's p99 delay exceeds this in two 0.5 s windows running; 0 = never", 500),
   };
 }
+
+/**
+ * The demo-data switch of a service that seeds it, and the override that lets it seed a database
+ * server. Demo data is well-known accounts with a published password: on embedded storage it is a
+ * local demo; on a PostgreSQL server it could be a real deployment's, so it is refused unless forced
+ * (test meshes that seed a test server on purpose). Check with `demoDataProblems`.
+ */
+export function demoDataSettings(env: string, doc: string) {
+  return {
+    demoData: setting(env, parse.bool, doc, false),
+    demoDataForce: setting("DEMO_DATA_FORCE", parse.bool, "seed demo data into a PostgreSQL server (DATABASE_URL) all the same: test databases only", false),
+  };
+}
+
+/** What is wrong with seeding demo data where this config would (nothing, or one problem). */
+export function demoDataProblems(config: { demoData: boolean; demoDataForce: boolean; databaseUrl: string | undefined }, env: string): string[] {
+  if (!config.demoData || !config.databaseUrl || config.demoDataForce) return [];
+  return [`${env}=true refuses to seed a PostgreSQL server (DATABASE_URL is set): demo accounts have a published password. Unset one of them, or set DEMO_DATA_FORCE=true for a test database`];
+}

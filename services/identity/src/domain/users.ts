@@ -8,7 +8,7 @@ export const EMAIL_MAX_LENGTH = 254;
 
 // Deliberately plain: one @, a dot in the domain, no spaces or control characters.
 const EMAIL = /^[^\s@\p{Cc}]+@[^\s@\p{Cc}]+\.[^\s@\p{Cc}]+$/u;
-const CONTROL = /\p{Cc}/u;
+export const CONTROL_CHARACTER = /\p{Cc}/u;
 
 export interface NewUser {
   email: string;
@@ -26,7 +26,7 @@ export function validateNewUser(input: { email: string; fullName: string; passwo
   const email = normalizeEmail(input.email);
   if (email.length > EMAIL_MAX_LENGTH || !EMAIL.test(email)) throw fail("RULE_VIOLATION", "email must be a valid email address", { field: "email" });
   const fullName = input.fullName.trim();
-  if (fullName.length === 0 || fullName.length > FULL_NAME_MAX_LENGTH || CONTROL.test(fullName)) {
+  if (fullName.length === 0 || fullName.length > FULL_NAME_MAX_LENGTH || CONTROL_CHARACTER.test(fullName)) {
     throw fail("RULE_VIOLATION", `full_name must be 1 to ${FULL_NAME_MAX_LENGTH} characters without control characters`, { field: "full_name" });
   }
   const length = [...input.password].length;

@@ -54,6 +54,8 @@ export interface RevocationRecord {
 export interface IdentityStore {
   upsertTenant(tenant: { id: string; displayName: string }): Promise<TenantRecord>;
   getTenant(id: string): Promise<TenantRecord | undefined>;
+  /** A new tenant and its first admin, both or neither: ALREADY_EXISTS, with nothing written, when the tenant exists. */
+  createTenantWithAdmin(tenant: { id: string; displayName: string }, admin: { email: string; fullName: string; passwordHash: string }): Promise<{ tenant: TenantRecord; admin: UserRecord }>;
   /** Active (not deleted) users only. */
   findUserByEmail(tenantId: string, email: string): Promise<UserRecord | undefined>;
   getUser(tenantId: string, id: bigint): Promise<UserRecord | undefined>;

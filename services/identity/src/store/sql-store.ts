@@ -37,6 +37,21 @@ const toTenant = (r: { id: string; display_name: string; created_at: Date }): Te
 
 const UNIQUE_VIOLATION = "23505";
 
+type NewUserRecord = { tenantId: string; email: string; fullName: string; role: Role; passwordHash: string };
+
+async function insertUser(db: SqlExecutor, user: NewUserRecord): Promise<UserRecord> {
+  try {
+    const { rows } = await db.query<UserRow>(
+      `INSERT INTO users (tenant_id, email, full_name, role, password_hash) VALUES ($1, $2, $3, $4, $5) RETURNING ${USER_COLUMNS}`,
+      [user.tenantId, user.email, user.fullName, user.role, user.passwordHash],
+    );
+    return toUser(rows[0]!);
+  } catch (err) {
+    if ((err as { code?: string }).code === UNIQUE_VIOLATION) throw fail("ALREADY_EXISTS", "a user with this email already exists in the tenant", { field: "email" });
+    throw err;
+  }
+}
+
 export class SqlIdentityStore implements IdentityStore {
   private readonly revocationsChannel: string;
 
@@ -80,17 +95,20 @@ export class SqlIdentityStore implements IdentityStore {
     return rows.map(toUser);
   }
 
-  async createUser(user: { tenantId: string; email: string; fullName: string; role: Role; passwordHash: string }): Promise<UserRecord> {
-    try {
-      const { rows } = await this.db.query<UserRow>(
-        `INSERT INTO users (tenant_id, email, full_name, role, password_hash) VALUES ($1, $2, $3, $4, $5) RETURNING ${USER_COLUMNS}`,
-        [user.tenantId, user.email, user.fullName, user.role, user.passwordHash],
+  createUser(user: NewUserRecord): Promise<UserRecord> {
+    return insertUser(this.db, user);
+  }
+
+  createTenantWithAdmin(tenant: { id: string; displayName: string }, admin: { email: string; fullName: string; passwordHash: string }): Promise<{ tenant: TenantRecord; admin: UserRecord }> {
+    return this.db.transaction(async (tx) => {
+      // A tenant made at the same moment by another call: this insert waits for it, then inserts nothing.
+      const { rows } = await tx.query<{ id: string; display_name: string; created_at: Date }>(
+        `INSERT INTO tenants (id, display_name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING RETURNING id, display_name, created_at`,
+        [tenant.id, tenant.displayName],
       );
-      return toUser(rows[0]!);
-    } catch (err) {
-      if ((err as { code?: string }).code === UNIQUE_VIOLATION) throw fail("ALREADY_EXISTS", "a user with this email already exists in the tenant", { field: "email" });
-      throw err;
-    }
+      if (!rows[0]) throw fail("ALREADY_EXISTS", `tenant "${tenant.id}" already exists`, { field: "tenant_id" });
+      return { tenant: toTenant(rows[0]), admin: await insertUser(tx, { tenantId: tenant.id, role: "admin", ...admin }) };
+    });
   }
 
   async updatePasswordHash(tenantId: string, id: bigint, passwordHash: string): Promise<void> {

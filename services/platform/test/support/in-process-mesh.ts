@@ -65,7 +65,9 @@ export async function startInProcessMesh(options: InProcessMeshOptions = {}): Pr
   const identityRuntime = await startIdentityService(
     identityConfigFrom({
       ...common,
+      // Demo data goes into a test server's fresh schemas on purpose (refused there unless forced).
       IDENTITY_DEMO_DATA: "true",
+      DEMO_DATA_FORCE: "true",
       IDENTITY_DB_SCHEMA: `identity_${suffix}`,
       IDENTITY_SERVICE_CREDENTIALS: `orders:${ordersSecret}`,
       SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
@@ -77,7 +79,7 @@ export async function startInProcessMesh(options: InProcessMeshOptions = {}): Pr
   const paymentsAddress = `127.0.0.1:${paymentsRuntime.server.port}`;
   const paymentsGate = options.gatePayments ? await TcpGate.before(paymentsAddress) : undefined;
   const contentRuntime = await startContentService(
-    contentConfigFrom({ ...common, IDENTITY_ADDRESS: identityAddress, CONTENT_DB_SCHEMA: `content_${suffix}`, CONTENT_DEMO_DATA: "true", CATALOG_OWNER_TENANT: "acme" }),
+    contentConfigFrom({ ...common, IDENTITY_ADDRESS: identityAddress, CONTENT_DB_SCHEMA: `content_${suffix}`, CONTENT_DEMO_DATA: "true", DEMO_DATA_FORCE: "true", CATALOG_OWNER_TENANT: "acme" }),
     logger,
   );
   const contentAddress = `127.0.0.1:${contentRuntime.server.port}`;
