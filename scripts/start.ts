@@ -7,7 +7,8 @@ const mesh = await startMesh({
   demoData: true,
   output: "inherit",
   ports: { identity: 50051, payments: 50052, orders: 50053, content: 50054, gateway: 8080 },
-  env: { LOG_LEVEL: process.env.LOG_LEVEL ?? "warn" },
+  // Embedded storage always: a DATABASE_URL exported in the shell is not where demo data goes.
+  env: { LOG_LEVEL: process.env.LOG_LEVEL ?? "warn", DATABASE_URL: "" },
 }).catch((err: unknown) => {
   process.stderr.write(`switchyard: could not start: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);

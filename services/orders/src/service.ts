@@ -37,7 +37,7 @@ export const ordersSettings = {
   identityAddress: setting("IDENTITY_ADDRESS", parse.address, "identity service (token keys)", "127.0.0.1:50051"),
   paymentsAddress: setting("PAYMENTS_ADDRESS", parse.address, "payments service (charges and refunds)", "127.0.0.1:50052"),
   contentAddress: setting("CONTENT_ADDRESS", parse.address, "content service (catalog prices)", "127.0.0.1:50054"),
-  serviceSecret: setting("ORDERS_SERVICE_SECRET", parse.matching(/^[\x21-\x7e]{32,}$/, "a secret of at least 32 visible ASCII characters"), "the secret orders presents to identity for its own service token (listed in identity's IDENTITY_SERVICE_CREDENTIALS)"),
+  serviceSecret: setting("ORDERS_SERVICE_SECRET", parse.secretMatching(/^[\x21-\x7e]{32,}$/, "a secret of at least 32 visible ASCII characters"), "the secret orders presents to identity for its own service token (listed in identity's IDENTITY_SERVICE_CREDENTIALS)"),
   reconcileIntervalMs: setting("ORDERS_RECONCILE_INTERVAL_MS", parse.int(100, 600_000), "how often unsettled money steps past their deadline are settled", 5_000),
   idempotencyKeyTtlHours: idempotencyKeyTtlSetting,
   faults: faultsSetting(ORDERS_FAULT_POINTS),

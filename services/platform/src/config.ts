@@ -55,6 +55,11 @@ export const parse = {
     if (!pattern.test(raw)) throw new Error(`expected ${what}, got "${raw}"`);
     return raw;
   },
+  /** Like `matching`, for a secret: the refusal never repeats the value. */
+  secretMatching: (pattern: RegExp, what: string): Parser<string> => (raw) => {
+    if (!pattern.test(raw)) throw new Error(`expected ${what} (the value is not shown)`);
+    return raw;
+  },
   /** A lower-case SQL identifier (schema names). */
   identifier: (raw: string) => {
     if (!/^[a-z_][a-z0-9_]{0,62}$/.test(raw)) throw new Error(`expected a lower-case identifier, got "${raw}"`);

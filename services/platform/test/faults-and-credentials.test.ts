@@ -1,7 +1,7 @@
-// Test-only fault points (refused outside NODE_ENV=test) and a service's own token (kept, renewed
-// once, shared by concurrent callers).
+// Test-only fault points (refused outside NODE_ENV=test), a service's own token (kept, renewed
+// once, shared by concurrent callers) and secret settings (never echoed).
 import { expect } from "chai";
-import { ConfigError, Faults, loadConfig, parseFaults, ServiceCredentials, faultsSetting } from "@switchyard/platform";
+import { ConfigError, Faults, loadConfig, parse, parseFaults, ServiceCredentials, faultsSetting, setting } from "@switchyard/platform";
 
 describe("fault points", () => {
   const points = ["orders.exit-after-charge", "payments.hold-before-commit"];
@@ -67,5 +67,20 @@ describe("ServiceCredentials", () => {
     });
     expect(await credentials.token().catch((e: Error) => e.message)).to.equal("identity is down");
     expect(await credentials.token()).to.equal("ok");
+  });
+});
+
+describe("secret settings", () => {
+  it("refuse a malformed secret without repeating it in the error", () => {
+    const spec = { secret: setting("SOME_SECRET", parse.secretMatching(/^[\x21-\x7e]{32,}$/, "a secret of at least 32 visible ASCII characters"), "a secret") };
+    const leaked = "short-but-still-secret";
+    let message = "";
+    try {
+      loadConfig(spec, { SOME_SECRET: leaked });
+    } catch (err) {
+      message = (err as Error).message;
+    }
+    expect(message).to.include("SOME_SECRET");
+    expect(message).not.to.include(leaked);
   });
 });

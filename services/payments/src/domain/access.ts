@@ -32,7 +32,7 @@ export function ownerOfNewPayment(caller: Caller, requested: bigint): bigint {
 /** What a payment is for is written by the internal service that made it, never by a client. */
 export function validateReference(caller: Caller, reference: string): string {
   if (reference === "") return reference;
-  if (caller.service === undefined) throw fail("ROLE_REQUIRED", "reference is set by internal services only");
+  if (!actsForOrders(caller)) throw fail("ROLE_REQUIRED", "reference is set by the orders workflow only");
   if (reference.length > REFERENCE_MAX_LENGTH || !/^[\x21-\x7e]+$/.test(reference)) throw fail("RULE_VIOLATION", `reference must be 1 to ${REFERENCE_MAX_LENGTH} visible ASCII characters`, { field: "reference" });
   return reference;
 }
