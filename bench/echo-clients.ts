@@ -1,7 +1,8 @@
 // The two gRPC clients compared in part A, both calling the same unary Echo.
 import { createClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
-import { createServiceClient, EchoService, openChannel } from "@switchyard/platform";
+import { createServiceClient, openChannel } from "@switchyard/platform/grpc";
+import { EchoService } from "@switchyard/platform/echo.js";
 
 export type ClientKind = "grpc-js" | "connect";
 

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { openSqlDatabase, type SqlDatabase } from "@switchyard/platform";
+import { openSqlDatabase, type SqlDatabase } from "@switchyard/platform/store";
 import { contentMigrations } from "@switchyard/content/store/migrations.js";
 import { SqlContentStore } from "@switchyard/content/store/sql-store.js";
 

@@ -5,7 +5,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openSqlDatabase } from "@switchyard/platform";
+import { openSqlDatabase } from "@switchyard/platform/store";
 import { paymentsMigrations } from "@switchyard/payments/store/migrations.js";
 import { SqlPaymentsStore } from "@switchyard/payments/store/sql-store.js";
 

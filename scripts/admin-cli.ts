@@ -9,7 +9,7 @@ import type { Writable } from "node:stream";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { OperatorService } from "@switchyard/gen/switchyard/identity/v1/operator_pb.js";
-import { OPERATOR_SERVICE, SERVICE_AUTHORIZATION } from "@switchyard/platform/auth.js";
+import { OPERATOR_SERVICE, SERVICE_AUTHORIZATION } from "@switchyard/platform/caller.js";
 import { ConfigError, loadConfig, parse, setting } from "@switchyard/platform/config.js";
 import { errorInfoOf } from "@switchyard/platform/errors.js";
 import { createServiceClient, openChannel } from "@switchyard/platform/grpc/client.js";

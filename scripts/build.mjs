@@ -6,9 +6,9 @@
 // Files are written beside their final names and renamed into place, so a process starting meanwhile
 // (another test run in the same checkout) never reads half a bundle.
 import { build } from "esbuild";
-import { readFileSync, renameSync, rmSync, mkdirSync, readdirSync } from "node:fs";
+import { readFileSync, renameSync, rmSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { builtinModules } from "node:module";
-import { join } from "node:path";
+import { basename, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -44,13 +44,26 @@ function runtimeDependenciesOnly(dependencies) {
   };
 }
 
+/** Per bundle (by file name): the source files in it and the packages it imports at run time. */
+function bundleContents(metafile) {
+  const contents = {};
+  for (const [output, info] of Object.entries(metafile.outputs)) {
+    if (!output.endsWith(".js")) continue;
+    contents[basename(output)] = {
+      sources: Object.keys(info.inputs).map((input) => relative(ROOT, join(ROOT, input))).sort(),
+      imports: [...new Set(info.imports.filter((i) => i.external).map((i) => i.path))].sort(),
+    };
+  }
+  return contents;
+}
+
 export async function buildAll() {
   const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"));
   // A sibling of dist/, so the source maps' relative paths stay right after the move.
   const staging = join(ROOT, `.dist-staging-${process.pid}-${Date.now()}`);
   mkdirSync(staging, { recursive: true });
   try {
-    await build({
+    const result = await build({
       absWorkingDir: ROOT,
       entryPoints: Object.fromEntries(Object.entries(ENTRIES).map(([name, entry]) => [name, join(ROOT, entry)])),
       outdir: staging,
@@ -61,8 +74,11 @@ export async function buildAll() {
       sourcemap: true,
       plugins: [runtimeDependenciesOnly(Object.keys(pkg.dependencies))],
       logLevel: "warning",
+      // What went into each bundle (dist/meta.json): tests read it to hold package boundaries.
+      metafile: true,
       banner: { js: "// Built by scripts/build.mjs from the TypeScript sources; do not edit." },
     });
+    writeFileSync(join(staging, "meta.json"), JSON.stringify(bundleContents(result.metafile), null, 1));
     mkdirSync(OUT_DIR, { recursive: true });
     for (const file of readdirSync(staging)) renameSync(join(staging, file), join(OUT_DIR, file));
   } finally {

@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import pg from "pg";
-import { openSqlDatabase, type SqlDatabase } from "@switchyard/platform";
+import { openSqlDatabase, type SqlDatabase } from "@switchyard/platform/store";
 import { identityMigrations } from "@switchyard/identity/store/migrations.js";
 import { contentMigrations } from "@switchyard/content/store/migrations.js";
 

@@ -13,7 +13,9 @@ import pg from "pg";
 import { contentConfigFrom } from "@switchyard/content";
 import { identityConfigFrom, startIdentityService } from "@switchyard/identity";
 import { DEMO_PASSWORD } from "@switchyard/identity/demo-data.js";
-import { ConfigError, createLogger, createServiceClient, openChannel } from "@switchyard/platform";
+import { ConfigError } from "@switchyard/platform/config.js";
+import { createLogger } from "@switchyard/platform/logger.js";
+import { createServiceClient, openChannel } from "@switchyard/platform/grpc";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));

@@ -14,7 +14,9 @@ import { paymentsSettings } from "@switchyard/payments";
 import { ordersSettings } from "@switchyard/orders";
 import { contentSettings } from "@switchyard/content";
 import { gatewaySettings } from "@switchyard/gateway";
-import { errorCatalogue, isErrorReason, type Setting } from "@switchyard/platform";
+import { isErrorReason } from "@switchyard/platform/errors.js";
+import { HTTP_STATUS } from "@switchyard/gateway/runtime/errors.js";
+import type { Setting } from "@switchyard/platform/config.js";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const DEPLOY = join(ROOT, "deploy");
@@ -720,13 +722,13 @@ describe("deploy/", function () {
         // The status sent: the mapper's own, else the one its filter matches.
         const matched = JSON.stringify(m.filter).match(/"status_code_filter":\{"comparison":\{"op":"EQ","value":\{"default_value":(\d+)/g) ?? [];
         const status = m.status_code ?? (matched.length === 1 ? Number(/(\d+)$/.exec(matched[0]!)![1]) : undefined);
-        expect(status, `the status of the ${code} reply`).to.equal(errorCatalogue[code as keyof typeof errorCatalogue].http);
+        expect(status, `the status of the ${code} reply`).to.equal(HTTP_STATUS[code as keyof typeof HTTP_STATUS]);
       }
       for (const r of routes.filter((r) => r?.direct_response)) {
         const body = JSON.parse(r.direct_response.body?.inline_string ?? "{}") as { error?: string; code?: string };
         expect(body.error, "direct response error").to.be.a("string");
         expect(isErrorReason(body.code ?? ""), `${body.code} is in the error catalogue`).to.equal(true);
-        expect(r.direct_response.status).to.equal(errorCatalogue[body.code as keyof typeof errorCatalogue].http);
+        expect(r.direct_response.status).to.equal(HTTP_STATUS[body.code as keyof typeof HTTP_STATUS]);
       }
     });
   });

@@ -3,7 +3,8 @@
 // The gateway's shape with nothing but the transport: its req/s is the ceiling of the real path.
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { createServiceClient, EchoService, openChannel } from "@switchyard/platform";
+import { createServiceClient, openChannel } from "@switchyard/platform/grpc";
+import { EchoService } from "@switchyard/platform/echo.js";
 import { closeServer, serve } from "./child.js";
 
 serve("bare-hop", async () => {

@@ -2,7 +2,7 @@
 import { createServer } from "node:http2";
 import type { AddressInfo } from "node:net";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
-import { echoImpl, EchoService } from "@switchyard/platform";
+import { echoImpl, EchoService } from "@switchyard/platform/echo.js";
 import { serve } from "./child.js";
 
 serve("echo-connect", async () => {

@@ -1,5 +1,7 @@
 // EchoService on @grpc/grpc-js, through our own bootstrap (startGrpcServer + the adapter).
-import { createLogger, echoImpl, EchoService, registration, startGrpcServer } from "@switchyard/platform";
+import { createLogger } from "@switchyard/platform/logger.js";
+import { echoImpl, EchoService } from "@switchyard/platform/echo.js";
+import { registration, startGrpcServer } from "@switchyard/platform/server.js";
 import { serve } from "./child.js";
 
 serve("echo-grpcjs", async () => {

@@ -3,7 +3,12 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
-import { bearerToken, CLIENT_ADDRESS_HEADER, createServiceClient, loadConfig, optionalSetting, parse, setting, type Caller, type ConfigOf, type Logger, verifierFromIdentity } from "@switchyard/platform";
+import { loadConfig, optionalSetting, parse, setting, type ConfigOf } from "@switchyard/platform/config.js";
+import type { Logger } from "@switchyard/platform/logger.js";
+import type { Caller } from "@switchyard/platform/caller.js";
+import { bearerToken } from "@switchyard/platform/auth.js";
+import { CLIENT_ADDRESS_HEADER, createServiceClient } from "@switchyard/platform/grpc";
+import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { readJsonBody } from "./runtime/body.js";
 import { edgeError, toHttpError } from "./runtime/errors.js";
 import { describeBodyError, describeParamError, loadApiDocument, type CompiledOperation } from "./runtime/openapi.js";
@@ -152,7 +157,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       const method = req.method ?? "GET";
       if (pathname === "/healthz") return sendJson(res, 200, { status: "ok" });
       if (pathname === "/readyz") {
-        if (draining) return sendJson(res, 503, { error: "the gateway is shutting down", code: "SHUTTING_DOWN" }, { "retry-after": "1" });
+        // Draining before exit: out of rotation, so no new work is sent here.
+        if (draining) return sendJson(res, 503, { status: "draining" }, { "retry-after": "1" });
         return sendJson(res, 200, { status: "ready", upstreams: await upstreamStates() });
       }
       // Who is asking: a presented token is verified before anything is drawn on a quota, so only a

@@ -1,5 +1,6 @@
 // Entrypoint of the gateway process: the only place that reads the environment.
-import { createLogger, runMain } from "@switchyard/platform";
+import { createLogger } from "@switchyard/platform/logger.js";
+import { runMain } from "@switchyard/platform/server.js";
 import { gatewayConfigFrom, startGateway } from "./gateway.js";
 
 runMain("gateway", async () => {

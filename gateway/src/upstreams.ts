@@ -3,7 +3,7 @@ import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { createServiceClient, openChannel, type Client } from "@switchyard/platform";
+import { createServiceClient, openChannel, type Client } from "@switchyard/platform/grpc";
 
 export interface UpstreamAddresses {
   identity: string;

@@ -1,7 +1,7 @@
 // Failed requests in the log: each code's first failure of an interval in full, the rest counted.
 import { expect } from "chai";
 import { Writable } from "node:stream";
-import { createLogger } from "@switchyard/platform";
+import { createLogger } from "@switchyard/platform/logger.js";
 import { FailureLog } from "../src/runtime/failure-log.js";
 
 function capture() {

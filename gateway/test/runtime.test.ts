@@ -2,7 +2,8 @@
 import { expect } from "chai";
 import type { IncomingMessage } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { errorCatalogue, fail, type Caller } from "@switchyard/platform";
+import { errorCatalogue, fail } from "@switchyard/platform/errors.js";
+import type { Caller } from "@switchyard/platform/caller.js";
 import { bindRoutes } from "../src/gateway.js";
 import { toHttpError, HttpError } from "../src/runtime/errors.js";
 import { loadApiDocument } from "../src/runtime/openapi.js";

@@ -10,7 +10,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { errorInfoOf } from "@switchyard/platform";
+import { errorInfoOf } from "@switchyard/platform/errors.js";
 import { ALICE, BOB, b64url, CAROL, expectError, expectUnauthenticated, startE2eMesh, unique, type Api, type ApiResponse, type E2eMesh } from "../support/http.js";
 
 const DOC_KEYS = ["body", "created_at", "id", "title", "updated_at"];

@@ -5,7 +5,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
-import { createServiceClient, openChannel } from "@switchyard/platform";
+import { createServiceClient, openChannel } from "@switchyard/platform/grpc";
 import { ALICE, Api, expectError, newKey, startE2eMesh, type E2eMesh } from "../support/http.js";
 
 describe("e2e: deadlines, shedding and cancellation at the edge", function () {

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { create } from "@bufbuild/protobuf";
 import { OrderService, OrderStatus, TrackOrdersRequestSchema, type TrackOrdersRequest } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
-import { createServiceClient, openChannel } from "@switchyard/platform";
+import { createServiceClient, openChannel } from "@switchyard/platform/grpc";
 import { ALICE, DEMO_PASSWORD, newKey, startE2eMesh, type E2eMesh } from "../support/http.js";
 
 const SCHEMA_SERVICES = ["identity", "payments", "orders", "content"] as const;

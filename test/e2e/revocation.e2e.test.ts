@@ -8,7 +8,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import { createServiceClient, openChannel } from "@switchyard/platform";
+import { createServiceClient, openChannel } from "@switchyard/platform/grpc";
 import { ALICE, BOB, jwtPayload, startE2eMesh, unique, type E2eMesh } from "../support/http.js";
 
 const WITHIN_MS = 2_000;

@@ -1,8 +1,8 @@
-// One place maps failures to HTTP: the catalogue's status for a known reason, else the gRPC
-// code's status (the grpc-gateway table). The body is always {"error", "code"}, plus `details` for
+// One place maps failures to HTTP: the status of a known reason (the table below; the services'
+// catalogue knows gRPC codes and reasons only), else the gRPC code's status (the grpc-gateway table). The body is always {"error", "code"}, plus `details` for
 // the few reasons whose catalogue entry names facts a client needs (e.g. PRICE_CHANGED's price).
 import { Code, ConnectError } from "@connectrpc/connect";
-import { errorCatalogue, errorInfoOf, isErrorReason, type ErrorReason } from "@switchyard/platform";
+import { errorCatalogue, errorInfoOf, isErrorReason, type ErrorReason } from "@switchyard/platform/errors.js";
 
 /** A failure as the client sees it. No stack trace: it is an answer, not a bug, and capturing one costs on every refusal. */
 export class HttpError extends Error {
@@ -20,9 +20,28 @@ export class HttpError extends Error {
   }
 }
 
+/** The HTTP status of every catalogued reason (a reason added to the catalogue does not compile until it has one). */
+export const HTTP_STATUS: Readonly<Record<ErrorReason, number>> = {
+  INVALID_REQUEST: 400, INVALID_CURSOR: 400, IDEMPOTENCY_KEY_INVALID: 400,
+  UNAUTHENTICATED: 401, INVALID_CREDENTIALS: 401,
+  TENANT_MISMATCH: 403, ROLE_REQUIRED: 403,
+  ROUTE_NOT_FOUND: 404, NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  ALREADY_EXISTS: 409, IDEMPOTENCY_KEY_IN_FLIGHT: 409, INVALID_STATE: 409, REPLAY_TOO_LONG: 409, STEP_IN_PROGRESS: 409, PRICE_CHANGED: 409, NOTHING_TO_REFUND: 409, IDEMPOTENCY_KEY_VOIDED: 409,
+  ETAG_MISMATCH: 412,
+  PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_MEDIA_TYPE: 415,
+  RULE_VIOLATION: 422, IDEMPOTENCY_KEY_REUSED: 422, REFUND_EXCEEDS_REFUNDABLE: 422, UNKNOWN_SKU: 422, CURRENCY_MISMATCH: 422,
+  RATE_LIMITED: 429, STREAM_READER_TOO_SLOW: 429, TOO_MANY_STREAMS: 429, LOGIN_THROTTLED: 429,
+  INTERNAL: 500,
+  UPSTREAM_UNAVAILABLE: 502,
+  LOAD_SHED: 503, STORE_UNAVAILABLE: 503,
+  DEADLINE_EXCEEDED: 504,
+};
+
 /** An error the gateway raises itself, by catalogue reason. */
 export function edgeError(reason: ErrorReason, message: string, headers?: Record<string, string>): HttpError {
-  return new HttpError(errorCatalogue[reason].http, reason, message, headers);
+  return new HttpError(HTTP_STATUS[reason], reason, message, headers);
 }
 
 const STATUS_BY_CODE: Record<Code, number> = {
@@ -66,7 +85,7 @@ export function toHttpError(err: unknown, upstream = "upstream"): HttpError {
   if (!(err instanceof ConnectError)) return edgeError("INTERNAL", "internal error");
   const reason = errorInfoOf(err)?.reason;
   if (reason && isErrorReason(reason)) {
-    const status = errorCatalogue[reason].http;
+    const status = HTTP_STATUS[reason];
     return new HttpError(status, reason, status >= 500 ? messageFor5xx(status, upstream) : err.rawMessage, retryAfter(status, errorInfoOf(err)?.metadata.retry_after_seconds), publicDetails(reason, err));
   }
   const status = STATUS_BY_CODE[err.code] ?? 500;

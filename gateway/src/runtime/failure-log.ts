@@ -1,7 +1,7 @@
 // Failed requests (5xx) in the log, without a flood of them — an outage, shedding under overload —
 // costing more than the requests themselves: per error code, the first failure of each interval is
 // logged in full and the rest are counted, then reported in one line when the interval ends.
-import type { Logger } from "@switchyard/platform";
+import type { Logger } from "@switchyard/platform/logger.js";
 
 interface Window {
   until: number;

@@ -2,7 +2,7 @@
 // made-up token buys no quota of its own), per client address otherwise. Counters live in Redis
 // when REDIS_URL is set, so every gateway replica draws on one quota; without it (or while Redis is
 // unreachable) they live in this process.
-import type { Caller } from "@switchyard/platform";
+import type { Caller } from "@switchyard/platform/caller.js";
 import { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
 

@@ -1,7 +1,7 @@
 // The shape every route handler has: validated input in, status + representation out.
 import type { IncomingHttpHeaders } from "node:http";
 import type { CallOptions } from "@connectrpc/connect";
-import type { Caller } from "@switchyard/platform";
+import type { Caller } from "@switchyard/platform/caller.js";
 import type { Upstreams } from "../upstreams.js";
 
 export interface RouteContext {

@@ -1,7 +1,11 @@
 // ContentService RPC handlers: proto in, proto out.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { ContentService, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { AsyncQueue, callerOf, decodeCursor, fail, isIdOf, pageOf, pageSizeOf, type AuthenticationPolicy, type Authenticator, type Keyset } from "@switchyard/platform";
+import { fail } from "@switchyard/platform/errors.js";
+import { callerOf, type AuthenticationPolicy, type Authenticator } from "@switchyard/platform/grpc";
+import { AsyncQueue } from "@switchyard/platform/async-queue.js";
+import { isIdOf } from "@switchyard/platform/ids.js";
+import { decodeCursor, pageOf, pageSizeOf, type Keyset } from "@switchyard/platform/paging.js";
 import { batchSkus, catalogItemProblem, catalogPage, entityTag, requireCatalogOwner, validateText } from "./domain/content.js";
 import type { PostFeed } from "./feed.js";
 import { catalogItemToProto, documentToProto, postKeyset, postsCollection, postToProto } from "./proto-mapping.js";

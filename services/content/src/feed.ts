@@ -1,7 +1,7 @@
 // The live posts feed of this replica: one LISTEN on the store's channel, fanned out in process to
 // the WatchPosts streams of each tenant. Posts made on any replica reach every subscriber.
 import { EventEmitter } from "node:events";
-import type { Logger } from "@switchyard/platform";
+import type { Logger } from "@switchyard/platform/logger.js";
 import type { ContentStore, PostRecord } from "./store/port.js";
 
 export class PostFeed {

@@ -1,5 +1,6 @@
 // Entrypoint of the content process: the only place that reads the environment.
-import { createLogger, runMain } from "@switchyard/platform";
+import { createLogger } from "@switchyard/platform/logger.js";
+import { runMain } from "@switchyard/platform/server.js";
 import { contentConfigFrom, startContentService } from "./service.js";
 
 runMain("content", async () => {

@@ -2,7 +2,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { CatalogItemSchema, DocumentSchema, PostSchema, type CatalogItem, type Document, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { encodeCursor } from "@switchyard/platform";
+import { encodeCursor } from "@switchyard/platform/paging.js";
 import { entityTag } from "./domain/content.js";
 import type { CatalogItemRecord, DocumentRecord, PostRecord } from "./store/port.js";
 

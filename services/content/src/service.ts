@@ -1,7 +1,11 @@
 // Assembles the content service; main.ts feeds it the environment, tests call it directly.
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { ConfigError, demoDataProblems, demoDataSettings, verifierFromIdentity, loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
+import { ConfigError, demoDataProblems, demoDataSettings, loadConfig, optionalSetting, parse, serviceSettings, setting, type ConfigOf } from "@switchyard/platform/config.js";
+import type { Logger } from "@switchyard/platform/logger.js";
+import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
+import { registration } from "@switchyard/platform/server.js";
+import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
 import { contentAuthentication, contentHandlers } from "./connect.js";
 import { seedDemoCatalog } from "./demo-data.js";
 import { PostFeed } from "./feed.js";

@@ -13,7 +13,9 @@ import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { identityConfigFrom, startIdentityService, type IdentityRuntime } from "@switchyard/identity";
 import { contentConfigFrom, startContentService, type ContentRuntime } from "@switchyard/content";
-import { createLogger, createServiceClient, errorInfoOf, openChannel, type Client } from "@switchyard/platform";
+import { errorInfoOf } from "@switchyard/platform/errors.js";
+import { createLogger } from "@switchyard/platform/logger.js";
+import { createServiceClient, openChannel, type Client } from "@switchyard/platform/grpc";
 import { serviceEngines } from "../../platform/test/support/in-process-mesh.js";
 
 const logger = createLogger("test", "silent");

@@ -2,7 +2,10 @@
 // for them: a deleted user's token stops working here at once, and the role is the stored one.
 // (Other services trust a token until it expires or is revoked.)
 import type { HandlerContext } from "@connectrpc/connect";
-import { fail, type AuthenticationPolicy, type Authenticator, type Caller, type ServiceCaller, type TokenVerifier } from "@switchyard/platform";
+import { fail } from "@switchyard/platform/errors.js";
+import type { Caller, ServiceCaller } from "@switchyard/platform/caller.js";
+import type { TokenVerifier } from "@switchyard/platform/auth.js";
+import type { AuthenticationPolicy, Authenticator } from "@switchyard/platform/grpc";
 import type { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import type { OperatorService } from "@switchyard/gen/switchyard/identity/v1/operator_pb.js";
 import type { IdentityStore } from "./store/port.js";

@@ -1,5 +1,5 @@
 // Demo tenants and users for `npm start` on embedded storage only (never in deploy/).
-import type { Role } from "@switchyard/platform";
+import type { Role } from "@switchyard/platform/caller.js";
 import { hashPassword } from "./passwords.js";
 import type { IdentityStore } from "./store/port.js";
 

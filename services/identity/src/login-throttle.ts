@@ -8,7 +8,7 @@
 import { createHash } from "node:crypto";
 import { Redis } from "ioredis";
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from "rate-limiter-flexible";
-import { fail } from "@switchyard/platform";
+import { fail } from "@switchyard/platform/errors.js";
 
 export const FAILURE_WINDOW_SECONDS = 15 * 60;
 export const MAX_BLOCK_SECONDS = 15 * 60;

@@ -5,7 +5,7 @@
 // that a login is shed (503) at once instead of starving the service.
 import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from "node:crypto";
 import { hash as argon2Hash, verify as argon2Verify } from "@node-rs/argon2";
-import { fail } from "@switchyard/platform";
+import { fail } from "@switchyard/platform/errors.js";
 
 /** OWASP Password Storage Cheat Sheet: Argon2id, m = 19 MiB, t = 2, p = 1. */
 // algorithm 2 is Argon2id (the package's const enum Algorithm.Argon2id, which isolated modules cannot read).

@@ -3,7 +3,7 @@
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Role as ProtoRole, SessionSchema, TenantSchema, UserSchema, type Session, type Tenant, type User } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
-import type { Role } from "@switchyard/platform";
+import type { Role } from "@switchyard/platform/caller.js";
 import type { SessionRecord, TenantRecord, UserRecord } from "./store/port.js";
 
 export function roleToProto(role: Role): ProtoRole {

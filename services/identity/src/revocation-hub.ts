@@ -2,7 +2,8 @@
 // revocation committed on any replica arrives), fanned out in process to the WatchRevocations
 // streams and to identity's own revocation list.
 import { EventEmitter } from "node:events";
-import { RevocationList, type Logger } from "@switchyard/platform";
+import type { Logger } from "@switchyard/platform/logger.js";
+import { RevocationList } from "@switchyard/platform/revocations.js";
 import type { IdentityStore, RevocationRecord } from "./store/port.js";
 
 export class RevocationHub {

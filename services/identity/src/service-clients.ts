@@ -2,7 +2,7 @@
 // IDENTITY_SERVICE_CREDENTIALS="orders:<secret>[,name:<secret>…]". Only digests are kept; a name
 // may be listed twice while its secret is being rotated.
 import { createHash, timingSafeEqual } from "node:crypto";
-import { SERVICE_NAME } from "@switchyard/platform";
+import { SERVICE_NAME } from "@switchyard/platform/caller.js";
 
 export const MIN_SECRET_LENGTH = 32;
 

@@ -1,7 +1,11 @@
 // Assembles the identity service from its parts; main.ts feeds it the environment, tests call it directly.
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { OperatorService } from "@switchyard/gen/switchyard/identity/v1/operator_pb.js";
-import { ConfigError, demoDataProblems, demoDataSettings, loadConfig, optionalSetting, parse, registration, serviceSettings, setting, startServiceRuntime, TokenVerifier, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
+import { ConfigError, demoDataProblems, demoDataSettings, loadConfig, optionalSetting, parse, serviceSettings, setting, type ConfigOf } from "@switchyard/platform/config.js";
+import type { Logger } from "@switchyard/platform/logger.js";
+import { TokenVerifier } from "@switchyard/platform/auth.js";
+import { registration } from "@switchyard/platform/server.js";
+import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
 import { LoginThrottle } from "./login-throttle.js";
 import { RevocationHub } from "./revocation-hub.js";
 import { IdentityAuthenticator, identityAuthentication, operatorAuthentication } from "./authenticator.js";

@@ -6,7 +6,8 @@
 // with the same keys.
 import { randomUUID } from "node:crypto";
 import { exportJWK, generateKeyPair, importJWK, SignJWT, type JWK } from "jose";
-import { TOKEN_ALGORITHM, type Logger } from "@switchyard/platform";
+import type { Logger } from "@switchyard/platform/logger.js";
+import { TOKEN_ALGORITHM } from "@switchyard/platform/caller.js";
 import { planRotation, signingKeyOf, type RotationSettings } from "./domain/key-rotation.js";
 import { isSealed, seal, unseal } from "./key-encryption.js";
 import type { IdentityStore, SigningKeyChange, SigningKeyRecord } from "./store/port.js";

@@ -3,7 +3,10 @@ import { expect } from "chai";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { Role } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
-import { errorInfoOf, jwksFromIdentity, openChannel, TokenVerifier } from "@switchyard/platform";
+import { errorInfoOf } from "@switchyard/platform/errors.js";
+import { TokenVerifier } from "@switchyard/platform/auth.js";
+import { openChannel } from "@switchyard/platform/grpc";
+import { jwksFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { startInProcessMesh, type InProcessMesh } from "../../platform/test/support/in-process-mesh.js";
 
 describe("identity service over gRPC", function () {

@@ -4,7 +4,9 @@
 import { expect } from "chai";
 import { randomBytes } from "node:crypto";
 import { decodeProtectedHeader, createLocalJWKSet, jwtVerify } from "jose";
-import { ConfigError, createLogger, type SqlDatabase } from "@switchyard/platform";
+import { ConfigError } from "@switchyard/platform/config.js";
+import { createLogger } from "@switchyard/platform/logger.js";
+import type { SqlDatabase } from "@switchyard/platform/store";
 import { forEachDatabase } from "../../platform/test/support/databases.js";
 import { planRotation, signingKeyOf } from "../src/domain/key-rotation.js";
 import { isSealed, parseEncryptionKey, seal, unseal } from "../src/key-encryption.js";

@@ -1,7 +1,7 @@
 // Identity's pure rules and its password hashing.
 import { expect } from "chai";
 import { ConnectError } from "@connectrpc/connect";
-import { errorInfoOf } from "@switchyard/platform";
+import { errorInfoOf } from "@switchyard/platform/errors.js";
 import { validateNewUser } from "../src/domain/users.js";
 import { accessTokenClaims } from "../src/domain/tokens.js";
 import { hashPassword, verifyPassword } from "../src/passwords.js";

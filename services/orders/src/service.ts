@@ -4,24 +4,15 @@ import { hostname } from "node:os";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import {
-  createServiceClient,
-  Faults,
-  faultsSetting,
-  idempotencyKeyTtlSetting,
-  verifierFromIdentity,
-  loadConfig,
-  parse,
-  registration,
-  schedulePurgeOfIdempotencyKeys,
-  serviceCredentialsFromIdentity,
-  serviceSettings,
-  setting,
-  startServiceRuntime,
-  type ConfigOf,
-  type Logger,
-  type ServiceRuntime,
-} from "@switchyard/platform";
+import { loadConfig, parse, serviceSettings, setting, type ConfigOf } from "@switchyard/platform/config.js";
+import type { Logger } from "@switchyard/platform/logger.js";
+import { createServiceClient } from "@switchyard/platform/grpc";
+import { idempotencyKeyTtlSetting, schedulePurgeOfIdempotencyKeys } from "@switchyard/platform/store";
+import { Faults, faultsSetting } from "@switchyard/platform/faults.js";
+import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
+import { registration } from "@switchyard/platform/server.js";
+import { serviceCredentialsFromIdentity } from "@switchyard/platform/service-credentials.js";
+import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
 import { orderHandlers } from "./connect.js";
 import { OrderEvents } from "./events.js";
 import { ordersMigrations } from "./store/migrations.js";

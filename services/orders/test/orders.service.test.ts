@@ -9,7 +9,9 @@ import { createGrpcTransport } from "@connectrpc/connect-node";
 import { OrderService, OrderStatus, OrderStep } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { Role } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import { createLogger, errorInfoOf, registration, startGrpcServer, type RunningServer } from "@switchyard/platform";
+import { errorInfoOf } from "@switchyard/platform/errors.js";
+import { createLogger } from "@switchyard/platform/logger.js";
+import { registration, startGrpcServer, type RunningServer } from "@switchyard/platform/server.js";
 import type { ServiceImpl } from "@connectrpc/connect";
 import { serviceEngines, startInProcessMesh, type InProcessMesh } from "../../platform/test/support/in-process-mesh.js";
 

@@ -3,7 +3,7 @@
 // deadline, a failed settle leaves the step for the next pass, and a step is settled once.
 import { expect } from "chai";
 import { setTimeout as sleep } from "node:timers/promises";
-import { createLogger } from "@switchyard/platform";
+import { createLogger } from "@switchyard/platform/logger.js";
 import { forEachDatabase } from "../../platform/test/support/databases.js";
 import { stepIdempotencyKey } from "../src/domain/steps.js";
 import { ordersMigrations } from "../src/store/migrations.js";

@@ -1,13 +1,14 @@
 // The pure rules of orders: every transition of the state machine, and totals.
 import { expect } from "chai";
 import { ConnectError } from "@connectrpc/connect";
-import { errorInfoOf } from "@switchyard/platform";
+import { errorInfoOf } from "@switchyard/platform/errors.js";
 import { guardContentsChange, guardTransition, refuseStatusWrite, type OrderAction, type OrderStatus } from "../src/domain/state-machine.js";
 import { checkDiscount, priceItems, totalsOf, validateItem } from "../src/domain/orders.js";
 import { guardNoStepInProgress, movedNoMoney, stepCallMs, stepIdempotencyKey } from "../src/domain/steps.js";
 import { canSeeOrder, requireListOf, requireOrderAdmin, visibleOrder } from "../src/domain/access.js";
 import { Code } from "@connectrpc/connect";
-import { fail, type Caller } from "@switchyard/platform";
+import { fail } from "@switchyard/platform/errors.js";
+import type { Caller } from "@switchyard/platform/caller.js";
 
 const STATUSES: OrderStatus[] = ["pending", "paid", "shipped", "cancelled"];
 const ALLOWED: Record<OrderAction, Partial<Record<OrderStatus, OrderStatus>>> = {

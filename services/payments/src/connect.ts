@@ -2,7 +2,13 @@
 // (or, for an internal service settling a key, from the request it is trusted to make).
 import type { ServiceImpl } from "@connectrpc/connect";
 import { KeyedOperation, PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import { assertIdempotencyKey, callerOf, decodeCursor, fail, Faults, isIdOf, pageOf, pageSizeOf, requestFingerprint, serviceCallerOf, type AuthenticationPolicy, type Authenticator, type Caller } from "@switchyard/platform";
+import { fail } from "@switchyard/platform/errors.js";
+import type { Caller } from "@switchyard/platform/caller.js";
+import { callerOf, serviceCallerOf, type AuthenticationPolicy, type Authenticator } from "@switchyard/platform/grpc";
+import { Faults } from "@switchyard/platform/faults.js";
+import { assertIdempotencyKey, requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
+import { isIdOf } from "@switchyard/platform/ids.js";
+import { decodeCursor, pageOf, pageSizeOf } from "@switchyard/platform/paging.js";
 import { canSeePayment, listedOwner, ownerOfNewPayment, requireKeyResolver, requireRefundPermission, validateReference } from "./domain/access.js";
 import { refundAmount, validateNewPayment, validateRefundRequest } from "./domain/payments.js";
 import { paymentToProto, refundToProto } from "./proto-mapping.js";

@@ -1,5 +1,6 @@
 // Entrypoint of the payments process: the only place that reads the environment.
-import { createLogger, runMain } from "@switchyard/platform";
+import { createLogger } from "@switchyard/platform/logger.js";
+import { runMain } from "@switchyard/platform/server.js";
 import { paymentsConfigFrom, startPaymentsService } from "./service.js";
 
 runMain("payments", async () => {

@@ -1,7 +1,13 @@
 // Assembles the payments service; main.ts feeds it the environment, tests call it directly.
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import { Faults, faultsSetting, idempotencyKeyTtlSetting, verifierFromIdentity, loadConfig, parse, registration, schedulePurgeOfIdempotencyKeys, serviceSettings, setting, startServiceRuntime, type ConfigOf, type Logger, type ServiceRuntime } from "@switchyard/platform";
+import { loadConfig, parse, serviceSettings, setting, type ConfigOf } from "@switchyard/platform/config.js";
+import type { Logger } from "@switchyard/platform/logger.js";
+import { idempotencyKeyTtlSetting, schedulePurgeOfIdempotencyKeys } from "@switchyard/platform/store";
+import { Faults, faultsSetting } from "@switchyard/platform/faults.js";
+import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
+import { registration } from "@switchyard/platform/server.js";
+import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
 import { PAYMENTS_FAULT_POINTS, paymentHandlers, paymentsAuthentication } from "./connect.js";
 import { paymentsMigrations } from "./store/migrations.js";
 import { SqlPaymentsStore } from "./store/sql-store.js";

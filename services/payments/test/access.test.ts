@@ -3,7 +3,8 @@
 // other internal service (the operator's included).
 import { expect } from "chai";
 import { ConnectError } from "@connectrpc/connect";
-import { errorInfoOf, type Caller } from "@switchyard/platform";
+import { errorInfoOf } from "@switchyard/platform/errors.js";
+import type { Caller } from "@switchyard/platform/caller.js";
 import { validateReference } from "@switchyard/payments/domain/access.js";
 
 const user: Caller = { tenantId: "acme", userId: 1n, role: "admin", sessionId: "s", expiresAt: 0, token: "t" };

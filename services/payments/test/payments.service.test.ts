@@ -3,7 +3,8 @@ import { expect } from "chai";
 import { randomUUID } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { KeyedOperation, PaymentStatus } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import { errorInfoOf, SERVICE_AUTHORIZATION } from "@switchyard/platform";
+import { errorInfoOf } from "@switchyard/platform/errors.js";
+import { SERVICE_AUTHORIZATION } from "@switchyard/platform/caller.js";
 import { serviceEngines, startInProcessMesh, type InProcessMesh } from "../../platform/test/support/in-process-mesh.js";
 
 async function failure(promise: Promise<unknown>): Promise<{ code: Code; reason: string | undefined }> {

@@ -8,37 +8,7 @@ import type { HandlerContext } from "@connectrpc/connect";
 import { fail } from "./errors.js";
 import { requestMetadataValue } from "./grpc/handler-context.js";
 import type { RevocationList } from "./revocations.js";
-
-export const TOKEN_ISSUER = "switchyard-identity";
-export const TOKEN_AUDIENCE = "switchyard";
-export const TOKEN_ALGORITHM = "EdDSA";
-export const SERVICE_TOKEN_AUDIENCE = "switchyard-service";
-export const SERVICE_TOKEN_ROLE = "service";
-/** The metadata key that carries a service's own token. */
-export const SERVICE_AUTHORIZATION = "service-authorization";
-
-export type Role = "admin" | "member";
-
-/** An internal service acting as itself (verified service token). */
-export interface ServiceCaller {
-  /** The service's name (its client id at identity), e.g. "orders". */
-  service: string;
-  expiresAt: number;
-  token: string;
-}
-
-export interface Caller {
-  tenantId: string;
-  userId: bigint;
-  role: Role;
-  sessionId: string;
-  /** Seconds since the epoch. */
-  expiresAt: number;
-  /** The raw token, to pass on to downstream services. */
-  token: string;
-  /** The internal service that made this call on the user's behalf, when it presented its own token. */
-  service?: string;
-}
+import { SERVICE_AUTHORIZATION, SERVICE_NAME, SERVICE_TOKEN_AUDIENCE, SERVICE_TOKEN_ROLE, TOKEN_ALGORITHM, TOKEN_AUDIENCE, TOKEN_ISSUER, type Caller, type ServiceCaller } from "./caller.js";
 
 export type KeySource = () => Promise<JWK[]>;
 
@@ -211,19 +181,6 @@ interface TokenKind {
 }
 const USER_TOKEN: TokenKind = { audience: TOKEN_AUDIENCE, requiredClaims: ["sub", "tid", "role", "exp", "sid"] };
 const SERVICE_TOKEN: TokenKind = { audience: SERVICE_TOKEN_AUDIENCE, requiredClaims: ["sub", "role", "exp"] };
-/** A service's name: what identity's IDENTITY_SERVICE_CREDENTIALS and a service's token call it. */
-export const SERVICE_NAME = /^[a-z][a-z0-9-]{0,31}$/;
-/** The service name of the operator's credential ("operator:<secret>"): identity's OperatorService takes no other. */
-export const OPERATOR_SERVICE = "operator";
-
-/** A token is valid for its own tenant's resources only. */
-export function requireTenant(caller: Caller, tenantId: string): void {
-  if (caller.tenantId !== tenantId) throw fail("TENANT_MISMATCH", "the token belongs to another tenant");
-}
-
-export function requireRole(caller: Caller, role: Role): void {
-  if (caller.role !== role) throw fail("ROLE_REQUIRED", `this action needs the ${role} role`);
-}
 
 /**
  * Call options that carry the caller's credential and the remaining deadline downstream — and the

@@ -1,6 +1,7 @@
-// The error catalogue: every failure a service raises has a stable reason (google.rpc.ErrorInfo),
-// a gRPC code, and the HTTP status the public edge answers with. Services throw `fail(...)`;
-// the gateway reads the same table, so a reason means one thing everywhere.
+// The error catalogue: every failure a service raises has a stable reason (google.rpc.ErrorInfo)
+// and a gRPC code. Services throw `fail(...)`; the gateway maps each reason to its HTTP status in
+// its own table (gateway/src/runtime/errors.ts), so a reason means one thing everywhere and HTTP
+// stays at the edge.
 import { Code, ConnectError } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { ErrorInfoSchema, type ErrorInfo } from "@switchyard/gen/google/rpc/error_details_pb.js";
@@ -9,7 +10,6 @@ export const ERROR_DOMAIN = "switchyard";
 
 interface CatalogueEntry {
   readonly code: Code;
-  readonly http: number;
   /**
    * ErrorInfo metadata keys a client may see, with their JSON type: the edge puts them in the error
    * body's `details`. Everything else in the metadata stays inside the mesh.
@@ -18,58 +18,56 @@ interface CatalogueEntry {
 }
 
 export const errorCatalogue = {
-  // 400: the request itself is malformed.
-  INVALID_REQUEST: { code: Code.InvalidArgument, http: 400 },
-  INVALID_CURSOR: { code: Code.InvalidArgument, http: 400 },
-  IDEMPOTENCY_KEY_INVALID: { code: Code.InvalidArgument, http: 400 },
-  // 422: well-formed values that break a rule.
-  RULE_VIOLATION: { code: Code.InvalidArgument, http: 422 },
-  IDEMPOTENCY_KEY_REUSED: { code: Code.InvalidArgument, http: 422 },
-  REFUND_EXCEEDS_REFUNDABLE: { code: Code.InvalidArgument, http: 422 },
-  UNKNOWN_SKU: { code: Code.InvalidArgument, http: 422, details: { sku: "string" } },
-  CURRENCY_MISMATCH: { code: Code.InvalidArgument, http: 422, details: { sku: "string", currency: "string" } },
-  // 401 / 403.
-  UNAUTHENTICATED: { code: Code.Unauthenticated, http: 401 },
-  INVALID_CREDENTIALS: { code: Code.Unauthenticated, http: 401 },
-  TENANT_MISMATCH: { code: Code.PermissionDenied, http: 403 },
-  ROLE_REQUIRED: { code: Code.PermissionDenied, http: 403 },
+  // The request itself is malformed.
+  INVALID_REQUEST: { code: Code.InvalidArgument },
+  INVALID_CURSOR: { code: Code.InvalidArgument },
+  IDEMPOTENCY_KEY_INVALID: { code: Code.InvalidArgument },
+  // Well-formed values that break a rule.
+  RULE_VIOLATION: { code: Code.InvalidArgument },
+  IDEMPOTENCY_KEY_REUSED: { code: Code.InvalidArgument },
+  REFUND_EXCEEDS_REFUNDABLE: { code: Code.InvalidArgument },
+  UNKNOWN_SKU: { code: Code.InvalidArgument, details: { sku: "string" } },
+  CURRENCY_MISMATCH: { code: Code.InvalidArgument, details: { sku: "string", currency: "string" } },
+  // Who is calling, and whether they may.
+  UNAUTHENTICATED: { code: Code.Unauthenticated },
+  INVALID_CREDENTIALS: { code: Code.Unauthenticated },
+  TENANT_MISMATCH: { code: Code.PermissionDenied },
+  ROLE_REQUIRED: { code: Code.PermissionDenied },
   // The edge's own refusals (the gateway raises these before any service is called).
-  PAYLOAD_TOO_LARGE: { code: Code.InvalidArgument, http: 413 },
-  UNSUPPORTED_MEDIA_TYPE: { code: Code.InvalidArgument, http: 415 },
-  ROUTE_NOT_FOUND: { code: Code.NotFound, http: 404 },
-  METHOD_NOT_ALLOWED: { code: Code.Unimplemented, http: 405 },
-  // 404 / 409 / 412.
-  NOT_FOUND: { code: Code.NotFound, http: 404 },
-  ALREADY_EXISTS: { code: Code.AlreadyExists, http: 409 },
-  IDEMPOTENCY_KEY_IN_FLIGHT: { code: Code.Aborted, http: 409 },
-  INVALID_STATE: { code: Code.FailedPrecondition, http: 409 },
+  PAYLOAD_TOO_LARGE: { code: Code.InvalidArgument },
+  UNSUPPORTED_MEDIA_TYPE: { code: Code.InvalidArgument },
+  ROUTE_NOT_FOUND: { code: Code.NotFound },
+  METHOD_NOT_ALLOWED: { code: Code.Unimplemented },
+  // What the request is about: missing, taken, in the wrong state, or changed meanwhile.
+  NOT_FOUND: { code: Code.NotFound },
+  ALREADY_EXISTS: { code: Code.AlreadyExists },
+  IDEMPOTENCY_KEY_IN_FLIGHT: { code: Code.Aborted },
+  INVALID_STATE: { code: Code.FailedPrecondition },
   /** A live feed asked to resume further back than it replays. */
-  REPLAY_TOO_LONG: { code: Code.FailedPrecondition, http: 409 },
+  REPLAY_TOO_LONG: { code: Code.FailedPrecondition },
   /** A money step of the order (a charge or a refund) has started and is not settled yet. */
-  STEP_IN_PROGRESS: { code: Code.FailedPrecondition, http: 409, details: { step: "string" } },
+  STEP_IN_PROGRESS: { code: Code.FailedPrecondition, details: { step: "string" } },
   /** The catalog price is not the one the client expected: the current price is in the details. */
-  PRICE_CHANGED: { code: Code.FailedPrecondition, http: 409, details: { sku: "string", unit_price: "integer", currency: "string" } },
-  NOTHING_TO_REFUND: { code: Code.FailedPrecondition, http: 409 },
+  PRICE_CHANGED: { code: Code.FailedPrecondition, details: { sku: "string", unit_price: "integer", currency: "string" } },
+  NOTHING_TO_REFUND: { code: Code.FailedPrecondition },
   /** The key was settled as never used (ResolveIdempotencyKey): nothing will ever be made with it. */
-  IDEMPOTENCY_KEY_VOIDED: { code: Code.FailedPrecondition, http: 409 },
-  ETAG_MISMATCH: { code: Code.FailedPrecondition, http: 412 },
-  // 429.
-  RATE_LIMITED: { code: Code.ResourceExhausted, http: 429 },
+  IDEMPOTENCY_KEY_VOIDED: { code: Code.FailedPrecondition },
+  ETAG_MISMATCH: { code: Code.FailedPrecondition },
+  // Too much, too fast.
+  RATE_LIMITED: { code: Code.ResourceExhausted },
   /** A live stream's reader fell too far behind and the stream was ended. */
-  STREAM_READER_TOO_SLOW: { code: Code.ResourceExhausted, http: 429 },
+  STREAM_READER_TOO_SLOW: { code: Code.ResourceExhausted },
   /** The caller holds as many live streams as one may. */
-  TOO_MANY_STREAMS: { code: Code.ResourceExhausted, http: 429 },
+  TOO_MANY_STREAMS: { code: Code.ResourceExhausted },
   /** Too many failed logins for the account or the address: metadata retry_after_seconds says how long to wait. */
-  LOGIN_THROTTLED: { code: Code.ResourceExhausted, http: 429 },
-  // 5xx.
-  LOAD_SHED: { code: Code.Unavailable, http: 503 },
+  LOGIN_THROTTLED: { code: Code.ResourceExhausted },
+  // The mesh cannot do it now.
+  LOAD_SHED: { code: Code.Unavailable },
   /** The service's database cannot be reached, or no connection to it came free in time. */
-  STORE_UNAVAILABLE: { code: Code.Unavailable, http: 503 },
-  UPSTREAM_UNAVAILABLE: { code: Code.Unavailable, http: 502 },
-  /** The process is draining before it exits (readiness says so, so no new work is sent to it). */
-  SHUTTING_DOWN: { code: Code.Unavailable, http: 503 },
-  DEADLINE_EXCEEDED: { code: Code.DeadlineExceeded, http: 504 },
-  INTERNAL: { code: Code.Internal, http: 500 },
+  STORE_UNAVAILABLE: { code: Code.Unavailable },
+  UPSTREAM_UNAVAILABLE: { code: Code.Unavailable },
+  DEADLINE_EXCEEDED: { code: Code.DeadlineExceeded },
+  INTERNAL: { code: Code.Internal },
 } as const satisfies Record<string, CatalogueEntry>;
 
 export type ErrorReason = keyof typeof errorCatalogue;

@@ -1,7 +1,7 @@
 // The push-to-pull queue behind server streams: order, close, fail — and a bound that ends a
 // consumer fallen too far behind instead of holding ever more for it.
 import { expect } from "chai";
-import { AsyncQueue } from "@switchyard/platform";
+import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 
 describe("AsyncQueue", () => {
   it("hands items over in order, then ends", async () => {

@@ -2,7 +2,9 @@
 import { expect } from "chai";
 import { exportJWK, generateKeyPair, SignJWT, type JWK } from "jose";
 import { ConnectError } from "@connectrpc/connect";
-import { bearerToken, errorInfoOf, KEY_MAX_AGE_MS, requireRole, requireTenant, SERVICE_TOKEN_AUDIENCE, TOKEN_AUDIENCE, TOKEN_ISSUER, TokenVerifier } from "@switchyard/platform";
+import { errorInfoOf } from "@switchyard/platform/errors.js";
+import { requireRole, requireTenant, SERVICE_TOKEN_AUDIENCE, TOKEN_AUDIENCE, TOKEN_ISSUER } from "@switchyard/platform/caller.js";
+import { bearerToken, KEY_MAX_AGE_MS, TokenVerifier } from "@switchyard/platform/auth.js";
 
 async function keyPair(kid: string) {
   const { privateKey, publicKey } = await generateKeyPair("EdDSA", { crv: "Ed25519", extractable: true });

@@ -6,7 +6,8 @@ import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { parse, serviceConfig } from "@switchyard/platform";
+import { parse } from "@switchyard/platform/config.js";
+import { serviceConfig } from "@switchyard/platform/grpc";
 
 describe("peer addresses and channel service config", () => {
   it("accepts host:port, dns:///host:port and a static ipv4 list; refuses anything else", () => {

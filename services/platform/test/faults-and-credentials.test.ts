@@ -1,7 +1,9 @@
 // Test-only fault points (refused outside NODE_ENV=test), a service's own token (kept, renewed
 // once, shared by concurrent callers) and secret settings (never echoed).
 import { expect } from "chai";
-import { ConfigError, Faults, loadConfig, parse, parseFaults, ServiceCredentials, faultsSetting, setting } from "@switchyard/platform";
+import { ConfigError, loadConfig, parse, setting } from "@switchyard/platform/config.js";
+import { Faults, parseFaults, faultsSetting } from "@switchyard/platform/faults.js";
+import { ServiceCredentials } from "@switchyard/platform/service-credentials.js";
 
 describe("fault points", () => {
   const points = ["orders.exit-after-charge", "payments.hold-before-commit"];

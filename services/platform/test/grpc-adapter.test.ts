@@ -10,23 +10,12 @@ import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/healt
 import { ServerReflection } from "@switchyard/gen/grpc/reflection/v1/reflection_pb.js";
 import { ErrorInfoSchema } from "@switchyard/gen/google/rpc/error_details_pb.js";
 import type { ServiceImpl } from "@connectrpc/connect";
-import {
-  callerOf,
-  createLogger,
-  createServiceClient,
-  echoImpl,
-  EchoService,
-  errorInfoOf,
-  fail,
-  openChannel,
-  registration,
-  requestMetadataValue,
-  SERVICE_AUTHORIZATION,
-  serviceCallerOf,
-  startGrpcServer,
-  type Authenticator,
-  type RunningServer,
-} from "@switchyard/platform";
+import { errorInfoOf, fail } from "@switchyard/platform/errors.js";
+import { createLogger } from "@switchyard/platform/logger.js";
+import { SERVICE_AUTHORIZATION } from "@switchyard/platform/caller.js";
+import { callerOf, createServiceClient, openChannel, requestMetadataValue, serviceCallerOf, type Authenticator } from "@switchyard/platform/grpc";
+import { echoImpl, EchoService } from "@switchyard/platform/echo.js";
+import { registration, startGrpcServer, type RunningServer } from "@switchyard/platform/server.js";
 
 const run = promisify(execFile);
 

@@ -1,6 +1,7 @@
 // The helpers services use around idempotency: derived keys and the result codec.
 import { expect } from "chai";
-import { assertIdempotencyKey, derivedIdempotencyKey, jsonResultCodec } from "@switchyard/platform";
+import { jsonResultCodec } from "@switchyard/platform/store";
+import { assertIdempotencyKey, derivedIdempotencyKey } from "@switchyard/platform/idempotency-keys.js";
 
 describe("idempotency helpers", () => {
   it("derives the same UUID-shaped key for the same operation, another for any other", () => {

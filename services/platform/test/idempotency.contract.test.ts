@@ -5,21 +5,9 @@ import { expect } from "chai";
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ConnectError } from "@connectrpc/connect";
-import {
-  assertIdempotencyKey,
-  errorInfoOf,
-  IDEMPOTENCY_TABLE_SQL,
-  findIdempotentResult,
-  purgeIdempotencyKeys,
-  requestFingerprint,
-  resolveIdempotencyKey,
-  runIdempotent,
-  type IdempotencyScope,
-  type Migration,
-  type ResultCodec,
-  type SqlDatabase,
-  type SqlExecutor,
-} from "@switchyard/platform";
+import { errorInfoOf } from "@switchyard/platform/errors.js";
+import { IDEMPOTENCY_TABLE_SQL, findIdempotentResult, purgeIdempotencyKeys, resolveIdempotencyKey, runIdempotent, type IdempotencyScope, type Migration, type ResultCodec, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
+import { assertIdempotencyKey, requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
 import { forEachDatabase } from "./support/databases.js";
 
 const MIGRATIONS: readonly Migration[] = [

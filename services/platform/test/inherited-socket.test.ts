@@ -6,13 +6,15 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { createServer, type AddressInfo, type Server } from "node:net";
 import { fileURLToPath } from "node:url";
 import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
-import { createServiceClient, openChannel } from "@switchyard/platform";
+import { createServiceClient, openChannel } from "@switchyard/platform/grpc";
 
-const PLATFORM = fileURLToPath(new URL("../src/index.ts", import.meta.url));
+const SERVER = fileURLToPath(new URL("../src/server.ts", import.meta.url));
+const LOGGER = fileURLToPath(new URL("../src/logger.ts", import.meta.url));
 // A gRPC server with nothing but health, on the inherited socket; it starts after a pause, as a
 // real service does while it opens its database.
 const CHILD = `
-  const { startGrpcServer, createLogger } = await import(${JSON.stringify(PLATFORM)});
+  const { startGrpcServer } = await import(${JSON.stringify(SERVER)});
+  const { createLogger } = await import(${JSON.stringify(LOGGER)});
   await new Promise((r) => setTimeout(r, 500));
   await startGrpcServer({ name: "child", host: "127.0.0.1", port: 0, listenFd: 3, services: [], logger: createLogger("child", "silent") });
   process.send?.("serving");
@@ -45,7 +47,10 @@ describe("serving on an inherited listening socket (LISTEN_FD)", function () {
     const fd = (socket as unknown as { _handle: { fd: number } })._handle.fd;
     child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", CHILD], { stdio: ["ignore", "inherit", "inherit", fd, "ipc"] });
     socket.close(); // the launcher's copy: the child holds the socket now
-    const serving = new Promise<void>((resolve) => child!.once("message", () => resolve()));
+    const serving = new Promise<void>((resolve, reject) => {
+      child!.once("message", () => resolve());
+      child!.once("exit", (code) => reject(new Error(`the child exited (${code}) before serving`)));
+    });
 
     expect(await tryBind(port), "nobody else can bind the port while the child starts").to.equal("EADDRINUSE");
     // A client asking before the child serves is answered once it does (its connection waits in the backlog).

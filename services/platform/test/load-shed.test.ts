@@ -4,7 +4,12 @@ import { expect } from "chai";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
-import { createLogger, createServiceClient, echoImpl, EchoService, errorInfoOf, EventLoopGuard, openChannel, registration, startGrpcServer } from "@switchyard/platform";
+import { errorInfoOf } from "@switchyard/platform/errors.js";
+import { createLogger } from "@switchyard/platform/logger.js";
+import { createServiceClient, openChannel } from "@switchyard/platform/grpc";
+import { echoImpl, EchoService } from "@switchyard/platform/echo.js";
+import { EventLoopGuard } from "@switchyard/platform/load-shed.js";
+import { registration, startGrpcServer } from "@switchyard/platform/server.js";
 
 function block(ms: number): void {
   const until = Date.now() + ms;

@@ -3,7 +3,9 @@
 import { expect } from "chai";
 import { randomBytes } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { decodeCursor, DEFAULT_PAGE_SIZE, encodeCursor, errorInfoOf, MAX_PAGE_SIZE, pageOf, pageSizeOf, type Keyset, type SqlDatabase } from "@switchyard/platform";
+import { errorInfoOf } from "@switchyard/platform/errors.js";
+import type { SqlDatabase } from "@switchyard/platform/store";
+import { decodeCursor, DEFAULT_PAGE_SIZE, encodeCursor, MAX_PAGE_SIZE, pageOf, pageSizeOf, type Keyset } from "@switchyard/platform/paging.js";
 import { forEachDatabase } from "./support/databases.js";
 
 const COLLECTION = "payments:tenant-1";

@@ -3,7 +3,10 @@
 import { expect } from "chai";
 import { exportJWK, generateKeyPair, SignJWT, type JWK } from "jose";
 import { ConnectError } from "@connectrpc/connect";
-import { errorInfoOf, RevocationList, TOKEN_AUDIENCE, TOKEN_ISSUER, TokenVerifier } from "@switchyard/platform";
+import { errorInfoOf } from "@switchyard/platform/errors.js";
+import { TOKEN_AUDIENCE, TOKEN_ISSUER } from "@switchyard/platform/caller.js";
+import { TokenVerifier } from "@switchyard/platform/auth.js";
+import { RevocationList } from "@switchyard/platform/revocations.js";
 
 describe("RevocationList", () => {
   it("knows a revoked session until its token expires, then forgets it", () => {

@@ -2,7 +2,7 @@
 // server): versioned migrations, parameter and result types, transactions, concurrency.
 import { expect } from "chai";
 import { setImmediate as tick } from "node:timers/promises";
-import { openSqlDatabase, type Migration, type SqlDatabase } from "@switchyard/platform";
+import { openSqlDatabase, type Migration, type SqlDatabase } from "@switchyard/platform/store";
 import { forEachDatabase } from "./support/databases.js";
 
 const V1: Migration = {

@@ -6,7 +6,9 @@ import { expect } from "chai";
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { ConnectError } from "@connectrpc/connect";
-import { errorInfoOf, openSqlDatabase, withCallDeadline, type SqlDatabase } from "@switchyard/platform";
+import { errorInfoOf } from "@switchyard/platform/errors.js";
+import { openSqlDatabase, type SqlDatabase } from "@switchyard/platform/store";
+import { withCallDeadline } from "@switchyard/platform/call-deadline.js";
 import { TcpGate } from "./support/tcp-gate.js";
 
 const url = process.env.DATABASE_URL;

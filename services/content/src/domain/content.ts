@@ -1,6 +1,7 @@
 // Rules for documents, posts and catalog items, without I/O.
 import { createHash } from "node:crypto";
-import { assertAmount, assertCurrency, fail } from "@switchyard/platform";
+import { fail } from "@switchyard/platform/errors.js";
+import { assertAmount, assertCurrency } from "@switchyard/platform/money.js";
 
 export const TITLE_MAX_LENGTH = 200;
 export const BODY_MAX_LENGTH = 60_000;

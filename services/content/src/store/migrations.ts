@@ -1,4 +1,4 @@
-import type { Migration } from "@switchyard/platform";
+import type { Migration } from "@switchyard/platform/store";
 
 // Never edit a migration that has shipped: add the next version.
 export const contentMigrations: Migration[] = [

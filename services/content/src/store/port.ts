@@ -1,5 +1,5 @@
 // What the content service needs from storage.
-import type { Keyset } from "@switchyard/platform";
+import type { Keyset } from "@switchyard/platform/paging.js";
 import type { CatalogItemInput } from "../domain/content.js";
 
 export interface DocumentRecord {

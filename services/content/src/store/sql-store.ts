@@ -1,6 +1,8 @@
 // ContentStore on the PostgreSQL-family adapter. Document updates are conditional writes on the
 // stored version; new posts are announced with NOTIFY so that every replica's watchers see them.
-import { newId, type Keyset, type SqlDatabase } from "@switchyard/platform";
+import type { SqlDatabase } from "@switchyard/platform/store";
+import { newId } from "@switchyard/platform/ids.js";
+import type { Keyset } from "@switchyard/platform/paging.js";
 import type { CatalogItemInput } from "../domain/content.js";
 import type { CatalogItemRecord, ContentStore, DocumentRecord, PostRecord } from "./port.js";
 

@@ -2,7 +2,8 @@
 // deployment, calling with their own service token — each with its first admin, who then manages
 // the tenant's users through the ordinary API.
 import { ConnectError } from "@connectrpc/connect";
-import { errorInfoOf, fail, OPERATOR_SERVICE } from "@switchyard/platform";
+import { errorInfoOf, fail } from "@switchyard/platform/errors.js";
+import { OPERATOR_SERVICE } from "@switchyard/platform/caller.js";
 import { CONTROL_CHARACTER, isTenantId, normalizeEmail, validateNewUser, type NewUser } from "./users.js";
 
 export const DISPLAY_NAME_MAX_LENGTH = 200;

@@ -1,5 +1,6 @@
 // Rules for users, without I/O: what a valid new user is, and what the public view of one holds.
-import { fail, type Role } from "@switchyard/platform";
+import { fail } from "@switchyard/platform/errors.js";
+import type { Role } from "@switchyard/platform/caller.js";
 
 export const PASSWORD_MIN_LENGTH = 12;
 export const PASSWORD_MAX_LENGTH = 256;

@@ -1,6 +1,7 @@
 // What the identity service needs from storage. Records here are internal: they carry the
 // password hash, the risk score and the deletion state, and never leave the service as they are.
-import type { Keyset, Role } from "@switchyard/platform";
+import type { Role } from "@switchyard/platform/caller.js";
+import type { Keyset } from "@switchyard/platform/paging.js";
 
 export interface TenantRecord {
   id: string;

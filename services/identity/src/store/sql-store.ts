@@ -1,5 +1,8 @@
 // IdentityStore on the PostgreSQL-family adapter (PGlite or a PostgreSQL server).
-import { fail, type Keyset, type Role, type SqlDatabase, type SqlExecutor } from "@switchyard/platform";
+import { fail } from "@switchyard/platform/errors.js";
+import type { Role } from "@switchyard/platform/caller.js";
+import type { SqlDatabase, SqlExecutor } from "@switchyard/platform/store";
+import type { Keyset } from "@switchyard/platform/paging.js";
 import type { IdentityStore, RevocationRecord, SessionRecord, SigningKeyChange, SigningKeyRecord, TenantRecord, UserRecord } from "./port.js";
 
 async function readSigningKeys(db: SqlExecutor): Promise<SigningKeyRecord[]> {

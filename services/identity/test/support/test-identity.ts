@@ -10,7 +10,9 @@ import pg from "pg";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { OperatorService } from "@switchyard/gen/switchyard/identity/v1/operator_pb.js";
 import { identityConfigFrom, startIdentityService, type IdentityRuntime } from "@switchyard/identity";
-import { createLogger, createServiceClient, openChannel, SERVICE_AUTHORIZATION, type Client } from "@switchyard/platform";
+import { createLogger } from "@switchyard/platform/logger.js";
+import { SERVICE_AUTHORIZATION } from "@switchyard/platform/caller.js";
+import { createServiceClient, openChannel, type Client } from "@switchyard/platform/grpc";
 import { seedPgliteDataDirs } from "../../../platform/test/support/databases.js";
 
 export interface TestIdentity {

@@ -2,7 +2,8 @@
 // orders only; another member's order is as absent as one that does not exist (404, never 403: no
 // existence leak). An admin acts on every order of the tenant, and alone ships, discounts and reads
 // another user's order list (403 for members, whatever the order).
-import { fail, requireRole, type Caller } from "@switchyard/platform";
+import { fail } from "@switchyard/platform/errors.js";
+import { requireRole, type Caller } from "@switchyard/platform/caller.js";
 
 export function canSeeOrder(caller: Caller, order: { userId: bigint }): boolean {
   return caller.role === "admin" || order.userId === caller.userId;

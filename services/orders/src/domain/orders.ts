@@ -1,5 +1,6 @@
 // Order contents, prices and totals, without I/O.
-import { assertAmount, assertCurrency, fail } from "@switchyard/platform";
+import { fail } from "@switchyard/platform/errors.js";
+import { assertAmount, assertCurrency } from "@switchyard/platform/money.js";
 
 export const MAX_QUANTITY = 10_000n;
 export const MAX_ITEMS = 100;

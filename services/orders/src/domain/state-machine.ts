@@ -1,7 +1,7 @@
 // The order state machine, in one place: pending → paid → shipped, and cancel from pending or paid.
 // Every status change goes through an action here; the store applies it as a conditional write on
 // the state this guard saw, so a concurrent change makes the write miss instead of doubling it.
-import { fail } from "@switchyard/platform";
+import { fail } from "@switchyard/platform/errors.js";
 
 export type OrderStatus = "pending" | "paid" | "shipped" | "cancelled";
 export type OrderAction = "pay" | "ship" | "cancel";

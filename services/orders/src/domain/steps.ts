@@ -2,7 +2,8 @@
 // recorded as an intent — step, amount, idempotency key — before payments is called, and its
 // outcome after. What a failed call tells about the money, and how long a step may stay unsettled.
 import { Code, ConnectError } from "@connectrpc/connect";
-import { derivedIdempotencyKey, errorInfoOf, fail } from "@switchyard/platform";
+import { errorInfoOf, fail } from "@switchyard/platform/errors.js";
+import { derivedIdempotencyKey } from "@switchyard/platform/idempotency-keys.js";
 
 export type StepKind = "charge" | "refund";
 export type StepState = "pending" | "succeeded" | "failed";

@@ -1,4 +1,4 @@
-import { IDEMPOTENCY_TABLE_SQL, type Migration } from "@switchyard/platform";
+import { IDEMPOTENCY_TABLE_SQL, type Migration } from "@switchyard/platform/store";
 
 // Never edit a migration that has shipped: add the next version.
 export const ordersMigrations: Migration[] = [

@@ -1,5 +1,6 @@
 // What the orders service needs from storage.
-import type { IdempotentOutcome, Keyset } from "@switchyard/platform";
+import type { IdempotentOutcome } from "@switchyard/platform/store";
+import type { Keyset } from "@switchyard/platform/paging.js";
 import type { NewItem } from "../domain/orders.js";
 import type { OrderStatus } from "../domain/state-machine.js";
 import type { StepKind, StepState } from "../domain/steps.js";

@@ -1,7 +1,10 @@
 // OrdersStore on the PostgreSQL-family adapter. Every change of an order happens under its row
 // lock, after a check of the locked order; a money step's intent commits with the check that
 // allowed it, and its outcome with the status change it brings.
-import { fail, findIdempotentResult, jsonResultCodec, newId, runIdempotent, type Keyset, type SqlDatabase, type SqlExecutor } from "@switchyard/platform";
+import { fail } from "@switchyard/platform/errors.js";
+import { findIdempotentResult, jsonResultCodec, runIdempotent, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
+import { newId } from "@switchyard/platform/ids.js";
+import type { Keyset } from "@switchyard/platform/paging.js";
 import type { NewItem } from "../domain/orders.js";
 import type { OrderStatus } from "../domain/state-machine.js";
 import type { StepKind, StepState } from "../domain/steps.js";

@@ -2,7 +2,9 @@
 // deadline and cancelled with the caller: content unreachable or too slow → 502 / 504, nothing stored.
 import type { HandlerContext } from "@connectrpc/connect";
 import type { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { downstreamOptions, type Caller, type Client } from "@switchyard/platform";
+import type { Caller } from "@switchyard/platform/caller.js";
+import { downstreamOptions } from "@switchyard/platform/auth.js";
+import type { Client } from "@switchyard/platform/grpc";
 import type { CatalogPrice } from "../domain/orders.js";
 import { stepCallMs } from "../domain/steps.js";
 

@@ -15,7 +15,13 @@
 //   - no step stays unsettled longer than its deadline plus the reconcile interval (payments up).
 import { ConnectError } from "@connectrpc/connect";
 import { KeyedOperation, type PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import { downstreamOptions, errorInfoOf, fail, Faults, SERVICE_AUTHORIZATION, type Caller, type Client, type Logger, type ServiceCredentials } from "@switchyard/platform";
+import { errorInfoOf, fail } from "@switchyard/platform/errors.js";
+import type { Logger } from "@switchyard/platform/logger.js";
+import { SERVICE_AUTHORIZATION, type Caller } from "@switchyard/platform/caller.js";
+import { downstreamOptions } from "@switchyard/platform/auth.js";
+import type { Client } from "@switchyard/platform/grpc";
+import { Faults } from "@switchyard/platform/faults.js";
+import type { ServiceCredentials } from "@switchyard/platform/service-credentials.js";
 import type { HandlerContext } from "@connectrpc/connect";
 import { visibleOrder } from "../domain/access.js";
 import { totalsOf } from "../domain/orders.js";

@@ -4,7 +4,7 @@
 // work (a lease in the orders database, renewed every pass); it runs at start and then every
 // ORDERS_RECONCILE_INTERVAL_MS, and logs each step it settles.
 import { hostname } from "node:os";
-import type { Logger } from "@switchyard/platform";
+import type { Logger } from "@switchyard/platform/logger.js";
 import type { OrdersStore } from "../store/port.js";
 import type { MoneySteps } from "./money-steps.js";
 

@@ -2,7 +2,8 @@
 // sees and owns only their own payments, an admin sees every payment and alone refunds. The orders
 // service, presenting its own token, acts for an order's owner: it charges on the owner's behalf,
 // refunds a cancelled order and settles keys whose outcome it never saw.
-import { fail, requireRole, type Caller } from "@switchyard/platform";
+import { fail } from "@switchyard/platform/errors.js";
+import { requireRole, type Caller } from "@switchyard/platform/caller.js";
 
 /** The internal service whose workflows (pay, cancel, the reconciler) move money for orders. */
 export const ORDER_WORKFLOW_SERVICE = "orders";

@@ -1,5 +1,6 @@
 // Payment and refund rules, without I/O.
-import { assertAmount, assertCurrency, fail } from "@switchyard/platform";
+import { fail } from "@switchyard/platform/errors.js";
+import { assertAmount, assertCurrency } from "@switchyard/platform/money.js";
 
 export type PaymentStatus = "succeeded" | "partially_refunded" | "refunded";
 

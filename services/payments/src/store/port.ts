@@ -1,5 +1,6 @@
 // What the payments service needs from storage.
-import type { IdempotentOutcome, Keyset } from "@switchyard/platform";
+import type { IdempotentOutcome } from "@switchyard/platform/store";
+import type { Keyset } from "@switchyard/platform/paging.js";
 import type { NewPayment } from "../domain/payments.js";
 
 export interface PaymentRecord {

@@ -1,6 +1,9 @@
 // PaymentsStore on the PostgreSQL-family adapter. The idempotency key and the write it guards
 // commit in one transaction (runIdempotent); refunds lock their payment row first.
-import { fail, jsonResultCodec, newId, resolveIdempotencyKey, runIdempotent, type Keyset, type SqlDatabase, type SqlExecutor } from "@switchyard/platform";
+import { fail } from "@switchyard/platform/errors.js";
+import { jsonResultCodec, resolveIdempotencyKey, runIdempotent, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
+import { newId } from "@switchyard/platform/ids.js";
+import type { Keyset } from "@switchyard/platform/paging.js";
 import type { NewPayment } from "../domain/payments.js";
 import type { IdempotencyInput, PaymentRecord, PaymentsStore, RefundRecord } from "./port.js";
 

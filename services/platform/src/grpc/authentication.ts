@@ -4,7 +4,7 @@
 // handler reads it. A handler never sees an unauthenticated call of a method that needs a caller.
 import { createContextKey, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
-import type { Caller, ServiceCaller } from "../auth.js";
+import type { Caller, ServiceCaller } from "../caller.js";
 import { fail } from "../errors.js";
 
 /** Verifies a call's credentials (TokenVerifier, or a service's own stricter one). */

@@ -1,8 +1,8 @@
 // Idempotency keys (after the IETF httpapi Idempotency-Key draft), kept in the service's own
 // database: the key record and the business write commit in one transaction, so a retry either
 // finds the finished result or nothing at all — never half of it.
-import { createHash } from "node:crypto";
 import { fail } from "../errors.js";
+import { assertIdempotencyKey } from "../idempotency-keys.js";
 import type { SqlDatabase, SqlExecutor } from "./sql.js";
 import type { Logger } from "../logger.js";
 import { parse, setting } from "../config.js";
@@ -73,22 +73,6 @@ export interface IdempotentOutcome<T> {
 
 /** The request_hash of a key settled as never used: no real fingerprint (base64url) contains a '!'. */
 const VOIDED = "!voided";
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** Refuses a key that is not a UUID (400). */
-export function assertIdempotencyKey(key: string): void {
-  if (!UUID.test(key)) throw fail("IDEMPOTENCY_KEY_INVALID", "Idempotency-Key must be a UUID");
-}
-
-/** A stable fingerprint of the fields that make a request what it is. */
-export function requestFingerprint(fields: Record<string, string | number | bigint | boolean>): string {
-  const canonical = Object.keys(fields)
-    .sort()
-    .map((k) => `${k}=${JSON.stringify(String(fields[k]))}`)
-    .join("&");
-  return createHash("sha256").update(canonical).digest("base64url");
-}
 
 /**
  * Runs `work` at most once per scope. The first call stores its encoded result with the key in
@@ -173,16 +157,6 @@ export async function resolveIdempotencyKey<T>(db: SqlDatabase, scope: Omit<Idem
   });
 }
 
-/**
- * A UUID-shaped key derived from what an operation is about (e.g. tenant, order, version), for a
- * service calling another idempotently: the same operation always sends the same key.
- */
-export function derivedIdempotencyKey(...parts: (string | number | bigint)[]): string {
-  const h = createHash("sha256").update(parts.map(String).join("\u0000")).digest("hex");
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${((parseInt(h[16]!, 16) & 3) | 8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
-}
-
-/** Forgets keys older than `olderThanMs` (kept at least 24 h by the services' settings). */
 /**
  * Forgets keys older than the limit; returns how many, or undefined when another replica is purging
  * right now (one at a time: a transaction-scoped advisory lock, skipped rather than waited for).

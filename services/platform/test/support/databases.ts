@@ -20,7 +20,7 @@ import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { openSqlDatabase, type Migration, type SqlDatabase } from "@switchyard/platform";
+import { openSqlDatabase, type Migration, type SqlDatabase } from "@switchyard/platform/store";
 
 export interface DatabaseTarget {
   /** Shown as the nested describe's title. */

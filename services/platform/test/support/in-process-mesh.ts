@@ -14,7 +14,8 @@ import { contentConfigFrom, startContentService, type ContentRuntime } from "@sw
 import { ordersConfigFrom, startOrdersService, type OrdersRuntime } from "@switchyard/orders";
 import { identityConfigFrom, startIdentityService, type IdentityRuntime } from "@switchyard/identity";
 import { paymentsConfigFrom, startPaymentsService, type PaymentsRuntime } from "@switchyard/payments";
-import { createLogger, createServiceClient, openChannel, type Client } from "@switchyard/platform";
+import { createLogger } from "@switchyard/platform/logger.js";
+import { createServiceClient, openChannel, type Client } from "@switchyard/platform/grpc";
 import { seedPgliteDataDirs } from "./databases.js";
 import { TcpGate } from "./tcp-gate.js";
 

@@ -1,0 +1,48 @@
+// Who is calling, as the verified token says, and the rules on it that every service applies: pure
+// (no transport, no storage), so domain rules may use them. Tokens are verified in auth.ts.
+import { fail } from "./errors.js";
+
+export const TOKEN_ISSUER = "switchyard-identity";
+export const TOKEN_AUDIENCE = "switchyard";
+export const TOKEN_ALGORITHM = "EdDSA";
+export const SERVICE_TOKEN_AUDIENCE = "switchyard-service";
+export const SERVICE_TOKEN_ROLE = "service";
+/** The metadata key that carries a service's own token. */
+export const SERVICE_AUTHORIZATION = "service-authorization";
+
+export type Role = "admin" | "member";
+
+/** An internal service acting as itself (verified service token). */
+export interface ServiceCaller {
+  /** The service's name (its client id at identity), e.g. "orders". */
+  service: string;
+  expiresAt: number;
+  token: string;
+}
+
+export interface Caller {
+  tenantId: string;
+  userId: bigint;
+  role: Role;
+  sessionId: string;
+  /** Seconds since the epoch. */
+  expiresAt: number;
+  /** The raw token, to pass on to downstream services. */
+  token: string;
+  /** The internal service that made this call on the user's behalf, when it presented its own token. */
+  service?: string;
+}
+
+/** A service's name: what identity's IDENTITY_SERVICE_CREDENTIALS and a service's token call it. */
+export const SERVICE_NAME = /^[a-z][a-z0-9-]{0,31}$/;
+/** The service name of the operator's credential ("operator:<secret>"): identity's OperatorService takes no other. */
+export const OPERATOR_SERVICE = "operator";
+
+/** A token is valid for its own tenant's resources only. */
+export function requireTenant(caller: Caller, tenantId: string): void {
+  if (caller.tenantId !== tenantId) throw fail("TENANT_MISMATCH", "the token belongs to another tenant");
+}
+
+export function requireRole(caller: Caller, role: Role): void {
+  if (caller.role !== role) throw fail("ROLE_REQUIRED", `this action needs the ${role} role`);
+}

@@ -1,0 +1,8 @@
+// `@switchyard/platform/grpc`: calling and serving gRPC — typed clients over grpc-js channels, the
+// handler context (the verified caller, metadata), authentication policies, status details, health.
+export * from "./client.js";
+export * from "./handler-context.js";
+export * from "./authentication.js";
+export { codecOf, methodPath } from "./service-adapter.js";
+export { errorFromStatus, statusFromError } from "./status-details.js";
+export { HealthStatus, ServingStatus } from "./health.js";
