@@ -18,6 +18,8 @@ import { ordersSettings } from "@switchyard/orders";
 import { contentSettings } from "@switchyard/content";
 import { gatewaySettings } from "@switchyard/gateway";
 import type { Setting } from "@switchyard/platform";
+import { adminSettings } from "../scripts/admin-cli.js";
+import { ENTRIES } from "../scripts/build.mjs";
 import { kubectlKustomize, objectId, render, renderLite, renderWithKubectl, type K8sObject } from "./support/kustomize.js";
 import { schemaProblems } from "./support/k8s-schema.js";
 import { addressIn, allows, type Endpoint, type NetworkPolicy, type Pod } from "./support/network-policy.js";
@@ -591,8 +593,16 @@ describe("deploy/ (Kubernetes)", function () {
         expect(command.slice(0, 4)).to.deep.equal(["node", "--enable-source-maps", "dist/admin.js", "create-tenant"]);
         expect(command[5]).to.equal("--admin");
         expect(command[7]).to.equal("--password-file");
-        // $(VAR) in the arguments names variables the container has.
-        for (const m of command.join(" ").matchAll(/\$\((\w+)\)/g)) expect(env.has(m[1]!), `$(${m[1]}) is set`).to.equal(true);
+        // Every variable is a setting of admin.js with a value it accepts, or one the arguments name ($(VAR)).
+        const inArguments = new Set([...command.join(" ").matchAll(/\$\((\w+)\)/g)].map((m) => m[1]!));
+        for (const name of inArguments) expect(env.has(name), `$(${name}) is set`).to.equal(true);
+        const known = settingByEnv(adminSettings as unknown as Spec);
+        for (const [name, e] of env) {
+          if (inArguments.has(name)) continue;
+          const setting = required(known.get(name), `${name} is a setting of admin.js (one of ${[...known.keys()].join(", ")})`);
+          if (e.value !== undefined) expect(() => setting.parse(e.value!), `${name}=${e.value}`).to.not.throw();
+        }
+        for (const s of Object.values(adminSettings)) if (!("fallback" in s && s.fallback !== undefined)) expect(env.has(s.env), `${s.env} is required by admin.js`).to.equal(true);
         // identity as the services reach it.
         expect(env.get("IDENTITY_ADDRESS")?.value).to.equal(manifestOf(o, PROCESSES.find((p) => p.name === "payments")!).env.get("IDENTITY_ADDRESS")?.value);
         expect(env.get("OPERATOR_SECRET")?.valueFrom?.secretKeyRef).to.deep.equal({ name: "switchyard-service-credentials", key: "operator-secret" });
@@ -734,6 +744,46 @@ describe("deploy/ (Kubernetes)", function () {
       expect(runtime.instructions.some((i) => i.keyword === "ENV" && /\bNODE_ENV=production\b/.test(i.args))).to.equal(true);
       const cmd = JSON.parse(required(runtime.instructions.filter((i) => i.keyword === "CMD").at(-1), "CMD").args) as string[];
       expect(cmd).to.deep.equal(["node", "--enable-source-maps", "dist/identity.js"]);
+    });
+
+    it("the bundles the manifests run are the ones npm run build makes", () => {
+      const bundles = Object.keys(ENTRIES).map((name) => `dist/${name}.js`);
+      for (const name of [...PROCESSES.map((p) => p.name), "admin"]) expect(bundles, `npm run build makes dist/${name}.js`).to.include(`dist/${name}.js`);
+      for (const o of [...OVERLAY_NAMES.map((n) => overlay(n).objects), ...OVERLAY_NAMES.map((n) => jobOf(n).objects)]) {
+        for (const w of o.filter((x) => x.kind === "Deployment" || x.kind === "Job") as Workload[]) {
+          const command = w.spec.template.spec.containers[0]!.command ?? [];
+          if (command[0] === "node") expect(bundles, `${w.kind} ${w.metadata.name} runs ${command[2]}`).to.include(command[2]);
+        }
+      }
+    });
+
+    it("the build stage gets every source the build reads (the ignore file keeps none of them out)", () => {
+      const ignored = read(join(DEPLOY, "Dockerfile.dockerignore")).split(/\r?\n/).map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+      const patterns = ignored.map((p) => new RegExp(`^${p.replace(/\*\*\//g, "\u0000").replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(/\u0000/g, "(.*/)?")}(/.*)?$`));
+      const excluded = (path: string) => patterns.some((re) => re.test(path));
+      expect(copied(builder), "the build stage copies the context").to.include(".");
+      const needed = [...Object.values(ENTRIES), "scripts/build.mjs", "gen/package.json", "services/platform/src/index.ts", "gateway/openapi/v1.yaml", "package-lock.json"];
+      for (const file of needed) {
+        expect(existsSync(join(ROOT, file)), `${file} exists`).to.equal(true);
+        expect(excluded(file), `${file} is kept out of the build context by deploy/Dockerfile.dockerignore`).to.equal(false);
+      }
+      expect(excluded("node_modules/x") && excluded("services/identity/node_modules/x") && excluded("test/deploy.test.ts"), "the ignore file works as read").to.equal(true);
+    });
+
+    it("the image holds every file the processes read at run time", () => {
+      // Found through a workspace package (import.meta.resolve("@switchyard/<workspace>/<path>")), the same from the sources and the bundle.
+      const sources = rootPackage.workspaces.flatMap((ws) => filesUnder(join(ROOT, ws)).filter((f) => /\.(ts|mjs|js)$/.test(f) && !f.includes("node_modules") && !f.includes("/test/")));
+      let found = 0;
+      for (const file of sources) {
+        for (const m of read(file).matchAll(/import\.meta\.resolve\(\s*["']@switchyard\/([\w-]+)\/([^"']+)["']\s*\)/g)) {
+          const ws = required(rootPackage.workspaces.find((w) => w.split("/").pop() === m[1]), `workspace ${m[1]}`);
+          const target = `${ws}/${m[2]}`;
+          expect(existsSync(join(ROOT, target)), `${rel(file)} reads ${target}`).to.equal(true);
+          expect(copied(runtime).some((c) => target === c || target.startsWith(`${c}/`)), `the image holds ${target} (read by ${rel(file)})`).to.equal(true);
+          found++;
+        }
+      }
+      expect(found, "the gateway reads its OpenAPI document").to.be.greaterThan(0);
     });
 
     it("every package the runtime imports is a production dependency; tsx is not", () => {
