@@ -1,56 +1,65 @@
-// deploy/ cannot be run here (no container engine, no cluster, no Envoy binary), so it is held to
-// the code statically: the manifests may only set real settings of each process, with values those
-// settings accept; ports, probes, upstream addresses and drain timing follow the code's defaults; the
-// image installs every package the runtime imports; Envoy's timeout stays above the gateway's deadline.
-// When kubectl is on PATH, the kustomize overlay is also built.
+// deploy/ cannot be run here (no container engine, no cluster), so it is held to the code and to the
+// Kubernetes API statically. Every overlay is rendered (kubectl kustomize, or the test's own renderer
+// where kubectl is missing, which is held equal to kubectl where it is present) and every object is
+// validated against the Kubernetes OpenAPI schemas (kubernetes-models, offline, unknown fields refused).
+// Then the rendered objects are held to the code: each process sets only real settings with values they
+// accept, listens and is probed where the code says, reaches its peers at `dns:///` addresses of
+// headless Services, has an autoscaler, and the NetworkPolicies allow exactly the mesh's edges.
+// Envoy's config is checked in deploy-envoy.test.ts.
 import { expect } from "chai";
-import { spawnSync } from "node:child_process";
-import { accessSync, constants, existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { isDeepStrictEqual } from "node:util";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { builtinModules } from "node:module";
-import { delimiter, dirname, join, posix, relative } from "node:path";
-import { parse as parseYaml, parseAllDocuments } from "yaml";
+import { dirname, join, relative } from "node:path";
+import { parse as parseYaml } from "yaml";
 import { identitySettings } from "@switchyard/identity";
 import { paymentsSettings } from "@switchyard/payments";
 import { ordersSettings } from "@switchyard/orders";
 import { contentSettings } from "@switchyard/content";
 import { gatewaySettings } from "@switchyard/gateway";
-import { isErrorReason } from "@switchyard/platform/errors.js";
-import { HTTP_STATUS } from "@switchyard/gateway/runtime/errors.js";
 import type { Setting } from "@switchyard/platform/config.js";
+import { adminSettings } from "../scripts/admin-cli.js";
+import { ENTRIES } from "../scripts/build.mjs";
+import { kubectlKustomize, objectId, render, renderLite, renderWithKubectl, type K8sObject } from "./support/kustomize.js";
+import { schemaProblems } from "./support/k8s-schema.js";
+import { addressIn, allows, type Endpoint, type NetworkPolicy, type Pod } from "./support/network-policy.js";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const DEPLOY = join(ROOT, "deploy");
-const K8S_BASE = join(DEPLOY, "k8s", "base");
-const LOCAL_OVERLAY = join(DEPLOY, "k8s", "overlays", "local");
+const K8S = join(DEPLOY, "k8s");
 
 const read = (path: string) => readFileSync(path, "utf8");
 const rel = (path: string) => relative(ROOT, path).split("\\").join("/");
 
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? filesUnder(join(dir, e.name)) : [join(dir, e.name)]));
+}
+
 // ---- the processes, described by the code --------------------------------------------------------
 
 type Spec = Record<string, Setting<unknown>>;
+type Name = "identity" | "payments" | "orders" | "content" | "gateway";
 
 interface Process {
-  name: "identity" | "payments" | "orders" | "content" | "gateway";
+  name: Name;
   settings: Spec;
-  /** how Kubernetes should probe it */
   probes: "grpc" | "http";
-  /** The bundle it runs (`npm run build`, in the image's build stage). */
-  entry: string;
   hasDatabase: boolean;
+  /** the processes it calls (its *_ADDRESS settings) */
+  calls: Name[];
+  usesRedis: boolean;
 }
 
 const PROCESSES: Process[] = [
-  { name: "identity", settings: identitySettings, probes: "grpc", entry: "dist/identity.js", hasDatabase: true },
-  { name: "payments", settings: paymentsSettings, probes: "grpc", entry: "dist/payments.js", hasDatabase: true },
-  { name: "orders", settings: ordersSettings, probes: "grpc", entry: "dist/orders.js", hasDatabase: true },
-  { name: "content", settings: contentSettings, probes: "grpc", entry: "dist/content.js", hasDatabase: true },
-  { name: "gateway", settings: gatewaySettings, probes: "http", entry: "dist/gateway.js", hasDatabase: false },
+  { name: "identity", settings: identitySettings, probes: "grpc", hasDatabase: true, calls: [], usesRedis: true },
+  { name: "payments", settings: paymentsSettings, probes: "grpc", hasDatabase: true, calls: ["identity"], usesRedis: false },
+  { name: "orders", settings: ordersSettings, probes: "grpc", hasDatabase: true, calls: ["identity", "payments", "content"], usesRedis: false },
+  { name: "content", settings: contentSettings, probes: "grpc", hasDatabase: true, calls: ["identity"], usesRedis: false },
+  { name: "gateway", settings: gatewaySettings, probes: "http", hasDatabase: false, calls: ["identity", "payments", "orders", "content"], usesRedis: true },
 ];
+const SERVICES = PROCESSES.filter((p) => p.probes === "grpc");
 
-function settingByEnv(spec: Spec): Map<string, Setting<unknown>> {
-  return new Map(Object.values(spec).map((s) => [s.env, s]));
-}
+const settingByEnv = (spec: Spec) => new Map(Object.values(spec).map((s) => [s.env, s]));
 
 function required<T>(value: T | undefined, what: string): T {
   expect(value, what).to.not.equal(undefined);
@@ -63,16 +72,20 @@ function defaultPort(p: Process): number {
   return port as number;
 }
 
-// ---- Kubernetes manifests ------------------------------------------------------------------------
+// ---- Kubernetes objects ----------------------------------------------------------------------------
 
+type Labels = Record<string, string>;
 interface EnvVar {
   name: string;
   value?: string;
-  valueFrom?: { secretKeyRef?: { name: string; key: string; optional?: boolean } };
+  valueFrom?: { secretKeyRef?: { name: string; key: string; optional?: boolean }; configMapKeyRef?: { name: string; key: string } };
 }
 interface Probe {
   grpc?: { port: number; service?: string };
   httpGet?: { path: string; port: number | string };
+  periodSeconds?: number;
+  timeoutSeconds?: number;
+  failureThreshold?: number;
 }
 interface Container {
   name: string;
@@ -82,8 +95,8 @@ interface Container {
   ports?: { name?: string; containerPort: number }[];
   env?: EnvVar[];
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
-  securityContext?: { runAsNonRoot?: boolean; readOnlyRootFilesystem?: boolean; allowPrivilegeEscalation?: boolean };
-  volumeMounts?: { name: string; mountPath: string }[];
+  securityContext?: { runAsNonRoot?: boolean; readOnlyRootFilesystem?: boolean; allowPrivilegeEscalation?: boolean; capabilities?: { drop?: string[] } };
+  volumeMounts?: { name: string; mountPath: string; readOnly?: boolean }[];
   readinessProbe?: Probe;
   livenessProbe?: Probe;
   startupProbe?: Probe;
@@ -92,74 +105,39 @@ interface Container {
 interface PodSpec {
   containers: Container[];
   enableServiceLinks?: boolean;
+  automountServiceAccountToken?: boolean;
   terminationGracePeriodSeconds?: number;
-  securityContext?: { runAsNonRoot?: boolean; runAsUser?: number };
-  volumes?: { name: string; emptyDir?: object }[];
+  securityContext?: { runAsNonRoot?: boolean; runAsUser?: number; fsGroup?: number; seccompProfile?: { type: string } };
+  volumes?: { name: string; emptyDir?: object; secret?: { secretName: string; items?: { key: string; path: string }[] } }[];
 }
-type Labels = Record<string, string>;
-interface K8sObject {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string; labels?: Labels };
-}
-interface Deployment extends K8sObject {
-  spec: { replicas?: number; selector: { matchLabels: Labels }; template: { metadata: { labels: Labels }; spec: PodSpec } };
+interface Workload extends K8sObject {
+  spec: { replicas?: number; selector?: { matchLabels: Labels }; template: { metadata: { labels: Labels }; spec: PodSpec } };
 }
 interface Service extends K8sObject {
-  spec: { selector: Labels; ports: { name?: string; port: number; targetPort?: number | string }[] };
+  spec: { clusterIP?: string; selector: Labels; ports: { name?: string; port: number; targetPort?: number | string }[] };
 }
 interface Budget extends K8sObject {
   spec: { selector: { matchLabels: Labels }; minAvailable?: number | string; maxUnavailable?: number | string };
 }
-interface Kustomization {
-  resources?: string[];
+interface Autoscaler extends K8sObject {
+  spec: {
+    scaleTargetRef: { apiVersion: string; kind: string; name: string };
+    minReplicas?: number;
+    maxReplicas: number;
+    metrics?: { type: string; resource?: { name: string; target: { type: string; averageUtilization?: number } } }[];
+  };
 }
-
-function loadDocuments(path: string): K8sObject[] {
-  return parseAllDocuments(read(path)).map((doc) => {
-    expect(doc.errors, `${rel(path)} parses`).to.deep.equal([]);
-    return doc.toJS() as K8sObject;
-  });
+interface Secret extends K8sObject {
+  stringData?: Record<string, string>;
+  data?: Record<string, string>;
 }
-
-function kustomizationsUnder(dir: string): string[] {
-  const found: string[] = [];
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) found.push(...kustomizationsUnder(path));
-    else if (entry.name === "kustomization.yaml") found.push(path);
-  }
-  return found;
-}
-
-const baseKustomization = parseYaml(read(join(K8S_BASE, "kustomization.yaml"))) as Kustomization;
-const baseObjects: K8sObject[] = (baseKustomization.resources ?? [])
-  .filter((r) => /\.ya?ml$/.test(r) && existsSync(join(K8S_BASE, r)))
-  .flatMap((r) => loadDocuments(join(K8S_BASE, r)));
-const services = baseObjects.filter((o): o is Service => o.kind === "Service");
 
 const selects = (selector: Labels, labels: Labels) => Object.entries(selector).every(([k, v]) => labels[k] === v);
 
-interface Manifest {
-  objects: K8sObject[];
-  deployment: Deployment;
-  service: Service;
-  budget: Budget;
-  container: Container;
-}
-
-function manifestOf(p: Process): Manifest {
-  const file = join(K8S_BASE, `${p.name}.yaml`);
-  expect(existsSync(file), `${rel(file)} exists`).to.equal(true);
-  const objects = loadDocuments(file);
-  const ofKind = (kind: string) => objects.filter((o) => o.kind === kind);
-  expect(ofKind("Deployment"), `${p.name}.yaml: Deployments`).to.have.length(1);
-  expect(ofKind("Service"), `${p.name}.yaml: Services`).to.have.length(1);
-  expect(ofKind("PodDisruptionBudget"), `${p.name}.yaml: PodDisruptionBudgets`).to.have.length(1);
-  const deployment = ofKind("Deployment")[0] as Deployment;
-  const containers = deployment.spec.template.spec.containers;
-  expect(containers, `${p.name}: containers`).to.have.length(1);
-  return { objects, deployment, service: ofKind("Service")[0] as Service, budget: ofKind("PodDisruptionBudget")[0] as Budget, container: containers[0]! };
+/** A probe's or Service's port, by number or by the container port's name. */
+function resolvePort(container: Container, port: number | string | undefined): number | undefined {
+  if (typeof port === "number") return port;
+  return container.ports?.find((p) => p.name === port)?.containerPort;
 }
 
 function envOf(container: Container): Map<string, EnvVar> {
@@ -171,565 +149,669 @@ function envOf(container: Container): Map<string, EnvVar> {
   return env;
 }
 
-function literal(env: Map<string, EnvVar>, name: string): string | undefined {
-  const e = env.get(name);
-  return e?.value;
+// ---- the overlays ----------------------------------------------------------------------------------
+
+interface Overlay {
+  name: "local" | "production";
+  dir: string;
+  objects: K8sObject[];
+  how: string;
+  namespace: string;
 }
 
-/** A probe's or Service's port, by number or by the container port's name. */
-function resolvePort(container: Container, port: number | string | undefined): number | undefined {
-  if (typeof port === "number") return port;
-  return container.ports?.find((p) => p.name === port)?.containerPort;
+const OVERLAY_NAMES = ["local", "production"] as const;
+const rendered = new Map<string, { objects: K8sObject[]; how: string }>();
+function renderedAt(dir: string) {
+  if (!rendered.has(dir)) rendered.set(dir, render(dir));
+  return rendered.get(dir)!;
+}
+function overlay(name: Overlay["name"]): Overlay {
+  const dir = join(K8S, "overlays", name);
+  const { objects, how } = renderedAt(dir);
+  const namespaces = new Set(objects.filter((o) => o.kind !== "Namespace").map((o) => o.metadata.namespace ?? "default"));
+  expect([...namespaces], `${name}: every object in one namespace`).to.have.length(1);
+  return { name, dir, objects, how, namespace: [...namespaces][0]! };
+}
+function jobOf(name: Overlay["name"]): { objects: K8sObject[]; job: Workload } {
+  const { objects } = renderedAt(join(K8S, "overlays", name, "create-tenant"));
+  const jobs = objects.filter((o) => o.kind === "Job") as Workload[];
+  expect(jobs, `${name}/create-tenant: one Job`).to.have.length(1);
+  return { objects, job: jobs[0]! };
 }
 
-function scriptOf(command: string[]): string | undefined {
-  return command.find((arg) => /\.(ts|js|mjs)$/.test(arg));
+const ofKind = <T extends K8sObject>(o: Overlay, kind: string) => o.objects.filter((x) => x.kind === kind) as T[];
+const named = <T extends K8sObject>(o: Overlay, kind: string, name: string) => required(ofKind<T>(o, kind).find((x) => x.metadata.name === name), `${o.name}: ${kind} ${name}`);
+
+interface Manifest {
+  deployment: Workload;
+  service: Service;
+  budget: Budget;
+  autoscaler: Autoscaler;
+  container: Container;
+  env: Map<string, EnvVar>;
 }
-
-function onPath(command: string): boolean {
-  return (process.env.PATH ?? "").split(delimiter).some((dir) => {
-    try {
-      accessSync(join(dir, command), constants.X_OK);
-      return true;
-    } catch {
-      return false;
-    }
-  });
-}
-
-/** Envoy / Go-style durations ("6s", "0.5s", "250ms") in milliseconds. */
-function durationMs(value: unknown): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m)$/.exec(String(value));
-  expect(m, `"${String(value)}" is a duration`).to.not.equal(null);
-  return Number(m![1]) * { ms: 1, s: 1_000, m: 60_000 }[m![2] as "ms" | "s" | "m"];
-}
-
-// ---- the Dockerfile ------------------------------------------------------------------------------
-
-interface Instruction {
-  keyword: string;
-  args: string;
-}
-interface Stage {
-  from: string;
-  name?: string;
-  instructions: Instruction[];
-}
-
-function parseDockerfile(text: string): { args: Map<string, string>; stages: Stage[] } {
-  const lines = text.replace(/\\\r?\n/g, " ").split(/\r?\n/).map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("#"));
-  const args = new Map<string, string>();
-  const stages: Stage[] = [];
-  for (const line of lines) {
-    const m = /^(\w+)\s+([\s\S]*)$/.exec(line);
-    if (!m) continue;
-    const keyword = m[1]!.toUpperCase();
-    const rest = m[2]!.trim();
-    if (keyword === "FROM") {
-      const [image = "", , name] = rest.split(/\s+/);
-      const from = image.replace(/\$\{(\w+)\}|\$(\w+)/g, (_, a?: string, b?: string) => args.get((a ?? b)!) ?? "");
-      stages.push({ from, ...(name ? { name } : {}), instructions: [] });
-    } else if (stages.length === 0 && keyword === "ARG") {
-      const [key, value = ""] = rest.split("=");
-      args.set(key!.trim(), value.trim());
-    } else {
-      stages.at(-1)?.instructions.push({ keyword, args: rest });
-    }
-  }
-  return { args, stages };
-}
-
-/** COPY sources (repository-relative) of a stage, leaving out copies from other stages. */
-function copiedFromContext(stage: Stage): string[] {
-  return stage.instructions
-    .filter((i) => i.keyword === "COPY" && !/--from=/.test(i.args))
-    .flatMap((i) => {
-      const words = i.args.split(/\s+/).filter((w) => !w.startsWith("--"));
-      return words.slice(0, -1).map((w) => posix.normalize(w).replace(/\/$/, ""));
-    });
-}
-
-/** Paths a stage copies from another stage (`COPY --from=build /app/dist dist` → "dist"). */
-function copiedFromBuild(stage: Stage): string[] {
-  return stage.instructions
-    .filter((i) => i.keyword === "COPY" && /--from=build\b/.test(i.args))
-    .flatMap((i) => {
-      const words = i.args.split(/\s+/).filter((w) => !w.startsWith("--"));
-      return [posix.normalize(words.at(-1)!).replace(/\/$/, "")];
-    });
-}
-
-const covered = (sources: string[], path: string) => sources.some((s) => s === "." || path === s || path.startsWith(`${s}/`));
-
-const dockerfile = parseDockerfile(read(join(DEPLOY, "Dockerfile")));
-const finalStage = dockerfile.stages.at(-1)!;
-
-// ---- the runtime's source ------------------------------------------------------------------------
-
-const rootPackage = JSON.parse(read(join(ROOT, "package.json"))) as {
-  workspaces: string[];
-  dependencies?: Record<string, string>;
-  devDependencies?: Record<string, string>;
-};
-
-/** The code the processes run: each workspace's src/ (gen/ has no src/: all of it). */
-function runtimeFiles(): string[] {
-  const files: string[] = [];
-  const walk = (dir: string) => {
-    for (const entry of readdirSync(dir, { withFileTypes: true })) {
-      const path = join(dir, entry.name);
-      if (entry.isDirectory()) {
-        if (entry.name !== "node_modules" && entry.name !== "test") walk(path);
-      } else if (/\.(ts|js|mjs)$/.test(entry.name) && !entry.name.endsWith(".d.ts")) files.push(path);
-    }
+function manifestOf(o: Overlay, p: Process): Manifest {
+  const deployment = named<Workload>(o, "Deployment", p.name);
+  const containers = deployment.spec.template.spec.containers;
+  expect(containers, `${p.name}: containers`).to.have.length(1);
+  return {
+    deployment,
+    service: named<Service>(o, "Service", p.name),
+    budget: named<Budget>(o, "PodDisruptionBudget", p.name),
+    autoscaler: named<Autoscaler>(o, "HorizontalPodAutoscaler", p.name),
+    container: containers[0]!,
+    env: envOf(containers[0]!),
   };
-  for (const ws of rootPackage.workspaces) {
-    const src = join(ROOT, ws, "src");
-    walk(existsSync(src) ? src : join(ROOT, ws));
-  }
-  return files;
 }
 
-/** Package names a file needs at run time (type-only imports are erased). */
-function runtimeImports(source: string): string[] {
-  const specifiers: string[] = [];
-  for (const m of source.matchAll(/^\s*(?:import|export)\s+(type\s+)?(?:[^;'"()=]*?\sfrom\s*)?["']([^"']+)["']/gm)) {
-    if (!m[1]) specifiers.push(m[2]!);
-  }
-  for (const m of source.matchAll(/\bimport\(\s*["']([^"']+)["']\s*\)/g)) specifiers.push(m[1]!);
-  return specifiers
-    .filter((s) => !s.startsWith(".") && !s.startsWith("/") && !s.startsWith("node:") && !builtinModules.includes(s.split("/")[0]!))
-    .map((s) => (s.startsWith("@") ? s.split("/").slice(0, 2).join("/") : s.split("/")[0]!));
+/** `dns:///host:port` → host and port (the gRPC name syntax for a DNS-resolved, balanced target). */
+function dnsTarget(value: string): { host: string; port: number } | undefined {
+  const m = /^dns:\/\/\/([a-z0-9.-]+):(\d{1,5})$/.exec(value);
+  return m ? { host: m[1]!, port: Number(m[2]) } : undefined;
 }
 
 // ==================================================================================================
 
-describe("deploy/", function () {
+describe("deploy/ (Kubernetes)", function () {
   this.timeout(60_000);
 
   describe("kustomize", () => {
-    it("every kustomization's resources exist", () => {
-      const kustomizations = kustomizationsUnder(join(DEPLOY, "k8s"));
-      expect(kustomizations.map(rel)).to.include.members(["deploy/k8s/base/kustomization.yaml", "deploy/k8s/overlays/local/kustomization.yaml"]);
+    const kustomizations = filesUnder(K8S).filter((f) => f.endsWith("kustomization.yaml"));
+
+    it("every kustomization's resources and components exist", () => {
+      expect(kustomizations.map(rel)).to.include.members([
+        "deploy/k8s/base/kustomization.yaml",
+        "deploy/k8s/components/process-defaults/kustomization.yaml",
+        "deploy/k8s/overlays/local/kustomization.yaml",
+        "deploy/k8s/overlays/production/kustomization.yaml",
+        "deploy/k8s/jobs/create-tenant/kustomization.yaml",
+      ]);
       for (const file of kustomizations) {
-        const resources = (parseYaml(read(file)) as Kustomization).resources ?? [];
-        expect(resources, `${rel(file)} lists resources`).to.not.be.empty;
-        for (const r of resources) {
+        const k = parseYaml(read(file)) as { resources?: string[]; components?: string[]; patches?: { path?: string }[] };
+        for (const r of [...(k.resources ?? []), ...(k.components ?? []), ...(k.patches ?? []).flatMap((p) => (p.path ? [p.path] : []))]) {
           const path = join(dirname(file), r);
-          expect(existsSync(path), `${rel(file)}: resource ${r} exists`).to.equal(true);
+          expect(existsSync(path), `${rel(file)}: ${r} exists`).to.equal(true);
           if (statSync(path).isDirectory()) expect(existsSync(join(path, "kustomization.yaml")), `${rel(path)} is a kustomization`).to.equal(true);
         }
       }
     });
 
-    it("the base lists one manifest file per process", () => {
-      expect(baseKustomization.resources).to.include.members(PROCESSES.map((p) => `${p.name}.yaml`));
+    it("the five processes share one set of pod settings (a component), not five copies", () => {
+      const base = parseYaml(read(join(K8S, "base", "kustomization.yaml"))) as { components?: string[] };
+      expect(base.components, "the base uses the process-defaults component").to.include("../components/process-defaults");
+      for (const p of PROCESSES) {
+        const text = read(join(K8S, "base", `${p.name}.yaml`));
+        for (const shared of ["securityContext", "preStop", "periodSeconds", "terminationGracePeriodSeconds", "enableServiceLinks", "minReplicas"]) {
+          expect(text, `base/${p.name}.yaml repeats ${shared} (it belongs in components/process-defaults)`).to.not.include(shared);
+        }
+      }
     });
 
-    it("the local overlay builds (kubectl kustomize)", () => {
-      if (!onPath("kubectl")) {
-        console.log("  (kubectl not installed: kustomize build check skipped)");
-        return;
+    for (const name of [...OVERLAY_NAMES, ...OVERLAY_NAMES.map((n) => `${n}/create-tenant`)]) {
+      it(`overlays/${name} renders, and every object is valid against the Kubernetes schemas`, async () => {
+        const { objects, how } = renderedAt(join(K8S, "overlays", name));
+        console.log(`      (overlays/${name}: ${objects.length} objects, rendered with ${how})`);
+        expect(objects.length).to.be.greaterThan(0);
+        const ids = objects.map(objectId);
+        expect(new Set(ids).size, "no object twice").to.equal(ids.length);
+        const problems: string[] = [];
+        for (const o of objects) for (const p of await schemaProblems(o)) problems.push(`${o.kind}/${o.metadata.name}${p.path}: ${p.message}`);
+        expect(problems).to.deep.equal([]);
+      });
+    }
+
+    it("the schema check refuses a misspelt field, a wrong type and a missing required field", async () => {
+      const deployment = structuredClone(named<Workload>(overlay("production"), "Deployment", "gateway"));
+      expect(await schemaProblems(deployment)).to.deep.equal([]);
+      const misspelt = structuredClone(deployment) as any;
+      misspelt.spec.template.spec.containers[0].readinesProbe = misspelt.spec.template.spec.containers[0].readinessProbe;
+      delete misspelt.spec.template.spec.containers[0].readinessProbe;
+      expect((await schemaProblems(misspelt)).map((p) => p.path)).to.deep.equal(["/spec/template/spec/containers/0/readinesProbe"]);
+      const wrongType = structuredClone(deployment) as any;
+      wrongType.spec.template.spec.containers[0].ports[0].containerPort = "8080";
+      expect((await schemaProblems(wrongType)).map((p) => p.path)).to.include("/spec/template/spec/containers/0/ports/0/containerPort");
+      const autoscaler = structuredClone(named<Autoscaler>(overlay("production"), "HorizontalPodAutoscaler", "gateway")) as any;
+      delete autoscaler.spec.maxReplicas;
+      expect((await schemaProblems(autoscaler)).map((p) => p.message).join()).to.include("maxReplicas");
+    });
+
+    it("the test's own renderer renders exactly what kubectl kustomize does", function () {
+      const kubectl = kubectlKustomize();
+      if (!kubectl.usable) {
+        // Not silent: the overlays are still rendered (by the test's renderer) and checked below.
+        console.log(`      (cannot compare with kubectl: ${kubectl.why})`);
+        this.skip();
       }
-      const built = spawnSync("kubectl", ["kustomize", LOCAL_OVERLAY], { encoding: "utf8", timeout: 50_000 });
-      expect(built.error, "kubectl ran").to.equal(undefined);
-      expect(built.status, `kubectl kustomize failed: ${built.stderr}`).to.equal(0);
-      const objects = parseAllDocuments(built.stdout).map((d) => d.toJS() as K8sObject);
-      const deployments = objects.filter((o): o is Deployment => o.kind === "Deployment");
-      expect(deployments.map((d) => d.metadata.name).sort()).to.deep.equal(PROCESSES.map((p) => p.name).sort());
+      for (const dir of ["base", ...OVERLAY_NAMES.flatMap((n) => [`overlays/${n}`, `overlays/${n}/create-tenant`])].map((d) => join(K8S, d))) {
+        const lite = new Map(renderLite(dir).map((o) => [objectId(o), o]));
+        const real = new Map(renderWithKubectl(dir).map((o) => [objectId(o), o]));
+        expect([...lite.keys()].sort(), rel(dir)).to.deep.equal([...real.keys()].sort());
+        for (const [id, o] of real) expect(isDeepStrictEqual(lite.get(id), o), `${rel(dir)}: ${id} rendered alike`).to.equal(true);
+      }
     });
   });
 
-  for (const p of PROCESSES) {
-    describe(`${p.name} manifest`, () => {
-      it("has one Deployment, one Service and one PodDisruptionBudget, all selecting its pods", () => {
-        const { deployment, service, budget } = manifestOf(p);
-        const podLabels = deployment.spec.template.metadata.labels;
-        expect(deployment.spec.selector.matchLabels, "Deployment selector").to.not.be.empty;
-        expect(selects(deployment.spec.selector.matchLabels, podLabels), "Deployment selects its own pods").to.equal(true);
-        expect(service.spec.selector, "Service selector").to.not.be.empty;
-        expect(selects(service.spec.selector, podLabels), "Service selects the pods").to.equal(true);
-        expect(selects(budget.spec.selector.matchLabels, podLabels), "PodDisruptionBudget selects the pods").to.equal(true);
-        expect(service.metadata.name, "Service name").to.equal(p.name);
-        for (const other of PROCESSES.filter((o) => o !== p)) {
-          const otherLabels = manifestOf(other).deployment.spec.template.metadata.labels;
-          expect(selects(service.spec.selector, otherLabels), `${p.name} Service must not select ${other.name} pods`).to.equal(false);
-        }
-      });
+  for (const overlayName of OVERLAY_NAMES) {
+    describe(`overlays/${overlayName}`, () => {
+      for (const p of PROCESSES) {
+        describe(p.name, () => {
+          it("has a Deployment, a Service, a PodDisruptionBudget and a HorizontalPodAutoscaler, selecting its pods only", () => {
+            const o = overlay(overlayName);
+            const { deployment, service, budget, autoscaler } = manifestOf(o, p);
+            const podLabels = deployment.spec.template.metadata.labels;
+            expect(selects(deployment.spec.selector!.matchLabels, podLabels), "Deployment selects its own pods").to.equal(true);
+            expect(service.spec.selector, "Service selector").to.not.be.empty;
+            expect(selects(service.spec.selector, podLabels), "Service selects the pods").to.equal(true);
+            expect(selects(budget.spec.selector.matchLabels, podLabels), "PodDisruptionBudget selects the pods").to.equal(true);
+            expect(autoscaler.spec.scaleTargetRef).to.deep.equal({ apiVersion: "apps/v1", kind: "Deployment", name: p.name });
+            for (const other of ofKind<Workload>(o, "Deployment").filter((d) => d !== deployment)) {
+              expect(selects(service.spec.selector, other.spec.template.metadata.labels), `${p.name} Service must not select ${other.metadata.name} pods`).to.equal(false);
+            }
+          });
 
-      it("runs two replicas with resource requests and limits", () => {
-        const { deployment, container } = manifestOf(p);
-        expect(deployment.spec.replicas).to.equal(2);
-        for (const kind of ["requests", "limits"] as const) {
-          expect(container.resources?.[kind], `resources.${kind}`).to.include.keys("cpu", "memory");
-        }
-      });
+          it("is scaled by CPU between bounds its PodDisruptionBudget fits (the Deployment sets no replicas)", () => {
+            const { deployment, budget, autoscaler, container } = manifestOf(overlay(overlayName), p);
+            expect(deployment.spec.replicas, "replicas are the autoscaler's").to.equal(undefined);
+            const min = required(autoscaler.spec.minReplicas, "minReplicas");
+            expect(autoscaler.spec.maxReplicas).to.be.greaterThan(min);
+            if (overlayName === "production") expect(min, "production runs at least two of each").to.be.at.least(2);
+            const cpu = autoscaler.spec.metrics?.find((m) => m.type === "Resource" && m.resource?.name === "cpu");
+            expect(cpu?.resource?.target.type, "a CPU utilization target").to.equal("Utilization");
+            expect(container.resources?.requests?.cpu, "utilization is of the CPU request").to.be.a("string");
+            for (const kind of ["requests", "limits"] as const) expect(container.resources?.[kind], `resources.${kind}`).to.include.keys("cpu", "memory");
+            // One pod at a time may be evicted; with two or more replicas one always serves.
+            expect(budget.spec.minAvailable, "minAvailable would block draining a one-replica overlay").to.equal(undefined);
+            expect(budget.spec.maxUnavailable).to.equal(1);
+            if (min >= 2) expect(budget.spec.maxUnavailable as number).to.be.lessThan(min);
+          });
 
-      it("runs its own entrypoint, which exists and is in the image", () => {
-        const { container } = manifestOf(p);
-        const command = [...(container.command ?? []), ...(container.args ?? [])];
-        expect(command.slice(0, 2), "plain node on the compiled bundle").to.deep.equal(["node", "--enable-source-maps"]);
-        const script = required(scriptOf(command), "command names a script");
-        expect(script).to.equal(p.entry);
-        expect(existsSync(join(ROOT, script)), `${script} exists (built by npm run build)`).to.equal(true);
-        expect(covered(copiedFromBuild(finalStage), script), `the image copies ${script} from the build stage`).to.equal(true);
-        expect(container.image, "image").to.match(/^switchyard(:|$)/);
-      });
+          it("runs its compiled bundle: node --enable-source-maps dist/<name>.js, from this overlay's image", () => {
+            const o = overlay(overlayName);
+            const { container } = manifestOf(o, p);
+            expect([...(container.command ?? []), ...(container.args ?? [])]).to.deep.equal(["node", "--enable-source-maps", `dist/${p.name}.js`]);
+            const images = new Set(ofKind<Workload>(o, "Deployment").filter((d) => PROCESSES.some((q) => q.name === d.metadata.name)).map((d) => d.spec.template.spec.containers[0]!.image));
+            expect([...images], "every process runs the same image").to.deep.equal([container.image]);
+            if (overlayName === "local") expect(container.image).to.equal("switchyard:dev");
+            else expect(container.image, "a released image: a version tag or a digest").to.match(/^[\w.-]+(\.[\w.-]+)+(:\d+)?\/[\w./-]+(:\d[\w.-]*|@sha256:[a-f0-9]{64})$/);
+          });
 
-      it("listens on its port setting's default, exposed by the Service", () => {
-        const { container, service } = manifestOf(p);
-        const port = defaultPort(p);
-        expect(container.ports?.map((cp) => cp.containerPort)).to.deep.equal([port]);
-        const portEnv = literal(envOf(container), p.settings.port!.env);
-        if (portEnv !== undefined) expect(Number(portEnv), `${p.settings.port!.env}`).to.equal(port);
-        expect(service.spec.ports).to.have.length(1);
-        const servicePort = service.spec.ports[0]!;
-        expect(servicePort.port, "Service port").to.equal(port);
-        expect(resolvePort(container, servicePort.targetPort ?? servicePort.port), "Service targetPort").to.equal(port);
-      });
+          it("listens on its port setting's default, exposed by its Service (headless for a gRPC service)", () => {
+            const { container, service, env } = manifestOf(overlay(overlayName), p);
+            const port = defaultPort(p);
+            expect(container.ports?.map((cp) => cp.containerPort)).to.deep.equal([port]);
+            const portEnv = env.get(p.settings.port!.env)?.value;
+            if (portEnv !== undefined) expect(Number(portEnv), p.settings.port!.env).to.equal(port);
+            expect(service.spec.ports).to.have.length(1);
+            expect(service.spec.ports[0]!.port, "Service port").to.equal(port);
+            expect(resolvePort(container, service.spec.ports[0]!.targetPort ?? service.spec.ports[0]!.port), "Service targetPort").to.equal(port);
+            // gRPC clients resolve a headless Service to every ready pod and balance over them.
+            if (p.probes === "grpc") expect(service.spec.clusterIP, "headless").to.equal("None");
+            else expect(service.spec.clusterIP, "the gateway's Service keeps its virtual IP (Envoy's upstream)").to.equal(undefined);
+          });
 
-      it("sets only real settings of the process, with values they accept", () => {
-        const { container } = manifestOf(p);
-        const known = settingByEnv(p.settings);
-        const env = envOf(container);
-        expect(env.size, "sets some settings").to.be.greaterThan(0);
-        for (const [name, e] of env) {
-          const setting = known.get(name);
-          expect(setting, `${name} is a setting of ${p.name} (one of ${[...known.keys()].join(", ")})`).to.not.equal(undefined);
-          if (e.value !== undefined) expect(() => setting!.parse(e.value!), `${name}=${e.value}`).to.not.throw();
-          else expect(e.valueFrom?.secretKeyRef, `${name} is a literal or comes from a Secret`).to.not.equal(undefined);
-        }
-      });
+          it("sets only real settings of the process, with values they accept", () => {
+            const { env } = manifestOf(overlay(overlayName), p);
+            const known = settingByEnv(p.settings);
+            expect(env.size, "sets some settings").to.be.greaterThan(0);
+            for (const [name, e] of env) {
+              const setting = known.get(name);
+              expect(setting, `${name} is a setting of ${p.name} (one of ${[...known.keys()].join(", ")})`).to.not.equal(undefined);
+              if (e.value !== undefined) expect(() => setting!.parse(e.value!), `${name}=${e.value}`).to.not.throw();
+              else expect(e.valueFrom?.secretKeyRef, `${name} is a literal or comes from a Secret`).to.not.equal(undefined);
+            }
+          });
 
-      it("sets every setting the process cannot start without", () => {
-        const env = envOf(manifestOf(p).container);
-        for (const s of Object.values(p.settings)) {
-          if (s.fallback === undefined && !s.optional && s.env !== "DATABASE_URL") expect(env.has(s.env), `${s.env} is required by ${p.name}`).to.equal(true);
-        }
-      });
+          it("sets every setting the process cannot start without, binds every interface, overrides every loopback default", () => {
+            const { env } = manifestOf(overlay(overlayName), p);
+            for (const s of Object.values(p.settings)) {
+              if (s.fallback === undefined && !s.optional) expect(env.has(s.env), `${s.env} is required by ${p.name}`).to.equal(true);
+              if (typeof s.fallback === "string" && /^(127\.0\.0\.1|localhost)\b/.test(s.fallback)) {
+                expect(env.has(s.env), `${s.env} defaults to ${s.fallback}, unreachable in a pod`).to.equal(true);
+              }
+            }
+            expect(env.get(p.settings.host!.env)?.value, p.settings.host!.env).to.equal("0.0.0.0");
+          });
 
-      it("binds every interface and overrides every loopback default", () => {
-        const { container } = manifestOf(p);
-        const env = envOf(container);
-        expect(literal(env, p.settings.host!.env), p.settings.host!.env).to.equal("0.0.0.0");
-        for (const s of Object.values(p.settings)) {
-          if (typeof s.fallback === "string" && /^(127\.0\.0\.1|localhost)\b/.test(s.fallback)) {
-            expect(env.has(s.env), `${s.env} defaults to ${s.fallback}, unreachable in a pod`).to.equal(true);
+          it("reaches each peer at dns:///<headless Service>:<port>, which the setting accepts", () => {
+            const o = overlay(overlayName);
+            const { env } = manifestOf(o, p);
+            const addresses = [...env].filter(([name]) => name.endsWith("_ADDRESS"));
+            expect(addresses.map(([name]) => name).sort()).to.deep.equal(p.calls.map((c) => `${c.toUpperCase()}_ADDRESS`).sort());
+            for (const [name, e] of addresses) {
+              const value = required(e.value, name);
+              const target = required(dnsTarget(value), `${name}=${value} is dns:///host:port`);
+              const peer = PROCESSES.find((t) => name === `${t.name.toUpperCase()}_ADDRESS`)!;
+              expect(target.host, `${name} host`).to.equal(peer.name);
+              const service = named<Service>(o, "Service", target.host);
+              expect(service.spec.clusterIP, `${target.host} is headless (one address per ready pod)`).to.equal("None");
+              const servicePort = required(service.spec.ports.find((sp) => sp.port === target.port), `Service ${target.host} exposes ${target.port}`);
+              const peerManifest = manifestOf(o, peer);
+              expect(resolvePort(peerManifest.container, servicePort.targetPort ?? servicePort.port), `${name} reaches ${peer.name}'s container port`).to.equal(defaultPort(peer));
+              // The code must accept it (dns:/// targets balance with round_robin).
+              expect(() => p.settings[`${peer.name}Address`]!.parse(value), `${p.name} accepts ${name}=${value}`).to.not.throw();
+            }
+          });
+
+          if (p.hasDatabase) {
+            it("reads DATABASE_URL, its own role's, from the Secret and owns its schema", () => {
+              const { env } = manifestOf(overlay(overlayName), p);
+              const url = required(env.get("DATABASE_URL"), "DATABASE_URL is set");
+              expect(url.value, "DATABASE_URL is no literal").to.equal(undefined);
+              expect(url.valueFrom?.secretKeyRef).to.deep.include({ name: "switchyard-database", key: `${p.name}-url` });
+              expect(url.valueFrom?.secretKeyRef?.optional, "the Secret is required").to.not.equal(true);
+              expect(env.get(p.settings.databaseSchema!.env)?.value, p.settings.databaseSchema!.env).to.equal(p.settings.databaseSchema!.fallback);
+            });
           }
-        }
-      });
 
-      it("addresses its upstreams by Service name and port", () => {
-        const { container } = manifestOf(p);
-        const addresses = [...envOf(container)].filter(([name]) => name.endsWith("_ADDRESS"));
-        if (p.name !== "identity") expect(addresses, `${p.name} has upstreams`).to.not.be.empty;
-        for (const [name, e] of addresses) {
-          const [host, port] = required(e.value, name).split(":");
-          const target = PROCESSES.find((t) => name === `${t.name.toUpperCase()}_ADDRESS`);
-          expect(target, `${name} names a process`).to.not.equal(undefined);
-          expect(host, `${name} host`).to.equal(target!.name);
-          const service = services.find((s) => s.metadata.name === host);
-          expect(service, `a Service named ${host}`).to.not.equal(undefined);
-          const servicePort = service!.spec.ports.find((sp) => sp.port === Number(port));
-          expect(servicePort, `Service ${host} exposes port ${port}`).to.not.equal(undefined);
-          const targetManifest = manifestOf(target!);
-          expect(resolvePort(targetManifest.container, servicePort!.targetPort ?? servicePort!.port), `${name} reaches ${target!.name}'s container port`).to.equal(defaultPort(target!));
-        }
-      });
+          it(p.usesRedis ? "reads REDIS_URL from the Secret switchyard-redis" : "has no Redis", () => {
+            const { env } = manifestOf(overlay(overlayName), p);
+            const redis = env.get("REDIS_URL");
+            if (!p.usesRedis) return expect(redis).to.equal(undefined);
+            expect(p.settings.redisUrl?.env, `${p.name} has a REDIS_URL setting`).to.equal("REDIS_URL");
+            expect(required(redis, "REDIS_URL").valueFrom?.secretKeyRef).to.deep.equal({ name: "switchyard-redis", key: "url" });
+          });
 
-      if (p.hasDatabase) {
-        it("reads DATABASE_URL from the Secret and owns its schema", () => {
-          const { container } = manifestOf(p);
-          const env = envOf(container);
-          const url = required(env.get(p.settings.databaseUrl!.env), "DATABASE_URL is set");
-          expect(url.value, "DATABASE_URL is no literal").to.equal(undefined);
-          // Its own role's URL: the role reaches only this service's schema (deploy/postgres/roles.sql).
-          expect(url.valueFrom?.secretKeyRef).to.deep.include({ name: "switchyard-database", key: `${p.name}-url` });
-          expect(url.valueFrom?.secretKeyRef?.optional, "the Secret is required").to.not.equal(true);
-          expect(literal(env, p.settings.databaseSchema!.env), p.settings.databaseSchema!.env).to.equal(p.settings.databaseSchema!.fallback);
+          it(p.probes === "grpc" ? "is probed over grpc.health.v1 on its port" : "is probed on /readyz and /healthz", () => {
+            const { container } = manifestOf(overlay(overlayName), p);
+            const port = defaultPort(p);
+            const probes = { startup: container.startupProbe, readiness: container.readinessProbe, liveness: container.livenessProbe };
+            for (const [what, probe] of Object.entries(probes)) {
+              required(probe, `${what}Probe`);
+              expect(probe!.periodSeconds, `${what} period`).to.be.a("number");
+              if (p.probes === "grpc") {
+                expect(probe!.grpc?.port, `${what} grpc probe port`).to.equal(port);
+                expect(probe!.grpc?.service ?? "", `${what} probes the overall service`).to.equal("");
+              } else {
+                expect(probe!.httpGet?.path, `${what} path`).to.equal(what === "readiness" ? "/readyz" : "/healthz");
+                expect(resolvePort(container, probe!.httpGet?.port), `${what} port`).to.equal(port);
+              }
+            }
+          });
+
+          it("drains before the grace period ends, after endpoints are removed", () => {
+            const { deployment, container, env } = manifestOf(overlay(overlayName), p);
+            const drainEnv = p.settings.drainTimeoutMs!.env;
+            const drainMs = Number(required(env.get(drainEnv)?.value, `${drainEnv} is set`));
+            const preStop = required(container.lifecycle?.preStop?.exec?.command, "preStop exec command");
+            expect(preStop[0], "preStop sleeps").to.equal("sleep");
+            const sleepMs = Number(preStop[1]) * 1000;
+            expect(sleepMs, "preStop sleep").to.be.greaterThan(0);
+            const graceMs = required(deployment.spec.template.spec.terminationGracePeriodSeconds, "terminationGracePeriodSeconds") * 1000;
+            expect(graceMs, `grace period > preStop sleep + ${drainEnv}`).to.be.greaterThan(sleepMs + drainMs);
+          });
+
+          it("runs as non-root on a read-only root filesystem with no volume, no privileges and no API token", () => {
+            const { deployment, container } = manifestOf(overlay(overlayName), p);
+            const pod = deployment.spec.template.spec;
+            expect(pod.securityContext?.runAsNonRoot ?? container.securityContext?.runAsNonRoot, "runAsNonRoot").to.equal(true);
+            expect(pod.securityContext?.runAsUser, "the image's node user").to.equal(1000);
+            expect(pod.securityContext?.seccompProfile?.type).to.equal("RuntimeDefault");
+            expect(container.securityContext?.readOnlyRootFilesystem, "readOnlyRootFilesystem").to.equal(true);
+            expect(container.securityContext?.allowPrivilegeEscalation, "allowPrivilegeEscalation").to.equal(false);
+            expect(container.securityContext?.capabilities?.drop).to.deep.equal(["ALL"]);
+            expect(pod.automountServiceAccountToken).to.equal(false);
+            // Compiled bundles need no writable directory (tsx needed one for its cache).
+            expect(pod.volumes ?? [], "volumes").to.deep.equal([]);
+            expect(container.volumeMounts ?? [], "volume mounts").to.deep.equal([]);
+          });
+
+          it("gets no Service-link variable that collides with a setting", () => {
+            const o = overlay(overlayName);
+            const { deployment, env } = manifestOf(o, p);
+            const known = settingByEnv(p.settings);
+            const collisions = ofKind<Service>(o, "Service")
+              .map((s) => `${s.metadata.name.toUpperCase().replace(/-/g, "_")}_PORT`)
+              .filter((name) => known.has(name) && !env.has(name));
+            if (collisions.length > 0) expect(deployment.spec.template.spec.enableServiceLinks, `enableServiceLinks (${collisions.join(", ")})`).to.equal(false);
+          });
         });
       }
 
-      it(p.probes === "grpc" ? "is probed over grpc.health.v1 on its port" : "is probed on /readyz and /healthz", () => {
-        const { container } = manifestOf(p);
-        const port = defaultPort(p);
-        const readiness = required(container.readinessProbe, "readinessProbe");
-        const liveness = required(container.livenessProbe, "livenessProbe");
-        if (p.probes === "grpc") {
-          for (const [what, probe] of [["readiness", readiness], ["liveness", liveness], ["startup", container.startupProbe ?? readiness]] as const) {
-            expect(probe.grpc?.port, `${what} grpc probe port`).to.equal(port);
-            expect(probe.grpc?.service ?? "", `${what} probes the overall service`).to.equal("");
-          }
-        } else {
-          expect(readiness.httpGet?.path).to.equal("/readyz");
-          expect(resolvePort(container, readiness.httpGet?.port), "readiness port").to.equal(port);
-          expect(liveness.httpGet?.path).to.equal("/healthz");
-          expect(resolvePort(container, liveness.httpGet?.port), "liveness port").to.equal(port);
+      it("every Deployment of a process has an autoscaler; nothing else does", () => {
+        const o = overlay(overlayName);
+        const targets = ofKind<Autoscaler>(o, "HorizontalPodAutoscaler").map((a) => a.spec.scaleTargetRef.name).sort();
+        expect(targets).to.deep.equal(PROCESSES.map((p) => p.name).sort());
+        for (const d of ofKind<Workload>(o, "Deployment").filter((d) => !targets.includes(d.metadata.name))) {
+          expect(d.spec.replicas, `${d.metadata.name} (no autoscaler) runs one replica`).to.equal(1);
         }
       });
 
-      it("drains before the grace period ends, after endpoints are removed", () => {
-        const { deployment, container } = manifestOf(p);
-        const drainEnv = p.settings.drainTimeoutMs!.env;
-        const drainMs = Number(required(literal(envOf(container), drainEnv), `${drainEnv} is set`));
-        const preStop = required(container.lifecycle?.preStop?.exec?.command, "preStop exec command");
-        expect(preStop[0], "preStop sleeps").to.equal("sleep");
-        const sleepMs = Number(preStop[1]) * 1000;
-        expect(sleepMs, "preStop sleep").to.be.greaterThan(0);
-        const graceMs = required(deployment.spec.template.spec.terminationGracePeriodSeconds, "terminationGracePeriodSeconds") * 1000;
-        expect(graceMs, `grace period > ${drainEnv}`).to.be.greaterThan(drainMs);
-        expect(graceMs, `grace period > preStop sleep + ${drainEnv}`).to.be.greaterThan(sleepMs + drainMs);
+      it("wires Redis: the Secret switchyard-redis names a Redis the gateway and identity may reach", () => {
+        const o = overlay(overlayName);
+        const secrets = ofKind<Secret>(o, "Secret");
+        const policies = ofKind<NetworkPolicy & K8sObject>(o, "NetworkPolicy");
+        const redisClients = named<NetworkPolicy & K8sObject>(o, "NetworkPolicy", "redis-clients");
+        const to = redisClients.spec.egress?.[0]?.to;
+        expect(to, "the overlay names where Redis is").to.not.equal(undefined);
+        if (overlayName === "local") {
+          // In-cluster: the URL's host:port is the redis Service, which selects the redis pods.
+          const secret = required(secrets.find((s) => s.metadata.name === "switchyard-redis"), "Secret switchyard-redis");
+          const url = new URL(required(secret.stringData?.url, "key url"));
+          expect(() => gatewaySettings.redisUrl.parse(url.href)).to.not.throw();
+          expect(() => identitySettings.redisUrl.parse(url.href)).to.not.throw();
+          const service = named<Service>(o, "Service", url.hostname);
+          expect(service.spec.ports.map((sp) => sp.port)).to.include(Number(url.port || 6379));
+          const redis = named<Workload>(o, "Deployment", "redis");
+          expect(selects(service.spec.selector, redis.spec.template.metadata.labels)).to.equal(true);
+          const redisPod: Pod = { namespace: o.namespace, labels: redis.spec.template.metadata.labels };
+          for (const p of PROCESSES) {
+            const pod: Pod = { namespace: o.namespace, labels: named<Workload>(o, "Deployment", p.name).spec.template.metadata.labels };
+            expect(allows(policies, pod, redisPod, Number(url.port || 6379), "TCP", o.namespace), `${p.name} → redis`).to.equal(p.usesRedis);
+          }
+        } else {
+          // Managed: the operator creates the Secret; nothing secret is written in the overlay.
+          expect(secrets, "production writes no Secret").to.deep.equal([]);
+          expect(ofKind(o, "ConfigMap"), "production writes no ConfigMap").to.deep.equal([]);
+          expect(JSON.stringify(to)).to.include("ipBlock");
+        }
       });
 
-      it("runs as non-root on a read-only root filesystem, with a writable /tmp", () => {
-        const { deployment, container } = manifestOf(p);
-        const pod = deployment.spec.template.spec;
-        expect(container.securityContext?.runAsNonRoot ?? pod.securityContext?.runAsNonRoot, "runAsNonRoot").to.equal(true);
-        expect(container.securityContext?.readOnlyRootFilesystem, "readOnlyRootFilesystem").to.equal(true);
-        expect(container.securityContext?.allowPrivilegeEscalation, "allowPrivilegeEscalation").to.equal(false);
-        // tsx keeps its transform cache in os.tmpdir() and cannot start without it.
-        const tmp = required(container.volumeMounts?.find((m) => m.mountPath === "/tmp"), "a volume at /tmp");
-        expect(pod.volumes?.find((v) => v.name === tmp.name)?.emptyDir, "/tmp is an emptyDir").to.not.equal(undefined);
+      it("the NetworkPolicies allow exactly the mesh's edges", () => {
+        const o = overlay(overlayName);
+        const ns = o.namespace;
+        const policies = ofKind<NetworkPolicy & K8sObject>(o, "NetworkPolicy");
+        const deny = required(policies.find((p) => isDeepStrictEqual(p.spec.podSelector, {})
+          && isDeepStrictEqual([...(p.spec.policyTypes ?? [])].sort(), ["Egress", "Ingress"]) && !p.spec.ingress && !p.spec.egress), "a default-deny policy");
+        expect(deny.metadata.name).to.equal("default-deny");
+
+        const podOf = (name: string): Pod => ({ namespace: ns, labels: named<Workload>(o, "Deployment", name).spec.template.metadata.labels });
+        const pods: Record<string, Endpoint> = Object.fromEntries(PROCESSES.map((p) => [p.name, podOf(p.name)]));
+        pods.admin = { namespace: ns, labels: jobOf(overlayName).job.spec.template.metadata.labels };
+        pods.envoy = { namespace: ns, labels: { "app.kubernetes.io/name": "envoy" } };
+        pods.stranger = { namespace: ns, labels: { "app.kubernetes.io/name": "something-else" } };
+        // A pod elsewhere wearing the gateway's labels is not the gateway.
+        pods.impostor = { namespace: "elsewhere", labels: podOf("gateway").labels };
+        if (overlayName === "local") pods.redis = podOf("redis");
+        const ports = { envoy: 8443, gateway: 8080, identity: 50051, payments: 50052, orders: 50053, content: 50054, redis: 6379 } as Record<string, number>;
+
+        const expected = new Set([
+          "envoy→gateway",
+          "gateway→identity", "gateway→payments", "gateway→orders", "gateway→content",
+          "payments→identity", "orders→identity", "content→identity",
+          "orders→payments", "orders→content",
+          "admin→identity",
+          ...(overlayName === "local" ? ["gateway→redis", "identity→redis"] : []),
+          // Envoy is the public edge: a pod outside the namespace reaches it as the internet does.
+          "impostor→envoy",
+        ]);
+        const actual: string[] = [];
+        for (const [from, fromPod] of Object.entries(pods)) {
+          for (const [to, toPod] of Object.entries(pods)) {
+            if (from === to || !(to in ports)) continue;
+            for (const port of new Set(Object.values(ports))) {
+              if (allows(policies, fromPod, toPod, port, "TCP", ns)) actual.push(port === ports[to] ? `${from}→${to}` : `${from}→${to}:${port}`);
+            }
+          }
+        }
+        expect(actual.sort()).to.deep.equal([...expected].sort());
+
+        // From outside: the edge only.
+        const internet = { ip: "203.0.113.7" };
+        for (const [to, toPod] of Object.entries(pods).filter(([to]) => to in ports)) {
+          expect(allows(policies, internet, toPod, ports[to]!, "TCP", ns), `internet → ${to}`).to.equal(to === "envoy");
+        }
+
+        // Out: DNS for everyone; PostgreSQL for the services; nothing else.
+        const dns: Pod = { namespace: "kube-system", labels: { "k8s-app": "kube-dns" } };
+        const database = named<NetworkPolicy & K8sObject>(o, "NetworkPolicy", "database");
+        const dbCidr = database.spec.egress?.[0]?.to?.find((t) => t.ipBlock)?.ipBlock?.cidr;
+        if (overlayName === "production") expect(dbCidr, "production names the database's address range").to.be.a("string");
+        const dbAddress = { ip: dbCidr ? addressIn(dbCidr) : "192.0.2.10" };
+        const redisCidr = named<NetworkPolicy & K8sObject>(o, "NetworkPolicy", "redis-clients").spec.egress?.[0]?.to?.find((t) => t.ipBlock)?.ipBlock?.cidr;
+        for (const [name, pod] of Object.entries(pods).filter(([name]) => name !== "impostor")) {
+          expect(allows(policies, pod, dns, 53, "UDP", ns), `${name} → DNS`).to.equal(true);
+          const service = SERVICES.some((s) => s.name === name);
+          expect(allows(policies, pod, dbAddress, 5432, "TCP", ns), `${name} → PostgreSQL`).to.equal(service);
+          expect(allows(policies, pod, internet, 443, "TCP", ns), `${name} → the internet`).to.equal(false);
+          if (overlayName === "production") {
+            expect(allows(policies, pod, internet, 5432, "TCP", ns), `${name} → PostgreSQL elsewhere`).to.equal(false);
+            const redis = { ip: addressIn(required(redisCidr, "production names Redis's address range")) };
+            expect(allows(policies, pod, redis, 6379, "TCP", ns), `${name} → Redis`).to.equal(PROCESSES.some((p) => p.name === name && p.usesRedis));
+          }
+        }
       });
 
-      it("gets no Service-link variable that collides with a setting", () => {
-        const { deployment, container } = manifestOf(p);
-        const known = settingByEnv(p.settings);
-        const env = envOf(container);
-        // Kubernetes injects <SERVICE>_PORT=tcp://ip:port (and more) for every Service in the namespace.
-        const collisions = services
-          .map((s) => `${s.metadata.name.toUpperCase().replace(/-/g, "_")}_PORT`)
-          .filter((name) => known.has(name) && !env.has(name));
-        if (collisions.length > 0) expect(deployment.spec.template.spec.enableServiceLinks, `enableServiceLinks (${collisions.join(", ")})`).to.equal(false);
+      it("the gateway trusts exactly one proxy hop (Envoy's), and only Envoy reaches it", () => {
+        const { env } = manifestOf(overlay(overlayName), PROCESSES.find((p) => p.name === "gateway")!);
+        expect(env.get(gatewaySettings.trustedProxyHops.env)?.value).to.equal("1");
       });
     });
   }
 
-  describe("secrets of identity", () => {
-    it("seals its signing keys under a key from a Secret (required with a database server)", () => {
-      const env = envOf(manifestOf(PROCESSES.find((p) => p.name === "identity")!).container);
+  describe("the create-tenant Job", () => {
+    for (const overlayName of OVERLAY_NAMES) {
+      it(`overlays/${overlayName}/create-tenant runs dist/admin.js create-tenant against identity, with the overlay's image and namespace`, () => {
+        const o = overlay(overlayName);
+        const { job } = jobOf(overlayName);
+        const pod = job.spec.template.spec;
+        const container = pod.containers[0]!;
+        expect(pod.containers).to.have.length(1);
+        expect(container.image, "the services' image").to.equal(manifestOf(o, PROCESSES[0]!).container.image);
+        expect(job.metadata.namespace ?? "default").to.equal(o.namespace);
+        const env = envOf(container);
+        const command = [...(container.command ?? []), ...(container.args ?? [])];
+        expect(command.slice(0, 4)).to.deep.equal(["node", "--enable-source-maps", "dist/admin.js", "create-tenant"]);
+        expect(command[5]).to.equal("--admin");
+        expect(command[7]).to.equal("--password-file");
+        // Every variable is a setting of admin.js with a value it accepts, or one the arguments name ($(VAR)).
+        const inArguments = new Set([...command.join(" ").matchAll(/\$\((\w+)\)/g)].map((m) => m[1]!));
+        for (const name of inArguments) expect(env.has(name), `$(${name}) is set`).to.equal(true);
+        const known = settingByEnv(adminSettings as unknown as Spec);
+        for (const [name, e] of env) {
+          if (inArguments.has(name)) continue;
+          const setting = required(known.get(name), `${name} is a setting of admin.js (one of ${[...known.keys()].join(", ")})`);
+          if (e.value !== undefined) expect(() => setting.parse(e.value!), `${name}=${e.value}`).to.not.throw();
+        }
+        for (const s of Object.values(adminSettings)) if (!("fallback" in s && s.fallback !== undefined)) expect(env.has(s.env), `${s.env} is required by admin.js`).to.equal(true);
+        // identity as the services reach it.
+        expect(env.get("IDENTITY_ADDRESS")?.value).to.equal(manifestOf(o, PROCESSES.find((p) => p.name === "payments")!).env.get("IDENTITY_ADDRESS")?.value);
+        expect(env.get("OPERATOR_SECRET")?.valueFrom?.secretKeyRef).to.deep.equal({ name: "switchyard-service-credentials", key: "operator-secret" });
+        // The password is a file from the Secret switchyard-first-admin (key password), never an argument or variable.
+        const passwordFile = command[8]!;
+        const mount = required(container.volumeMounts?.find((m) => passwordFile.startsWith(`${m.mountPath}/`)), `a volume holds ${passwordFile}`);
+        expect(mount.readOnly).to.equal(true);
+        const volume = required(pod.volumes?.find((v) => v.name === mount.name), "the volume");
+        expect(volume.secret?.secretName).to.equal("switchyard-first-admin");
+        expect(volume.secret?.items).to.deep.equal([{ key: "password", path: passwordFile.slice(mount.mountPath.length + 1) }]);
+        expect(pod.securityContext?.fsGroup, "the file is readable by the process's group").to.equal(pod.securityContext?.runAsUser);
+        expect(container.securityContext?.readOnlyRootFilesystem).to.equal(true);
+        expect(pod.securityContext?.runAsNonRoot).to.equal(true);
+      });
+    }
+
+    it("is not part of any overlay's apply, and identity lists the operator's credential", () => {
+      for (const name of OVERLAY_NAMES) expect(ofKind(overlay(name), "Job"), `overlays/${name} applies no Job`).to.deep.equal([]);
+      const identity = manifestOf(overlay("production"), PROCESSES[0]!).env.get(identitySettings.serviceClients.env);
+      expect(identity?.valueFrom?.secretKeyRef).to.deep.equal({ name: "switchyard-service-credentials", key: "identity-service-clients" });
+      // identity parses "orders:<secret>,operator:<secret>" (the shape deploy/README.md has the operator write).
+      const secret = "x".repeat(43);
+      expect(() => identitySettings.serviceClients.parse(`orders:${secret},operator:${secret}`)).to.not.throw();
+      expect(read(join(DEPLOY, "README.md"))).to.include("operator-secret");
+    });
+  });
+
+  describe("secrets", () => {
+    it("identity seals its signing keys under a key from a Secret", () => {
+      const env = manifestOf(overlay("production"), PROCESSES[0]!).env;
       const key = required(env.get(identitySettings.keyEncryptionKey.env), "SIGNING_KEY_ENCRYPTION_KEY is set");
-      expect(key.value, "never a literal").to.equal(undefined);
-      expect(key.valueFrom?.secretKeyRef?.name).to.be.a("string");
+      expect(key.valueFrom?.secretKeyRef).to.deep.equal({ name: "switchyard-signing-key", key: "encryption-key" });
     });
 
-    it("gives every service a database role of its own, created by the script deploy/README.md names", () => {
-      const keys = PROCESSES.filter((p) => p.hasDatabase).map((p) => envOf(manifestOf(p).container).get("DATABASE_URL")?.valueFrom?.secretKeyRef?.key);
+    it("orders' secret and identity's client list come from one Secret that no other process reads", () => {
+      const o = overlay("production");
+      const secret = manifestOf(o, PROCESSES.find((p) => p.name === "orders")!).env.get(ordersSettings.serviceSecret.env)?.valueFrom?.secretKeyRef;
+      const clients = manifestOf(o, PROCESSES[0]!).env.get(identitySettings.serviceClients.env)?.valueFrom?.secretKeyRef;
+      expect(secret?.name, "from a Secret").to.equal("switchyard-service-credentials");
+      expect(clients?.name, "the same Secret").to.equal(secret?.name);
+      expect(clients?.key).to.not.equal(secret?.key);
+      for (const p of PROCESSES.filter((q) => q.name !== "orders" && q.name !== "identity")) {
+        const refs = [...manifestOf(o, p).env.values()].map((e) => e.valueFrom?.secretKeyRef?.name);
+        expect(refs, `${p.name} reads no service credential`).to.not.include(secret?.name);
+      }
+    });
+
+    it("every service has a database role of its own, created by the script deploy/README.md names", () => {
+      const keys = SERVICES.map((p) => manifestOf(overlay("production"), p).env.get("DATABASE_URL")?.valueFrom?.secretKeyRef?.key);
       expect(new Set(keys).size, "one URL (one role) per service").to.equal(keys.length);
       expect(read(join(DEPLOY, "README.md"))).to.include("deploy/postgres/roles.sql");
       expect(existsSync(join(DEPLOY, "postgres", "roles.sql"))).to.equal(true);
     });
   });
 
-  describe("service credentials", () => {
-    it("orders' secret and identity's client list come from one Secret, never a literal", () => {
-      const ordersEnv = envOf(manifestOf(PROCESSES.find((p) => p.name === "orders")!).container);
-      const identityEnv = envOf(manifestOf(PROCESSES.find((p) => p.name === "identity")!).container);
-      const secret = required(ordersEnv.get(ordersSettings.serviceSecret.env), "ORDERS_SERVICE_SECRET is set").valueFrom?.secretKeyRef;
-      const clients = required(identityEnv.get(identitySettings.serviceClients.env), "IDENTITY_SERVICE_CREDENTIALS is set").valueFrom?.secretKeyRef;
-      expect(secret?.name, "from a Secret").to.be.a("string");
-      expect(clients?.name, "the same Secret").to.equal(secret?.name);
-      expect(clients?.key).to.not.equal(secret?.key);
-      // No other process sees them.
-      for (const p of PROCESSES.filter((q) => q.name !== "orders" && q.name !== "identity")) {
-        const refs = [...envOf(manifestOf(p).container).values()].map((e) => e.valueFrom?.secretKeyRef?.name);
-        expect(refs, `${p.name} reads no service credential`).to.not.include(secret?.name);
-      }
-    });
-  });
+  describe("nothing for development in deploy/", () => {
+    const files = filesUnder(DEPLOY);
 
-  describe("no demo data", () => {
-    it("no manifest sets the demo-data setting", () => {
-      for (const p of PROCESSES) {
-        const { container } = manifestOf(p);
-        for (const env of [identitySettings.demoData.env, contentSettings.demoData.env, identitySettings.demoDataForce.env]) expect([...envOf(container).keys()]).to.not.include(env);
+    it("no demo data or demo credentials, in any file or rendered object", () => {
+      expect(files.length).to.be.greaterThan(10);
+      const needles = ["demo-password", "@acme.test", "@globex.test", ...PROCESSES.flatMap((p) => Object.values(p.settings).map((s) => s.env).filter((e) => /DEMO/.test(e)))];
+      expect(needles).to.include.members([identitySettings.demoData.env, contentSettings.demoData.env]);
+      for (const file of files) for (const needle of needles) expect(read(file), `${rel(file)} contains "${needle}"`).to.not.include(needle);
+      for (const name of OVERLAY_NAMES) {
+        const text = JSON.stringify(overlay(name).objects);
+        for (const needle of needles) expect(text, `overlays/${name} contains "${needle}"`).to.not.include(needle);
       }
     });
 
-    it("nothing under deploy/ carries demo data or demo credentials", () => {
-      const files: string[] = [];
-      const walk = (dir: string) => {
-        for (const entry of readdirSync(dir, { withFileTypes: true })) {
-          const path = join(dir, entry.name);
-          if (entry.isDirectory()) walk(path);
-          else files.push(path);
-        }
-      };
-      walk(DEPLOY);
-      expect(files.length).to.be.greaterThan(5);
-      for (const file of files) {
-        const text = read(file);
-        for (const needle of [identitySettings.demoData.env, contentSettings.demoData.env, identitySettings.demoDataForce.env, "demo-password", "@acme.test", "@globex.test"]) {
-          expect(text, `${rel(file)} contains "${needle}"`).to.not.include(needle);
-        }
-      }
+    it("no tsx: the processes run compiled bundles", () => {
+      for (const file of files) expect(read(file), `${rel(file)} mentions tsx`).to.not.match(/\btsx\b/);
     });
   });
 
   describe("Dockerfile", () => {
-    it("is multi-stage on the current Node LTS (24)", () => {
-      expect(dockerfile.stages.length).to.be.greaterThan(1);
-      for (const stage of dockerfile.stages) expect(stage.from).to.match(/^node:24-bookworm-slim(@sha256:[0-9a-f]{64})?$/);
+    interface Instruction {
+      keyword: string;
+      args: string;
+    }
+    interface Stage {
+      from: string;
+      name?: string;
+      instructions: Instruction[];
+    }
+    const parseDockerfile = (text: string) => {
+      const lines = text.replace(/\\\r?\n/g, " ").split(/\r?\n/).map((l) => l.trim()).filter((l) => l !== "" && !l.startsWith("#"));
+      const args = new Map<string, string>();
+      const stages: Stage[] = [];
+      for (const line of lines) {
+        const m = /^(\w+)\s+([\s\S]*)$/.exec(line);
+        if (!m) continue;
+        const keyword = m[1]!.toUpperCase();
+        const rest = m[2]!.trim();
+        if (keyword === "FROM") {
+          const [image = "", , name] = rest.split(/\s+/);
+          stages.push({ from: image.replace(/\$\{(\w+)\}|\$(\w+)/g, (_, a?: string, b?: string) => args.get((a ?? b)!) ?? ""), ...(name ? { name } : {}), instructions: [] });
+        } else if (stages.length === 0 && keyword === "ARG") {
+          const [key, value = ""] = rest.split("=");
+          args.set(key!.trim(), value.trim());
+        } else stages.at(-1)?.instructions.push({ keyword, args: rest });
+      }
+      return stages;
+    };
+    const copied = (stage: Stage, fromStage?: string) =>
+      stage.instructions
+        .filter((i) => i.keyword === "COPY" && (fromStage ? i.args.includes(`--from=${fromStage}`) : !/--from=/.test(i.args)))
+        .flatMap((i) => i.args.split(/\s+/).filter((w) => !w.startsWith("--")).slice(0, -1).map((w) => w.replace(/\/$/, "")));
+    const runs = (stage: Stage) => stage.instructions.filter((i) => i.keyword === "RUN").map((i) => i.args);
+
+    const stages = parseDockerfile(read(join(DEPLOY, "Dockerfile")));
+    const runtime = stages.at(-1)!;
+    const builder = stages[0]!;
+    const rootPackage = JSON.parse(read(join(ROOT, "package.json"))) as { workspaces: string[]; scripts: Record<string, string>; dependencies?: Record<string, string>; devDependencies?: Record<string, string> };
+
+    it("builds on the current Node LTS (24, bookworm-slim), pinned by digest", () => {
+      expect(stages.length).to.be.greaterThan(1);
+      for (const stage of stages) expect(stage.from).to.match(/^node:24-bookworm-slim@sha256:[a-f0-9]{64}$/);
     });
 
-    it("builds the bundles in a stage of its own, with the dev dependencies", () => {
-      const build = required(dockerfile.stages.find((s) => s.instructions.some((i) => i.keyword === "RUN" && /\bnpm run build\b/.test(i.args))), "a stage runs npm run build");
-      expect(copiedFromBuild(finalStage)).to.include("dist");
-      expect(build.instructions.some((i) => i.keyword === "RUN" && /\bnpm ci\b/.test(i.args) && !i.args.includes("--omit=dev")), "the build stage installs dev dependencies").to.equal(true);
+    it("bundles in a build stage: npm ci, then npm run build (the repository's build script)", () => {
+      expect(runs(builder).some((r) => /^npm ci\b/.test(r) && !r.includes("--omit=dev")), "npm ci with dev packages").to.equal(true);
+      expect(runs(builder)).to.include("npm run build");
+      expect(rootPackage.scripts.build, "package.json has a build script").to.be.a("string");
     });
 
-    it("runs as a non-root user with NODE_ENV=production", () => {
-      const user = required(finalStage.instructions.filter((i) => i.keyword === "USER").at(-1), "USER in the final stage").args;
-      expect(user.split(":")[0], "USER").to.match(/^[1-9]\d*$/);
-      expect(finalStage.instructions.some((i) => i.keyword === "ENV" && /\bNODE_ENV=production\b/.test(i.args)), "ENV NODE_ENV=production").to.equal(true);
+    it("runs the bundles with production packages only, as a non-root user, the default command identity's", () => {
+      const install = required(runs(runtime).find((r) => /\bnpm ci\b/.test(r)), "the runtime stage installs packages");
+      expect(install).to.include("--omit=dev").and.to.include("--ignore-scripts");
+      for (const file of ["package.json", "package-lock.json", ...rootPackage.workspaces.map((ws) => `${ws}/package.json`)]) {
+        expect(copied(runtime), `npm ci needs ${file}`).to.include(file);
+      }
+      expect(copied(runtime, builder.name), "the bundles come from the build stage").to.include("/app/dist");
+      // The gateway reads its OpenAPI document at run time.
+      expect(copied(runtime)).to.include("gateway/openapi");
+      for (const source of copied(runtime)) expect(existsSync(join(ROOT, source)), `COPY ${source}`).to.equal(true);
+      expect(copied(runtime).filter((s) => /(^|\/)src$/.test(s)), "no TypeScript sources in the image").to.deep.equal([]);
+      const user = required(runtime.instructions.filter((i) => i.keyword === "USER").at(-1), "USER").args;
+      expect(user.split(":")[0]).to.equal("1000");
+      expect(runtime.instructions.some((i) => i.keyword === "ENV" && /\bNODE_ENV=production\b/.test(i.args))).to.equal(true);
+      const cmd = JSON.parse(required(runtime.instructions.filter((i) => i.keyword === "CMD").at(-1), "CMD").args) as string[];
+      expect(cmd).to.deep.equal(["node", "--enable-source-maps", "dist/identity.js"]);
     });
 
-    it("its CMD runs an entrypoint that exists", () => {
-      const cmd = required(finalStage.instructions.filter((i) => i.keyword === "CMD").at(-1), "CMD").args;
-      const command = JSON.parse(cmd) as string[];
-      expect(command.slice(0, 2)).to.deep.equal(["node", "--enable-source-maps"]);
-      const script = required(scriptOf(command), "CMD names a script");
-      expect(existsSync(join(ROOT, script)), `${script} exists`).to.equal(true);
-      expect(PROCESSES.map((p) => p.entry)).to.include(script);
-    });
-
-    it("copies only paths that exist, and every file the runtime reads", () => {
-      const sources = copiedFromContext(finalStage);
-      for (const s of sources) expect(existsSync(join(ROOT, s)), `COPY ${s}`).to.equal(true);
-      for (const p of PROCESSES) expect(covered(copiedFromBuild(finalStage), p.entry), `the image holds ${p.entry}`).to.equal(true);
-      // Files found next to the code at run time, e.g. the gateway's OpenAPI document, resolved
-      // through its workspace package (the same from the sources and from the bundle).
-      for (const file of runtimeFiles()) {
-        for (const m of read(file).matchAll(/import\.meta\.resolve\(\s*["']@switchyard\/(\w+)\/([^"']+)["']\s*\)/g)) {
-          const ws = required(rootPackage.workspaces.find((w) => w.split("/").pop() === m[1]), `workspace ${m[1]}`);
-          const target = posix.join(ws, m[2]!);
-          expect(existsSync(join(ROOT, target)), `${rel(file)} reads ${target}`).to.equal(true);
-          expect(covered(sources, target), `the image holds ${target} (read by ${rel(file)})`).to.equal(true);
+    it("the bundles the manifests run are the ones npm run build makes", () => {
+      const bundles = Object.keys(ENTRIES).map((name) => `dist/${name}.js`);
+      for (const name of [...PROCESSES.map((p) => p.name), "admin"]) expect(bundles, `npm run build makes dist/${name}.js`).to.include(`dist/${name}.js`);
+      for (const o of [...OVERLAY_NAMES.map((n) => overlay(n).objects), ...OVERLAY_NAMES.map((n) => jobOf(n).objects)]) {
+        for (const w of o.filter((x) => x.kind === "Deployment" || x.kind === "Job") as Workload[]) {
+          const command = w.spec.template.spec.containers[0]!.command ?? [];
+          if (command[0] === "node") expect(bundles, `${w.kind} ${w.metadata.name} runs ${command[2]}`).to.include(command[2]);
         }
       }
     });
 
-    it("installs production dependencies with every workspace linked", () => {
-      const deps = required(dockerfile.stages.find((s) => s.instructions.some((i) => i.keyword === "RUN" && /\bnpm ci\b.*--omit=dev/.test(i.args))), "a stage runs npm ci --omit=dev");
-      const run = deps.instructions.find((i) => i.keyword === "RUN" && /\bnpm ci\b/.test(i.args))!;
-      expect(run.args).to.include("--omit=dev");
-      const copied = copiedFromContext(deps);
-      for (const file of ["package.json", "package-lock.json", ...rootPackage.workspaces.map((ws) => `${ws}/package.json`)]) {
-        expect(copied, `npm ci needs ${file}`).to.include(file);
+    it("the build stage gets every source the build reads (the ignore file keeps none of them out)", () => {
+      const ignored = read(join(DEPLOY, "Dockerfile.dockerignore")).split(/\r?\n/).map((l) => l.trim()).filter((l) => l && !l.startsWith("#"));
+      const patterns = ignored.map((p) => new RegExp(`^${p.replace(/\*\*\//g, "\u0000").replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, "[^/]*").replace(/\u0000/g, "(.*/)?")}(/.*)?$`));
+      const excluded = (path: string) => patterns.some((re) => re.test(path));
+      expect(copied(builder), "the build stage copies the context").to.include(".");
+      // Every source file any bundle holds (dist/meta.json, from the build the test run made first).
+      const bundled = Object.values(JSON.parse(read(join(ROOT, "dist", "meta.json"))) as Record<string, { sources: string[] }>).flatMap((b) => b.sources);
+      expect(bundled.length, "the build's record of its sources").to.be.above(50);
+      const needed = [...new Set([...Object.values(ENTRIES), ...bundled, "scripts/build.mjs", "gen/package.json", "gateway/openapi/v1.yaml", "package-lock.json"])];
+      for (const file of needed) {
+        expect(existsSync(join(ROOT, file)), `${file} exists`).to.equal(true);
+        expect(excluded(file), `${file} is kept out of the build context by deploy/Dockerfile.dockerignore`).to.equal(false);
       }
+      expect(excluded("node_modules/x") && excluded("services/identity/node_modules/x") && excluded("test/deploy.test.ts"), "the ignore file works as read").to.equal(true);
     });
 
-    it("npm ci --omit=dev installs every package the runtime imports", () => {
+    it("the image holds every file the processes read at run time", () => {
+      // Found through a workspace package (import.meta.resolve("@switchyard/<workspace>/<path>")), the same from the sources and the bundle.
+      const sources = rootPackage.workspaces.flatMap((ws) => filesUnder(join(ROOT, ws)).filter((f) => /\.(ts|mjs|js)$/.test(f) && !f.includes("node_modules") && !f.includes("/test/")));
+      let found = 0;
+      for (const file of sources) {
+        for (const m of read(file).matchAll(/import\.meta\.resolve\(\s*["']@switchyard\/([\w-]+)\/([^"']+)["']\s*\)/g)) {
+          const ws = required(rootPackage.workspaces.find((w) => w.split("/").pop() === m[1]), `workspace ${m[1]}`);
+          const target = `${ws}/${m[2]}`;
+          expect(existsSync(join(ROOT, target)), `${rel(file)} reads ${target}`).to.equal(true);
+          expect(copied(runtime).some((c) => target === c || target.startsWith(`${c}/`)), `the image holds ${target} (read by ${rel(file)})`).to.equal(true);
+          found++;
+        }
+      }
+      expect(found, "the gateway reads its OpenAPI document").to.be.greaterThan(0);
+    });
+
+    it("every package the runtime imports is a production dependency; tsx is not", () => {
       const workspaceNames = new Set(rootPackage.workspaces.map((ws) => (JSON.parse(read(join(ROOT, ws, "package.json"))) as { name: string }).name));
       const dependencies = new Set(Object.keys(rootPackage.dependencies ?? {}));
-      const files = runtimeFiles();
-      expect(files.length).to.be.greaterThan(10);
+      const sources = rootPackage.workspaces.flatMap((ws) => {
+        const src = join(ROOT, ws, "src");
+        return filesUnder(existsSync(src) ? src : join(ROOT, ws)).filter((f) => /\.(ts|js|mjs)$/.test(f) && !f.endsWith(".d.ts") && !f.includes("node_modules") && !f.includes("/test/"));
+      });
+      expect(sources.length).to.be.greaterThan(10);
       const missing: string[] = [];
-      for (const file of files) {
-        for (const pkg of runtimeImports(read(file))) {
-          if (workspaceNames.has(pkg) || dependencies.has(pkg)) continue;
-          const why = rootPackage.devDependencies?.[pkg] ? "only a devDependency" : "not a dependency";
-          missing.push(`${pkg} (${why}, imported by ${rel(file)})`);
+      for (const file of sources) {
+        const source = read(file);
+        const specifiers = [
+          ...[...source.matchAll(/^\s*(?:import|export)\s+(type\s+)?(?:[^;'"()=]*?\sfrom\s*)?["']([^"']+)["']/gm)].filter((m) => !m[1]).map((m) => m[2]!),
+          ...[...source.matchAll(/\bimport\(\s*["']([^"']+)["']\s*\)/g)].map((m) => m[1]!),
+        ];
+        for (const s of specifiers) {
+          if (s.startsWith(".") || s.startsWith("/") || s.startsWith("node:") || builtinModules.includes(s.split("/")[0]!)) continue;
+          const pkg = s.startsWith("@") ? s.split("/").slice(0, 2).join("/") : s.split("/")[0]!;
+          if (!workspaceNames.has(pkg) && !dependencies.has(pkg)) missing.push(`${pkg} (imported by ${rel(file)})`);
         }
       }
       expect(missing, "left out of the image").to.deep.equal([]);
-      expect(dependencies.has("tsx"), "nothing runs TypeScript at run time: tsx is only for tests and tools").to.equal(false);
-    });
-  });
-
-  describe("Envoy", () => {
-    // A deep config tree, navigated loosely.
-    const envoy = parseYaml(read(join(DEPLOY, "envoy", "envoy.yaml"))) as any;
-    const listeners = (envoy?.static_resources?.listeners ?? []) as any[];
-    const clusters = (envoy?.static_resources?.clusters ?? []) as any[];
-    const https = listeners.find((l) => l?.address?.socket_address?.port_value === 8443);
-    const chain = https?.filter_chains?.[0];
-    const hcm = chain?.filters?.find((f: any) => f?.name === "envoy.filters.network.http_connection_manager")?.typed_config;
-    const routes = (hcm?.route_config?.virtual_hosts ?? []).flatMap((vh: any) => vh?.routes ?? []) as any[];
-    const routeFor = (prefix: string) => routes.find((r) => r?.match?.prefix === prefix);
-    const clusterPorts = (name: string) =>
-      (clusters.find((c) => c?.name === name)?.load_assignment?.endpoints ?? []).flatMap((e: any) => (e?.lb_endpoints ?? []).map((l: any) => l?.endpoint?.address?.socket_address)) as { address: string; port_value: number }[];
-
-    it("has a TLS listener on 8443 with certificates from /etc/envoy/tls", () => {
-      expect(https, "listener on 8443").to.not.equal(undefined);
-      expect(chain?.transport_socket?.typed_config?.["@type"]).to.equal("type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext");
-      const certs = chain.transport_socket.typed_config.common_tls_context?.tls_certificates ?? [];
-      expect(certs).to.not.be.empty;
-      for (const c of certs) {
-        expect(c.certificate_chain?.filename).to.match(/^\/etc\/envoy\/tls\//);
-        expect(c.private_key?.filename).to.match(/^\/etc\/envoy\/tls\//);
-      }
-    });
-
-    it("appends the client's address to X-Forwarded-For, and the gateway trusts exactly that one hop", () => {
-      // use_remote_address: Envoy adds the peer it saw; with no trusted hops of its own it trusts nothing the client wrote.
-      expect(hcm?.use_remote_address, "use_remote_address").to.equal(true);
-      expect(hcm?.xff_num_trusted_hops ?? 0, "Envoy trusts no hop in front of it").to.equal(0);
-      const gateway = PROCESSES.find((p) => p.name === "gateway")!;
-      expect(literal(envOf(manifestOf(gateway).container), gatewaySettings.trustedProxyHops.env), gatewaySettings.trustedProxyHops.env).to.equal("1");
-    });
-
-    it("routes /v1/ to the gateway Service on the gateway's port, with a timeout above its deadline", () => {
-      const route = routeFor("/v1/");
-      expect(route, "a /v1/ route").to.not.equal(undefined);
-      const endpoints = clusterPorts(route.route?.cluster);
-      expect(endpoints, `endpoints of cluster ${route.route?.cluster}`).to.not.be.empty;
-      const gateway = PROCESSES.find((p) => p.name === "gateway")!;
-      const gatewayService = manifestOf(gateway).service;
-      for (const e of endpoints) {
-        expect(e.port_value, "endpoint port").to.equal(defaultPort(gateway));
-        expect(e.address, "endpoint is the gateway Service").to.equal(gatewayService.metadata.name);
-      }
-      const manifestDeadline = literal(envOf(manifestOf(gateway).container), gatewaySettings.deadlineMs.env);
-      const deadline = Math.max(gatewaySettings.deadlineMs.fallback!, Number(manifestDeadline ?? 0));
-      expect(durationMs(route.route?.timeout), `route timeout vs ${gatewaySettings.deadlineMs.env}=${deadline}`).to.be.greaterThan(deadline);
-    });
-
-    it("has the gRPC-Web and CORS filters, the router last, and a /rpc/ route to the gateway with a CORS policy", () => {
-      const filters = ((hcm?.http_filters ?? []) as any[]).map((f) => f?.name);
-      expect(filters).to.include.members(["envoy.filters.http.grpc_web", "envoy.filters.http.cors"]);
-      expect(filters.at(-1)).to.equal("envoy.filters.http.router");
-      const rpc = routeFor("/rpc/");
-      expect(rpc, "a /rpc/ route").to.not.equal(undefined);
-      expect(rpc.route?.cluster).to.equal(routeFor("/v1/")?.route?.cluster);
-      const cors = rpc.typed_per_filter_config?.["envoy.filters.http.cors"];
-      expect(cors?.["@type"]).to.equal("type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy");
-      expect(cors?.allow_origin_string_match, "allowed origins").to.not.be.empty;
-    });
-
-    it("health-checks the gateway on /healthz", () => {
-      const cluster = clusters.find((c) => c?.name === routeFor("/v1/")?.route?.cluster);
-      const paths = ((cluster?.health_checks ?? []) as any[]).map((h) => h?.http_health_check?.path);
-      expect(paths).to.include("/healthz");
-    });
-
-    it("logs every request as JSON on stdout", () => {
-      const logs = (hcm?.access_log ?? []) as any[];
-      const stdout = logs.find((l) => l?.typed_config?.["@type"] === "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog");
-      expect(stdout, "a stdout access log").to.not.equal(undefined);
-      expect(stdout.typed_config.log_format?.json_format, "JSON format").to.be.an("object").that.is.not.empty;
-      const logged = JSON.stringify(stdout.typed_config.log_format.json_format).toLowerCase();
-      expect(logged, "no credentials in the access log").to.not.match(/authorization|cookie/);
-    });
-
-    it("answers its own /v1/ errors with catalogue codes and their statuses", () => {
-      const mappers = (hcm?.local_reply_config?.mappers ?? []) as any[];
-      expect(mappers).to.not.be.empty;
-      for (const m of mappers) {
-        const code = m?.body_format_override?.json_format?.code;
-        expect(code, "mapper code").to.be.a("string");
-        expect(isErrorReason(code), `${code} is in the error catalogue`).to.equal(true);
-        // The status sent: the mapper's own, else the one its filter matches.
-        const matched = JSON.stringify(m.filter).match(/"status_code_filter":\{"comparison":\{"op":"EQ","value":\{"default_value":(\d+)/g) ?? [];
-        const status = m.status_code ?? (matched.length === 1 ? Number(/(\d+)$/.exec(matched[0]!)![1]) : undefined);
-        expect(status, `the status of the ${code} reply`).to.equal(HTTP_STATUS[code as keyof typeof HTTP_STATUS]);
-      }
-      for (const r of routes.filter((r) => r?.direct_response)) {
-        const body = JSON.parse(r.direct_response.body?.inline_string ?? "{}") as { error?: string; code?: string };
-        expect(body.error, "direct response error").to.be.a("string");
-        expect(isErrorReason(body.code ?? ""), `${body.code} is in the error catalogue`).to.equal(true);
-        expect(r.direct_response.status).to.equal(HTTP_STATUS[body.code as keyof typeof HTTP_STATUS]);
-      }
+      expect(dependencies.has("tsx"), "tsx is a development tool, not a production dependency").to.equal(false);
     });
   });
 });
