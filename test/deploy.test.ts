@@ -10,7 +10,7 @@ import { expect } from "chai";
 import { isDeepStrictEqual } from "node:util";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { builtinModules } from "node:module";
-import { dirname, join, relative } from "node:path";
+import { dirname, join, posix, relative } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { identitySettings } from "@switchyard/identity";
 import { paymentsSettings } from "@switchyard/payments";
@@ -778,9 +778,10 @@ describe("deploy/ (Kubernetes)", function () {
       const sources = rootPackage.workspaces.flatMap((ws) => filesUnder(join(ROOT, ws)).filter((f) => /\.(ts|mjs|js)$/.test(f) && !f.includes("node_modules") && !f.includes("/test/")));
       let found = 0;
       for (const file of sources) {
-        for (const m of read(file).matchAll(/import\.meta\.resolve\(\s*["']@switchyard\/([\w-]+)\/([^"']+)["']\s*\)/g)) {
+        for (const m of read(file).matchAll(/import\.meta\.resolve\(\s*["'`]@switchyard\/([\w-]+)\/([^"'`]+)["'`]\s*\)/g)) {
           const ws = required(rootPackage.workspaces.find((w) => w.split("/").pop() === m[1]), `workspace ${m[1]}`);
-          const target = `${ws}/${m[2]}`;
+          // A template (openapi/v${major}.yaml): the folder it names is what the image must hold.
+          const target = m[2]!.includes("${") ? `${ws}/${posix.dirname(m[2]!)}` : `${ws}/${m[2]}`;
           expect(existsSync(join(ROOT, target)), `${rel(file)} reads ${target}`).to.equal(true);
           expect(copied(runtime).some((c) => target === c || target.startsWith(`${c}/`)), `the image holds ${target} (read by ${rel(file)})`).to.equal(true);
           found++;

@@ -8,7 +8,8 @@ import { fileURLToPath } from "node:url";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 type Contents = Record<string, { sources: string[]; imports: string[] }>;
-const bundles = JSON.parse(readFileSync(`${ROOT}dist/meta.json`, "utf8")) as Contents;
+// Read when the tests run: mocha loads test files before its global setup builds dist/.
+let bundles: Contents = {};
 const SERVICES = ["identity", "payments", "orders", "content"] as const;
 const DATABASE_PACKAGES = ["pg", "@electric-sql/pglite"];
 const bundle = (name: string) => {
@@ -19,6 +20,10 @@ const bundle = (name: string) => {
 const packageOf = (specifier: string) => specifier.split("/").slice(0, specifier.startsWith("@") ? 2 : 1).join("/");
 
 describe("package boundaries (what each bundle holds)", () => {
+  before(() => {
+    bundles = JSON.parse(readFileSync(`${ROOT}dist/meta.json`, "utf8")) as Contents;
+  });
+
   it("the gateway loads no database code: no store adapter, no database driver, no service's code", () => {
     const { sources, imports } = bundle("gateway");
     expect(sources.filter((s) => s.startsWith("services/platform/src/store/")), "store adapters").to.deep.equal([]);

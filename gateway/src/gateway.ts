@@ -11,7 +11,8 @@ import { CLIENT_ADDRESS_HEADER, createServiceClient } from "@switchyard/platform
 import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { readJsonBody } from "./runtime/body.js";
 import { edgeError, toHttpError } from "./runtime/errors.js";
-import { describeBodyError, describeParamError, loadApiDocument, type CompiledOperation } from "./runtime/openapi.js";
+import { describeBodyError, describeParamError, loadApiDocument, openApiPath, representationsOf, type ApiDocument, type CompiledOperation } from "./runtime/openapi.js";
+import { addMonths, checkSunset, DeprecatedRouteUsage, deprecationHeaders, negotiateVersion, publishedVersions, SUNSET_MONTHS, V1_DEPRECATED_AT, versionsJson } from "./runtime/versions.js";
 import { sendError, sendJson } from "./runtime/respond.js";
 import { writeEventStream } from "./runtime/sse.js";
 import { clientAddress } from "./runtime/client-address.js";
@@ -51,6 +52,18 @@ export const gatewaySettings = {
   concurrencyMax: setting("GATEWAY_CONCURRENCY_MAX", parse.int(1, 100_000), "highest the adaptive concurrency limit goes", 1_000),
   maxBodyBytes: setting("GATEWAY_MAX_BODY_BYTES", parse.int(1_024, 10 * 1024 * 1024), "largest accepted request body", 64 * 1024),
   drainTimeoutMs: setting("SHUTDOWN_DRAIN_MS", parse.int(0, 600_000), "how long SIGTERM waits for in-flight requests", 10_000),
+  v1SunsetAt: setting(
+    "GATEWAY_V1_SUNSET",
+    (raw: string) => {
+      if (!/^\d{4}-\d{2}-\d{2}$/.test(raw)) throw new Error(`expected a date (YYYY-MM-DD), got "${raw}"`);
+      const date = new Date(`${raw}T00:00:00Z`);
+      checkSunset(date, V1_DEPRECATED_AT);
+      return date;
+    },
+    `the day v1 stops being served, announced in its deprecated routes' Sunset header: ${SUNSET_MONTHS.min} to ${SUNSET_MONTHS.max} months after its deprecation (${V1_DEPRECATED_AT.toISOString().slice(0, 10)})`,
+    addMonths(V1_DEPRECATED_AT, SUNSET_MONTHS.default),
+  ),
+  deprecationLogIntervalMs: setting("GATEWAY_DEPRECATION_LOG_INTERVAL_MS", parse.int(100, 3_600_000), "how often the counts of deprecated routes used (per tenant and route) are logged", 60_000),
 };
 export type GatewayConfig = ConfigOf<typeof gatewaySettings>;
 
@@ -105,9 +118,16 @@ function splitUrl(url: string): { pathname: string; search: string } {
 }
 
 export async function startGateway(config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
-  const api = loadApiDocument();
-  const routes = bindRoutes(api.operations);
-  const router = new Router(api.operations);
+  // One document per published version, each driving its own routes; one router over all of them.
+  const versions = publishedVersions(config.v1SunsetAt);
+  const publishedMajors = versions.map((v) => v.major);
+  const apis = new Map<number, ApiDocument>(versions.map((v) => [v.major, loadApiDocument(openApiPath(v.major))]));
+  const routes = new Map([...apis.values()].flatMap((a) => [...bindRoutes(a.operations)]));
+  const router = new Router([...apis.values()].flatMap((a) => a.operations));
+  // A v1 operation whose representation is not v2's is deprecated in v1.
+  const v2Representations = representationsOf(apis.get(2)!);
+  const changedInV2 = new Set([...representationsOf(apis.get(1)!)].filter(([id, r]) => v2Representations.get(id) !== r).map(([id]) => id));
+  const deprecatedUsage = new DeprecatedRouteUsage(logger, config.deprecationLogIntervalMs);
   const upstreams: Upstreams = openUpstreams({ identity: config.identityAddress, payments: config.paymentsAddress, orders: config.ordersAddress, content: config.contentAddress });
   // The gateway verifies tokens itself (for quotas and early 401s), with identity's keys and revocations.
   const { verifier, follower } = await verifierFromIdentity(upstreams.channels.identity, logger);
@@ -156,6 +176,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       const { pathname, search } = splitUrl(req.url ?? "/");
       const method = req.method ?? "GET";
       if (pathname === "/healthz") return sendJson(res, 200, { status: "ok" });
+      if (pathname === "/versions" && (method === "GET" || method === "HEAD")) return sendJson(res, 200, versionsJson(versions));
       if (pathname === "/readyz") {
         // Draining before exit: out of rotation, so no new work is sent here.
         if (draining) return sendJson(res, 503, { status: "draining" }, { "retry-after": "1" });
@@ -181,8 +202,20 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         req.resume();
         throw RATE_LIMITED;
       }
-      const { operation, pathParams } = router.match(method, pathname);
-      if (operation.operationId === "getOpenApiDocument") return sendJson(res, 200, api.document);
+      const matched = router.match(method, pathname);
+      let operation = matched.operation;
+      const { pathParams } = matched;
+      // The version: the path's, or another one asked for by media type on the same path (406 if unknown).
+      const pathMajor = operation.version;
+      const negotiated = negotiateVersion(pathMajor, req.headers.accept, req.headers["content-type"], publishedMajors);
+      res.setHeader("vary", "Accept");
+      if (negotiated.mediaType) res.setHeader("content-type", `${negotiated.mediaType}; charset=utf-8`);
+      if (negotiated.major !== pathMajor) operation = router.match(method, pathname.replace(/^\/v\d+/, `/v${negotiated.major}`)).operation;
+      if (negotiated.major === 1 && changedInV2.has(operation.operationId)) {
+        for (const [name, value] of Object.entries(deprecationHeaders(versions[0]!, pathname.replace(/^\/v1/, "/v2")))) res.setHeader(name, value);
+        deprecatedUsage.count(caller?.tenantId ?? (typeof pathParams.tenant_id === "string" ? pathParams.tenant_id : "-"), `${method} ${operation.pathTemplate}`);
+      }
+      if (operation.operationId === "getOpenApiDocument") return sendJson(res, 200, apis.get(pathMajor)!.document);
       const route = routes.get(operation.operationId)!;
       upstream = route.upstream;
       // Beyond the adaptive limit a request is shed at once, before any work is spent on it, instead
@@ -251,6 +284,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         eventStream,
         upstreams,
         path: pathname,
+        version: negotiated.major,
+        base: `/v${pathMajor}`,
         headers: req.headers,
         callOptions: () => ({ signal, timeoutMs: deadlineAt - Date.now(), ...authorization }),
         streamCallOptions: () => ({ signal, ...authorization }),
@@ -339,6 +374,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         server.close(() => {
           clearTimeout(timer);
           failures.stop();
+          deprecatedUsage.stop();
           follower.stop();
           upstreams.close();
           void rateLimiter.close().then(resolve);

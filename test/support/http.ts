@@ -117,7 +117,8 @@ export class Api {
 /**
  * The codes whose error body adds `details`, with the keys (and JSON types) it holds — exactly those
  * (the document's Conventions: PRICE_CHANGED the current sku, unit_price and currency; STEP_IN_PROGRESS
- * the step; UNKNOWN_SKU the sku; CURRENCY_MISMATCH the sku and its currency). Every other error body is
+ * the step; UNKNOWN_SKU the sku; CURRENCY_MISMATCH the sku and its currency; NOT_ACCEPTABLE the published
+ * media types). Every other error body is
  * exactly {error, code}.
  */
 export const ERROR_DETAILS: Readonly<Record<string, Readonly<Record<string, "string" | "integer">>>> = {
@@ -125,6 +126,7 @@ export const ERROR_DETAILS: Readonly<Record<string, Readonly<Record<string, "str
   STEP_IN_PROGRESS: { step: "string" },
   UNKNOWN_SKU: { sku: "string" },
   CURRENCY_MISMATCH: { sku: "string", currency: "string" },
+  NOT_ACCEPTABLE: { published: "string" },
 };
 
 /**

@@ -12,11 +12,13 @@ export function roleFromName(name: unknown): Role {
   return Role.UNSPECIFIED;
 }
 
-export function userJson(user: User) {
+/** A user as version `major` of the API shows one: v1 the whole name, v2 the name in parts. */
+export function userJson(user: User, major = 1) {
+  const name = major >= 2 ? { name: { given: user.givenName, family: user.familyName } } : { full_name: user.fullName };
   return {
     id: Number(user.id),
     email: user.email,
-    full_name: user.fullName,
+    ...name,
     role: roleName(user.role),
     created_at: isoTime(user.createTime),
   };

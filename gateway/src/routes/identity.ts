@@ -4,16 +4,17 @@ import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js
 import { roleFromName, sessionJson, sessionResourceJson, userJson } from "../representations/identity.js";
 
 interface SessionBody { email: string; password: string }
-interface UserBody { email: string; full_name: string; password: string; role?: string }
+/** v1 names a user whole (full_name), v2 in parts (name); the document of each version says which. */
+interface UserBody { email: string; full_name?: string; name?: { given: string; family: string }; password: string; role?: string }
 
 export const identityRoutes: RouteGroup = {
   upstream: "identity",
   handlers: {
-    async createSession({ params, body, upstreams, callOptions }) {
+    async createSession({ params, body, upstreams, callOptions, base }) {
       const tenantId = params.tenant_id as string;
       const { email, password } = body as SessionBody;
       const session = await upstreams.identity.createSession({ tenantId, email, password }, callOptions());
-      return { status: 201, body: sessionJson(session), headers: { location: `/v1/tenants/${tenantId}/sessions/${session.sessionId}` } };
+      return { status: 201, body: sessionJson(session), headers: { location: `${base}/tenants/${tenantId}/sessions/${session.sessionId}` } };
     },
 
     async getSession({ params, upstreams, callOptions }) {
@@ -26,21 +27,22 @@ export const identityRoutes: RouteGroup = {
       return { status: 204 };
     },
 
-    async listUsers({ params, upstreams, callOptions, path }) {
+    async listUsers({ params, upstreams, callOptions, path, version }) {
       const res = await upstreams.identity.listUsers({ tenantId: params.tenant_id as string, pageSize: pageSizeParam(params.limit), pageToken: cursorParam(params.cursor) }, callOptions());
-      return listResult(path, params.limit, res.users.map(userJson), res.nextPageToken);
+      return listResult(path, params.limit, res.users.map((u) => userJson(u, version)), res.nextPageToken);
     },
 
-    async createUser({ params, body, upstreams, callOptions }) {
+    async createUser({ params, body, upstreams, callOptions, version, base }) {
       const tenantId = params.tenant_id as string;
       const input = body as UserBody;
-      const { user } = await upstreams.identity.createUser({ tenantId, email: input.email, fullName: input.full_name, password: input.password, role: roleFromName(input.role) }, callOptions());
-      return { status: 201, body: userJson(user!), headers: { location: `/v1/tenants/${tenantId}/users/${user!.id}` } };
+      const name = input.name ? { givenName: input.name.given, familyName: input.name.family } : { fullName: input.full_name ?? "" };
+      const { user } = await upstreams.identity.createUser({ tenantId, email: input.email, ...name, password: input.password, role: roleFromName(input.role) }, callOptions());
+      return { status: 201, body: userJson(user!, version), headers: { location: `${base}/tenants/${tenantId}/users/${user!.id}` } };
     },
 
-    async getUser({ params, upstreams, callOptions }) {
+    async getUser({ params, upstreams, callOptions, version }) {
       const { user } = await upstreams.identity.getUser({ tenantId: params.tenant_id as string, userId: BigInt(params.user_id as number) }, callOptions());
-      return { status: 200, body: userJson(user!) };
+      return { status: 200, body: userJson(user!, version) };
     },
 
     async deleteUser({ params, upstreams, callOptions }) {

@@ -34,7 +34,7 @@ export const orderRoutes: RouteGroup = {
         ctx.callOptions(),
       );
       const order = res.order!;
-      return created(orderJson(order), `/v1/orders/${order.id}`, res.replayed);
+      return created(orderJson(order), `${ctx.base}/orders/${order.id}`, res.replayed);
     },
 
     async getOrder(ctx) {
@@ -58,14 +58,14 @@ export const orderRoutes: RouteGroup = {
     async payOrder(ctx) {
       const { source } = ctx.body as { source: string };
       const res = await ctx.upstreams.orders.payOrder({ orderId: orderId(ctx), source }, ctx.callOptions());
-      return created(orderJson(res.order!), `/v1/payments/${res.paymentId}`);
+      return created(orderJson(res.order!), `${ctx.base}/payments/${res.paymentId}`);
     },
 
     async createShipment(ctx) {
       const body = (ctx.body ?? {}) as { carrier?: string; tracking_number?: string };
       const res = await ctx.upstreams.orders.shipOrder({ orderId: orderId(ctx), carrier: body.carrier ?? "", trackingNumber: body.tracking_number ?? "" }, ctx.callOptions());
       const shipment = res.shipment!;
-      return created(shipmentJson(shipment), `/v1/orders/${shipment.orderId}/shipments/${shipment.id}`);
+      return created(shipmentJson(shipment), `${ctx.base}/orders/${shipment.orderId}/shipments/${shipment.id}`);
     },
 
     async listShipments(ctx) {
@@ -84,7 +84,7 @@ export const orderRoutes: RouteGroup = {
     async addItem(ctx) {
       const res = await ctx.upstreams.orders.addItem({ orderId: orderId(ctx), item: toItem(ctx.body as ItemBody) }, ctx.callOptions());
       const item = res.item!;
-      return created(itemJson(item), `/v1/orders/${res.order!.id}/items/${item.id}`);
+      return created(itemJson(item), `${ctx.base}/orders/${res.order!.id}/items/${item.id}`);
     },
 
     async listItems(ctx) {
@@ -100,7 +100,7 @@ export const orderRoutes: RouteGroup = {
       const body = ctx.body as { code: string; amount: number };
       const res = await ctx.upstreams.orders.addDiscount({ orderId: orderId(ctx), code: body.code, amount: BigInt(body.amount) }, ctx.callOptions());
       const discount = res.discount!;
-      return created(discountJson(discount), `/v1/orders/${res.order!.id}/discounts/${discount.id}`);
+      return created(discountJson(discount), `${ctx.base}/orders/${res.order!.id}/discounts/${discount.id}`);
     },
 
     async listDiscounts(ctx) {

@@ -9,14 +9,14 @@ interface RefundBody { amount: number; reason?: string }
 export const paymentRoutes: RouteGroup = {
   upstream: "payments",
   handlers: {
-    async createPayment({ params, body, upstreams, callOptions }) {
+    async createPayment({ params, body, upstreams, callOptions, base }) {
       const input = body as PaymentBody;
       const res = await upstreams.payments.createPayment(
         { idempotencyKey: params["idempotency-key"] as string, amount: BigInt(input.amount), currency: input.currency, source: input.source },
         callOptions(),
       );
       const payment = res.payment!;
-      return created(paymentJson(payment), `/v1/payments/${payment.id}`, res.replayed);
+      return created(paymentJson(payment), `${base}/payments/${payment.id}`, res.replayed);
     },
 
     async listPayments({ params, upstreams, callOptions, path }) {
@@ -29,7 +29,7 @@ export const paymentRoutes: RouteGroup = {
       return { status: 200, body: paymentJson(payment!) };
     },
 
-    async createRefund({ params, body, upstreams, callOptions }) {
+    async createRefund({ params, body, upstreams, callOptions, base }) {
       const input = body as RefundBody;
       const paymentId = params.payment_id as string;
       const res = await upstreams.payments.createRefund(
@@ -37,7 +37,7 @@ export const paymentRoutes: RouteGroup = {
         callOptions(),
       );
       const refund = res.refund!;
-      return created(refundJson(refund), `/v1/payments/${paymentId}/refunds/${refund.id}`, res.replayed);
+      return created(refundJson(refund), `${base}/payments/${paymentId}/refunds/${refund.id}`, res.replayed);
     },
 
     async listRefunds({ params, upstreams, callOptions, path }) {

@@ -8,8 +8,9 @@ import addFormatsModule from "ajv-formats";
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
 
 // Resolved through the workspace package, not relative to this file: the same from the sources and
-// from the bundle in dist/.
-export const OPENAPI_PATH = new URL(import.meta.resolve("@switchyard/gateway/openapi/v1.yaml"));
+// from the bundle in dist/. One document per major version.
+export const openApiPath = (major: number): URL => new URL(import.meta.resolve(`@switchyard/gateway/openapi/v${major}.yaml`));
+export const OPENAPI_PATH = openApiPath(1);
 
 type Json = Record<string, unknown>;
 
@@ -21,6 +22,8 @@ interface ParameterObject {
 }
 
 export interface CompiledOperation {
+  /** The major version of the document it comes from (its paths start /v<major>/). */
+  readonly version: number;
   readonly operationId: string;
   readonly method: string;
   readonly pathTemplate: string;
@@ -40,6 +43,7 @@ export interface CompiledOperation {
 }
 
 export interface ApiDocument {
+  readonly version: number;
   readonly document: Json;
   readonly json: string;
   readonly operations: CompiledOperation[];
@@ -86,6 +90,7 @@ function compilePattern(template: string): { pattern: RegExp; names: string[] } 
 
 export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument {
   const document = parseYaml(readFileSync(path, "utf8")) as Json;
+  const version = Number(/^(\d+)\./.exec(String((document.info as Json | undefined)?.version))?.[1] ?? 1);
   const components = (document.components ?? {}) as Json;
   const ajvOptions = { strict: true, allErrors: false, allowUnionTypes: true, strictTuples: false };
   const bodyAjv = new Ajv2020(ajvOptions);
@@ -115,6 +120,7 @@ export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument 
       const bodySchema = (body?.content as Json | undefined)?.["application/json"] as Json | undefined;
       const security = (op.security ?? globalSecurity) as unknown[];
       operations.push({
+        version,
         operationId: String(op.operationId),
         method: method.toUpperCase(),
         pathTemplate: template,
@@ -131,7 +137,38 @@ export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument 
       });
     }
   }
-  return { document, json: JSON.stringify(document), operations };
+  return { version, document, json: JSON.stringify(document), operations };
+}
+
+/**
+ * Each operation's representation — its parameters, request body and responses with every $ref
+ * resolved, prose left out and the /v<N> prefix made neutral — as a string to compare across
+ * versions: where two versions' strings differ, the representation changed.
+ */
+export function representationsOf(api: ApiDocument): Map<string, string> {
+  const doc = api.document;
+  const seen = new Set<string>();
+  const inline = (value: unknown): unknown => {
+    if (Array.isArray(value)) return value.map(inline);
+    if (!value || typeof value !== "object") return typeof value === "string" ? value.replace(/\/v\d+(?=\/|$)/g, "/vN") : value;
+    const ref = (value as Json).$ref;
+    if (typeof ref === "string") {
+      if (seen.has(ref)) return { $ref: ref }; // recursive: compared by name
+      seen.add(ref);
+      const target = inline(resolve<unknown>(doc, value));
+      seen.delete(ref);
+      return target;
+    }
+    return Object.fromEntries(Object.entries(value as Json).filter(([k]) => !["description", "summary", "examples", "example"].includes(k)).map(([k, v]) => [k, inline(v)]));
+  };
+  const out = new Map<string, string>();
+  for (const item of Object.values((doc.paths ?? {}) as Json)) {
+    for (const method of METHODS) {
+      const op = (item as Json)[method] as Json | undefined;
+      if (op) out.set(String(op.operationId), JSON.stringify(inline({ parameters: [...(((item as Json).parameters ?? []) as unknown[]), ...((op.parameters ?? []) as unknown[])], requestBody: op.requestBody, responses: op.responses })));
+    }
+  }
+  return out;
 }
 
 // Keywords that say a value is of the wrong shape (400) rather than breaking a rule (422).

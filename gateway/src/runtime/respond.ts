@@ -12,7 +12,8 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   const payload = JSON.stringify(body);
   res.writeHead(status, {
     ...headers,
-    "content-type": "application/json; charset=utf-8",
+    // A versioned media type the client asked for (set by the caller) stays; otherwise plain JSON.
+    "content-type": (res.getHeader("content-type") as string | undefined) ?? "application/json; charset=utf-8",
     "content-length": Buffer.byteLength(payload),
   });
   res.end(payload);

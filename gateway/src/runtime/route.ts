@@ -22,6 +22,10 @@ export interface RouteContext {
   upstreams: Upstreams;
   /** The request path, for Link headers. */
   path: string;
+  /** The major version of the representation to read and answer with (path or media type). */
+  version: number;
+  /** The request's path prefix (`/v1`, `/v2`), for Location headers: a resource is named on the path it was asked on. */
+  base: string;
 }
 
 export interface ServerSentEvent {

@@ -147,8 +147,16 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
       requireRole(caller, "admin");
       const role = roleFromProto(req.role);
       if (role === "invalid") throw fail("RULE_VIOLATION", "role must be admin or member", { field: "role" });
-      const valid = validateNewUser({ email: req.email, fullName: req.fullName, password: req.password, role });
-      const user = await store.createUser({ tenantId, email: valid.email, fullName: valid.fullName, role: valid.role, passwordHash: await hashPassword(valid.password) });
+      const valid = validateNewUser({ email: req.email, fullName: req.fullName, givenName: req.givenName, familyName: req.familyName, password: req.password, role });
+      const user = await store.createUser({
+        tenantId,
+        email: valid.email,
+        fullName: valid.fullName,
+        givenName: valid.name.given,
+        familyName: valid.name.family,
+        role: valid.role,
+        passwordHash: await hashPassword(valid.password),
+      });
       return { user: userToProto(user) };
     },
 
@@ -185,7 +193,7 @@ export function operatorHandlers(deps: OperatorDeps): ServiceImpl<typeof Operato
       const valid = validateNewTenant(req);
       const { tenant, admin } = await deps.store.createTenantWithAdmin(
         { id: valid.id, displayName: valid.displayName },
-        { email: valid.admin.email, fullName: valid.admin.fullName, passwordHash: await hashPassword(valid.admin.password) },
+        { email: valid.admin.email, fullName: valid.admin.fullName, givenName: valid.admin.name.given, familyName: valid.admin.name.family, passwordHash: await hashPassword(valid.admin.password) },
       );
       // The audit trail of who made which tenant: ids only, never the admin's email or password.
       deps.logger.info({ tenantId: tenant.id, adminUserId: admin.id.toString(), by: service }, "tenant created with its first admin");

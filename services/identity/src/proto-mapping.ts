@@ -30,6 +30,8 @@ export function userToProto(user: UserRecord): User {
     tenantId: user.tenantId,
     email: user.email,
     fullName: user.fullName,
+    givenName: user.givenName,
+    familyName: user.familyName,
     role: roleToProto(user.role),
     createTime: timestampFromDate(user.createdAt),
   });

@@ -122,7 +122,7 @@ forEachDatabase("logging in with a hash of older parameters", (dbs) => {
     await store.upsertTenant({ id: "acme", displayName: "Acme" });
     const salt = randomBytes(16);
     const legacy = ["scrypt", 14, 8, 1, salt.toString("base64url"), scryptSync("old-but-good", salt, 32, { N: 2 ** 14, r: 8, p: 1, maxmem: 64 * 1024 * 1024 }).toString("base64url")].join("$");
-    await store.createUser({ tenantId: "acme", email: "old@acme.test", fullName: "Old Hash", role: "member", passwordHash: legacy });
+    await store.createUser({ tenantId: "acme", email: "old@acme.test", fullName: "Old Hash", givenName: "Old Hash", familyName: "", role: "member", passwordHash: legacy });
     const throttle = new LoginThrottle({ failuresAllowed: 5, firstBlockSeconds: 30 });
     const handlers = identityHandlers({ store, keys: await RotatingKeyRing.open(store, { rotationMs: 86_400_000, publishLeadMs: 600_000, tokenTtlMs: 900_000, encryptionKey: undefined, logger: createLogger("test", "silent") }), tokenTtlSeconds: 900, serviceClients: new Map(), throttle, revocations: new RevocationHub(store, createLogger("test", "silent")) });
     const login = async (password: string) =>

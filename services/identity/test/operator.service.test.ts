@@ -166,7 +166,7 @@ forEachDatabase("identity store: a tenant with its first admin", (dbs) => {
   it("writes neither the tenant nor the admin when the admin cannot be written", async () => {
     const store = new SqlIdentityStore(db);
     // A NOT NULL column left null: the admin's insert fails after the tenant's succeeded.
-    const broken = { email: "first@new.test", fullName: "First", passwordHash: null as unknown as string };
+    const broken = { email: "first@new.test", fullName: "First", givenName: "First", familyName: "", passwordHash: null as unknown as string };
     const err = await store.createTenantWithAdmin({ id: "half", displayName: "Half" }, broken).catch((e: unknown) => e);
     expect(err).to.be.instanceOf(Error);
     expect(await store.getTenant("half"), "the tenant was rolled back").to.equal(undefined);

@@ -38,6 +38,8 @@ export const errorCatalogue = {
   UNSUPPORTED_MEDIA_TYPE: { code: Code.InvalidArgument },
   ROUTE_NOT_FOUND: { code: Code.NotFound },
   METHOD_NOT_ALLOWED: { code: Code.Unimplemented },
+  /** The media type asks for a version that is not published (details: the published media types). */
+  NOT_ACCEPTABLE: { code: Code.InvalidArgument, details: { published: "string" } },
   // What the request is about: missing, taken, in the wrong state, or changed meanwhile.
   NOT_FOUND: { code: Code.NotFound },
   ALREADY_EXISTS: { code: Code.AlreadyExists },

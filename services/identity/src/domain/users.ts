@@ -11,9 +11,19 @@ export const EMAIL_MAX_LENGTH = 254;
 const EMAIL = /^[^\s@\p{Cc}]+@[^\s@\p{Cc}]+\.[^\s@\p{Cc}]+$/u;
 export const CONTROL_CHARACTER = /\p{Cc}/u;
 
+export const GIVEN_NAME_MAX_LENGTH = 100;
+export const FAMILY_NAME_MAX_LENGTH = 99;
+
+/** A name in parts; the whole name is the parts joined by a space. */
+export interface PersonName {
+  given: string;
+  family: string;
+}
+
 export interface NewUser {
   email: string;
   fullName: string;
+  name: PersonName;
   password: string;
   role: Role;
 }
@@ -23,18 +33,41 @@ export function normalizeEmail(email: string): string {
   return email.trim();
 }
 
-export function validateNewUser(input: { email: string; fullName: string; password: string; role: Role | undefined }): NewUser {
+/**
+ * The name a new user is given: either whole (full_name: then all of it is the given name, since
+ * nobody can tell where a name splits) or in parts (given and family name: the whole name is them
+ * joined by a space). Never both.
+ */
+export function validateName(input: { fullName: string; givenName?: string; familyName?: string }): { fullName: string; name: PersonName } {
+  const inParts = Boolean(input.givenName || input.familyName);
+  if (inParts && input.fullName !== "") throw fail("RULE_VIOLATION", "give full_name or the name in parts (given_name, family_name), not both", { field: "full_name" });
+  if (!inParts) {
+    const fullName = input.fullName.trim();
+    if (fullName.length === 0 || fullName.length > FULL_NAME_MAX_LENGTH || CONTROL_CHARACTER.test(fullName)) {
+      throw fail("RULE_VIOLATION", `full_name must be 1 to ${FULL_NAME_MAX_LENGTH} characters without control characters`, { field: "full_name" });
+    }
+    return { fullName, name: { given: fullName, family: "" } };
+  }
+  const given = (input.givenName ?? "").trim();
+  const family = (input.familyName ?? "").trim();
+  if (given.length === 0 || given.length > GIVEN_NAME_MAX_LENGTH || CONTROL_CHARACTER.test(given)) {
+    throw fail("RULE_VIOLATION", `name.given must be 1 to ${GIVEN_NAME_MAX_LENGTH} characters without control characters`, { field: "name.given" });
+  }
+  if (family.length > FAMILY_NAME_MAX_LENGTH || CONTROL_CHARACTER.test(family)) {
+    throw fail("RULE_VIOLATION", `name.family must be at most ${FAMILY_NAME_MAX_LENGTH} characters without control characters`, { field: "name.family" });
+  }
+  return { fullName: family ? `${given} ${family}` : given, name: { given, family } };
+}
+
+export function validateNewUser(input: { email: string; fullName: string; givenName?: string; familyName?: string; password: string; role: Role | undefined }): NewUser {
   const email = normalizeEmail(input.email);
   if (email.length > EMAIL_MAX_LENGTH || !EMAIL.test(email)) throw fail("RULE_VIOLATION", "email must be a valid email address", { field: "email" });
-  const fullName = input.fullName.trim();
-  if (fullName.length === 0 || fullName.length > FULL_NAME_MAX_LENGTH || CONTROL_CHARACTER.test(fullName)) {
-    throw fail("RULE_VIOLATION", `full_name must be 1 to ${FULL_NAME_MAX_LENGTH} characters without control characters`, { field: "full_name" });
-  }
+  const { fullName, name } = validateName(input);
   const length = [...input.password].length;
   if (length < PASSWORD_MIN_LENGTH || length > PASSWORD_MAX_LENGTH) {
     throw fail("RULE_VIOLATION", `password must be ${PASSWORD_MIN_LENGTH} to ${PASSWORD_MAX_LENGTH} characters`, { field: "password" });
   }
-  return { email, fullName, password: input.password, role: input.role ?? "member" };
+  return { email, fullName, name, password: input.password, role: input.role ?? "member" };
 }
 
 const TENANT_ID = /^[a-z0-9][a-z0-9-]{0,62}$/;

@@ -56,4 +56,13 @@ ALTER TABLE signing_keys ADD COLUMN activates_at timestamptz;
 UPDATE signing_keys SET activates_at = created_at;
 ALTER TABLE signing_keys ALTER COLUMN activates_at SET NOT NULL;`,
   },
+  {
+    version: 4,
+    name: "users' names in parts (given, family) beside the whole name",
+    // Users made before have their whole name as the given name: where it splits is not known.
+    sql: `
+ALTER TABLE users ADD COLUMN given_name text NOT NULL DEFAULT '';
+ALTER TABLE users ADD COLUMN family_name text NOT NULL DEFAULT '';
+UPDATE users SET given_name = full_name;`,
+  },
 ];

@@ -14,6 +14,9 @@ export interface UserRecord {
   tenantId: string;
   email: string;
   fullName: string;
+  /** The name in parts (all of it the given name for a user made with a whole name only). */
+  givenName: string;
+  familyName: string;
   role: Role;
   passwordHash: string;
   internalRiskScore: number;
@@ -56,14 +59,14 @@ export interface IdentityStore {
   upsertTenant(tenant: { id: string; displayName: string }): Promise<TenantRecord>;
   getTenant(id: string): Promise<TenantRecord | undefined>;
   /** A new tenant and its first admin, both or neither: ALREADY_EXISTS, with nothing written, when the tenant exists. */
-  createTenantWithAdmin(tenant: { id: string; displayName: string }, admin: { email: string; fullName: string; passwordHash: string }): Promise<{ tenant: TenantRecord; admin: UserRecord }>;
+  createTenantWithAdmin(tenant: { id: string; displayName: string }, admin: { email: string; fullName: string; givenName: string; familyName: string; passwordHash: string }): Promise<{ tenant: TenantRecord; admin: UserRecord }>;
   /** Active (not deleted) users only. */
   findUserByEmail(tenantId: string, email: string): Promise<UserRecord | undefined>;
   getUser(tenantId: string, id: bigint): Promise<UserRecord | undefined>;
   /** Newest first; `after` is the keyset position of the previous page's last row. */
   listUsers(tenantId: string, after: Keyset | undefined, limit: number): Promise<UserRecord[]>;
   /** Fails with ALREADY_EXISTS when an active user of the tenant has the email. */
-  createUser(user: { tenantId: string; email: string; fullName: string; role: Role; passwordHash: string }): Promise<UserRecord>;
+  createUser(user: { tenantId: string; email: string; fullName: string; givenName: string; familyName: string; role: Role; passwordHash: string }): Promise<UserRecord>;
   /** Soft delete, revoking every session of the user (announced like revokeSession); false when there was no such active user. */
   deleteUser(tenantId: string, id: bigint): Promise<boolean>;
   /** Replaces a user's password hash (a stronger hash of the same password). */

@@ -17,19 +17,23 @@ interface UserRow {
   tenant_id: string;
   email: string;
   full_name: string;
+  given_name: string;
+  family_name: string;
   role: Role;
   password_hash: string;
   internal_risk_score: number;
   created_at: Date;
 }
 
-const USER_COLUMNS = "id, tenant_id, email, full_name, role, password_hash, internal_risk_score, created_at";
+const USER_COLUMNS = "id, tenant_id, email, full_name, given_name, family_name, role, password_hash, internal_risk_score, created_at";
 
 const toUser = (r: UserRow): UserRecord => ({
   id: r.id,
   tenantId: r.tenant_id,
   email: r.email,
   fullName: r.full_name,
+  givenName: r.given_name,
+  familyName: r.family_name,
   role: r.role,
   passwordHash: r.password_hash,
   internalRiskScore: r.internal_risk_score,
@@ -40,13 +44,13 @@ const toTenant = (r: { id: string; display_name: string; created_at: Date }): Te
 
 const UNIQUE_VIOLATION = "23505";
 
-type NewUserRecord = { tenantId: string; email: string; fullName: string; role: Role; passwordHash: string };
+type NewUserRecord = { tenantId: string; email: string; fullName: string; givenName: string; familyName: string; role: Role; passwordHash: string };
 
 async function insertUser(db: SqlExecutor, user: NewUserRecord): Promise<UserRecord> {
   try {
     const { rows } = await db.query<UserRow>(
-      `INSERT INTO users (tenant_id, email, full_name, role, password_hash) VALUES ($1, $2, $3, $4, $5) RETURNING ${USER_COLUMNS}`,
-      [user.tenantId, user.email, user.fullName, user.role, user.passwordHash],
+      `INSERT INTO users (tenant_id, email, full_name, given_name, family_name, role, password_hash) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${USER_COLUMNS}`,
+      [user.tenantId, user.email, user.fullName, user.givenName, user.familyName, user.role, user.passwordHash],
     );
     return toUser(rows[0]!);
   } catch (err) {
@@ -102,7 +106,7 @@ export class SqlIdentityStore implements IdentityStore {
     return insertUser(this.db, user);
   }
 
-  createTenantWithAdmin(tenant: { id: string; displayName: string }, admin: { email: string; fullName: string; passwordHash: string }): Promise<{ tenant: TenantRecord; admin: UserRecord }> {
+  createTenantWithAdmin(tenant: { id: string; displayName: string }, admin: { email: string; fullName: string; givenName: string; familyName: string; passwordHash: string }): Promise<{ tenant: TenantRecord; admin: UserRecord }> {
     return this.db.transaction(async (tx) => {
       // A tenant made at the same moment by another call: this insert waits for it, then inserts nothing.
       const { rows } = await tx.query<{ id: string; display_name: string; created_at: Date }>(

@@ -1,0 +1,59 @@
+// `npm run openapi:v2`: writes gateway/openapi/v2.yaml from v1.yaml. While v1 is served, the two
+// differ only by what this file changes — the one breaking change of v2 (a user's full_name becomes
+// name {given, family}) and the /v2 prefix — so every additive change to v1 reaches v2 by running it
+// again (a test fails when v2.yaml is stale). Once v1 is removed, v2.yaml is edited directly and this
+// goes.
+import { readFileSync, writeFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { parse, stringify } from "yaml";
+
+const V1 = fileURLToPath(new URL("../gateway/openapi/v1.yaml", import.meta.url));
+export const V2_PATH = fileURLToPath(new URL("../gateway/openapi/v2.yaml", import.meta.url));
+
+type Json = Record<string, any>;
+
+const V2_VERSIONS = `- **Versions**: this is v2. \`GET /versions\` lists the published versions with their status,
+  deprecation and sunset dates. v2 differs from v1 in one breaking change: a user's \`full_name\` is
+  replaced by \`name: {given, family}\` (on \`User\` and \`UserCreate\`); the whole name is the parts
+  joined by a space, and a user created through v1 with a whole name has all of it as \`given\` and an
+  empty \`family\`. Every other route is identical to v1's. Internal consumers may instead ask for v2 by
+  media type on the /v1 paths (\`Accept: application/vnd.api.v2+json\`).
+`;
+
+/** Replaces /v1 with /v2 in every string of the document (paths, descriptions, examples). */
+function rebase(value: unknown): unknown {
+  if (typeof value === "string") return value.replace(/\/v1(?=[/`'"\s)]|$)/g, "/v2");
+  if (Array.isArray(value)) return value.map(rebase);
+  if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([k, v]) => [rebase(k) as string, rebase(v)]));
+  return value;
+}
+
+export function v2Document(v1Text: string): string {
+  const v1 = parse(v1Text) as Json;
+  const versions = /- \*\*Versions\*\*:[\s\S]*?(?=\n- \*\*)/;
+  const description = String(v1.info.description).replace(versions, V2_VERSIONS.trimEnd());
+  const doc = rebase({ ...v1, info: { ...v1.info, version: "2.0.0", description } }) as Json;
+  const schemas = doc.components.schemas as Json;
+  schemas.PersonName = {
+    type: "object",
+    additionalProperties: false,
+    description: "A name in parts. The whole name (v1's full_name) is given and family joined by a space.",
+    required: ["given", "family"],
+    properties: {
+      given: { type: "string", minLength: 1, maxLength: 100 },
+      family: { type: "string", maxLength: 99, description: "Empty when there is none, or when the user was created through v1 with a whole name." },
+    },
+  };
+  for (const name of ["User", "UserCreate"]) {
+    const schema = schemas[name] as Json;
+    // In full_name's place, so the representation reads as before.
+    schema.properties = Object.fromEntries(Object.entries(schema.properties as Json).map(([k, v]) => (k === "full_name" ? ["name", { $ref: "#/components/schemas/PersonName" }] : [k, v])));
+    schema.required = (schema.required as string[]).map((r) => (r === "full_name" ? "name" : r));
+  }
+  return `# Generated from v1.yaml by scripts/openapi-v2.ts (npm run openapi:v2): do not edit while v1 is served.\n${stringify(doc, { lineWidth: 0 })}`;
+}
+
+if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
+  writeFileSync(V2_PATH, v2Document(readFileSync(V1, "utf8")));
+  console.log(`wrote ${V2_PATH}`);
+}
