@@ -13,6 +13,8 @@ import { fromJson, type JsonValue } from "@bufbuild/protobuf";
 import { gatewaySettings } from "@switchyard/gateway";
 import { isErrorReason } from "@switchyard/platform/errors.js";
 import { HTTP_STATUS } from "@switchyard/gateway/runtime/errors.js";
+import { DOCS_PATH, REDOC_ASSET, docsPathOf } from "@switchyard/gateway/docs.js";
+import { publishedVersions } from "@switchyard/gateway/runtime/versions.js";
 import { envoyApi } from "./support/envoy-api.js";
 import { render, type K8sObject } from "./support/kustomize.js";
 
@@ -82,6 +84,7 @@ function routeFor(method: string, path: string, headers: Record<string, string>)
     const pathOk =
       match.prefix !== undefined ? p.startsWith(match.prefix) :
       match.path !== undefined ? p === match.path :
+      match.path_separated_prefix !== undefined ? p === match.path_separated_prefix || p.startsWith(`${match.path_separated_prefix}/`) :
       match.safe_regex !== undefined ? new RegExp(`^(?:${match.safe_regex.regex})$`).test(p) :
       (() => { throw new Error(`route match ${JSON.stringify(match)} not understood by the test`); })();
     if (!pathOk) return false;
@@ -243,6 +246,16 @@ describe("deploy/envoy/envoy.yaml", function () {
       const cors = rpc.typed_per_filter_config?.["envoy.filters.http.cors"];
       expect(cors?.["@type"]).to.equal("type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy");
       expect(cors?.allow_origin_string_match, "allowed origins").to.not.be.empty;
+    });
+
+    it("sends the API reference (/docs, every version's page, its assets) to the gateway, and nothing that only begins like it", () => {
+      const pages = [DOCS_PATH, `${DOCS_PATH}/`, ...publishedVersions(new Date()).map((v) => docsPathOf(`v${v.major}`)), REDOC_ASSET];
+      for (const path of pages) {
+        const route = routeFor("GET", path, { accept: "text/html" });
+        expect(route?.route?.cluster, `GET ${path} → route ${route?.name}`).to.equal("gateway");
+        expect(durationMs(route?.route?.timeout), `GET ${path}: timeout`).to.be.greaterThan(0);
+      }
+      for (const path of ["/docsx", "/documents"]) expect(routeFor("GET", path, {})?.direct_response?.status, path).to.equal(404);
     });
 
     it("health-checks the gateway on /healthz", () => {

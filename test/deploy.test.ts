@@ -804,6 +804,8 @@ describe("deploy/ (Kubernetes)", function () {
         const specifiers = [
           ...[...source.matchAll(/^\s*(?:import|export)\s+(type\s+)?(?:[^;'"()=]*?\sfrom\s*)?["']([^"']+)["']/gm)].filter((m) => !m[1]).map((m) => m[2]!),
           ...[...source.matchAll(/\bimport\(\s*["']([^"']+)["']\s*\)/g)].map((m) => m[1]!),
+          // Files read from a package at run time (the gateway serves Redoc's bundle from `redoc`).
+          ...[...source.matchAll(/\bimport\.meta\.resolve\(\s*["']([^"']+)["']\s*\)/g)].map((m) => m[1]!),
         ];
         for (const s of specifiers) {
           if (s.startsWith(".") || s.startsWith("/") || s.startsWith("node:") || builtinModules.includes(s.split("/")[0]!)) continue;

@@ -27,6 +27,7 @@ import { paymentRoutes } from "./routes/payments.js";
 import { orderRoutes } from "./routes/orders.js";
 import { contentRoutes } from "./routes/content.js";
 import { openUpstreams, type Upstreams } from "./upstreams.js";
+import { createDocsSite } from "./docs.js";
 
 export const gatewaySettings = {
   host: setting("GATEWAY_HOST", parse.string, "interface the HTTP server binds", "127.0.0.1"),
@@ -128,6 +129,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const v2Representations = representationsOf(apis.get(2)!);
   const changedInV2 = new Set([...representationsOf(apis.get(1)!)].filter(([id, r]) => v2Representations.get(id) !== r).map(([id]) => id));
   const deprecatedUsage = new DeprecatedRouteUsage(logger, config.deprecationLogIntervalMs);
+  // The API reference (/docs): a page per published version, rendering the documents loaded above.
+  const docs = createDocsSite(versions.map((v) => ({ version: `v${v.major}`, status: v.status, document: apis.get(v.major)!.document })));
   const upstreams: Upstreams = openUpstreams({ identity: config.identityAddress, payments: config.paymentsAddress, orders: config.ordersAddress, content: config.contentAddress });
   // The gateway verifies tokens itself (for quotas and early 401s), with identity's keys and revocations.
   const { verifier, follower } = await verifierFromIdentity(upstreams.channels.identity, logger);
@@ -177,6 +180,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       const method = req.method ?? "GET";
       if (pathname === "/healthz") return sendJson(res, 200, { status: "ok" });
       if (pathname === "/versions" && (method === "GET" || method === "HEAD")) return sendJson(res, 200, versionsJson(versions));
+      // The API reference (/docs): static pages, outside the versions and their quotas.
+      if (docs.handles(pathname)) return docs.serve(req, res, pathname);
       if (pathname === "/readyz") {
         // Draining before exit: out of rotation, so no new work is sent here.
         if (draining) return sendJson(res, 503, { status: "draining" }, { "retry-after": "1" });
