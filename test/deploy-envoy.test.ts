@@ -6,7 +6,7 @@
 // idle timeout above the gateway's heartbeat, the trusted X-Forwarded-For hops, the upstream's name and
 // port, and Envoy's own error bodies against the error catalogue.
 import { expect } from "chai";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { fromJson, type JsonValue } from "@bufbuild/protobuf";
@@ -20,7 +20,6 @@ import { render, type K8sObject } from "./support/kustomize.js";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const ENVOY_YAML = join(ROOT, "deploy", "envoy", "envoy.yaml");
-const OPENAPI = join(ROOT, "gateway", "openapi", "v1.yaml");
 
 /** Envoy reads YAML by converting it to JSON and parsing that as the proto's JSON form. */
 function parseBootstrap(config: unknown) {
@@ -103,16 +102,22 @@ interface Operation {
   path: string;
   stream: boolean;
 }
-const openapi = parseYaml(readFileSync(OPENAPI, "utf8")) as any;
-const resolveRef = (node: any): any => (node?.$ref ? resolveRef(String(node.$ref).replace(/^#\//, "").split("/").reduce((n: any, k: string) => n?.[k], openapi)) : node);
-const operations: Operation[] = Object.entries(openapi.paths ?? {}).flatMap(([path, item]: [string, any]) =>
-  ["get", "put", "post", "patch", "delete"].filter((m) => item?.[m]).map((m) => ({
-    method: m.toUpperCase(),
-    // A concrete request path: every template parameter filled in.
-    path: path.replace(/\{[^}]+\}/g, "abc123"),
-    stream: Object.values(item[m].responses ?? {}).some((r) => Boolean(resolveRef(r)?.content?.["text/event-stream"])),
-  })),
-);
+// Every published version's document (gateway/openapi/v<N>.yaml): each of their operations must reach the gateway.
+const OPENAPI_DIR = join(ROOT, "gateway", "openapi");
+const operations: Operation[] = readdirSync(OPENAPI_DIR)
+  .filter((f) => /^v\d+\.yaml$/.test(f))
+  .flatMap((file) => {
+    const openapi = parseYaml(readFileSync(join(OPENAPI_DIR, file), "utf8")) as any;
+    const resolveRef = (node: any): any => (node?.$ref ? resolveRef(String(node.$ref).replace(/^#\//, "").split("/").reduce((n: any, k: string) => n?.[k], openapi)) : node);
+    return Object.entries(openapi.paths ?? {}).flatMap(([path, item]: [string, any]) =>
+      ["get", "put", "post", "patch", "delete"].filter((m) => item?.[m]).map((m) => ({
+        method: m.toUpperCase(),
+        // A concrete request path: every template parameter filled in.
+        path: path.replace(/\{[^}]+\}/g, "abc123"),
+        stream: Object.values(item[m].responses ?? {}).some((r) => Boolean(resolveRef(r)?.content?.["text/event-stream"])),
+      })),
+    );
+  });
 
 // ==================================================================================================
 
