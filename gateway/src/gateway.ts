@@ -301,7 +301,10 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         admitted?.(false);
         return await writeEventStream(res, result.events, config.heartbeatMs, signal, result.headers);
       }
-      sendJson(res, result.status, result.body, result.headers);
+      // A deprecated route's Links (set above) join the route's own (a page's rel="next").
+      const deprecationLinks = res.getHeader("link");
+      const resultHeaders = result.headers?.link && typeof deprecationLinks === "string" ? { ...result.headers, link: `${result.headers.link}, ${deprecationLinks}` } : result.headers;
+      sendJson(res, result.status, result.body, resultHeaders);
     } catch (err) {
       const httpError = toHttpError(err, upstream);
       if (httpError.status >= 500) {

@@ -255,7 +255,7 @@ describe("e2e: bad input through the gateway", function () {
   });
 
   describe("routing", () => {
-    for (const path of ["/v1/nothing", "/v2/payments", "/v1/Payments", "/", "/v1/payments/x/y/z", "/v1/tenants/acme/users/1/extra", "/v1/payments/"]) {
+    for (const path of ["/v1/nothing", "/v3/payments", "/v1/Payments", "/", "/v1/payments/x/y/z", "/v1/tenants/acme/users/1/extra", "/v1/payments/"]) {
       refuses(`answers GET ${path} with 404 ROUTE_NOT_FOUND`, async () => {
         expectError(await api.get(path, { token: alice }), 404, "ROUTE_NOT_FOUND");
         expectError(await api.post(path, { token: alice, json: {} }), 404, "ROUTE_NOT_FOUND");

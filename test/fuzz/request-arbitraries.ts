@@ -737,7 +737,7 @@ export function createFuzzer({ model, world }: FuzzerOptions) {
       fc.constantFrom("/./", "/../", "/%2e/", "/%2E%2E/").map((d) => ({ path: path.replace(/^\/v1\//, `/v1${d}`), label: `dot segment ${d}` })),
       fc.constant({ path: path.replace(/\/v1\/([a-z]+)/, (_m, s: string) => `/v1/${s.toUpperCase()}`), label: "upper-case literal segment" }),
       fc.constant({ path: path.replace("/v1/", "/%76%31/"), label: "percent-encoded literal segment" }),
-      fc.constantFrom("/v2", "/api", "/", "/V1", "/v1.0").map((p) => ({ path: path.replace(/^\/v1/, p), label: `prefix ${p}` })),
+      fc.constantFrom("/v3", "/api", "/", "/V1", "/v1.0").map((p) => ({ path: path.replace(/^\/v1/, p), label: `prefix ${p}` })),
       fc.constant({ path: `http://127.0.0.1${path}`, label: "absolute-form target" }),
       fc.constant({ path: "*", label: "asterisk-form target" }),
       fc.constant({ path: `${path};jsessionid=1`, label: "matrix parameter" }),

@@ -89,13 +89,14 @@ function notAcceptable(message: string, published: readonly number[]): HttpError
 
 /**
  * Which version a request gets. On a path of version P, a vendor media type in Accept (or, without
- * one there, in Content-Type) picks the representation; an unknown or malformed one is refused with
+ * one there, a published version named by Content-Type) picks the representation; an unknown or malformed one is refused with
  * 406 naming the published ones — unless Accept also takes plain JSON, which then gets P. A /v2 path
  * asked for another version by media type is refused too: the path says which version it is.
  */
 export function negotiateVersion(pathMajor: number, accept: string | undefined, contentType: string | undefined, published: readonly number[]): Negotiated {
   const asked = vendorRanges(accept ?? "").filter((r) => r.q > 0);
-  const fromBody = asked.length === 0 ? vendorRanges(contentType ?? "") : [];
+  // A body's Content-Type counts only when it names a published version: any other +json type is JSON.
+  const fromBody = asked.length === 0 ? vendorRanges(contentType ?? "").filter((r) => published.includes(majorOf(r.version) ?? 0)) : [];
   const ranges = asked.length > 0 ? asked : fromBody;
   if (ranges.length === 0) return { major: pathMajor, mediaType: undefined };
   const known = ranges
