@@ -9,7 +9,7 @@ import type { Caller } from "@switchyard/platform/caller.js";
 import { bearerToken } from "@switchyard/platform/auth.js";
 import { CLIENT_ADDRESS_HEADER, createServiceClient } from "@switchyard/platform/grpc";
 import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
-import { readJsonBody } from "./runtime/body.js";
+import { readRequestBody } from "./runtime/body.js";
 import { edgeError, toHttpError } from "./runtime/errors.js";
 import { describeBodyError, describeParamError, loadApiDocument, openApiPath, representationsOf, type ApiDocument, type CompiledOperation } from "./runtime/openapi.js";
 import { addMonths, checkSunset, DeprecatedRouteUsage, deprecationHeaders, negotiateVersion, publishedVersions, SUNSET_MONTHS, V1_DEPRECATED_AT, versionsJson } from "./runtime/versions.js";
@@ -20,7 +20,7 @@ import { StreamSlots, wantsEventStream } from "./runtime/streams.js";
 import { createRateLimiter, quotaKey } from "./runtime/rate-limit.js";
 import { AdaptiveConcurrencyLimit, type Release } from "./runtime/concurrency-limit.js";
 import { FailureLog } from "./runtime/failure-log.js";
-import type { RouteGroup, RouteHandler } from "./runtime/route.js";
+import type { BodyLine, RouteGroup, RouteHandler } from "./runtime/route.js";
 import { Router } from "./runtime/router.js";
 import { identityRoutes } from "./routes/identity.js";
 import { paymentRoutes } from "./routes/payments.js";
@@ -262,12 +262,24 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       if (!operation.validateParams(params)) throw edgeError("INVALID_REQUEST", describeParamError(operation.validateParams.errors![0]!));
 
       let body: unknown;
+      let lines: BodyLine[] | undefined;
       const sentBody = Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined;
       if (operation.validateBody && (operation.bodyRequired || sentBody)) {
-        body = await readJsonBody(req, config.maxBodyBytes);
+        const read = await readRequestBody(req, config.maxBodyBytes, operation.acceptsNdjson);
+        // An NDJSON body is the array of its lines (a line that is no JSON holds its place as null).
+        body = read.media === "json" ? read.value : read.lines.map((l) => (l.unparsable ? null : l.value));
         if (!operation.validateBody(body)) {
           const problem = describeBodyError(operation.validateBody.errors![0]!);
           throw edgeError(problem.status === 422 ? "RULE_VIOLATION" : "INVALID_REQUEST", problem.message);
+        }
+        const validateLine = operation.validateLine;
+        if (validateLine) {
+          // Each element on its own: one that is not what the document says is that line's problem.
+          const numbered = read.media === "json" ? (body as unknown[]).map((value, i) => ({ line: i + 1, value, unparsable: false })) : read.lines;
+          lines = numbered.map(({ line, value, unparsable }): BodyLine => {
+            if (unparsable) return { line, problem: { status: 400, message: "the line is not a JSON value" } };
+            return validateLine(value) ? { line, value } : { line, problem: describeBodyError(validateLine.errors![0]!, "item") };
+          });
         }
       }
 
@@ -285,6 +297,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       const result = await route.handler({
         params,
         body,
+        lines,
         caller,
         eventStream,
         upstreams,

@@ -6,7 +6,7 @@ import { errorCatalogue, fail } from "@switchyard/platform/errors.js";
 import type { Caller } from "@switchyard/platform/caller.js";
 import { bindRoutes } from "../src/gateway.js";
 import { toHttpError, HttpError } from "../src/runtime/errors.js";
-import { loadApiDocument } from "../src/runtime/openapi.js";
+import { describeBodyError, loadApiDocument } from "../src/runtime/openapi.js";
 import { quotaKey } from "../src/runtime/rate-limit.js";
 import { clientAddress } from "../src/runtime/client-address.js";
 import { StreamSlots, wantsEventStream } from "../src/runtime/streams.js";
@@ -45,6 +45,22 @@ describe("gateway runtime", () => {
       expect(check({ amount: 1, currency: "EUR", source: "s", extra: 1 })).to.equal("additionalProperties");
       expect(check({ amount: -1, currency: "EUR", source: "s" })).to.equal("minimum");
       expect(createPayment.validateBody!({ amount: 1, currency: "EUR", source: "s" })).to.equal(true);
+    });
+
+    it("checks an import's items one by one (x-switchyard-per-line-items), and takes it as NDJSON too — only it", () => {
+      const imports = api.operations.find((o) => o.operationId === "createCatalogImport")!;
+      expect(api.operations.filter((o) => o.acceptsNdjson || o.validateLine).map((o) => o.operationId)).to.deep.equal(["createCatalogImport"]);
+      // The request is the array; its elements are the job's lines.
+      expect(imports.validateBody!([17, {}, { sku: "A-1" }])).to.equal(true);
+      expect(imports.validateBody!({ items: [] })).to.equal(false);
+      expect(describeBodyError(imports.validateBody!.errors![0]!)).to.deep.equal({ status: 400, message: "body must be of type array" });
+      expect(imports.validateBody!([])).to.equal(false);
+      expect(describeBodyError(imports.validateBody!.errors![0]!).status).to.equal(422);
+      const line = (value: unknown) => (imports.validateLine!(value) ? undefined : describeBodyError(imports.validateLine!.errors![0]!, "item"));
+      expect(line({ sku: "A-1", name: "A thing", price: 100, currency: "EUR" })).to.equal(undefined);
+      expect(line(17)).to.deep.equal({ status: 400, message: "item must be of type object" });
+      expect(line({ sku: "A-1", name: "A thing", price: "100", currency: "EUR" })).to.deep.equal({ status: 400, message: "price must be of type integer" });
+      expect(line({ sku: "A-1", name: "A thing", price: -1, currency: "EUR" })).to.deep.equal({ status: 422, message: "price must be >= 0" });
     });
   });
 

@@ -18,7 +18,7 @@ import { ALICE, Api, BOB, CAROL, expectError, jwtPayload, newKey, startE2eMesh, 
 const OPENAPI = parse(readFileSync(new URL("../../gateway/openapi/v1.yaml", import.meta.url), "utf8")) as { paths: Record<string, Record<string, any>> };
 const HTTP_METHODS = ["get", "put", "post", "delete", "patch", "head", "options", "trace"] as const;
 
-const RULES = ["public", "tenant", "tenant-own-items", "owner", "owner-admin", "admin", "self-or-admin", "session-owner"] as const;
+const RULES = ["public", "tenant", "tenant-own-items", "owner", "owner-admin", "admin", "self-or-admin", "session-owner", "catalog-owner"] as const;
 type Rule = (typeof RULES)[number];
 const isRule = (value: unknown): value is Rule => typeof value === "string" && (RULES as readonly string[]).includes(value);
 
@@ -98,6 +98,9 @@ function expectedOutcome(rule: Rule, op: Operation, actor: Actor): Outcome {
       return actor === "member" ? ROLE_REQUIRED : OK;
     case "session-owner":
       return actor === "owner" ? OK : actor === "other" ? TENANT_MISMATCH : NOT_FOUND;
+    case "catalog-owner":
+      // The mesh's catalog belongs to acme (CATALOG_OWNER_TENANT): its admins write it, nobody else.
+      return actor === "admin" ? OK : actor === "other" ? TENANT_MISMATCH : ROLE_REQUIRED;
   }
 }
 
@@ -168,6 +171,7 @@ describe("e2e: access matrix — every operation of the document × {owner membe
   const payments = {} as Record<PaymentSource, { payment: PaymentJson; refundId: string }>;
   let bobDoc: { id: string };
   let bobPost: { id: string };
+  let importJob: { id: string }; // alice's (an admin's: members may not import)
 
   // Refused mutations, read back at the end: operation (and variant) → checks.
   const readBacks = new Map<string, { actor: Actor; check: () => Promise<unknown> }[]>();
@@ -208,6 +212,16 @@ describe("e2e: access matrix — every operation of the document × {owner membe
     return res.json;
   }
   const orderOf = (id: number): Promise<OrderJson> => read(`/v1/orders/${id}`);
+  const catalogSkus = async (): Promise<string[]> => (await read("/v1/catalog/items?page_size=100")).items.map((i: { sku: string }) => i.sku);
+  /** An import job, read (as alice) until it is no longer queued or running. */
+  async function importFinished(location: string): Promise<any> {
+    for (let i = 0; i < 300; i++) {
+      const job = await read(location);
+      if (job.status !== "queued" && job.status !== "running") return job;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    throw new Error(`${location} did not finish`);
+  }
   const paymentOf = (id: string): Promise<PaymentJson> => read(`/v1/payments/${id}`);
 
   async function throwawayUser(): Promise<{ id: number; email: string }> {
@@ -644,6 +658,34 @@ describe("e2e: access matrix — every operation of the document × {owner membe
         ok: (_actor, res) => expect(res.json).to.include({ id: bobPost.id, author_id: ids.owner, body: SECRET }),
       },
     ],
+    "POST /v1/catalog/imports": [
+      {
+        rule: "catalog-owner",
+        send: async (actor) => {
+          const sku = `IMPORTED-BY-${actor.toUpperCase()}-${unique()}`;
+          const res = await sendAs(actor, "POST", "/v1/catalog/imports", { key: newKey(), json: [{ sku, name: `Imported by ${actor}`, price: 100, currency: "EUR" }] });
+          return {
+            res,
+            unchanged: async () => expect(await catalogSkus(), "nothing imported").not.to.include(sku),
+            changed: async () => {
+              expect((await importFinished(res.headers.get("location")!)).status).to.equal("succeeded");
+              expect(await catalogSkus()).to.include(sku);
+            },
+          };
+        },
+        ok: (_actor, res) => {
+          expect(res.headers.get("location")).to.equal(`/v1/catalog/imports/${res.json.id}`);
+          expect(res.json).to.deep.include({ status: "queued", counts: { received: 1, imported: 0, failed: 0 } });
+        },
+      },
+    ],
+    "GET /v1/catalog/imports/{job_id}": [
+      {
+        rule: "owner-admin",
+        send: async (actor) => ({ res: await sendAs(actor, "GET", `/v1/catalog/imports/${importJob.id}`) }),
+        ok: (_actor, res) => expect(res.json).to.deep.include({ id: importJob.id, status: "succeeded", counts: { received: 1, imported: 1, failed: 0 } }),
+      },
+    ],
     "GET /v1/catalog/items": [
       {
         rule: "public",
@@ -701,6 +743,12 @@ describe("e2e: access matrix — every operation of the document × {owner membe
 
     bobDoc = await created(await api.post("/v1/docs", { token: tokens.owner, json: { title: "Bob's doc", body: SECRET } }), "bob's doc");
     bobPost = await created(await api.post("/v1/posts", { token: tokens.owner, json: { title: "Bob's post", body: SECRET } }), "bob's post");
+
+    // An import job of acme's (the catalog's owner), run to its end.
+    const imported = await api.post("/v1/catalog/imports", { token: tokens.admin, key: newKey(), json: [{ sku: `FIXTURE-${unique()}`, name: "Fixture", price: 1, currency: "EUR" }] });
+    expect(imported.status, imported.text).to.equal(202);
+    importJob = await importFinished(imported.headers.get("location")!);
+    expect(importJob).to.include({ status: "succeeded" });
   });
 
   after(async function () {

@@ -27,7 +27,7 @@ describe("e2e: authentication matrix — every operation × every kind of bad cr
   let env: E2eMesh;
   let api: Api;
   const MARK = `acme-only-${unique()}`;
-  const fixtures = {} as { orderId: number; paymentId: string; refundId: string; itemId: number; discountId: number; shipmentId: string; docId: string; postId: string; sessionId: string; bobId: number; throwawayId: number };
+  const fixtures = {} as { importJobId: string; orderId: number; paymentId: string; refundId: string; itemId: number; discountId: number; shipmentId: string; docId: string; postId: string; sessionId: string; bobId: number; throwawayId: number };
   let expired = "";
   let revoked = "";
 
@@ -53,6 +53,10 @@ describe("e2e: authentication matrix — every operation × every kind of bad cr
     fixtures.refundId = (await api.post(`/v1/payments/${fixtures.paymentId}/refunds`, { token: alice, key: newKey(), json: { amount: 1, reason: MARK } })).json.id;
     fixtures.docId = (await api.post("/v1/docs", { token: bob, json: { title: MARK, body: MARK } })).json.id;
     fixtures.postId = (await api.post("/v1/posts", { token: bob, json: { title: MARK, body: MARK } })).json.id;
+    // An import job of acme's (its item is public once imported, so it carries no mark).
+    const imported = await api.post("/v1/catalog/imports", { token: alice, key: newKey(), json: [{ sku: `AUTH-MATRIX-${unique()}`, name: "Auth matrix fixture", price: 1, currency: "EUR" }] });
+    expect(imported.status, imported.text).to.equal(202);
+    fixtures.importJobId = imported.json.id;
     const login = await api.post("/v1/tenants/acme/sessions", { json: { email: BOB.email, password: "demo-password" } });
     fixtures.sessionId = login.json.id;
     fixtures.bobId = Number(JSON.parse(Buffer.from((await expiring).split(".")[1]!, "base64url").toString()).sub);
@@ -108,6 +112,8 @@ describe("e2e: authentication matrix — every operation × every kind of bad cr
     listPosts: () => ({ path: "/v1/posts" }),
     getPost: () => ({ path: `/v1/posts/${fixtures.postId}` }),
     listCatalogItems: () => ({ path: "/v1/catalog/items" }),
+    createCatalogImport: () => ({ path: "/v1/catalog/imports", key: newKey(), json: [{ sku: `NEVER-${unique()}`, name: "Never imported", price: 1, currency: "EUR" }] }),
+    getCatalogImport: () => ({ path: `/v1/catalog/imports/${fixtures.importJobId}` }),
   };
 
   /** The token each kind of credential sends (undefined: no Authorization header at all). */
@@ -179,6 +185,9 @@ describe("e2e: authentication matrix — every operation × every kind of bad cr
           case "owner":
           case "owner-admin":
             return [404, "NOT_FOUND"];
+          case "catalog-owner":
+            // Only the catalog owner tenant's (acme's) admins write the catalog.
+            return [403, "TENANT_MISMATCH"];
           default:
             return [200, undefined];
         }
@@ -190,7 +199,7 @@ describe("e2e: authentication matrix — every operation × every kind of bad cr
       }
       expect(res.text, "no acme data reaches another tenant").to.not.include(MARK);
     });
-    if (["admin", "owner-admin"].includes(op.access) || op.operationId === "listUserOrders") {
+    if (["admin", "owner-admin", "catalog-owner"].includes(op.access) || op.operationId === "listUserOrders") {
       it(`${label}: a member where an admin is needed → 403 ROLE_REQUIRED`, async () => {
         if (op.operationId === "listUserOrders") {
           // One's own list is the member's; another user's is the admin's.

@@ -42,13 +42,18 @@ export interface OperationModel {
   pathParams: ParamModel[];
   queryParams: ParamModel[];
   headerParams: ParamModel[];
-  body: { schema: Schema; required: boolean } | undefined;
+  /**
+   * `schema`: the application/json schema. `perLineItems` (x-switchyard-per-line-items): the body is
+   * an array whose elements are checked one by one — an element that fails `schema.items` is a problem
+   * of its line, not of the request. `ndjson`: the body may also come as application/x-ndjson.
+   */
+  body: { schema: Schema; required: boolean; perLineItems: boolean; ndjson: boolean } | undefined;
   requiresAuth: boolean;
   /** Anything but GET: it may change stored data. */
   mutating: boolean;
   /**
    * Who may do what (`x-switchyard-access`): public, tenant, tenant-own-items, owner, owner-admin,
-   * admin, self-or-admin or session-owner — see the document's Conventions.
+   * admin, self-or-admin, session-owner or catalog-owner — see the document's Conventions.
    */
   access: string | undefined;
 }
@@ -117,7 +122,14 @@ export function loadApiModel(url: URL = OPENAPI_URL): ApiModel {
         pathParams: params.filter((p) => p.in === "path"),
         queryParams: params.filter((p) => p.in === "query"),
         headerParams: params.filter((p) => p.in === "header"),
-        body: jsonBody ? { schema: jsonBody.schema as Schema, required: Boolean(requestBody?.required) } : undefined,
+        body: jsonBody
+          ? {
+              schema: jsonBody.schema as Schema,
+              required: Boolean(requestBody?.required),
+              perLineItems: requestBody?.["x-switchyard-per-line-items"] === true,
+              ndjson: Boolean((requestBody?.content as Json)["application/x-ndjson"]),
+            }
+          : undefined,
         requiresAuth: ((op.security ?? globalSecurity) as unknown[]).length > 0,
         mutating: method !== "get",
         access: typeof op["x-switchyard-access"] === "string" ? op["x-switchyard-access"] : undefined,

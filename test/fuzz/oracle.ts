@@ -28,6 +28,8 @@ export interface World {
   tenants: Record<string, TenantFixtures>;
   /** The public catalog by sku: what an order item is priced at, and in which currency. */
   catalog: ReadonlyMap<string, { price: number; currency: string }>;
+  /** The tenant whose admins may write the catalog (CATALOG_OWNER_TENANT). */
+  catalogOwner: string;
 }
 
 export interface Outcome {
@@ -84,9 +86,10 @@ export function nodeHeaders(lines: RawRequest["headers"]): Record<string, string
 const TOKEN = "[!#$%&'*+.^_`|~0-9A-Za-z-]+";
 const MEDIA_TYPE = new RegExp(`^(${TOKEN})/(${TOKEN})((?:[ \\t]*;[ \\t]*${TOKEN}=(?:${TOKEN}|"[^"\\\\]*"))*)[ \\t]*$`);
 
-export type MediaClass = "json" | "not-json" | "either";
+export type MediaClass = "json" | "not-json" | "either" | "ndjson";
 
-export function mediaClass(contentType: string | undefined): MediaClass {
+/** `ndjson`: the operation also takes application/x-ndjson (one JSON value per line), in UTF-8. */
+export function mediaClass(contentType: string | undefined, ndjson = false): MediaClass {
   if (contentType === undefined) return "not-json";
   const m = MEDIA_TYPE.exec(contentType);
   if (!m) return /^\s*application\/([^;]*\+)?json\b/i.test(contentType) ? "either" : "not-json";
@@ -94,12 +97,14 @@ export function mediaClass(contentType: string | undefined): MediaClass {
   const subtype = m[2]!.toLowerCase();
   if (type === "application" && subtype === "+json") return "either";
   const json = type === "application" && (subtype === "json" || /^[^+]+\+json$/.test(subtype));
-  if (!json) return "not-json";
+  const lines = ndjson && type === "application" && subtype === "x-ndjson";
+  if (!json && !lines) return "not-json";
   const params = [...m[3]!.matchAll(new RegExp(`(${TOKEN})=(${TOKEN}|"[^"\\\\]*")`, "g"))];
   const charsets = params.filter((p) => p[1]!.toLowerCase() === "charset").map((p) => p[2]!.replace(/^"|"$/g, "").toLowerCase());
-  if (charsets.length === 0) return "json";
+  const kind = lines ? "ndjson" : "json";
+  if (charsets.length === 0) return kind;
   if (charsets.length > 1) return "either";
-  return charsets[0] === "utf-8" ? "json" : "not-json";
+  return charsets[0] === "utf-8" ? kind : "not-json";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -223,6 +228,11 @@ function upstream(op: OperationModel, p: Record<string, unknown>, world: World, 
   const found = (yes: boolean, outcome: Outcome = OK) => (yes ? [outcome] : [NOT_FOUND]);
   if (op.access === "owner-admin" && !admin) return [ROLE_REQUIRED];
   if (op.access === "self-or-admin" && !admin && p.user_id !== me.userId) return [ROLE_REQUIRED];
+  // `catalog-owner`: the catalog owner tenant's admins; another tenant's user 403 TENANT_MISMATCH, a member 403 ROLE_REQUIRED.
+  if (op.access === "catalog-owner") {
+    if (me.tenant !== world.catalogOwner) return [TENANT_MISMATCH];
+    if (!admin) return [ROLE_REQUIRED];
+  }
   switch (op.operationId) {
     case "listUsers":
       return ownTenant ? listOutcomes(p.cursor, `users:${me.tenant}`) : [TENANT_MISMATCH];
@@ -288,6 +298,11 @@ function upstream(op: OperationModel, p: Record<string, unknown>, world: World, 
       return found(mine.posts.includes(p.post_id as string));
     case "getSession":
       return ownTenant ? found(mine.sessions.some((x) => x.id === p.session_id && x.userId === me.userId)) : [TENANT_MISMATCH];
+    case "createCatalogImport":
+      return "unsafe";
+    case "getCatalogImport":
+      // The fuzz world holds no import job: every id names nothing (admins; members were refused above).
+      return [NOT_FOUND];
     default:
       // An operation added to the document after this table was written: a read may answer anything
       // but a 5xx; anything else might store something, so it is only ever sent without a credential.
@@ -300,7 +315,7 @@ export const MODELLED_OPERATIONS = new Set([
   "getOpenApiDocument", "createSession", "getSession", "listCatalogItems", "listUsers", "getUser", "createUser", "deleteUser", "listPayments", "getPayment", "createPayment",
   "createOrder", "createDocument", "createPost", "createRefund", "listRefunds", "getRefund", "getOrder", "listShipments", "listItems", "listDiscounts", "getShipment",
   "getItem", "getDiscount", "cancelOrder", "updateOrder", "payOrder", "createShipment", "addItem", "addDiscount", "listUserOrders", "getDocument", "updateDocument",
-  "listPosts", "getPost",
+  "listPosts", "getPost", "createCatalogImport", "getCatalogImport",
 ]);
 
 // ---------------------------------------------------------------------------------------------
@@ -322,7 +337,7 @@ function bodyOutcomes(op: OperationModel, req: RawRequest, headers: Record<strin
   const tooLarge: Outcome = { status: 413, codes: ["PAYLOAD_TOO_LARGE"] };
   if (Number(headers["content-length"] ?? 0) > maxBytes) return { rejects: [tooLarge], passes: false };
   const rejects: Outcome[] = [];
-  const media = mediaClass(headers["content-type"]);
+  const media = mediaClass(headers["content-type"], op.body.ndjson);
   const unsupported: Outcome = { status: 415, codes: ["UNSUPPORTED_MEDIA_TYPE"] };
   if (media === "not-json") return { rejects: [unsupported], passes: false };
   if (media === "either") rejects.push(unsupported);
@@ -341,21 +356,30 @@ function bodyOutcomes(op: OperationModel, req: RawRequest, headers: Record<strin
   const readings = [text];
   // RFC 8259 §8.1: a parser MAY ignore a byte order mark rather than treat it as an error.
   if (text.startsWith("\uFEFF")) {
-    rejects.push(bad());
-    readings[0] = text.slice(1);
+    if (media === "ndjson") readings.push(text.slice(1));
+    else {
+      rejects.push(bad());
+      readings[0] = text.slice(1);
+    }
   }
+  // A body checked line by line: only the array itself is the request's (its elements are the job's).
+  const { items: _items, ...arrayOnly } = op.body.schema;
+  const wholeSchema = op.body.perLineItems ? arrayOnly : op.body.schema;
   let passes = false;
   const passing: unknown[] = [];
   for (const reading of readings) {
     let value: unknown;
     try {
-      if (reading.trim() === "") throw new Error("empty");
-      value = JSON.parse(reading);
+      if (media === "ndjson") value = ndjsonValues(reading);
+      else {
+        if (reading.trim() === "") throw new Error("empty");
+        value = JSON.parse(reading);
+      }
     } catch {
       rejects.push(bad());
       continue;
     }
-    const problems = problemsOf(op.body.schema, value);
+    const problems = problemsOf(wholeSchema, value);
     for (const status of problems) rejects.push(status === 400 ? bad() : RULE);
     if (problems.size === 0) {
       passes = true;
@@ -364,6 +388,27 @@ function bodyOutcomes(op: OperationModel, req: RawRequest, headers: Record<strin
     if (facts.duplicateKeys) rejects.push(bad());
   }
   return { rejects, passes, ...(passing.length === 1 && !facts.duplicateKeys ? { value: passing[0] } : {}) };
+}
+
+/**
+ * An NDJSON body (the document: one value per line, LF or CRLF, blank lines skipped) as the array of
+ * its lines' values, a line that is no JSON holding its place as null. No line, or no JSON line: throws.
+ */
+function ndjsonValues(text: string): unknown[] {
+  const values: unknown[] = [];
+  let parsed = 0;
+  for (const raw of text.split("\n")) {
+    const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw;
+    if (/^[ \t\r]*$/.test(line)) continue;
+    try {
+      values.push(JSON.parse(line));
+      parsed++;
+    } catch {
+      values.push(null);
+    }
+  }
+  if (parsed === 0) throw new Error("not NDJSON");
+  return values;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -386,6 +386,7 @@ const CONTENT_TYPES: (string | null)[] = [
   "application/*", "json", "application/json, text/plain", "application/json;", "application/json ; charset=utf-8", "APPLICATION/JSON", "Application/Json; Charset=UTF-8",
   "application/json;charset=UTF-8", 'application/json; charset="utf-8"', "application/problem+json", "application/merge-patch+json", "application/vnd.api+json", "application/+json",
   "application/json; charset=utf-8; charset=latin1", "application/json; foo=bar", "application/json\u00e9", "text/plain; charset=utf-8", "application/jsonx",
+  "application/x-ndjson", "application/x-ndjson; charset=utf-8", "application/x-ndjson; charset=latin1", "application/ndjson",
 ];
 
 // ---------------------------------------------------------------------------------------------

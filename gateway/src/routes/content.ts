@@ -1,9 +1,17 @@
-// /v1/docs, /v1/posts (JSON pages, or a live Server-Sent Events feed) and /v1/catalog/items,
-// translated to ContentService calls. Entity tags travel in ETag / If-Match / If-None-Match.
-import type { Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { created, type RouteContext, type RouteGroup, type ServerSentEvent } from "../runtime/route.js";
+// /v1/docs, /v1/posts (JSON pages, or a live Server-Sent Events feed), /v1/catalog/items and
+// /v1/catalog/imports, translated to ContentService calls. Entity tags travel in ETag / If-Match /
+// If-None-Match. An import is a job of the content service: the gateway hands it the lines and reads it back.
+import { create, toBinary } from "@bufbuild/protobuf";
+import { CreateImportJobRequestSchema, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import { accepted, created, type RouteContext, type RouteGroup, type ServerSentEvent } from "../runtime/route.js";
+import { edgeError } from "../runtime/errors.js";
 import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
-import { catalogItemJson, documentJson, postJson } from "../representations/content.js";
+import { catalogItemJson, documentJson, importJobJson, postJson } from "../representations/content.js";
+
+interface CatalogItemImport { sku: string; name: string; price: number; currency: string }
+
+/** gRPC's default largest message is 4 MiB: an import that would not fit is refused here, whatever the body limit. */
+const MAX_IMPORT_MESSAGE_BYTES = 4 * 1024 * 1024 - 64 * 1024;
 
 /** RFC 9110 §13.1.2: does an If-None-Match list name this tag (weak comparison)? */
 function noneMatchHits(header: unknown, etag: string): boolean {
@@ -62,6 +70,26 @@ export const contentRoutes: RouteGroup = {
       }
       const res = await ctx.upstreams.content.listPosts({ pageSize: pageSizeParam(ctx.params.limit), pageToken: cursorParam(ctx.params.cursor) }, ctx.callOptions());
       return listResult(ctx.path, ctx.params.limit, res.posts.map(postJson), res.nextPageToken);
+    },
+
+    async createCatalogImport(ctx) {
+      // Every line goes to content: an item, or — for a line that is none — why (a per-line error of the job).
+      const lines = (ctx.lines ?? []).map(({ line, value, problem }) => {
+        if (problem) return { line, problemCode: problem.status === 422 ? "RULE_VIOLATION" : "INVALID_REQUEST", problemMessage: problem.message };
+        const item = value as CatalogItemImport;
+        return { line, item: { sku: item.sku, name: item.name, price: BigInt(item.price), currency: item.currency } };
+      });
+      const request = create(CreateImportJobRequestSchema, { idempotencyKey: ctx.params["idempotency-key"] as string, lines });
+      if (toBinary(CreateImportJobRequestSchema, request).byteLength > MAX_IMPORT_MESSAGE_BYTES) {
+        throw edgeError("PAYLOAD_TOO_LARGE", "the import is too large for one job: split it into several");
+      }
+      const { job, replayed } = await ctx.upstreams.content.createImportJob(request, ctx.callOptions());
+      return accepted(importJobJson(job!), `${ctx.base}/catalog/imports/${job!.id}`, replayed);
+    },
+
+    async getCatalogImport(ctx) {
+      const { job } = await ctx.upstreams.content.getImportJob({ jobId: ctx.params.job_id as string }, ctx.callOptions());
+      return { status: 200, body: importJobJson(job!) };
     },
 
     async listCatalogItems(ctx) {

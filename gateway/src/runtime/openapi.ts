@@ -37,6 +37,14 @@ export interface CompiledOperation {
   readonly validateParams: ValidateFunction;
   readonly validateBody: ValidateFunction | undefined;
   readonly bodyRequired: boolean;
+  /** The body may also come as NDJSON (`application/x-ndjson`): read as the array of its lines, then checked as the JSON body. */
+  readonly acceptsNdjson: boolean;
+  /**
+   * Set when the request body says `x-switchyard-per-line-items: true`: the body is an array whose
+   * elements are checked one by one against its `items` schema — an element that fails is a per-line
+   * problem the route reports, not a refusal of the request — while `validateBody` checks the rest.
+   */
+  readonly validateLine: ValidateFunction | undefined;
   readonly requiresAuth: boolean;
   /** The document offers a text/event-stream answer (a live stream) besides its JSON one. */
   readonly offersEventStream: boolean;
@@ -119,6 +127,14 @@ export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument 
       const body = resolve<Json | undefined>(document, op.requestBody);
       const bodySchema = (body?.content as Json | undefined)?.["application/json"] as Json | undefined;
       const security = (op.security ?? globalSecurity) as unknown[];
+      let wholeSchema = bodySchema?.schema as Json | undefined;
+      let lineSchema: Json | undefined;
+      if (body?.["x-switchyard-per-line-items"] === true && wholeSchema) {
+        const { items, ...rest } = resolve<Json>(document, wholeSchema);
+        if (!items || rest.type !== "array") throw new Error(`${String(op.operationId)}: x-switchyard-per-line-items needs an array body with items`);
+        wholeSchema = rest;
+        lineSchema = items as Json;
+      }
       operations.push({
         version,
         operationId: String(op.operationId),
@@ -130,8 +146,10 @@ export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument 
         integerParams: params.filter((p) => p.schema.type === "integer").map(keyOf),
         headerParams: params.filter((p) => p.in === "header").map((p) => ({ name: p.name, key: p.name.toLowerCase() })),
         validateParams: paramAjv.compile(paramSchema),
-        validateBody: bodySchema ? bodyAjv.compile(rewriteRefs(bodySchema.schema) as Json) : undefined,
+        validateBody: wholeSchema ? bodyAjv.compile(rewriteRefs(wholeSchema) as Json) : undefined,
         bodyRequired: Boolean(body?.required),
+        acceptsNdjson: Boolean(bodySchema && (body?.content as Json)["application/x-ndjson"]),
+        validateLine: lineSchema ? bodyAjv.compile(rewriteRefs(lineSchema) as Json) : undefined,
         requiresAuth: security.length > 0,
         offersEventStream: Object.values((op.responses ?? {}) as Json).some((r) => Boolean(((resolve<Json>(document, r).content ?? {}) as Json)["text/event-stream"])),
       });
@@ -187,8 +205,9 @@ function fieldName(error: ErrorObject, root: string): string {
   return path || root;
 }
 
-export function describeBodyError(error: ErrorObject): ValidationProblem {
-  const field = fieldName(error, "body");
+/** `root` names the whole value checked (the body, or one line of it). */
+export function describeBodyError(error: ErrorObject, root = "body"): ValidationProblem {
+  const field = fieldName(error, root);
   switch (error.keyword) {
     case "required":
       return { status: 400, message: `${field} is required` };

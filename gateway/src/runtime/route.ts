@@ -3,12 +3,23 @@ import type { IncomingHttpHeaders } from "node:http";
 import type { CallOptions } from "@connectrpc/connect";
 import type { Caller } from "@switchyard/platform/caller.js";
 import type { Upstreams } from "../upstreams.js";
+import type { ValidationProblem } from "./openapi.js";
+
+/** One element of a body checked line by line (`x-switchyard-per-line-items`): its value, or its problem. */
+export interface BodyLine {
+  /** From 1: the position in a JSON array, the line in an NDJSON body. */
+  line: number;
+  value?: unknown;
+  problem?: ValidationProblem;
+}
 
 export interface RouteContext {
   /** Path, query and header parameters, validated and typed by the OpenAPI document (headers lower-cased). */
   params: Record<string, unknown>;
   /** The validated JSON body, if the operation has one. */
   body: unknown;
+  /** The body's elements, each checked on its own, when the operation takes its body line by line. */
+  lines?: BodyLine[] | undefined;
   /** The verified caller on authenticated routes. */
   caller: Caller | undefined;
   /** The request asks for a live stream (runtime/streams.ts decides, for routing and limits alike). */
@@ -48,6 +59,14 @@ export interface RouteGroup {
   /** The service these routes call, named in 5xx messages. */
   upstream: string;
   handlers: Record<string, RouteHandler>;
+}
+
+/**
+ * Work accepted and queued: 202 + Location of the job that does it. A replay of its Idempotency-Key
+ * answers 202 again with the same Location (the job as it is now) and Idempotent-Replayed: true.
+ */
+export function accepted(body: unknown, location: string, replayed = false): RouteResult {
+  return { status: 202, body, headers: replayed ? { location, "idempotent-replayed": "true" } : { location } };
 }
 
 /** A create's answer: 201 + Location the first time; a replay of its Idempotency-Key → 200, same body and Location. */

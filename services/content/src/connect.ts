@@ -1,14 +1,18 @@
 // ContentService RPC handlers: proto in, proto out.
 import type { ServiceImpl } from "@connectrpc/connect";
-import { ContentService, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import { create, toBinary } from "@bufbuild/protobuf";
+import { ContentService, ImportItemsRequestSchema, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
 import { callerOf, type AuthenticationPolicy, type Authenticator } from "@switchyard/platform/grpc";
 import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { isIdOf } from "@switchyard/platform/ids.js";
 import { decodeCursor, pageOf, pageSizeOf, type Keyset } from "@switchyard/platform/paging.js";
-import { batchSkus, catalogItemProblem, catalogPage, entityTag, requireCatalogOwner, validateText } from "./domain/content.js";
+import { requireRole } from "@switchyard/platform/caller.js";
+import { batchSkus, catalogPage, entityTag, requireCatalogOwner, validateText } from "./domain/content.js";
+import { importLines, linesFingerprint } from "./domain/imports.js";
+import { importCatalogItems } from "./catalog-import.js";
 import type { PostFeed } from "./feed.js";
-import { catalogItemToProto, documentToProto, postKeyset, postsCollection, postToProto } from "./proto-mapping.js";
+import { catalogItemToProto, documentToProto, importJobToProto, postKeyset, postsCollection, postToProto } from "./proto-mapping.js";
 import type { ContentStore, PostRecord } from "./store/port.js";
 
 export interface ContentDeps {
@@ -18,6 +22,8 @@ export interface ContentDeps {
   feed: PostFeed;
   /** The tenant whose admins may write the global catalog; undefined: nobody. */
   catalogOwnerTenant: string | undefined;
+  /** Told when a job is queued, so that it starts now rather than at the next poll. */
+  importJobQueued?: () => void;
 }
 
 /** Documents and posts are a user's; the catalog is public (writing it needs a user, below). */
@@ -27,11 +33,11 @@ const REPLAY_PAGE = 200;
 /** A watcher that falls this far behind (the posts' text) is ended rather than buffered without bound. */
 export const MAX_WATCH_BACKLOG_BYTES = 1024 * 1024;
 const postBytes = (p: PostRecord) => p.title.length + p.body.length + 200;
-export const MAX_IMPORT_ITEMS = 10_000;
+export { MAX_IMPORT_ITEMS } from "./catalog-import.js";
 
 const after = (p: PostRecord, k: Keyset) => p.createdAt.getTime() > k.createdAt.getTime() || (p.createdAt.getTime() === k.createdAt.getTime() && p.id > k.id);
 
-export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit }: ContentDeps): ServiceImpl<typeof ContentService> {
+export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, importJobQueued }: ContentDeps): ServiceImpl<typeof ContentService> {
   return {
     async createDocument(req, ctx) {
       const caller = callerOf(ctx);
@@ -141,26 +147,32 @@ export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit }
     async importItems(requests, ctx) {
       const caller = callerOf(ctx);
       requireCatalogOwner(caller, catalogOwnerTenant);
-      let created = 0;
-      let updated = 0;
-      const rejected: { index: number; sku: string; reason: string }[] = [];
-      let index = 0;
-      for await (const { item } of requests) {
-        const i = index++;
-        if (i >= MAX_IMPORT_ITEMS) {
-          rejected.push({ index: i, sku: item?.sku ?? "", reason: `an import takes at most ${MAX_IMPORT_ITEMS} items` });
-          continue;
-        }
-        const input = { sku: item?.sku ?? "", name: item?.name ?? "", price: item?.price ?? 0n, currency: item?.currency ?? "" };
-        const problem = item ? catalogItemProblem(input) : "item is required";
-        if (problem) {
-          rejected.push({ index: i, sku: input.sku, reason: problem });
-          continue;
-        }
-        if (await store.upsertCatalogItem(input)) created++;
-        else updated++;
-      }
-      return { created, updated, rejected };
+      return importCatalogItems(requests, store);
+    },
+
+    async createImportJob(req, ctx) {
+      const caller = callerOf(ctx);
+      requireCatalogOwner(caller, catalogOwnerTenant);
+      // Each item is kept as the ImportItemsRequest the job's worker will feed through ImportItems.
+      const lines = importLines(
+        req.lines.map((l) => ({
+          line: l.line,
+          request: l.item ? toBinary(ImportItemsRequestSchema, create(ImportItemsRequestSchema, { item: l.item })) : undefined,
+          problem: l.problemCode !== "" ? { code: l.problemCode, message: l.problemMessage } : undefined,
+        })),
+      );
+      const { job, replayed } = await store.createImportJob(caller.tenantId, caller.userId, { key: req.idempotencyKey, requestHash: linesFingerprint(lines) }, lines);
+      if (!replayed) importJobQueued?.();
+      return { job: importJobToProto(job), replayed };
+    },
+
+    async getImportJob(req, ctx) {
+      const caller = callerOf(ctx);
+      // Admins only, decided before the job is looked up: a member learns nothing of which ids exist.
+      requireRole(caller, "admin");
+      const job = isIdOf("imp", req.jobId) ? await store.getImportJob(caller.tenantId, req.jobId) : undefined;
+      if (!job) throw fail("NOT_FOUND", "import job not found");
+      return { job: importJobToProto(job) };
     },
   };
 }

@@ -1,10 +1,10 @@
 // Internal records → proto messages, field by field.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { CatalogItemSchema, DocumentSchema, PostSchema, type CatalogItem, type Document, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import { CatalogItemSchema, DocumentSchema, ImportJobSchema, ImportJobStatus, PostSchema, type CatalogItem, type Document, type ImportJob, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { encodeCursor } from "@switchyard/platform/paging.js";
 import { entityTag } from "./domain/content.js";
-import type { CatalogItemRecord, DocumentRecord, PostRecord } from "./store/port.js";
+import type { CatalogItemRecord, DocumentRecord, ImportJobRecord, PostRecord } from "./store/port.js";
 
 export const postsCollection = (tenantId: string) => `posts:${tenantId}`;
 export const postKeyset = (p: PostRecord) => ({ createdAt: p.createdAt, id: p.id });
@@ -26,4 +26,25 @@ export function postToProto(p: PostRecord): Post {
 
 export function catalogItemToProto(i: CatalogItemRecord): CatalogItem {
   return create(CatalogItemSchema, { sku: i.sku, name: i.name, price: i.price, currency: i.currency, updateTime: timestampFromDate(i.updatedAt) });
+}
+
+const JOB_STATUS = {
+  queued: ImportJobStatus.QUEUED,
+  running: ImportJobStatus.RUNNING,
+  succeeded: ImportJobStatus.SUCCEEDED,
+  failed: ImportJobStatus.FAILED,
+} as const;
+
+export function importJobToProto(j: ImportJobRecord): ImportJob {
+  return create(ImportJobSchema, {
+    id: j.id,
+    status: JOB_STATUS[j.status],
+    received: j.received,
+    imported: j.imported,
+    failed: j.failed,
+    errors: j.errors.map((e) => ({ line: e.line, code: e.code, message: e.message })),
+    createTime: timestampFromDate(j.createdAt),
+    updateTime: timestampFromDate(j.updatedAt),
+    failureMessage: j.failureMessage ?? "",
+  });
 }

@@ -5,10 +5,12 @@ import { ConfigError, demoDataProblems, demoDataSettings, loadConfig, optionalSe
 import type { Logger } from "@switchyard/platform/logger.js";
 import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { registration } from "@switchyard/platform/server.js";
+import { idempotencyKeyTtlSetting, schedulePurgeOfIdempotencyKeys } from "@switchyard/platform/store";
 import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
 import { contentAuthentication, contentHandlers } from "./connect.js";
 import { seedDemoCatalog } from "./demo-data.js";
 import { PostFeed } from "./feed.js";
+import { ImportJobRunner, type ImportJobRunnerOptions } from "./import-jobs.js";
 import { contentMigrations } from "./store/migrations.js";
 import { SqlContentStore } from "./store/sql-store.js";
 
@@ -17,6 +19,7 @@ export const contentSettings = {
   identityAddress: setting("IDENTITY_ADDRESS", parse.address, "identity service (token keys)", "127.0.0.1:50051"),
   ...demoDataSettings("CONTENT_DEMO_DATA", "seed the demo catalog (npm start sets it; refused with DATABASE_URL unless DEMO_DATA_FORCE)"),
   replayLimit: setting("CONTENT_REPLAY_LIMIT", parse.int(1, 100_000), "the most posts a live feed resuming from a position (Last-Event-ID) replays; an older position is refused (409 REPLAY_TOO_LONG)", 1_000),
+  idempotencyKeyTtlHours: idempotencyKeyTtlSetting,
   catalogOwnerTenant: optionalSetting("CATALOG_OWNER_TENANT", parse.matching(/^[a-z0-9][a-z0-9-]{0,62}$/, "a tenant id"), "the tenant whose admins may write the global catalog (ImportItems); unset: nobody"),
 };
 export type ContentConfig = ConfigOf<typeof contentSettings>;
@@ -32,7 +35,12 @@ export interface ContentRuntime extends ServiceRuntime {
   feed: PostFeed;
 }
 
-export async function startContentService(config: ContentConfig, logger: Logger): Promise<ContentRuntime> {
+/** Tests only: how the import job runner is tuned (its lease, poll interval, chunk size). */
+export interface ContentTestOptions {
+  importJobs?: Omit<ImportJobRunnerOptions, "soleRunner">;
+}
+
+export async function startContentService(config: ContentConfig, logger: Logger, testOptions: ContentTestOptions = {}): Promise<ContentRuntime> {
   let feed: PostFeed | undefined;
   const runtime = await startServiceRuntime({
     name: "content",
@@ -47,15 +55,21 @@ export async function startContentService(config: ContentConfig, logger: Logger)
       feed = live;
       await live.start();
       const trust = await verifierFromIdentity(channels.identity, logger);
+      // Import jobs run here, in the background; on embedded storage this process is their only runner.
+      const imports = new ImportJobRunner(store, logger, { ...testOptions.importJobs, soleRunner: db.engine === "pglite" });
+      imports.start();
+      const purge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
       return {
         services: [
           registration(
             ContentService,
-            contentHandlers({ store, feed: live, catalogOwnerTenant: config.catalogOwnerTenant, replayLimit: config.replayLimit }),
+            contentHandlers({ store, feed: live, catalogOwnerTenant: config.catalogOwnerTenant, replayLimit: config.replayLimit, importJobQueued: () => imports.wake() }),
             contentAuthentication(trust.verifier),
           ),
         ],
         stop: async () => {
+          purge();
+          await imports.stop();
           trust.follower.stop();
           await live.stop();
         },

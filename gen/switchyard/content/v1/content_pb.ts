@@ -5,8 +5,8 @@
 // Content: documents with entity tags, the posts feed (keyset pages and a live stream), and the
 // public catalog.
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file switchyard/content/v1/content.proto.
  */
 export const file_switchyard_content_v1_content: GenFile = /*@__PURE__*/
-  fileDesc("CiNzd2l0Y2h5YXJkL2NvbnRlbnQvdjEvY29udGVudC5wcm90bxIVc3dpdGNoeWFyZC5jb250ZW50LnYxIqMBCghEb2N1bWVudBIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIMCgRib2R5GAMgASgJEgwKBGV0YWcYBCABKAkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKDAQoEUG9zdBIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIMCgRib2R5GAMgASgJEhEKCWF1dGhvcl9pZBgEIAEoAxIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGY3Vyc29yGAYgASgJInoKC0NhdGFsb2dJdGVtEgsKA3NrdRgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBXByaWNlGAMgASgDEhAKCGN1cnJlbmN5GAQgASgJEi8KC3VwZGF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI0ChVDcmVhdGVEb2N1bWVudFJlcXVlc3QSDQoFdGl0bGUYASABKAkSDAoEYm9keRgCIAEoCSJLChZDcmVhdGVEb2N1bWVudFJlc3BvbnNlEjEKCGRvY3VtZW50GAEgASgLMh8uc3dpdGNoeWFyZC5jb250ZW50LnYxLkRvY3VtZW50IikKEkdldERvY3VtZW50UmVxdWVzdBITCgtkb2N1bWVudF9pZBgBIAEoCSJIChNHZXREb2N1bWVudFJlc3BvbnNlEjEKCGRvY3VtZW50GAEgASgLMh8uc3dpdGNoeWFyZC5jb250ZW50LnYxLkRvY3VtZW50IlsKFVVwZGF0ZURvY3VtZW50UmVxdWVzdBITCgtkb2N1bWVudF9pZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIMCgRib2R5GAMgASgJEhAKCGlmX21hdGNoGAQgASgJIksKFlVwZGF0ZURvY3VtZW50UmVzcG9uc2USMQoIZG9jdW1lbnQYASABKAsyHy5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuRG9jdW1lbnQiMAoRQ3JlYXRlUG9zdFJlcXVlc3QSDQoFdGl0bGUYASABKAkSDAoEYm9keRgCIAEoCSI/ChJDcmVhdGVQb3N0UmVzcG9uc2USKQoEcG9zdBgBIAEoCzIbLnN3aXRjaHlhcmQuY29udGVudC52MS5Qb3N0IiEKDkdldFBvc3RSZXF1ZXN0Eg8KB3Bvc3RfaWQYASABKAkiPAoPR2V0UG9zdFJlc3BvbnNlEikKBHBvc3QYASABKAsyGy5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuUG9zdCI5ChBMaXN0UG9zdHNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlgKEUxpc3RQb3N0c1Jlc3BvbnNlEioKBXBvc3RzGAEgAygLMhsuc3dpdGNoeWFyZC5jb250ZW50LnYxLlBvc3QSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIikKEVdhdGNoUG9zdHNSZXF1ZXN0EhQKDGFmdGVyX2N1cnNvchgBIAEoCSJTChJXYXRjaFBvc3RzUmVzcG9uc2USKQoEcG9zdBgBIAEoCzIbLnN3aXRjaHlhcmQuY29udGVudC52MS5Qb3N0EhIKCnN1YnNjcmliZWQYAiABKAgiOgoXTGlzdENhdGFsb2dJdGVtc1JlcXVlc3QSDAoEcGFnZRgBIAEoBRIRCglwYWdlX3NpemUYAiABKAUifQoYTGlzdENhdGFsb2dJdGVtc1Jlc3BvbnNlEjEKBWl0ZW1zGAEgAygLMiIuc3dpdGNoeWFyZC5jb250ZW50LnYxLkNhdGFsb2dJdGVtEgwKBHBhZ2UYAiABKAUSEQoJcGFnZV9zaXplGAMgASgFEg0KBXRvdGFsGAQgASgDIisKG0JhdGNoR2V0Q2F0YWxvZ0l0ZW1zUmVxdWVzdBIMCgRza3VzGAEgAygJIlEKHEJhdGNoR2V0Q2F0YWxvZ0l0ZW1zUmVzcG9uc2USMQoFaXRlbXMYASADKAsyIi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ2F0YWxvZ0l0ZW0iRgoSSW1wb3J0SXRlbXNSZXF1ZXN0EjAKBGl0ZW0YASABKAsyIi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ2F0YWxvZ0l0ZW0iPQoPSW1wb3J0UmVqZWN0aW9uEg0KBWluZGV4GAEgASgFEgsKA3NrdRgCIAEoCRIOCgZyZWFzb24YAyABKAkicQoTSW1wb3J0SXRlbXNSZXNwb25zZRIPCgdjcmVhdGVkGAEgASgFEg8KB3VwZGF0ZWQYAiABKAUSOAoIcmVqZWN0ZWQYAyADKAsyJi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuSW1wb3J0UmVqZWN0aW9uMtMICg5Db250ZW50U2VydmljZRJtCg5DcmVhdGVEb2N1bWVudBIsLnN3aXRjaHlhcmQuY29udGVudC52MS5DcmVhdGVEb2N1bWVudFJlcXVlc3QaLS5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ3JlYXRlRG9jdW1lbnRSZXNwb25zZRJpCgtHZXREb2N1bWVudBIpLnN3aXRjaHlhcmQuY29udGVudC52MS5HZXREb2N1bWVudFJlcXVlc3QaKi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuR2V0RG9jdW1lbnRSZXNwb25zZSIDkAIBEm0KDlVwZGF0ZURvY3VtZW50Eiwuc3dpdGNoeWFyZC5jb250ZW50LnYxLlVwZGF0ZURvY3VtZW50UmVxdWVzdBotLnN3aXRjaHlhcmQuY29udGVudC52MS5VcGRhdGVEb2N1bWVudFJlc3BvbnNlEmEKCkNyZWF0ZVBvc3QSKC5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ3JlYXRlUG9zdFJlcXVlc3QaKS5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ3JlYXRlUG9zdFJlc3BvbnNlEl0KB0dldFBvc3QSJS5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuR2V0UG9zdFJlcXVlc3QaJi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuR2V0UG9zdFJlc3BvbnNlIgOQAgESYwoJTGlzdFBvc3RzEicuc3dpdGNoeWFyZC5jb250ZW50LnYxLkxpc3RQb3N0c1JlcXVlc3QaKC5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuTGlzdFBvc3RzUmVzcG9uc2UiA5ACARJoCgpXYXRjaFBvc3RzEiguc3dpdGNoeWFyZC5jb250ZW50LnYxLldhdGNoUG9zdHNSZXF1ZXN0Gikuc3dpdGNoeWFyZC5jb250ZW50LnYxLldhdGNoUG9zdHNSZXNwb25zZSIDkAIBMAESeAoQTGlzdENhdGFsb2dJdGVtcxIuLnN3aXRjaHlhcmQuY29udGVudC52MS5MaXN0Q2F0YWxvZ0l0ZW1zUmVxdWVzdBovLnN3aXRjaHlhcmQuY29udGVudC52MS5MaXN0Q2F0YWxvZ0l0ZW1zUmVzcG9uc2UiA5ACARKEAQoUQmF0Y2hHZXRDYXRhbG9nSXRlbXMSMi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQmF0Y2hHZXRDYXRhbG9nSXRlbXNSZXF1ZXN0GjMuc3dpdGNoeWFyZC5jb250ZW50LnYxLkJhdGNoR2V0Q2F0YWxvZ0l0ZW1zUmVzcG9uc2UiA5ACARJmCgtJbXBvcnRJdGVtcxIpLnN3aXRjaHlhcmQuY29udGVudC52MS5JbXBvcnRJdGVtc1JlcXVlc3QaKi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuSW1wb3J0SXRlbXNSZXNwb25zZSgBYgZwcm90bzM", [file_google_protobuf_timestamp]);
+  fileDesc("CiNzd2l0Y2h5YXJkL2NvbnRlbnQvdjEvY29udGVudC5wcm90bxIVc3dpdGNoeWFyZC5jb250ZW50LnYxIqMBCghEb2N1bWVudBIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIMCgRib2R5GAMgASgJEgwKBGV0YWcYBCABKAkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKDAQoEUG9zdBIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIMCgRib2R5GAMgASgJEhEKCWF1dGhvcl9pZBgEIAEoAxIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGY3Vyc29yGAYgASgJInoKC0NhdGFsb2dJdGVtEgsKA3NrdRgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBXByaWNlGAMgASgDEhAKCGN1cnJlbmN5GAQgASgJEi8KC3VwZGF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI0ChVDcmVhdGVEb2N1bWVudFJlcXVlc3QSDQoFdGl0bGUYASABKAkSDAoEYm9keRgCIAEoCSJLChZDcmVhdGVEb2N1bWVudFJlc3BvbnNlEjEKCGRvY3VtZW50GAEgASgLMh8uc3dpdGNoeWFyZC5jb250ZW50LnYxLkRvY3VtZW50IikKEkdldERvY3VtZW50UmVxdWVzdBITCgtkb2N1bWVudF9pZBgBIAEoCSJIChNHZXREb2N1bWVudFJlc3BvbnNlEjEKCGRvY3VtZW50GAEgASgLMh8uc3dpdGNoeWFyZC5jb250ZW50LnYxLkRvY3VtZW50IlsKFVVwZGF0ZURvY3VtZW50UmVxdWVzdBITCgtkb2N1bWVudF9pZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIMCgRib2R5GAMgASgJEhAKCGlmX21hdGNoGAQgASgJIksKFlVwZGF0ZURvY3VtZW50UmVzcG9uc2USMQoIZG9jdW1lbnQYASABKAsyHy5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuRG9jdW1lbnQiMAoRQ3JlYXRlUG9zdFJlcXVlc3QSDQoFdGl0bGUYASABKAkSDAoEYm9keRgCIAEoCSI/ChJDcmVhdGVQb3N0UmVzcG9uc2USKQoEcG9zdBgBIAEoCzIbLnN3aXRjaHlhcmQuY29udGVudC52MS5Qb3N0IiEKDkdldFBvc3RSZXF1ZXN0Eg8KB3Bvc3RfaWQYASABKAkiPAoPR2V0UG9zdFJlc3BvbnNlEikKBHBvc3QYASABKAsyGy5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuUG9zdCI5ChBMaXN0UG9zdHNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlgKEUxpc3RQb3N0c1Jlc3BvbnNlEioKBXBvc3RzGAEgAygLMhsuc3dpdGNoeWFyZC5jb250ZW50LnYxLlBvc3QSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIikKEVdhdGNoUG9zdHNSZXF1ZXN0EhQKDGFmdGVyX2N1cnNvchgBIAEoCSJTChJXYXRjaFBvc3RzUmVzcG9uc2USKQoEcG9zdBgBIAEoCzIbLnN3aXRjaHlhcmQuY29udGVudC52MS5Qb3N0EhIKCnN1YnNjcmliZWQYAiABKAgiOgoXTGlzdENhdGFsb2dJdGVtc1JlcXVlc3QSDAoEcGFnZRgBIAEoBRIRCglwYWdlX3NpemUYAiABKAUifQoYTGlzdENhdGFsb2dJdGVtc1Jlc3BvbnNlEjEKBWl0ZW1zGAEgAygLMiIuc3dpdGNoeWFyZC5jb250ZW50LnYxLkNhdGFsb2dJdGVtEgwKBHBhZ2UYAiABKAUSEQoJcGFnZV9zaXplGAMgASgFEg0KBXRvdGFsGAQgASgDIisKG0JhdGNoR2V0Q2F0YWxvZ0l0ZW1zUmVxdWVzdBIMCgRza3VzGAEgAygJIlEKHEJhdGNoR2V0Q2F0YWxvZ0l0ZW1zUmVzcG9uc2USMQoFaXRlbXMYASADKAsyIi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ2F0YWxvZ0l0ZW0iRgoSSW1wb3J0SXRlbXNSZXF1ZXN0EjAKBGl0ZW0YASABKAsyIi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ2F0YWxvZ0l0ZW0iPQoPSW1wb3J0UmVqZWN0aW9uEg0KBWluZGV4GAEgASgFEgsKA3NrdRgCIAEoCRIOCgZyZWFzb24YAyABKAkicQoTSW1wb3J0SXRlbXNSZXNwb25zZRIPCgdjcmVhdGVkGAEgASgFEg8KB3VwZGF0ZWQYAiABKAUSOAoIcmVqZWN0ZWQYAyADKAsyJi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuSW1wb3J0UmVqZWN0aW9uInsKCkltcG9ydExpbmUSDAoEbGluZRgBIAEoBRIwCgRpdGVtGAIgASgLMiIuc3dpdGNoeWFyZC5jb250ZW50LnYxLkNhdGFsb2dJdGVtEhQKDHByb2JsZW1fY29kZRgDIAEoCRIXCg9wcm9ibGVtX21lc3NhZ2UYBCABKAkiPgoPSW1wb3J0TGluZUVycm9yEgwKBGxpbmUYASABKAUSDAoEY29kZRgCIAEoCRIPCgdtZXNzYWdlGAMgASgJIrYCCglJbXBvcnRKb2ISCgoCaWQYASABKAkSNgoGc3RhdHVzGAIgASgOMiYuc3dpdGNoeWFyZC5jb250ZW50LnYxLkltcG9ydEpvYlN0YXR1cxIQCghyZWNlaXZlZBgDIAEoBRIQCghpbXBvcnRlZBgEIAEoBRIOCgZmYWlsZWQYBSABKAUSNgoGZXJyb3JzGAYgAygLMiYuc3dpdGNoeWFyZC5jb250ZW50LnYxLkltcG9ydExpbmVFcnJvchIvCgtjcmVhdGVfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLwoLdXBkYXRlX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD2ZhaWx1cmVfbWVzc2FnZRgJIAEoCSJjChZDcmVhdGVJbXBvcnRKb2JSZXF1ZXN0EhcKD2lkZW1wb3RlbmN5X2tleRgBIAEoCRIwCgVsaW5lcxgCIAMoCzIhLnN3aXRjaHlhcmQuY29udGVudC52MS5JbXBvcnRMaW5lIloKF0NyZWF0ZUltcG9ydEpvYlJlc3BvbnNlEi0KA2pvYhgBIAEoCzIgLnN3aXRjaHlhcmQuY29udGVudC52MS5JbXBvcnRKb2ISEAoIcmVwbGF5ZWQYAiABKAgiJQoTR2V0SW1wb3J0Sm9iUmVxdWVzdBIOCgZqb2JfaWQYASABKAkiRQoUR2V0SW1wb3J0Sm9iUmVzcG9uc2USLQoDam9iGAEgASgLMiAuc3dpdGNoeWFyZC5jb250ZW50LnYxLkltcG9ydEpvYiqwAQoPSW1wb3J0Sm9iU3RhdHVzEiEKHUlNUE9SVF9KT0JfU1RBVFVTX1VOU1BFQ0lGSUVEEAASHAoYSU1QT1JUX0pPQl9TVEFUVVNfUVVFVUVEEAESHQoZSU1QT1JUX0pPQl9TVEFUVVNfUlVOTklORxACEh8KG0lNUE9SVF9KT0JfU1RBVFVTX1NVQ0NFRURFRBADEhwKGElNUE9SVF9KT0JfU1RBVFVTX0ZBSUxFRBAEMrMKCg5Db250ZW50U2VydmljZRJtCg5DcmVhdGVEb2N1bWVudBIsLnN3aXRjaHlhcmQuY29udGVudC52MS5DcmVhdGVEb2N1bWVudFJlcXVlc3QaLS5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ3JlYXRlRG9jdW1lbnRSZXNwb25zZRJpCgtHZXREb2N1bWVudBIpLnN3aXRjaHlhcmQuY29udGVudC52MS5HZXREb2N1bWVudFJlcXVlc3QaKi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuR2V0RG9jdW1lbnRSZXNwb25zZSIDkAIBEm0KDlVwZGF0ZURvY3VtZW50Eiwuc3dpdGNoeWFyZC5jb250ZW50LnYxLlVwZGF0ZURvY3VtZW50UmVxdWVzdBotLnN3aXRjaHlhcmQuY29udGVudC52MS5VcGRhdGVEb2N1bWVudFJlc3BvbnNlEmEKCkNyZWF0ZVBvc3QSKC5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ3JlYXRlUG9zdFJlcXVlc3QaKS5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ3JlYXRlUG9zdFJlc3BvbnNlEl0KB0dldFBvc3QSJS5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuR2V0UG9zdFJlcXVlc3QaJi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuR2V0UG9zdFJlc3BvbnNlIgOQAgESYwoJTGlzdFBvc3RzEicuc3dpdGNoeWFyZC5jb250ZW50LnYxLkxpc3RQb3N0c1JlcXVlc3QaKC5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuTGlzdFBvc3RzUmVzcG9uc2UiA5ACARJoCgpXYXRjaFBvc3RzEiguc3dpdGNoeWFyZC5jb250ZW50LnYxLldhdGNoUG9zdHNSZXF1ZXN0Gikuc3dpdGNoeWFyZC5jb250ZW50LnYxLldhdGNoUG9zdHNSZXNwb25zZSIDkAIBMAESeAoQTGlzdENhdGFsb2dJdGVtcxIuLnN3aXRjaHlhcmQuY29udGVudC52MS5MaXN0Q2F0YWxvZ0l0ZW1zUmVxdWVzdBovLnN3aXRjaHlhcmQuY29udGVudC52MS5MaXN0Q2F0YWxvZ0l0ZW1zUmVzcG9uc2UiA5ACARKEAQoUQmF0Y2hHZXRDYXRhbG9nSXRlbXMSMi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQmF0Y2hHZXRDYXRhbG9nSXRlbXNSZXF1ZXN0GjMuc3dpdGNoeWFyZC5jb250ZW50LnYxLkJhdGNoR2V0Q2F0YWxvZ0l0ZW1zUmVzcG9uc2UiA5ACARJmCgtJbXBvcnRJdGVtcxIpLnN3aXRjaHlhcmQuY29udGVudC52MS5JbXBvcnRJdGVtc1JlcXVlc3QaKi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuSW1wb3J0SXRlbXNSZXNwb25zZSgBEnAKD0NyZWF0ZUltcG9ydEpvYhItLnN3aXRjaHlhcmQuY29udGVudC52MS5DcmVhdGVJbXBvcnRKb2JSZXF1ZXN0Gi4uc3dpdGNoeWFyZC5jb250ZW50LnYxLkNyZWF0ZUltcG9ydEpvYlJlc3BvbnNlEmwKDEdldEltcG9ydEpvYhIqLnN3aXRjaHlhcmQuY29udGVudC52MS5HZXRJbXBvcnRKb2JSZXF1ZXN0Gisuc3dpdGNoeWFyZC5jb250ZW50LnYxLkdldEltcG9ydEpvYlJlc3BvbnNlIgOQAgFiBnByb3RvMw", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message switchyard.content.v1.Document
@@ -593,6 +593,274 @@ export const ImportItemsResponseSchema: GenMessage<ImportItemsResponse> = /*@__P
   messageDesc(file_switchyard_content_v1_content, 23);
 
 /**
+ * One line of an import as the client sent it: an item, or the reason it is not one.
+ *
+ * @generated from message switchyard.content.v1.ImportLine
+ */
+export type ImportLine = Message<"switchyard.content.v1.ImportLine"> & {
+  /**
+   * Its number in the client's body, from 1 (NDJSON: the line; a JSON array: the position). Strictly
+   * increasing within a job.
+   *
+   * @generated from field: int32 line = 1;
+   */
+  line: number;
+
+  /**
+   * The item, when the line is one (its values are still checked by the import's rules).
+   *
+   * @generated from field: switchyard.content.v1.CatalogItem item = 2;
+   */
+  item?: CatalogItem | undefined;
+
+  /**
+   * Set when the line could not be read as an item at all: a catalogue reason (INVALID_REQUEST or
+   * RULE_VIOLATION) and a message. The line is then a per-line error of the job.
+   *
+   * @generated from field: string problem_code = 3;
+   */
+  problemCode: string;
+
+  /**
+   * @generated from field: string problem_message = 4;
+   */
+  problemMessage: string;
+};
+
+/**
+ * Describes the message switchyard.content.v1.ImportLine.
+ * Use `create(ImportLineSchema)` to create a new message.
+ */
+export const ImportLineSchema: GenMessage<ImportLine> = /*@__PURE__*/
+  messageDesc(file_switchyard_content_v1_content, 24);
+
+/**
+ * @generated from message switchyard.content.v1.ImportLineError
+ */
+export type ImportLineError = Message<"switchyard.content.v1.ImportLineError"> & {
+  /**
+   * @generated from field: int32 line = 1;
+   */
+  line: number;
+
+  /**
+   * A catalogue reason: INVALID_REQUEST (not an item) or RULE_VIOLATION (an item breaking a rule).
+   *
+   * @generated from field: string code = 2;
+   */
+  code: string;
+
+  /**
+   * @generated from field: string message = 3;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message switchyard.content.v1.ImportLineError.
+ * Use `create(ImportLineErrorSchema)` to create a new message.
+ */
+export const ImportLineErrorSchema: GenMessage<ImportLineError> = /*@__PURE__*/
+  messageDesc(file_switchyard_content_v1_content, 25);
+
+/**
+ * @generated from message switchyard.content.v1.ImportJob
+ */
+export type ImportJob = Message<"switchyard.content.v1.ImportJob"> & {
+  /**
+   * Opaque id (imp_…).
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: switchyard.content.v1.ImportJobStatus status = 2;
+   */
+  status: ImportJobStatus;
+
+  /**
+   * Lines received.
+   *
+   * @generated from field: int32 received = 3;
+   */
+  received: number;
+
+  /**
+   * Lines written to the catalog (created or replaced) so far.
+   *
+   * @generated from field: int32 imported = 4;
+   */
+  imported: number;
+
+  /**
+   * Lines refused so far (each a per-line error).
+   *
+   * @generated from field: int32 failed = 5;
+   */
+  failed: number;
+
+  /**
+   * The first per-line errors (at most 100), by line; `failed` counts them all.
+   *
+   * @generated from field: repeated switchyard.content.v1.ImportLineError errors = 6;
+   */
+  errors: ImportLineError[];
+
+  /**
+   * @generated from field: google.protobuf.Timestamp create_time = 7;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp update_time = 8;
+   */
+  updateTime?: Timestamp | undefined;
+
+  /**
+   * Why the job failed as a whole (status FAILED); empty otherwise.
+   *
+   * @generated from field: string failure_message = 9;
+   */
+  failureMessage: string;
+};
+
+/**
+ * Describes the message switchyard.content.v1.ImportJob.
+ * Use `create(ImportJobSchema)` to create a new message.
+ */
+export const ImportJobSchema: GenMessage<ImportJob> = /*@__PURE__*/
+  messageDesc(file_switchyard_content_v1_content, 26);
+
+/**
+ * @generated from message switchyard.content.v1.CreateImportJobRequest
+ */
+export type CreateImportJobRequest = Message<"switchyard.content.v1.CreateImportJobRequest"> & {
+  /**
+   * UUID chosen by the client; scoped to the tenant.
+   *
+   * @generated from field: string idempotency_key = 1;
+   */
+  idempotencyKey: string;
+
+  /**
+   * At least one, at most 10000.
+   *
+   * @generated from field: repeated switchyard.content.v1.ImportLine lines = 2;
+   */
+  lines: ImportLine[];
+};
+
+/**
+ * Describes the message switchyard.content.v1.CreateImportJobRequest.
+ * Use `create(CreateImportJobRequestSchema)` to create a new message.
+ */
+export const CreateImportJobRequestSchema: GenMessage<CreateImportJobRequest> = /*@__PURE__*/
+  messageDesc(file_switchyard_content_v1_content, 27);
+
+/**
+ * @generated from message switchyard.content.v1.CreateImportJobResponse
+ */
+export type CreateImportJobResponse = Message<"switchyard.content.v1.CreateImportJobResponse"> & {
+  /**
+   * As it is now (a replay answers the job's current state).
+   *
+   * @generated from field: switchyard.content.v1.ImportJob job = 1;
+   */
+  job?: ImportJob | undefined;
+
+  /**
+   * True when this answers a retry: the job was created by an earlier call with the same key.
+   *
+   * @generated from field: bool replayed = 2;
+   */
+  replayed: boolean;
+};
+
+/**
+ * Describes the message switchyard.content.v1.CreateImportJobResponse.
+ * Use `create(CreateImportJobResponseSchema)` to create a new message.
+ */
+export const CreateImportJobResponseSchema: GenMessage<CreateImportJobResponse> = /*@__PURE__*/
+  messageDesc(file_switchyard_content_v1_content, 28);
+
+/**
+ * @generated from message switchyard.content.v1.GetImportJobRequest
+ */
+export type GetImportJobRequest = Message<"switchyard.content.v1.GetImportJobRequest"> & {
+  /**
+   * @generated from field: string job_id = 1;
+   */
+  jobId: string;
+};
+
+/**
+ * Describes the message switchyard.content.v1.GetImportJobRequest.
+ * Use `create(GetImportJobRequestSchema)` to create a new message.
+ */
+export const GetImportJobRequestSchema: GenMessage<GetImportJobRequest> = /*@__PURE__*/
+  messageDesc(file_switchyard_content_v1_content, 29);
+
+/**
+ * @generated from message switchyard.content.v1.GetImportJobResponse
+ */
+export type GetImportJobResponse = Message<"switchyard.content.v1.GetImportJobResponse"> & {
+  /**
+   * @generated from field: switchyard.content.v1.ImportJob job = 1;
+   */
+  job?: ImportJob | undefined;
+};
+
+/**
+ * Describes the message switchyard.content.v1.GetImportJobResponse.
+ * Use `create(GetImportJobResponseSchema)` to create a new message.
+ */
+export const GetImportJobResponseSchema: GenMessage<GetImportJobResponse> = /*@__PURE__*/
+  messageDesc(file_switchyard_content_v1_content, 30);
+
+/**
+ * @generated from enum switchyard.content.v1.ImportJobStatus
+ */
+export enum ImportJobStatus {
+  /**
+   * @generated from enum value: IMPORT_JOB_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Recorded, not started yet.
+   *
+   * @generated from enum value: IMPORT_JOB_STATUS_QUEUED = 1;
+   */
+  QUEUED = 1,
+
+  /**
+   * @generated from enum value: IMPORT_JOB_STATUS_RUNNING = 2;
+   */
+  RUNNING = 2,
+
+  /**
+   * Every line was processed: imported, or refused with a per-line error.
+   *
+   * @generated from enum value: IMPORT_JOB_STATUS_SUCCEEDED = 3;
+   */
+  SUCCEEDED = 3,
+
+  /**
+   * The job as a whole could not be completed (failure_message says why); lines done before stay done.
+   *
+   * @generated from enum value: IMPORT_JOB_STATUS_FAILED = 4;
+   */
+  FAILED = 4,
+}
+
+/**
+ * Describes the enum switchyard.content.v1.ImportJobStatus.
+ */
+export const ImportJobStatusSchema: GenEnum<ImportJobStatus> = /*@__PURE__*/
+  enumDesc(file_switchyard_content_v1_content, 0);
+
+/**
  * ContentService scopes documents and posts to the caller's tenant (from the bearer token); the
  * catalog is public and needs no token.
  *
@@ -692,6 +960,35 @@ export const ContentService: GenService<{
     methodKind: "client_streaming";
     input: typeof ImportItemsRequestSchema;
     output: typeof ImportItemsResponseSchema;
+  },
+  /**
+   * CreateImportJob records an import of catalog items as a job of the caller's tenant and answers
+   * at once, the job queued. Content runs it in the background: its worker feeds the job's items, in
+   * order, as a stream of ImportItemsRequest messages through the implementation of ImportItems, a
+   * chunk at a time, each chunk in one transaction with the job's progress. A job left running by a
+   * stopped or crashed process is taken up again where it stopped (after three interruptions it
+   * fails). Idempotent per (tenant, idempotency_key): the same key and lines answer the same job with
+   * replayed = true; the same key with other lines is IDEMPOTENCY_KEY_REUSED. Only admins of the
+   * tenant named by CATALOG_OWNER_TENANT, as for ImportItems.
+   *
+   * @generated from rpc switchyard.content.v1.ContentService.CreateImportJob
+   */
+  createImportJob: {
+    methodKind: "unary";
+    input: typeof CreateImportJobRequestSchema;
+    output: typeof CreateImportJobResponseSchema;
+  },
+  /**
+   * GetImportJob reads one of the caller's tenant's import jobs: its status, counts and the first
+   * per-line errors. Admins only (ROLE_REQUIRED before the job is looked up); another tenant's job is
+   * NOT_FOUND.
+   *
+   * @generated from rpc switchyard.content.v1.ContentService.GetImportJob
+   */
+  getImportJob: {
+    methodKind: "unary";
+    input: typeof GetImportJobRequestSchema;
+    output: typeof GetImportJobResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_switchyard_content_v1_content, 0);

@@ -1,6 +1,8 @@
 // What the content service needs from storage.
 import type { Keyset } from "@switchyard/platform/paging.js";
 import type { CatalogItemInput } from "../domain/content.js";
+import type { ImportJobStatus, ImportLineError, ImportLineInput } from "../domain/imports.js";
+import type { CatalogWriter } from "../catalog-import.js";
 
 export interface DocumentRecord {
   id: string;
@@ -25,7 +27,30 @@ export interface CatalogItemRecord extends CatalogItemInput {
   updatedAt: Date;
 }
 
-export interface ContentStore {
+export interface ImportJobRecord {
+  id: string;
+  tenantId: string;
+  createdBy: bigint;
+  status: ImportJobStatus;
+  received: number;
+  imported: number;
+  failed: number;
+  /** The first per-line errors (at most MAX_JOB_ERRORS), by line. */
+  errors: ImportLineError[];
+  failureMessage: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** What one chunk of a job did: lines imported, and the lines refused. */
+export interface ImportChunkOutcome {
+  imported: number;
+  errors: ImportLineError[];
+}
+
+export type ImportChunkStep = "more" | "done" | "lost";
+
+export interface ContentStore extends CatalogWriter {
   createDocument(tenantId: string, doc: { title: string; body: string }): Promise<DocumentRecord>;
   getDocument(tenantId: string, id: string): Promise<DocumentRecord | undefined>;
   /** The conditional write: applied only while the stored version is `expectedVersion` (any version when undefined). */
@@ -46,4 +71,26 @@ export interface ContentStore {
   getCatalogItems(skus: readonly string[]): Promise<CatalogItemRecord[]>;
   /** Creates or replaces by sku; true when it was created. */
   upsertCatalogItem(item: CatalogItemInput): Promise<boolean>;
+
+  /**
+   * Records a queued job with its lines, once per (tenant, idempotency key): a retry with the same
+   * request hash gets the job made first (replayed), another request IDEMPOTENCY_KEY_REUSED.
+   */
+  createImportJob(tenantId: string, createdBy: bigint, idempotency: { key: string; requestHash: string }, lines: readonly ImportLineInput[]): Promise<{ job: ImportJobRecord; replayed: boolean }>;
+  getImportJob(tenantId: string, id: string): Promise<ImportJobRecord | undefined>;
+  /** Takes every running job's lease away (embedded storage at start: no other process can be running one). */
+  expireImportLeases(): Promise<number>;
+  /**
+   * Claims the oldest job that is queued, or running with its lease run out (an interruption), for
+   * `runner` for `leaseMs`. A job that would reach `maxInterruptions` fails instead (its id is in `failed`).
+   */
+  claimImportJob(runner: string, leaseMs: number, maxInterruptions: number): Promise<{ claimed?: { id: string; interrupted: boolean }; failed: string[] }>;
+  /**
+   * Runs the next `limit` lines of a job `runner` holds, in one transaction with what `work` writes
+   * through the catalog writer it is given, the job's progress and its errors; renews the lease.
+   * "done" when that was the last of them (the job succeeded), "lost" when the runner no longer holds the job.
+   */
+  runImportChunk(jobId: string, runner: string, leaseMs: number, limit: number, work: (lines: ImportLineInput[], catalog: CatalogWriter) => Promise<ImportChunkOutcome>): Promise<ImportChunkStep>;
+  /** Gives a job `runner` holds back to the queue (a runner stopping cleanly). */
+  releaseImportJob(jobId: string, runner: string): Promise<void>;
 }
