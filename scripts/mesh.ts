@@ -99,6 +99,16 @@ async function serving(port: number, name: ServiceName): Promise<boolean> {
   }
 }
 
+/**
+ * Every process: source maps for stack traces; embedded PGlite's WebAssembly on V8's baseline
+ * compiler only (--liftoff-only). The optimising tier recompiles most of PostgreSQL while a service
+ * starts and migrates: about 1 s of CPU and 50–100 MB of resident code per process (and on Node 24
+ * a passing 600 MB of compiler memory), for no gain on a service's small queries; bulk SQL runs
+ * ~1.5× slower. It concerns WebAssembly only, which nothing else here runs, and must be given at
+ * start: Node 24 ignores it set later.
+ */
+const NODE_FLAGS = ["--enable-source-maps", "--liftoff-only"];
+
 const NAMES = Object.keys(SERVICES) as ServiceName[];
 const HOST_SETTING: Record<ServiceName, string> = { identity: "IDENTITY_HOST", payments: "PAYMENTS_HOST", orders: "ORDERS_HOST", content: "CONTENT_HOST", gateway: "GATEWAY_HOST" };
 
@@ -161,7 +171,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     sockets.delete(k);
     const portSetting = `${name.toUpperCase()}_PORT`;
     try {
-      const child = spawn(process.execPath, ["--enable-source-maps", SERVICES[name]], {
+      const child = spawn(process.execPath, [...NODE_FLAGS, SERVICES[name]], {
         cwd: ROOT,
         env: { ...baseEnv, ...credentialsFor[name], ...options.envFor?.[name], [portSetting]: String(port), LISTEN_FD: "3" },
         stdio: options.output === "inherit" ? ["ignore", "inherit", "inherit", fdOf(socket)] : ["ignore", "pipe", "pipe", fdOf(socket)],

@@ -7,6 +7,7 @@ import pg from "pg";
 import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
 import { remainingCallMs } from "../call-deadline.js";
 import { fail } from "../errors.js";
+import { initialisedCluster, seedDataDir } from "./pglite-cluster.js";
 import { PgliteSession, type StatementResult } from "./pglite-session.js";
 
 export interface SqlResult<R> {
@@ -299,6 +300,32 @@ async function migrate(db: SqlDatabase, migrations: readonly Migration[]): Promi
   });
 }
 
+/**
+ * The embedded engine's memory. PGlite keeps PostgreSQL's defaults for a server of its own: 128 MB
+ * of shared buffers, zeroed at start and so resident in every process. One service's data is small
+ * and the OS caches its files, so 16 MB do; WASM memory never shrinks, so index builds are bounded too.
+ */
+export const PGLITE_SETTINGS = ["shared_buffers=16MB", "maintenance_work_mem=16MB"] as const;
+// (Its WebAssembly runs on V8's baseline compiler in the mesh's processes: see scripts/mesh.ts.)
+
+async function openPglite(dataDir: string | undefined): Promise<PGlite> {
+  // A new cluster is a copy of the shipped one rather than an initdb of its own (see pglite-cluster.ts).
+  if (dataDir) {
+    mkdirSync(dataDir, { recursive: true });
+    seedDataDir(dataDir);
+  }
+  const cluster = dataDir ? undefined : initialisedCluster();
+  // One options object: `new PGlite(undefined, options)` (in memory) silently drops the options.
+  const lite = new PGlite({
+    dataDir,
+    ...(cluster ? { loadDataDir: cluster } : {}),
+    startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((setting) => ["-c", setting])],
+    parsers: { [pgliteTypes.INT8]: parseInt8 },
+  });
+  await lite.waitReady;
+  return lite;
+}
+
 export async function openSqlDatabase(options: OpenSqlOptions): Promise<SqlDatabase> {
   assertIdentifier(options.schema);
   let db: SqlDatabase;
@@ -316,11 +343,7 @@ export async function openSqlDatabase(options: OpenSqlOptions): Promise<SqlDatab
     pool.on("error", () => {});
     db = new PostgresDatabase(pool, options.schema, options.databaseUrl);
   } else {
-    if (options.dataDir) mkdirSync(options.dataDir, { recursive: true });
-    // One options object: `new PGlite(undefined, options)` (in memory) silently drops the options.
-    const lite = new PGlite({ dataDir: options.dataDir, parsers: { [pgliteTypes.INT8]: parseInt8 } });
-    await lite.waitReady;
-    db = new PgliteDatabase(lite, options.schema);
+    db = new PgliteDatabase(await openPglite(options.dataDir), options.schema);
   }
   try {
     await migrate(db, options.migrations);

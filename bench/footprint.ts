@@ -1,0 +1,130 @@
+// Startup time and idle memory of the mesh (`npm run bench:footprint`, or measureFootprint() from
+// another script): starts it as `npm start` does (scripts/mesh.ts, demo data) on an empty data
+// directory, then again on the same one; for each run, the time until the mesh is ready (the gateway
+// ready, every service SERVING: when npm start prints its line; npm start builds first, ~0.5 s more),
+// the CPU each process used until then (what a busy machine does not distort) and each process's
+// resident memory (VmRSS) once idle. Embedded storage; with measureFootprint({ databaseUrl }) a
+// PostgreSQL server, each service in a schema of its own, dropped at the end.
+import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { availableParallelism, loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { setTimeout as sleep } from "node:timers/promises";
+import pg from "pg";
+import { SERVICES, startMesh, type Mesh, type ServiceName } from "../scripts/mesh.js";
+import { track } from "./processes.js";
+
+/** Issue 16: `npm start` ready within 10 s on a first run, 5 s after; idle RSS per process. */
+export const TARGETS = { firstRunMs: 10_000, laterRunMs: 5_000, rssMbEmbedded: 250, rssMbServer: 100 } as const;
+const SCHEMA_SERVICES = ["identity", "payments", "orders", "content"] as const;
+
+export interface RunFootprint {
+  readyMs: number;
+  /** CPU seconds (user + system) each process had used when the mesh was ready: robust to a busy machine. */
+  cpuSeconds: Record<ServiceName, number>;
+  /** VmRSS in MiB per process, idleSeconds after ready. */
+  rssMb: Record<ServiceName, number>;
+  /** The machine's 1-minute load average at ready (other work on a shared machine slows the start). */
+  loadAverage: number;
+}
+
+export interface Footprint {
+  engine: "pglite" | "postgres";
+  idleSeconds: number;
+  first: RunFootprint;
+  second: RunFootprint;
+}
+
+function rssMb(pid: number | undefined): number {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const kb = Number(/^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1]);
+  return kb / 1024;
+}
+
+function cpuSeconds(pid: number | undefined): number {
+  // "pid (comm) state ppid … utime stime …": comm may hold spaces, so split after its last ')'.
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ
+}
+
+async function run(dataDir: string, env: NodeJS.ProcessEnv, idleSeconds: number): Promise<RunFootprint> {
+  const started = performance.now();
+  const mesh: Mesh = await startMesh({ dataDir, demoData: true, output: "collect", env });
+  try {
+    const readyMs = performance.now() - started;
+    const names = Object.keys(SERVICES) as ServiceName[];
+    const cpu = Object.fromEntries(names.map((n) => [n, cpuSeconds(mesh.process(n).pid)])) as Record<ServiceName, number>;
+    const loadAverage = loadavg()[0]!;
+    for (const name of names) track(mesh.process(name));
+    await sleep(idleSeconds * 1000);
+    const rss = Object.fromEntries(names.map((n) => [n, rssMb(mesh.process(n).pid)])) as Record<ServiceName, number>;
+    return { readyMs, cpuSeconds: cpu, rssMb: rss, loadAverage };
+  } finally {
+    await mesh.stop();
+  }
+}
+
+export async function measureFootprint(options: { databaseUrl?: string | undefined; idleSeconds?: number } = {}): Promise<Footprint> {
+  const idleSeconds = options.idleSeconds ?? 10;
+  const dataDir = await mkdtemp(join(tmpdir(), "switchyard-footprint-"));
+  const env: NodeJS.ProcessEnv = { DATABASE_URL: "", REDIS_URL: "", LOG_LEVEL: "warn" };
+  const schemas: string[] = [];
+  if (options.databaseUrl) {
+    const suffix = randomBytes(4).toString("hex");
+    env.DATABASE_URL = options.databaseUrl;
+    env.SIGNING_KEY_ENCRYPTION_KEY = randomBytes(32).toString("base64");
+    // The demo data on fresh schemas of a test server, as npm start seeds it.
+    env.DEMO_DATA_FORCE = "true";
+    for (const name of SCHEMA_SERVICES) {
+      const schema = `${name}_fp_${suffix}`;
+      env[`${name.toUpperCase()}_DB_SCHEMA`] = schema;
+      schemas.push(schema);
+    }
+  }
+  try {
+    const first = await run(dataDir, env, idleSeconds);
+    const second = await run(dataDir, env, idleSeconds);
+    return { engine: options.databaseUrl ? "postgres" : "pglite", idleSeconds, first, second };
+  } finally {
+    await rm(dataDir, { recursive: true, force: true });
+    if (schemas.length > 0) {
+      const client = new pg.Client({ connectionString: options.databaseUrl });
+      await client.connect();
+      try {
+        for (const schema of schemas) await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      } finally {
+        await client.end();
+      }
+    }
+  }
+}
+
+export function formatFootprint(f: Footprint): string {
+  const names = Object.keys(SERVICES) as ServiceName[];
+  const rssTarget = f.engine === "pglite" ? TARGETS.rssMbEmbedded : TARGETS.rssMbServer;
+  const verdict = (ok: boolean) => (ok ? "PASS" : "MISS");
+  const line = (label: string, r: RunFootprint, targetMs: number) => {
+    const worst = Math.max(...names.map((n) => r.rssMb[n]));
+    return [
+      `  ${label}: ready in ${(r.readyMs / 1000).toFixed(1)} s (target ≤ ${targetMs / 1000} s → ${verdict(r.readyMs <= targetMs)})`,
+      `    CPU used until ready (s): ${names.map((n) => `${n} ${r.cpuSeconds[n].toFixed(1)}`).join(", ")}; machine load average ${r.loadAverage.toFixed(1)} on ${availableParallelism()} cores`,
+      `    idle RSS after ${f.idleSeconds} s (MiB): ${names.map((n) => `${n} ${r.rssMb[n].toFixed(0)}`).join(", ")} (target ≤ ${rssTarget} each → ${verdict(worst <= rssTarget)})`,
+    ].join("\n");
+  };
+  return [
+    `Footprint — ${f.engine === "pglite" ? "embedded storage (PGlite)" : "PostgreSQL server (DATABASE_URL)"}, demo data, as npm start`,
+    line("first run (empty data directory)", f.first, TARGETS.firstRunMs),
+    line("second run (same data directory)", f.second, TARGETS.laterRunMs),
+  ].join("\n");
+}
+
+// Run directly: embedded storage, and the server too when DATABASE_URL is set.
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const results = [await measureFootprint()];
+  if (process.env.DATABASE_URL) results.push(await measureFootprint({ databaseUrl: process.env.DATABASE_URL }));
+  console.log(results.map(formatFootprint).join("\n\n"));
+  console.log(JSON.stringify(results));
+}
