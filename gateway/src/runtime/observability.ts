@@ -9,7 +9,7 @@ import { gatewayRateLimited, gatewayStreamsOpened, httpRequestDuration, statusCl
 import { acceptedRequestId, newRequestId, REQUEST_ID_HEADER } from "@switchyard/platform/request-id.js";
 import { context, extractContext, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, tracer, tracingEnabled, type Span } from "@switchyard/platform/tracing.js";
 
-/** Paths outside the API's document that are their own route. */
+/** Paths outside the API's document that are their own route (and /docs/… is one: the API reference). */
 const FIXED_ROUTES = new Set(["/healthz", "/readyz", "/versions", "/metrics"]);
 
 /** A client that went away before any answer was sent (nginx's convention). */
@@ -74,7 +74,7 @@ export function observeRequest(req: IncomingMessage, res: ServerResponse, truste
   res.once("close", () => {
     const status = !res.headersSent && !res.writableFinished ? CLIENT_CLOSED : res.statusCode;
     const path = record.route === undefined ? pathOf(req.url) : undefined;
-    const route = record.route ?? (FIXED_ROUTES.has(path!) ? path! : "unmatched");
+    const route = record.route ?? (FIXED_ROUTES.has(path!) ? path! : path === "/docs" || path!.startsWith("/docs/") ? "/docs" : "unmatched");
     const seconds = (performance.now() - started) / 1000;
     // A live stream lasts minutes: counted apart, not in the latency histogram.
     if (String(res.getHeader("content-type") ?? "").startsWith("text/event-stream")) gatewayStreamsOpened.labels({ route }).inc();
