@@ -40,7 +40,7 @@ function limitEnv(limit: GatewayLimit): Record<string, string> {
   return { GATEWAY_CONCURRENCY_INITIAL: pinned, GATEWAY_CONCURRENCY_MIN: pinned, GATEWAY_CONCURRENCY_MAX: pinned };
 }
 
-export async function startMeshFixture({ limit }: { limit: GatewayLimit }): Promise<MeshFixture> {
+export async function startMeshFixture({ limit, env = {} }: { limit: GatewayLimit; env?: NodeJS.ProcessEnv }): Promise<MeshFixture> {
   const dataDir = await mkdtemp(join(tmpdir(), "switchyard-bench-"));
   let mesh: Mesh | undefined;
   const stop = async () => {
@@ -53,7 +53,7 @@ export async function startMeshFixture({ limit }: { limit: GatewayLimit }): Prom
       dataDir,
       demoData: true,
       output: "collect",
-      env: { DATABASE_URL: "", REDIS_URL: "", GATEWAY_RATE_LIMIT: "1000000", LOG_LEVEL: "warn", ...limitEnv(limit) },
+      env: { DATABASE_URL: "", REDIS_URL: "", GATEWAY_RATE_LIMIT: "1000000", LOG_LEVEL: "warn", ...limitEnv(limit), ...env },
     });
     const names = Object.keys(SERVICES) as ServiceName[];
     for (const name of names) track(mesh.process(name));

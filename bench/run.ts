@@ -149,6 +149,47 @@ async function httpPaths(outcomes: HttpOutcome[]): Promise<void> {
   }
 }
 
+/**
+ * The read path with tracing on: every process exports its spans (OTLP/HTTP, batched) to a sink in this
+ * process that only reads and discards them. Scenario 3 is the same path with tracing off.
+ */
+async function tracedRead(outcomes: HttpOutcome[]): Promise<void> {
+  const { createServer } = await import("node:http");
+  const sink = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => res.writeHead(200, { "content-type": "application/json" }).end("{}"));
+  });
+  await new Promise<void>((resolve) => sink.listen(0, "127.0.0.1", () => resolve()));
+  const port = (sink.address() as { port: number }).port;
+  let mesh: MeshFixture | undefined;
+  try {
+    console.error("  starting the mesh with tracing on (spans exported to a sink in this process) …");
+    mesh = await hold(startMeshFixture({ limit: "none", env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}` } }));
+    const auth = { authorization: `Bearer ${mesh.token}` };
+    await scenario(outcomes, "read-traced", "3t GET /v1/payments/{id} (mesh, tracing on)", () => measureHttp({ url: `${mesh!.gatewayUrl}/v1/payments/${mesh!.paymentId}`, headers: auth }, { ...load, processes: mesh!.pids }));
+  } catch (err) {
+    if (interrupted) throw err;
+    outcomes.push({ id: "read-traced", label: "3t GET /v1/payments/{id} (mesh, tracing on)", error: message(err).split("\n")[0]! });
+  } finally {
+    await release(mesh);
+    sink.close();
+  }
+}
+
+/** What tracing costs on the read path: scenario 3 (off) against 3t (on). */
+function tracingCost(http: HttpOutcome[]): string[] {
+  const off = http.find((o) => o.id === "read")?.result;
+  const on = http.find((o) => o.id === "read-traced")?.result;
+  if (!off || !on) return ["", "tracing: not measured (scenario 3 or 3t failed)"];
+  const pct = (a: number, b: number) => `${(((a - b) / b) * 100).toFixed(1)} %`;
+  return [
+    "",
+    "tracing (read path, GET /v1/payments/{id}):",
+    `  off (scenario 3): ${off.reqPerSec.toFixed(0)} req/s, p50 ${off.p50Ms.toFixed(1)} ms, p99 ${off.p99Ms.toFixed(1)} ms — the budget: at most 3 % below the same scenario before tracing existed (compare with an earlier .bench/results-*.json)`,
+    `  on (scenario 3t): ${on.reqPerSec.toFixed(0)} req/s (${pct(on.reqPerSec, off.reqPerSec)} vs off), p50 ${on.p50Ms.toFixed(1)} ms, p99 ${on.p99Ms.toFixed(1)} ms`,
+  ];
+}
+
 async function overload(capacityPerSec: number | undefined): Promise<void> {
   if (!capacityPerSec) {
     extra.overload = { error: "no capacity measured (scenario 3 failed)" };
@@ -266,6 +307,7 @@ async function main(): Promise<number> {
   if (only !== "library") {
     console.error("B. HTTP paths");
     await httpPaths(http);
+    await tracedRead(http);
     console.error("  measuring one store read alone …");
     try {
       extra.storeRead = await measureStoreRead();
@@ -287,6 +329,7 @@ async function main(): Promise<number> {
   console.log("");
   printReport(settings, library, http);
   printExtra(http);
+  console.log(tracingCost(http).join("\n"));
   const file = await writeResults(startedAt, settings, library, http, extra);
   console.log(`\nresults written to ${file}`);
   const failed: { label: string }[] = [...library, ...http].filter((o) => o.error);

@@ -40,6 +40,11 @@ export interface MeshOptions {
   /** Where the processes' output goes; collected in `logs` when absent. */
   output?: "inherit" | "collect";
   readyTimeoutMs?: number;
+  /**
+   * Each service's metrics endpoint (the gateway serves /metrics on its own port): true = on ports the
+   * system picks, or fixed ones. Bound here and handed over (METRICS_LISTEN_FD) like the service ports.
+   */
+  metrics?: boolean | Partial<Record<Exclude<ServiceName, "gateway">, number>>;
 }
 
 export interface Mesh {
@@ -48,6 +53,8 @@ export interface Mesh {
   readonly ports: Record<ServiceName, number>;
   /** Every replica's port, by service. */
   readonly replicaPorts: Record<ServiceName, number[]>;
+  /** Each replica's metrics port, by service (with `metrics`; the gateway's is its own port). */
+  readonly metricsPorts: Record<ServiceName, number[]>;
   /** Everything the processes wrote, when output is "collect". */
   readonly logs: string[];
   /** What one process wrote, when output is "collect". */
@@ -120,14 +127,26 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   // Every socket is bound before any process starts, so every address is known up front.
   const sockets = new Map<string, Server>();
   const replicaPorts = {} as Record<ServiceName, number[]>;
+  const metricsPorts = {} as Record<ServiceName, number[]>;
   const key = (name: ServiceName, replica: number) => `${name}#${replica}`;
+  const metricsKey = (name: ServiceName, replica: number) => `${name}#${replica}#metrics`;
+  const wantsMetrics = (name: ServiceName) => name !== "gateway" && options.metrics !== undefined && options.metrics !== false;
+  const fixedMetricsPort = (name: ServiceName) => (typeof options.metrics === "object" ? (options.metrics[name as Exclude<ServiceName, "gateway">] ?? 0) : 0);
   try {
     for (const name of NAMES) {
       replicaPorts[name] = [];
+      metricsPorts[name] = [];
       for (let r = 0; r < replicaCount(name); r++) {
         const socket = await listeningSocket(hostOf(name), r === 0 ? (options.ports?.[name] ?? 0) : 0);
         sockets.set(key(name, r), socket);
         replicaPorts[name].push((socket.address() as AddressInfo).port);
+        if (wantsMetrics(name)) {
+          const metrics = await listeningSocket(hostOf(name), r === 0 ? fixedMetricsPort(name) : 0);
+          sockets.set(metricsKey(name, r), metrics);
+          metricsPorts[name].push((metrics.address() as AddressInfo).port);
+        } else if (name === "gateway") {
+          metricsPorts[name].push(replicaPorts[name][r]!);
+        }
       }
     }
   } catch (err) {
@@ -169,12 +188,17 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     // A restart binds the same port again: the process it belonged to has just exited.
     const socket = sockets.get(k) ?? (await listeningSocket(hostOf(name), port));
     sockets.delete(k);
+    const mk = metricsKey(name, replica);
+    const metricsSocket = wantsMetrics(name) ? (sockets.get(mk) ?? (await listeningSocket(hostOf(name), metricsPorts[name][replica]!))) : undefined;
+    sockets.delete(mk);
     const portSetting = `${name.toUpperCase()}_PORT`;
+    const metricsEnv = metricsSocket ? { [`${name.toUpperCase()}_METRICS_PORT`]: String(metricsPorts[name][replica]), METRICS_LISTEN_FD: "4" } : {};
+    const fds = metricsSocket ? [fdOf(socket), fdOf(metricsSocket)] : [fdOf(socket)];
     try {
       const child = spawn(process.execPath, [...NODE_FLAGS, SERVICES[name]], {
         cwd: ROOT,
-        env: { ...baseEnv, ...credentialsFor[name], ...options.envFor?.[name], [portSetting]: String(port), LISTEN_FD: "3" },
-        stdio: options.output === "inherit" ? ["ignore", "inherit", "inherit", fdOf(socket)] : ["ignore", "pipe", "pipe", fdOf(socket)],
+        env: { ...baseEnv, ...credentialsFor[name], ...options.envFor?.[name], [portSetting]: String(port), LISTEN_FD: "3", ...metricsEnv },
+        stdio: options.output === "inherit" ? ["ignore", "inherit", "inherit", ...fds] : ["ignore", "pipe", "pipe", ...fds],
       });
       if (options.output !== "inherit") {
         const own = logsByProcess.get(k) ?? [];
@@ -193,6 +217,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
       children.set(k, child);
     } finally {
       socket.close();
+      metricsSocket?.close();
     }
   };
 
@@ -230,6 +255,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     gatewayUrl,
     ports,
     replicaPorts,
+    metricsPorts,
     logs,
     logsOf: (name, replica = 0) => logsByProcess.get(key(name, replica)) ?? [],
     process: (name, replica = 0) => children.get(key(name, replica))!,

@@ -111,7 +111,7 @@ interface PodSpec {
   volumes?: { name: string; emptyDir?: object; secret?: { secretName: string; items?: { key: string; path: string }[] } }[];
 }
 interface Workload extends K8sObject {
-  spec: { replicas?: number; selector?: { matchLabels: Labels }; template: { metadata: { labels: Labels }; spec: PodSpec } };
+  spec: { replicas?: number; selector?: { matchLabels: Labels }; template: { metadata: { labels: Labels; annotations?: Record<string, string> }; spec: PodSpec } };
 }
 interface Service extends K8sObject {
   spec: { clusterIP?: string; selector: Labels; ports: { name?: string; port: number; targetPort?: number | string }[] };
@@ -338,7 +338,9 @@ describe("deploy/ (Kubernetes)", function () {
           it("listens on its port setting's default, exposed by its Service (headless for a gRPC service)", () => {
             const { container, service, env } = manifestOf(overlay(overlayName), p);
             const port = defaultPort(p);
-            expect(container.ports?.map((cp) => cp.containerPort)).to.deep.equal([port]);
+            // A service also exposes its metrics port (its <SERVICE>_METRICS_PORT); the gateway serves /metrics on its own.
+            const metricsPort = p.settings.metricsPort ? Number(env.get(p.settings.metricsPort.env)?.value) : undefined;
+            expect(container.ports?.map((cp) => cp.containerPort)).to.deep.equal(metricsPort ? [port, metricsPort] : [port]);
             const portEnv = env.get(p.settings.port!.env)?.value;
             if (portEnv !== undefined) expect(Number(portEnv), p.settings.port!.env).to.equal(port);
             expect(service.spec.ports).to.have.length(1);
@@ -347,6 +349,20 @@ describe("deploy/ (Kubernetes)", function () {
             // gRPC clients resolve a headless Service to every ready pod and balance over them.
             if (p.probes === "grpc") expect(service.spec.clusterIP, "headless").to.equal("None");
             else expect(service.spec.clusterIP, "the gateway's Service keeps its virtual IP (Envoy's upstream)").to.equal(undefined);
+          });
+
+          it("is scraped by Prometheus where it serves /metrics (annotations), and not on its gRPC port", () => {
+            const { deployment, env } = manifestOf(overlay(overlayName), p);
+            const annotations = deployment.spec.template.metadata.annotations ?? {};
+            expect(annotations["prometheus.io/scrape"]).to.equal("true");
+            expect(annotations["prometheus.io/path"]).to.equal("/metrics");
+            if (p.probes === "grpc") {
+              const metricsPort = required(env.get(p.settings.metricsPort!.env)?.value, `${p.name} sets ${p.settings.metricsPort!.env}`);
+              expect(Number(metricsPort)).to.be.greaterThan(0);
+              expect(annotations["prometheus.io/port"]).to.equal(metricsPort);
+            } else {
+              expect(Number(annotations["prometheus.io/port"])).to.equal(defaultPort(p));
+            }
           });
 
           it("sets only real settings of the process, with values they accept", () => {
@@ -519,10 +535,12 @@ describe("deploy/ (Kubernetes)", function () {
         pods.admin = { namespace: ns, labels: jobOf(overlayName).job.spec.template.metadata.labels };
         pods.envoy = { namespace: ns, labels: { "app.kubernetes.io/name": "envoy" } };
         pods.stranger = { namespace: ns, labels: { "app.kubernetes.io/name": "something-else" } };
+        // The scraper: Prometheus in the "monitoring" namespace.
+        pods.prometheus = { namespace: "monitoring", labels: { "app.kubernetes.io/name": "prometheus" } };
         // A pod elsewhere wearing the gateway's labels is not the gateway.
         pods.impostor = { namespace: "elsewhere", labels: podOf("gateway").labels };
         if (overlayName === "local") pods.redis = podOf("redis");
-        const ports = { envoy: 8443, gateway: 8080, identity: 50051, payments: 50052, orders: 50053, content: 50054, redis: 6379 } as Record<string, number>;
+        const ports = { envoy: 8443, gateway: 8080, identity: 50051, payments: 50052, orders: 50053, content: 50054, redis: 6379, metrics: 9464 } as Record<string, number>;
 
         const expected = new Set([
           "envoy→gateway",
@@ -532,7 +550,9 @@ describe("deploy/ (Kubernetes)", function () {
           "admin→identity",
           ...(overlayName === "local" ? ["gateway→redis", "identity→redis"] : []),
           // Envoy is the public edge: a pod outside the namespace reaches it as the internet does.
-          "impostor→envoy",
+          "impostor→envoy", "prometheus→envoy",
+          // The scrape: each service's metrics port, the gateway's /metrics on its port; nothing else.
+          "prometheus→gateway", "prometheus→identity:9464", "prometheus→payments:9464", "prometheus→orders:9464", "prometheus→content:9464",
         ]);
         const actual: string[] = [];
         for (const [from, fromPod] of Object.entries(pods)) {
@@ -558,7 +578,7 @@ describe("deploy/ (Kubernetes)", function () {
         if (overlayName === "production") expect(dbCidr, "production names the database's address range").to.be.a("string");
         const dbAddress = { ip: dbCidr ? addressIn(dbCidr) : "192.0.2.10" };
         const redisCidr = named<NetworkPolicy & K8sObject>(o, "NetworkPolicy", "redis-clients").spec.egress?.[0]?.to?.find((t) => t.ipBlock)?.ipBlock?.cidr;
-        for (const [name, pod] of Object.entries(pods).filter(([name]) => name !== "impostor")) {
+        for (const [name, pod] of Object.entries(pods).filter(([name]) => name !== "impostor" && name !== "prometheus")) {
           expect(allows(policies, pod, dns, 53, "UDP", ns), `${name} → DNS`).to.equal(true);
           const service = SERVICES.some((s) => s.name === name);
           expect(allows(policies, pod, dbAddress, 5432, "TCP", ns), `${name} → PostgreSQL`).to.equal(service);

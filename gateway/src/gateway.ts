@@ -3,7 +3,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
-import { loadConfig, optionalSetting, parse, setting, type ConfigOf } from "@switchyard/platform/config.js";
+import { loadConfig, optionalSetting, otlpEndpointSetting, parse, setting, type ConfigOf } from "@switchyard/platform/config.js";
 import type { Logger } from "@switchyard/platform/logger.js";
 import type { Caller } from "@switchyard/platform/caller.js";
 import { bearerToken } from "@switchyard/platform/auth.js";
@@ -28,6 +28,10 @@ import { orderRoutes } from "./routes/orders.js";
 import { contentRoutes } from "./routes/content.js";
 import { openUpstreams, type Upstreams } from "./upstreams.js";
 import { createDocsSite } from "./docs.js";
+import { gatewayShed, reportGatewayGauges, startProcessMetrics, writeMetrics } from "@switchyard/platform/metrics.js";
+import { REQUEST_ID_HEADER } from "@switchyard/platform/request-id.js";
+import { startTracing } from "@switchyard/platform/tracing.js";
+import { observeRequest, type RequestRecord } from "./runtime/observability.js";
 
 export const gatewaySettings = {
   host: setting("GATEWAY_HOST", parse.string, "interface the HTTP server binds", "127.0.0.1"),
@@ -64,6 +68,7 @@ export const gatewaySettings = {
     `the day v1 stops being served, announced in its deprecated routes' Sunset header: ${SUNSET_MONTHS.min} to ${SUNSET_MONTHS.max} months after its deprecation (${V1_DEPRECATED_AT.toISOString().slice(0, 10)})`,
     addMonths(V1_DEPRECATED_AT, SUNSET_MONTHS.default),
   ),
+  otlpEndpoint: otlpEndpointSetting,
   deprecationLogIntervalMs: setting("GATEWAY_DEPRECATION_LOG_INTERVAL_MS", parse.int(100, 3_600_000), "how often the counts of deprecated routes used (per tenant and route) are logged", 60_000),
 };
 export type GatewayConfig = ConfigOf<typeof gatewaySettings>;
@@ -119,6 +124,10 @@ function splitUrl(url: string): { pathname: string; search: string } {
 }
 
 export async function startGateway(config: GatewayConfig, logger: Logger): Promise<RunningGateway> {
+  // Observability: spans when the OTEL_* variables ask for them, metrics at /metrics, an access log at info.
+  const stopTracing = await startTracing("gateway");
+  startProcessMetrics("gateway");
+  const accessLog = logger.isLevelEnabled("info");
   // One document per published version, each driving its own routes; one router over all of them.
   const versions = publishedVersions(config.v1SunsetAt);
   const publishedMajors = versions.map((v) => v.major);
@@ -146,6 +155,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   // Refusals made often under pressure are built once.
   const SHED = edgeError("LOAD_SHED", "the gateway is at capacity; retry after the Retry-After delay", { "retry-after": "1" });
   const streamSlots = new StreamSlots(config.maxStreamsPerCaller);
+  reportGatewayGauges({ limit: () => concurrency.limit, inflight: () => concurrency.inflight, minRttMs: () => concurrency.minRtt, liveStreams: () => streamSlots.size });
   const RATE_LIMITED = edgeError("RATE_LIMITED", `rate limit of ${config.rateLimit} requests per ${config.rateWindowSeconds} s reached; retry after the Retry-After delay`);
 
   /**
@@ -161,7 +171,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   }
   let draining = false;
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async function handle(req: IncomingMessage, res: ServerResponse, record: RequestRecord): Promise<void> {
     let presentedToken = false;
     let upstream = "upstream";
     /** Set when the upstream call starts. */
@@ -179,6 +189,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       const { pathname, search } = splitUrl(req.url ?? "/");
       const method = req.method ?? "GET";
       if (pathname === "/healthz") return sendJson(res, 200, { status: "ok" });
+      if (pathname === "/metrics" && (method === "GET" || method === "HEAD")) return await writeMetrics(res);
       if (pathname === "/versions" && (method === "GET" || method === "HEAD")) return sendJson(res, 200, versionsJson(versions));
       // The API reference (/docs): static pages, outside the versions and their quotas.
       if (docs.handles(pathname)) return docs.serve(req, res, pathname);
@@ -205,9 +216,11 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       for (const [name, value] of Object.entries(quota.headers)) res.setHeader(name, value);
       if (!quota.allowed) {
         req.resume();
+        record.quotaKind = caller ? "user" : "address";
         throw RATE_LIMITED;
       }
       const matched = router.match(method, pathname);
+      record.route = matched.operation.pathTemplate;
       let operation = matched.operation;
       const { pathParams } = matched;
       // The version: the path's, or another one asked for by media type on the same path (406 if unknown).
@@ -218,7 +231,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       if (negotiated.major !== pathMajor) operation = router.match(method, pathname.replace(/^\/v\d+/, `/v${negotiated.major}`)).operation;
       if (negotiated.major === 1 && changedInV2.has(operation.operationId)) {
         for (const [name, value] of Object.entries(deprecationHeaders(versions[0]!, pathname.replace(/^\/v1/, "/v2")))) res.setHeader(name, value);
-        deprecatedUsage.count(caller?.tenantId ?? (typeof pathParams.tenant_id === "string" ? pathParams.tenant_id : "-"), `${method} ${operation.pathTemplate}`);
+        deprecatedUsage.count(caller?.tenantId ?? (typeof pathParams.tenant_id === "string" ? pathParams.tenant_id : "-"), `${method} ${operation.pathTemplate}`, caller !== undefined);
       }
       if (operation.operationId === "getOpenApiDocument") return sendJson(res, 200, apis.get(pathMajor)!.document);
       const route = routes.get(operation.operationId)!;
@@ -230,11 +243,13 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       release = concurrency.tryAcquire();
       if (!release) {
         req.resume();
+        gatewayShed.inc();
         throw SHED;
       }
       if (eventStream) {
         // Each caller holds only so many: the slot is theirs until the stream closes.
         const slot = streamSlots.take(quotaKey(caller, address));
+        if (!slot) record.quotaKind = "streams";
         if (!slot) throw edgeError("TOO_MANY_STREAMS", `at most ${config.maxStreamsPerCaller} live streams at once; close one first`, { "retry-after": "5" });
         res.once("close", slot);
       }
@@ -291,7 +306,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       const { signal } = (controller = new AbortController());
       if (gone) controller.abort(); // it left while the request was being read or checked
       // The client's address travels along (identity counts failed logins per address with it).
-      const headers: Record<string, string> = { [CLIENT_ADDRESS_HEADER]: address };
+      const headers: Record<string, string> = { [CLIENT_ADDRESS_HEADER]: address, [REQUEST_ID_HEADER]: record.requestId };
       if (caller) headers.authorization = `Bearer ${caller.token}`;
       const authorization = { headers };
       const result = await route.handler({
@@ -323,6 +338,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       if (httpError.status >= 500) {
         failures.report(httpError.code, () => ({
           status: httpError.status,
+          request_id: record.requestId,
           method: req.method,
           path: req.url?.split("?")[0],
           cause: err instanceof Error ? { type: err.name, message: err.message } : { message: String(err) },
@@ -337,8 +353,9 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       req.resume();
       return sendJson(res, 400, { error: "an HTTP/1.1 request needs a Host header", code: "INVALID_REQUEST" });
     }
-    handle(req, res).catch((err: unknown) => {
-      logger.error({ err }, "unhandled error in request pipeline");
+    const record = observeRequest(req, res, config.trustedProxyHops, logger, accessLog);
+    record.run(() => handle(req, res, record)).catch((err: unknown) => {
+      logger.error({ err, request_id: record.requestId }, "unhandled error in request pipeline");
       if (!res.headersSent) sendJson(res, 500, { error: "internal error", code: "INTERNAL" });
     });
   });
@@ -398,7 +415,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
           deprecatedUsage.stop();
           follower.stop();
           upstreams.close();
-          void rateLimiter.close().then(resolve);
+          void rateLimiter.close().then(stopTracing).then(resolve);
         });
         server.closeIdleConnections();
       })),

@@ -4,6 +4,7 @@
 // its deprecation (RFC 9745 Deprecation, RFC 8594 Sunset, Link to the successor), and its use is
 // counted per tenant and route so it can be watched before v1 is removed.
 import type { Logger } from "@switchyard/platform/logger.js";
+import { gatewayDeprecatedRequests } from "@switchyard/platform/metrics.js";
 import { HTTP_STATUS, HttpError } from "./errors.js";
 
 export interface PublishedVersion {
@@ -124,7 +125,9 @@ export function deprecationHeaders(version: PublishedVersion, successorPath: str
 }
 
 /**
- * Counts uses of deprecated routes per tenant and route template, and logs the counts every
+ * Counts uses of deprecated routes per tenant and route template — in the metrics
+ * (switchyard_gateway_deprecated_requests_total{tenant, route}: tenants are bounded by the tenants
+ * that exist, routes by the document) — and logs the counts every
  * interval (one line for all of them, not one per request), so usage can be watched before removal.
  */
 export class DeprecatedRouteUsage {
@@ -135,7 +138,9 @@ export class DeprecatedRouteUsage {
     this.timer = setInterval(() => this.flush(), intervalMs).unref();
   }
 
-  count(tenant: string, route: string): void {
+  /** `verified`: the tenant is the verified caller's (else a path's, unbounded: the metric says "unauthenticated"). */
+  count(tenant: string, route: string, verified = true): void {
+    gatewayDeprecatedRequests.labels({ tenant: verified ? tenant : "unauthenticated", route }).inc();
     const key = `${tenant}\u0000${route}`;
     const entry = this.counts.get(key);
     if (entry) entry.count++;

@@ -1,16 +1,35 @@
-// The deadline of the call a piece of work belongs to, wherever in that call's async chain it runs
-// (AsyncLocalStorage): the store reads it to give its statements no more time than the caller has.
+// What a piece of work belongs to, wherever in a call's async chain it runs (AsyncLocalStorage): the
+// call's deadline — the store reads it to give its statements no more time than the caller has — and
+// its request id, which log lines carry and outgoing calls pass on.
 import { AsyncLocalStorage } from "node:async_hooks";
 
-const deadlines = new AsyncLocalStorage<number>();
+interface CallScope {
+  /** ms since the epoch; undefined: no deadline. */
+  deadlineAt: number | undefined;
+  requestId: string | undefined;
+}
+
+const scopes = new AsyncLocalStorage<CallScope>();
 
 /** Runs `work` as part of a call that must be done by `deadlineAt` (ms since the epoch); undefined: no deadline. */
 export function withCallDeadline<T>(deadlineAt: number | undefined, work: () => T): T {
-  return deadlineAt === undefined || !Number.isFinite(deadlineAt) ? work() : deadlines.run(deadlineAt, work);
+  return withCallScope(deadlineAt, undefined, work);
+}
+
+/** Runs `work` as part of a call with this deadline (undefined: none) and request id (undefined: none). */
+export function withCallScope<T>(deadlineAt: number | undefined, requestId: string | undefined, work: () => T): T {
+  const finite = deadlineAt !== undefined && Number.isFinite(deadlineAt) ? deadlineAt : undefined;
+  if (finite === undefined && requestId === undefined) return work();
+  return scopes.run({ deadlineAt: finite, requestId }, work);
 }
 
 /** What is left of the current call's time (ms; may be ≤ 0), or undefined outside a call with a deadline. */
 export function remainingCallMs(now = Date.now()): number | undefined {
-  const deadlineAt = deadlines.getStore();
+  const deadlineAt = scopes.getStore()?.deadlineAt;
   return deadlineAt === undefined ? undefined : deadlineAt - now;
+}
+
+/** The request id of the call this work belongs to, if any. */
+export function currentRequestId(): string | undefined {
+  return scopes.getStore()?.requestId;
 }

@@ -106,6 +106,12 @@ export function loadConfig<S extends Spec>(spec: S, env: NodeJS.ProcessEnv): Con
   return out as ConfigOf<S>;
 }
 
+/**
+ * OpenTelemetry's standard endpoint variable, validated at start like any setting (the SDK reads it, and
+ * the other OTEL_* variables, itself): set, spans are exported with OTLP over HTTP; unset, no tracing.
+ */
+export const otlpEndpointSetting = optionalSetting("OTEL_EXPORTER_OTLP_ENDPOINT", parse.url("http:", "https:"), "OTLP/HTTP collector the spans are exported to (<endpoint>/v1/traces); unset = no tracing");
+
 /** Settings every service process has; each entrypoint adds its own. */
 export function serviceSettings(prefix: string, defaultPort: number) {
   const schema = prefix.toLowerCase();
@@ -120,6 +126,9 @@ export function serviceSettings(prefix: string, defaultPort: number) {
     maxConnectionAgeMs: setting("GRPC_MAX_CONNECTION_AGE_MS", parse.int(1_000, 86_400_000), "the server asks a client to reconnect after this long (then GRPC_MAX_CONNECTION_AGE_GRACE_MS for its calls to finish), so clients balancing over DNS find new replicas", 300_000),
     maxConnectionAgeGraceMs: setting("GRPC_MAX_CONNECTION_AGE_GRACE_MS", parse.int(0, 3_600_000), "how long calls on a connection past its age may still run", 30_000),
     listenFd: optionalSetting("LISTEN_FD", parse.int(3, 65_535), "serve on this inherited, already listening socket instead of binding HOST:PORT (the mesh launcher hands sockets over so no other process can take a port first)"),
+    otlpEndpoint: otlpEndpointSetting,
+    metricsPort: setting(`${prefix}_METRICS_PORT`, parse.port, "port of the Prometheus metrics endpoint (GET /metrics, on the same interface as gRPC); 0 = none", 0),
+    metricsListenFd: optionalSetting("METRICS_LISTEN_FD", parse.int(3, 65_535), "serve the metrics endpoint on this inherited, already listening socket instead of binding the metrics port (the mesh launcher hands it over)"),
     shedEventLoopDelayMs: setting("SHED_EVENT_LOOP_DELAY_MS", parse.int(0, 60_000), "shed new calls (UNAVAILABLE, LOAD_SHED) while the event loop's p99 delay exceeds this in two 0.5 s windows running; 0 = never", 500),
   };
 }

@@ -3,6 +3,7 @@
 // back off (the gateway answers 503 with Retry-After).
 import { monitorEventLoopDelay, type IntervalHistogram } from "node:perf_hooks";
 import { fail } from "./errors.js";
+import { serviceShed } from "./metrics.js";
 
 export class EventLoopGuard {
   private readonly histogram: IntervalHistogram;
@@ -31,7 +32,10 @@ export class EventLoopGuard {
    * GC, a stopped-and-resumed process) does not turn into refusals; saturation lasts.
    */
   admit(): void {
-    if (this.lagMs > this.thresholdMs && this.previousLagMs > this.thresholdMs) throw fail("LOAD_SHED", `the service is overloaded (event loop ${Math.round(this.lagMs)} ms behind); retry after a short delay`);
+    if (this.lagMs > this.thresholdMs && this.previousLagMs > this.thresholdMs) {
+      serviceShed.inc();
+      throw fail("LOAD_SHED", `the service is overloaded (event loop ${Math.round(this.lagMs)} ms behind); retry after a short delay`);
+    }
   }
 
   stop(): void {

@@ -12,6 +12,7 @@ import { HealthStatus, ServingStatus } from "./grpc/health.js";
 import { reflectionImpls, ReflectionV1, ReflectionV1Alpha } from "./grpc/reflection.js";
 import type { Logger } from "./logger.js";
 import { EventLoopGuard } from "./load-shed.js";
+import { reportEventLoopLag, reportOpenStreams } from "./metrics.js";
 
 export interface ServiceRegistration {
   readonly service: DescService;
@@ -116,6 +117,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   // their clients reconnect, to another replica when there is one).
   const openStreams = new Set<HandlerContext>();
   const admit = guard ? () => guard.admit() : undefined;
+  if (guard) reportEventLoopLag(() => guard.lag);
+  reportOpenStreams(() => openStreams.size);
   for (const { service, impl, authentication } of all) {
     // Health and reflection always answer: an overloaded service must still say how it is.
     const business = options.services.some((s) => s.service === service);

@@ -8,6 +8,8 @@ import { openChannel } from "./grpc/client.js";
 import type { Logger } from "./logger.js";
 import { startGrpcServer, type RunningServer, type ServiceRegistration } from "./server.js";
 import { openSqlDatabase, type Migration, type SqlDatabase } from "./store/sql.js";
+import { startMetricsServer, startProcessMetrics, type MetricsServer } from "./metrics.js";
+import { startTracing } from "./tracing.js";
 
 /** The settings every service has (see serviceSettings). */
 export interface CommonServiceConfig {
@@ -21,6 +23,9 @@ export interface CommonServiceConfig {
   maxConnectionAgeMs: number;
   maxConnectionAgeGraceMs: number;
   listenFd: number | undefined;
+  /** Metrics endpoint: this port (0 = none) or an inherited socket. */
+  metricsPort?: number;
+  metricsListenFd?: number | undefined;
 }
 
 export interface Peer {
@@ -49,7 +54,25 @@ export async function startServiceRuntime<P extends string>(options: {
   build: (resources: { db: SqlDatabase; channels: Record<P, GrpcChannel> }) => Promise<ServiceParts> | ServiceParts;
 }): Promise<ServiceRuntime> {
   const { config, name } = options;
-  const db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, name), schema: config.databaseSchema, migrations: options.migrations });
+  // Tracing first (when the OTEL_* variables ask for it), so the migrations' statements are traced too.
+  const stopTracing = await startTracing(name);
+  let metrics: MetricsServer | undefined;
+  if (config.metricsListenFd !== undefined || (config.metricsPort ?? 0) > 0) {
+    startProcessMetrics(name);
+    metrics = await startMetricsServer({ host: config.host, port: config.metricsPort ?? 0, listenFd: config.metricsListenFd });
+    options.logger.info({ port: metrics.port }, `${name} metrics at /metrics`);
+  }
+  const stopTelemetry = async () => {
+    await metrics?.close();
+    await stopTracing();
+  };
+  let db: SqlDatabase;
+  try {
+    db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, name), schema: config.databaseSchema, migrations: options.migrations });
+  } catch (err) {
+    await stopTelemetry();
+    throw err;
+  }
   const channels = Object.fromEntries(Object.entries<Peer>(options.peers ?? ({} as Record<P, Peer>)).map(([name, peer]) => [name, openChannel(peer.address, peer.serves)])) as Record<P, GrpcChannel>;
   const closeChannels = () => Object.values<GrpcChannel>(channels).forEach((c) => c.close());
   let parts: ServiceParts | undefined;
@@ -75,12 +98,14 @@ export async function startServiceRuntime<P extends string>(options: {
         await stopParts?.();
         closeChannels();
         await db.close();
+        await stopTelemetry();
       },
     };
   } catch (err) {
     await parts?.stop?.();
     closeChannels();
     await db.close();
+    await stopTelemetry();
     throw err;
   }
 }

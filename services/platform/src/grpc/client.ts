@@ -6,6 +6,7 @@ import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type CallOptions, type Client } from "@connectrpc/connect";
 import { methodDefinition } from "./service-adapter.js";
 import { errorFromStatus } from "./status-details.js";
+import { clientTelemetry, type ClientCallTelemetry } from "./telemetry.js";
 
 export type { Client } from "@connectrpc/connect";
 
@@ -94,15 +95,17 @@ function cancelOnAbort(signal: AbortSignal | undefined, call: { cancel(): void }
   return () => signal.removeEventListener("abort", onAbort);
 }
 
-async function* readAll(call: ClientReadableStream<object> | ClientDuplexStream<object, object>, signal: AbortSignal | undefined, release: () => void) {
+async function* readAll(call: ClientReadableStream<object> | ClientDuplexStream<object, object>, signal: AbortSignal | undefined, release: () => void, telemetry: ClientCallTelemetry) {
   let finished = false;
+  let failure: unknown;
   try {
     for await (const message of call) yield message;
     finished = true;
   } catch (err) {
     finished = true;
-    throw callError(err, signal);
+    throw (failure = callError(err, signal));
   } finally {
+    telemetry.end(failure);
     release();
     // The consumer stopped early (break / return): end only this stream, not the channel.
     if (!finished) call.cancel();
@@ -127,6 +130,7 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
     const path = def.path;
     const ser = def.requestSerialize;
     const de = def.responseDeserialize;
+    const telemetryOf = clientTelemetry(method);
     switch (method.methodKind) {
       case "unary":
         client[method.localName] = (request: object, options?: CallOptions) =>
@@ -135,10 +139,18 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
             if (early) return reject(early);
             const signal = options?.signal;
             let release = () => {};
-            const call = channel.makeUnaryRequest(path, ser, de, create(method.input, request as never), metadataOf(options), grpcOptions(options), (err, value) => {
+            const metadata = metadataOf(options);
+            const telemetry = telemetryOf(metadata);
+            const call = channel.makeUnaryRequest(path, ser, de, create(method.input, request as never), metadata, grpcOptions(options), (err, value) => {
               release();
-              if (err) reject(callError(err, signal));
-              else resolve(value);
+              if (err) {
+                const failure = callError(err, signal);
+                telemetry.end(failure);
+                reject(failure);
+              } else {
+                telemetry.end(undefined);
+                resolve(value);
+              }
             });
             release = cancelOnAbort(signal, call);
           });
@@ -147,8 +159,10 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
         client[method.localName] = (request: object, options?: CallOptions) => {
           const early = preflight(options);
           if (early) return (async function* () { throw early; })();
-          const call = channel.makeServerStreamRequest(path, ser, de, create(method.input, request as never), metadataOf(options), grpcOptions(options));
-          return readAll(call, options?.signal, cancelOnAbort(options?.signal, call));
+          const metadata = metadataOf(options);
+          const telemetry = telemetryOf(metadata);
+          const call = channel.makeServerStreamRequest(path, ser, de, create(method.input, request as never), metadata, grpcOptions(options));
+          return readAll(call, options?.signal, cancelOnAbort(options?.signal, call), telemetry);
         };
         break;
       case "client_streaming":
@@ -158,9 +172,13 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
             if (early) return reject(early);
             const signal = options?.signal;
             let release = () => {};
-            const call = channel.makeClientStreamRequest(path, ser, de, metadataOf(options), grpcOptions(options), (err, value) => {
+            const metadata = metadataOf(options);
+            const telemetry = telemetryOf(metadata);
+            const call = channel.makeClientStreamRequest(path, ser, de, metadata, grpcOptions(options), (err, value) => {
               release();
-              if (err) reject(callError(err, signal));
+              const failure = err ? callError(err, signal) : undefined;
+              telemetry.end(failure);
+              if (failure) reject(failure);
               else resolve(value);
             });
             release = cancelOnAbort(signal, call);
@@ -171,9 +189,11 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
         client[method.localName] = (requests: AsyncIterable<unknown>, options?: CallOptions) => {
           const early = preflight(options);
           if (early) return (async function* () { throw early; })();
-          const call = channel.makeBidiStreamRequest(path, ser, de, metadataOf(options), grpcOptions(options));
+          const metadata = metadataOf(options);
+          const telemetry = telemetryOf(metadata);
+          const call = channel.makeBidiStreamRequest(path, ser, de, metadata, grpcOptions(options));
           void pump(call, method, requests);
-          return readAll(call, options?.signal, cancelOnAbort(options?.signal, call));
+          return readAll(call, options?.signal, cancelOnAbort(options?.signal, call), telemetry);
         };
         break;
     }

@@ -15,11 +15,12 @@ import type {
 import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethod, type DescService, type MessageShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { authenticationFor, type AuthenticationPolicy } from "./authentication.js";
-import { withCallDeadline } from "../call-deadline.js";
+import { withCallScope } from "../call-deadline.js";
 import { endCall, endedBy, openCallScope } from "./handler-context.js";
 import { statusFromError } from "./status-details.js";
+import { serverTelemetry, type ServerCallTelemetry } from "./telemetry.js";
 
-/** What the server wants to hear about finished calls (logs now; metrics hook in here too). */
+/** What the server wants to hear about finished calls (logs; metrics and spans are made in telemetry.ts). */
 export interface RpcObserver {
   /** A call failed with this error. */
   failed(err: unknown, method: DescMethod): void;
@@ -170,20 +171,25 @@ export function adaptService<S extends DescService>(
  * A stream is over: it ends OK, or with its handler's error — but when the server ended it early
  * (credential gone, shutting down), with that reason, whatever the handler threw on the way out.
  */
-function finishStream(call: ServerWritableStream<object, object> | ServerDuplexStream<object, object>, scope: { context: HandlerContext; done(): void }, reportAndStatus: (err: unknown) => unknown, failure?: unknown) {
+function finishStream(call: ServerWritableStream<object, object> | ServerDuplexStream<object, object>, scope: { context: HandlerContext; done(): void }, telemetry: ServerCallTelemetry, reportAndStatus: (err: unknown) => unknown, failure?: unknown) {
   const reason = endedBy(scope.context) ?? failure;
   scope.done();
+  telemetry.end(reason);
   if (reason !== undefined) call.emit("error", reportAndStatus(reason));
   else call.end();
 }
 
-/** Runs a call's whole chain (handler, and the store beneath it) within the call's deadline. */
-function inDeadline<T>(context: HandlerContext, work: () => T): T {
+/**
+ * Runs a call's whole chain (handler, and the store beneath it) within the call's deadline, with its
+ * request id (log lines, calls passed on) and, when tracing, its server span active.
+ */
+function inDeadline<T>(context: HandlerContext, telemetry: ServerCallTelemetry, work: () => T): T {
   const remaining = context.timeoutMs();
-  return withCallDeadline(remaining === undefined ? undefined : Date.now() + remaining, work);
+  return withCallScope(remaining === undefined ? undefined : Date.now() + remaining, telemetry.requestId, () => telemetry.run(work));
 }
 
 function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, observer: RpcObserver, openStreams?: Set<HandlerContext>) {
+  const telemetryOf = serverTelemetry(method);
   const reportAndStatus = (err: unknown) => {
     observer.failed(err, method);
     return statusFromError(err);
@@ -205,11 +211,12 @@ function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, obs
       const h: handleUnaryCall<object, object> = (call, callback) => {
         const started = performance.now();
         const scope = openCallScope(call, service, method);
-        inDeadline(scope.context, () => Promise.resolve()
+        const telemetry = telemetryOf(call.metadata);
+        inDeadline(scope.context, telemetry, () => Promise.resolve()
           .then(() => impl(call.request as never, scope.context))
           .then(
-            (res) => { scope.done(); callback(null, toMessage(method.output, res)); observer.answered?.(method, performance.now() - started); },
-            (err) => { scope.done(); callback(reportAndStatus(err)); },
+            (res) => { scope.done(); telemetry.end(undefined); callback(null, toMessage(method.output, res)); observer.answered?.(method, performance.now() - started); },
+            (err) => { scope.done(); telemetry.end(err); callback(reportAndStatus(err)); },
           ));
       };
       return h;
@@ -217,20 +224,22 @@ function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, obs
     case "server_streaming": {
       const h: handleServerStreamingCall<object, object> = (call) => {
         const scope = streamScope(call);
-        inDeadline(scope.context, () => Promise.resolve()
+        const telemetry = telemetryOf(call.metadata);
+        inDeadline(scope.context, telemetry, () => Promise.resolve()
           .then(() => writeAll(call, impl(call.request as never, scope.context) as AsyncIterable<unknown>, method, scope.context.signal))
-          .then(() => finishStream(call, scope, reportAndStatus), (err) => finishStream(call, scope, reportAndStatus, err)));
+          .then(() => finishStream(call, scope, telemetry, reportAndStatus), (err) => finishStream(call, scope, telemetry, reportAndStatus, err)));
       };
       return h;
     }
     case "client_streaming": {
       const h: handleClientStreamingCall<object, object> = (call: ServerReadableStream<object, object>, callback) => {
         const scope = openCallScope(call, service, method);
-        inDeadline(scope.context, () => Promise.resolve()
+        const telemetry = telemetryOf(call.metadata);
+        inDeadline(scope.context, telemetry, () => Promise.resolve()
           .then(() => impl(requestsOf(call, scope.context.signal) as never, scope.context))
           .then(
-            (res) => { scope.done(); callback(null, toMessage(method.output, res)); },
-            (err) => { scope.done(); callback(reportAndStatus(err)); },
+            (res) => { scope.done(); telemetry.end(undefined); callback(null, toMessage(method.output, res)); },
+            (err) => { scope.done(); telemetry.end(err); callback(reportAndStatus(err)); },
           ));
       };
       return h;
@@ -238,9 +247,10 @@ function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, obs
     case "bidi_streaming": {
       const h: handleBidiStreamingCall<object, object> = (call) => {
         const scope = streamScope(call);
-        inDeadline(scope.context, () => Promise.resolve()
+        const telemetry = telemetryOf(call.metadata);
+        inDeadline(scope.context, telemetry, () => Promise.resolve()
           .then(() => writeAll(call, impl(requestsOf(call, scope.context.signal) as never, scope.context) as AsyncIterable<unknown>, method, scope.context.signal))
-          .then(() => finishStream(call, scope, reportAndStatus), (err) => finishStream(call, scope, reportAndStatus, err)));
+          .then(() => finishStream(call, scope, telemetry, reportAndStatus), (err) => finishStream(call, scope, telemetry, reportAndStatus, err)));
       };
       return h;
     }

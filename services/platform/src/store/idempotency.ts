@@ -3,6 +3,7 @@
 // finds the finished result or nothing at all — never half of it.
 import { fail } from "../errors.js";
 import { assertIdempotencyKey } from "../idempotency-keys.js";
+import { idempotentReplays } from "../metrics.js";
 import type { SqlDatabase, SqlExecutor } from "./sql.js";
 import type { Logger } from "../logger.js";
 import { parse, setting } from "../config.js";
@@ -83,7 +84,7 @@ const VOIDED = "!voided";
 export async function runIdempotent<T>(db: SqlDatabase, scope: IdempotencyScope, codec: ResultCodec<T>, work: (tx: SqlExecutor) => Promise<T>): Promise<IdempotentOutcome<T>> {
   assertIdempotencyKey(scope.key);
   const keyParams = [scope.tenantId, scope.operation, scope.key.toLowerCase()];
-  return db.transaction(async (tx) => {
+  const outcome = await db.transaction(async (tx): Promise<IdempotentOutcome<T>> => {
     // A first call still in flight holds this key: the second is told so at once (409), instead of
     // waiting on the key's row for the first to finish. (Embedded storage runs transactions one at a
     // time: there the second simply finds the first done.)
@@ -106,6 +107,8 @@ export async function runIdempotent<T>(db: SqlDatabase, scope: IdempotencyScope,
     if (!response) throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "a request with this Idempotency-Key is still in progress; retry later");
     return { result: codec.decode(response), replayed: true };
   });
+  if (outcome.replayed) idempotentReplays.labels({ operation: scope.operation }).inc();
+  return outcome;
 }
 
 /** A key's stored response, refusing a void key and another request's; undefined while there is none. */

@@ -7,6 +7,8 @@ import pg from "pg";
 import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
 import { remainingCallMs } from "../call-deadline.js";
 import { fail } from "../errors.js";
+import { dbStatementDuration, reportPool } from "../metrics.js";
+import { SpanKind, SpanStatusCode, tracer, tracingEnabled } from "../tracing.js";
 import { initialisedCluster, seedDataDir } from "./pglite-cluster.js";
 import { PgliteSession, type StatementResult } from "./pglite-session.js";
 
@@ -93,6 +95,50 @@ async function translating<T>(run: () => Promise<T>): Promise<T> {
   }
 }
 
+// ---- metrics and spans of every statement (never its parameter values) ----------------------------------
+
+const VERBS = new Set(["SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "BEGIN", "COMMIT", "ROLLBACK", "SET", "LISTEN", "UNLISTEN", "NOTIFY", "CREATE", "ALTER", "DROP", "LOCK"]);
+const verbCache = new Map<string, string>();
+/** The statement's SQL verb (bounded: a known one, else OTHER), as a metric label and span name. */
+function verbOf(sql: string): string {
+  let verb = verbCache.get(sql);
+  if (verb === undefined) {
+    const word = /^\s*([A-Za-z]+)/.exec(sql)?.[1]?.toUpperCase() ?? "OTHER";
+    verb = VERBS.has(word) ? word : "OTHER";
+    if (verbCache.size < 2_000) verbCache.set(sql, verb);
+  }
+  return verb;
+}
+const statementChildren = new Map<string, { observe(v: number): void }>();
+function observeStatement(verb: string, outcome: "ok" | "error", seconds: number): void {
+  const key = `${verb} ${outcome}`;
+  let child = statementChildren.get(key);
+  if (!child) statementChildren.set(key, (child = dbStatementDuration.labels({ operation: verb, outcome })));
+  child.observe(seconds);
+}
+
+/** Runs one statement, timed, and (when tracing) in a span with its text — placeholders, no values. */
+async function measured<T>(sql: string, schema: string, run: () => Promise<T>): Promise<T> {
+  const verb = verbOf(sql);
+  const span = tracingEnabled()
+    ? tracer().startSpan(`${verb} ${schema}`, { kind: SpanKind.CLIENT, attributes: { "db.system.name": "postgresql", "db.namespace": schema, "db.operation.name": verb, "db.query.text": sql.length > 2_000 ? `${sql.slice(0, 2_000)}…` : sql } })
+    : undefined;
+  const started = performance.now();
+  try {
+    const value = await run();
+    observeStatement(verb, "ok", (performance.now() - started) / 1000);
+    span?.end();
+    return value;
+  } catch (err) {
+    observeStatement(verb, "error", (performance.now() - started) / 1000);
+    if (span) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: typeof (err as { code?: unknown }).code === "string" ? String((err as { code: string }).code) : "error" });
+      span.end();
+    }
+    throw err;
+  }
+}
+
 /** bigint parameters travel as text: both drivers then agree on them. */
 function normalizeParams(params: unknown[] | undefined): unknown[] | undefined {
   return params?.map((p) => (typeof p === "bigint" ? p.toString() : p));
@@ -105,6 +151,9 @@ function assertIdentifier(schema: string): void {
 class PgliteDatabase implements SqlDatabase {
   readonly engine = "pglite";
   private readonly session: PgliteSession;
+  /** Work holding the engine (0 or 1: it runs one thing at a time), and work waiting for it. */
+  inUse = 0;
+  waiting = 0;
 
   constructor(private readonly db: PGlite, readonly schema: string) {
     this.session = new PgliteSession(db);
@@ -114,24 +163,38 @@ class PgliteDatabase implements SqlDatabase {
   // statement outside a transaction) and the query lock (one statement). Holding them as PGlite's
   // own query() and transaction() do keeps a statement from landing inside another caller's transaction.
   query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
-    return this.db._runExclusiveTransaction(() => this.statement<R>(sql, params, false));
+    return this.exclusive(() => this.statement<R>(sql, params, false));
   }
 
   exec(sql: string): Promise<void> {
-    return this.db._runExclusiveTransaction(() => this.script(sql, false));
+    return this.exclusive(() => this.script(sql, false));
+  }
+
+  /** Under the transaction lock, counted as in use (and as waiting until it has it). */
+  private exclusive<T>(work: () => Promise<T>): Promise<T> {
+    this.waiting++;
+    return this.db._runExclusiveTransaction(async () => {
+      this.waiting--;
+      this.inUse++;
+      try {
+        return await work();
+      } finally {
+        this.inUse--;
+      }
+    });
   }
 
   /** One statement under the query lock (the caller holds the transaction lock). */
   private statement<R>(sql: string, params: unknown[] | undefined, inTransaction: boolean): Promise<StatementResult<R>> {
-    return this.db._runExclusiveQuery(() => translating(() => this.session.run<R>(sql, normalizeParams(params) ?? [], inTransaction)));
+    return this.db._runExclusiveQuery(() => measured(sql, this.schema, () => translating(() => this.session.run<R>(sql, normalizeParams(params) ?? [], inTransaction))));
   }
 
   private script(sql: string, inTransaction: boolean): Promise<void> {
-    return this.db._runExclusiveQuery(() => this.session.script(sql, inTransaction));
+    return this.db._runExclusiveQuery(() => measured(sql, this.schema, () => this.session.script(sql, inTransaction)));
   }
 
   transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    return this.db._runExclusiveTransaction(async () => {
+    return this.exclusive(async () => {
       let open = true;
       const usable = async () => {
         if (!open) throw new Error("the transaction has ended");
@@ -225,13 +288,21 @@ class PostgresDatabase implements SqlDatabase {
     };
   }
 
+  get inUse(): number {
+    return this.pool.totalCount - this.pool.idleCount;
+  }
+
+  get waiting(): number {
+    return this.pool.waitingCount;
+  }
+
   async query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
-    const result = await translating(() => this.pool.query(sql, normalizeParams(params)));
+    const result = await measured(sql, this.schema, () => translating(() => this.pool.query(sql, normalizeParams(params))));
     return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
   }
 
   async exec(sql: string): Promise<void> {
-    await translating(() => this.pool.query(sql));
+    await measured(sql, this.schema, () => translating(() => this.pool.query(sql)));
   }
 
   async transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
@@ -240,19 +311,19 @@ class PostgresDatabase implements SqlDatabase {
     const client = await translating(() => this.pool.connect());
     try {
       // Within a call, no statement or lock wait outlives the caller: work does not go on after its 504.
-      if (remaining === undefined) await translating(() => client.query("BEGIN"));
-      else await translating(() => client.query(`BEGIN; SET LOCAL statement_timeout = ${Math.max(1, Math.floor(remaining))}; SET LOCAL lock_timeout = ${Math.max(1, Math.floor(remaining))}`));
+      if (remaining === undefined) await measured("BEGIN", this.schema, () => translating(() => client.query("BEGIN")));
+      else await measured("BEGIN", this.schema, () => translating(() => client.query(`BEGIN; SET LOCAL statement_timeout = ${Math.max(1, Math.floor(remaining))}; SET LOCAL lock_timeout = ${Math.max(1, Math.floor(remaining))}`)));
       const value = await work({
         query: async <R>(sql: string, params?: unknown[]) => {
-          const result = await translating(() => client.query(sql, normalizeParams(params)));
+          const result = await measured(sql, this.schema, () => translating(() => client.query(sql, normalizeParams(params))));
           return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
         },
         exec: async (sql: string) => {
-          await client.query(sql);
+          await measured(sql, this.schema, () => client.query(sql));
         },
       });
       // COMMIT of a transaction a failed statement aborted is answered ROLLBACK: nothing was stored.
-      const commit = await client.query("COMMIT");
+      const commit = await measured("COMMIT", this.schema, () => client.query("COMMIT"));
       if (commit.command === "ROLLBACK") throw new Error(TRANSACTION_ABORTED);
       return value;
     } catch (err) {
@@ -352,5 +423,13 @@ export async function openSqlDatabase(options: OpenSqlOptions): Promise<SqlDatab
     await db.close();
     throw err;
   }
+  // Its connections in use and callers waiting, in the metrics until it is closed.
+  const pooled = db as SqlDatabase & { inUse: number; waiting: number };
+  const unreport = reportPool({ inUse: () => pooled.inUse, waiting: () => pooled.waiting });
+  const close = db.close.bind(db);
+  db.close = () => {
+    unreport();
+    return close();
+  };
   return db;
 }

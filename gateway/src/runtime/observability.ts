@@ -1,0 +1,99 @@
+// What the edge records of every request, once, around the request pipeline: its request id (a trusted
+// proxy's x-request-id, else a new one; returned on the response and passed to every hop), its span
+// (W3C traceparent taken from a trusted proxy only, else a new trace), one access-log line, and the
+// request metrics by method, route template and status class. Label values are bounded: the route is
+// the OpenAPI path template (or one of the fixed paths, else "unmatched"), never the raw path.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Logger } from "@switchyard/platform/logger.js";
+import { gatewayRateLimited, gatewayStreamsOpened, httpRequestDuration, statusClass } from "@switchyard/platform/metrics.js";
+import { acceptedRequestId, newRequestId, REQUEST_ID_HEADER } from "@switchyard/platform/request-id.js";
+import { context, extractContext, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, tracer, tracingEnabled, type Span } from "@switchyard/platform/tracing.js";
+
+/** Paths outside the API's document that are their own route (and /docs/… is one: the API reference). */
+const FIXED_ROUTES = new Set(["/healthz", "/readyz", "/versions", "/metrics"]);
+
+/** A client that went away before any answer was sent (nginx's convention). */
+const CLIENT_CLOSED = 499;
+
+export interface RequestRecord {
+  readonly requestId: string;
+  /** The route template, once the router found the operation. */
+  route: string | undefined;
+  /** Which quota refused it, when the gateway answered 429 itself. */
+  quotaKind: "user" | "address" | "streams" | undefined;
+  /** Runs the request's work with its span active (when tracing). */
+  run<T>(work: () => T): T;
+}
+
+const headerGetter = {
+  get: (carrier: IncomingMessage["headers"], key: string) => carrier[key],
+  keys: (carrier: IncomingMessage["headers"]) => Object.keys(carrier),
+};
+
+/** The request id a request gets: a trusted proxy's (well-formed) one, else a new one. */
+export function requestIdOf(req: IncomingMessage, trustedProxyHops: number): string {
+  return (trustedProxyHops > 0 ? acceptedRequestId(req.headers[REQUEST_ID_HEADER]) : undefined) ?? newRequestId();
+}
+
+const durationChildren = new Map<string, { observe(v: number): void }>();
+function observeDuration(method: string, route: string, status: number, seconds: number): void {
+  const cls = statusClass(status);
+  const key = `${method} ${route} ${cls}`;
+  let child = durationChildren.get(key);
+  if (!child) durationChildren.set(key, (child = httpRequestDuration.labels({ method, route, status_class: cls })));
+  child.observe(seconds);
+}
+
+function pathOf(url: string | undefined): string {
+  const u = url ?? "/";
+  const q = u.indexOf("?");
+  return q === -1 ? u : u.slice(0, q);
+}
+
+export function observeRequest(req: IncomingMessage, res: ServerResponse, trustedProxyHops: number, logger: Logger, accessLog: boolean): RequestRecord {
+  const started = performance.now();
+  const method = req.method ?? "GET";
+  const requestId = requestIdOf(req, trustedProxyHops);
+  res.setHeader(REQUEST_ID_HEADER, requestId);
+  const socket = req.socket;
+  const bytesBefore = socket.bytesWritten;
+  let span: Span | undefined;
+  let spanContext: ReturnType<typeof trace.setSpan> | undefined;
+  if (tracingEnabled()) {
+    // Only what the trusted proxy sent continues its trace; a client's own traceparent is not trusted.
+    const parent = trustedProxyHops > 0 ? extractContext(req.headers, headerGetter) : ROOT_CONTEXT;
+    span = tracer().startSpan(method, { kind: SpanKind.SERVER, attributes: { "http.request.method": method, "switchyard.request_id": requestId } }, parent);
+    spanContext = trace.setSpan(parent, span);
+  }
+  const record: RequestRecord = {
+    requestId,
+    route: undefined,
+    quotaKind: undefined,
+    run: (work) => (spanContext ? context.with(spanContext, work) : work()),
+  };
+  res.once("close", () => {
+    const status = !res.headersSent && !res.writableFinished ? CLIENT_CLOSED : res.statusCode;
+    const path = record.route === undefined ? pathOf(req.url) : undefined;
+    const route = record.route ?? (FIXED_ROUTES.has(path!) ? path! : path === "/docs" || path!.startsWith("/docs/") ? "/docs" : "unmatched");
+    const seconds = (performance.now() - started) / 1000;
+    // A live stream lasts minutes: counted apart, not in the latency histogram.
+    if (String(res.getHeader("content-type") ?? "").startsWith("text/event-stream")) gatewayStreamsOpened.labels({ route }).inc();
+    else observeDuration(method, route, status, seconds);
+    // Any other 429 is identity's failed-login throttle, passed on.
+    if (status === 429) gatewayRateLimited.labels({ kind: record.quotaKind ?? "login" }).inc();
+    const traceId = span?.spanContext().traceId;
+    if (span) {
+      span.setAttribute("http.route", route);
+      span.setAttribute("http.response.status_code", status);
+      span.updateName(`${method} ${route}`);
+      if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      span.end();
+    }
+    if (accessLog) {
+      const line: Record<string, unknown> = { request_id: requestId, method, route, status, ms: Math.round(seconds * 10_000) / 10, bytes: socket.bytesWritten - bytesBefore };
+      if (traceId) line.trace_id = traceId;
+      logger.info(line, "request");
+    }
+  });
+  return record;
+}

@@ -1,0 +1,242 @@
+// Prometheus metrics (prom-client): every metric of every process is declared here, once, so that the
+// dashboard, the alert rules and the tests name one list. Label values are bounded: route templates
+// (never raw paths or ids), gRPC method names, gRPC codes, status classes, SQL verbs, quota kinds, and
+// tenant ids (bounded by the tenants that exist). The gateway serves them at /metrics on its own port;
+// each service on its metrics port (<SERVICE>_METRICS_PORT). No database code here: the store only
+// reports into these.
+import { createServer, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+
+export const registry = new Registry();
+
+/** Request and call latencies: from 1 ms (a cached read) to 10 s (past the default 5 s deadline). */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** Statements: embedded reads take tens of microseconds. */
+const STATEMENT_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5];
+
+// ---- the edge (gateway) ------------------------------------------------------------------------------
+
+export const httpRequestDuration = new Histogram({
+  name: "switchyard_http_request_duration_seconds",
+  help: "Requests answered by the gateway, by method, route template and status class (its _count is the request rate; 5xx the errors)",
+  labelNames: ["method", "route", "status_class"] as const,
+  buckets: LATENCY_BUCKETS,
+  registers: [registry],
+});
+
+export const gatewayStreamsOpened = new Counter({
+  name: "switchyard_gateway_streams_opened_total",
+  help: "Live streams (text/event-stream) answered, by route template; they last minutes, so they are not in the request duration histogram",
+  labelNames: ["route"] as const,
+  registers: [registry],
+});
+
+export const gatewayShed = new Counter({
+  name: "switchyard_gateway_shed_total",
+  help: "Requests the gateway's adaptive concurrency limit shed at once (503 LOAD_SHED)",
+  registers: [registry],
+});
+
+export const gatewayRateLimited = new Counter({
+  name: "switchyard_gateway_rate_limited_total",
+  help: "429 answers by quota kind: user (a user's quota), address (a client address's), streams (live streams per caller), login (identity's failed-login throttle)",
+  labelNames: ["kind"] as const,
+  registers: [registry],
+});
+
+export const gatewayDeprecatedRequests = new Counter({
+  name: "switchyard_gateway_deprecated_requests_total",
+  help: "Requests to deprecated routes, by tenant and route template (tenants are bounded by the tenants that exist)",
+  labelNames: ["tenant", "route"] as const,
+  registers: [registry],
+});
+
+/** What the gateway reads its gauges from (set once it started). */
+export interface GatewayGauges {
+  limit(): number;
+  inflight(): number;
+  minRttMs(): number;
+  liveStreams(): number;
+}
+let gatewayGauges: GatewayGauges | undefined;
+export function reportGatewayGauges(source: GatewayGauges | undefined): void {
+  gatewayGauges = source;
+}
+const gatewayGauge = (name: string, help: string, read: (g: GatewayGauges) => number) =>
+  new Gauge({
+    name,
+    help,
+    registers: [registry],
+    collect() {
+      if (gatewayGauges) this.set(read(gatewayGauges));
+    },
+  });
+gatewayGauge("switchyard_gateway_concurrency_limit", "The adaptive concurrency limit: requests admitted at once", (g) => g.limit());
+gatewayGauge("switchyard_gateway_inflight_requests", "Requests admitted by the concurrency limit and not yet answered", (g) => g.inflight());
+gatewayGauge("switchyard_gateway_min_rtt_seconds", "The latency without a queue (minRTT) the concurrency limit last measured", (g) => g.minRttMs() / 1000);
+gatewayGauge("switchyard_gateway_live_streams", "Live streams (text/event-stream) open at the gateway", (g) => g.liveStreams());
+
+// ---- gRPC, both sides --------------------------------------------------------------------------------
+
+export const rpcServerDuration = new Histogram({
+  name: "switchyard_rpc_server_duration_seconds",
+  help: "gRPC calls served (unary and client streaming), by service, method and gRPC code",
+  labelNames: ["rpc_service", "rpc_method", "grpc_code"] as const,
+  buckets: LATENCY_BUCKETS,
+  registers: [registry],
+});
+
+export const rpcServerStreams = new Counter({
+  name: "switchyard_rpc_server_streams_total",
+  help: "Server-streaming gRPC calls ended, by service, method and gRPC code",
+  labelNames: ["rpc_service", "rpc_method", "grpc_code"] as const,
+  registers: [registry],
+});
+
+export const rpcClientDuration = new Histogram({
+  name: "switchyard_rpc_client_duration_seconds",
+  help: "gRPC calls made to other services (unary), by service, method and gRPC code",
+  labelNames: ["rpc_service", "rpc_method", "grpc_code"] as const,
+  buckets: LATENCY_BUCKETS,
+  registers: [registry],
+});
+
+let openStreams: (() => number) | undefined;
+export function reportOpenStreams(source: (() => number) | undefined): void {
+  openStreams = source;
+}
+new Gauge({
+  name: "switchyard_rpc_server_open_streams",
+  help: "Streaming gRPC calls open on this server (live feeds, order tracking, revocation watches)",
+  registers: [registry],
+  collect() {
+    this.set(openStreams?.() ?? 0);
+  },
+});
+
+// ---- services: load shedding, database, idempotency -------------------------------------------------
+
+export const serviceShed = new Counter({
+  name: "switchyard_service_shed_total",
+  help: "Calls a service shed because its event loop lagged (UNAVAILABLE LOAD_SHED)",
+  registers: [registry],
+});
+
+let eventLoopLag: (() => number) | undefined;
+export function reportEventLoopLag(source: (() => number) | undefined): void {
+  eventLoopLag = source;
+}
+new Gauge({
+  name: "switchyard_event_loop_delay_p99_seconds",
+  help: "p99 event-loop delay of the last half-second window, as the load-shedding guard sees it",
+  registers: [registry],
+  collect() {
+    if (eventLoopLag) this.set(eventLoopLag() / 1000);
+  },
+});
+
+export const dbStatementDuration = new Histogram({
+  name: "switchyard_db_statement_duration_seconds",
+  help: "Database statements, by SQL verb (SELECT, INSERT, …) and outcome",
+  labelNames: ["operation", "outcome"] as const,
+  buckets: STATEMENT_BUCKETS,
+  registers: [registry],
+});
+
+/** Connections of one open database: in use, and callers waiting for one. */
+export interface PoolStats {
+  inUse(): number;
+  waiting(): number;
+}
+const pools = new Set<PoolStats>();
+/** Reports a database's pool until the returned function is called (it closed). */
+export function reportPool(stats: PoolStats): () => void {
+  pools.add(stats);
+  return () => pools.delete(stats);
+}
+new Gauge({
+  name: "switchyard_db_pool_connections_in_use",
+  help: "Database connections running work (embedded storage: 1 while a statement or transaction holds it)",
+  registers: [registry],
+  collect() {
+    this.set([...pools].reduce((n, p) => n + p.inUse(), 0));
+  },
+});
+new Gauge({
+  name: "switchyard_db_pool_waiting",
+  help: "Callers waiting for a database connection",
+  registers: [registry],
+  collect() {
+    this.set([...pools].reduce((n, p) => n + p.waiting(), 0));
+  },
+});
+
+export const idempotentReplays = new Counter({
+  name: "switchyard_idempotent_replays_total",
+  help: "Requests answered from a stored Idempotency-Key result instead of doing the work again, by operation",
+  labelNames: ["operation"] as const,
+  registers: [registry],
+});
+
+// ---- per process ----------------------------------------------------------------------------------------
+
+let processLabelled = false;
+/**
+ * Names this process in every metric (label `service`) and adds the standard process and Node.js
+ * metrics (CPU, memory, GC, nodejs_eventloop_lag_*). Once per process.
+ */
+export function startProcessMetrics(service: string): void {
+  if (processLabelled) return;
+  processLabelled = true;
+  registry.setDefaultLabels({ service });
+  collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 20 });
+}
+
+/** The status class label of an HTTP status: 2xx, 3xx, 4xx, 5xx. */
+export function statusClass(status: number): string {
+  return status >= 500 ? "5xx" : status >= 400 ? "4xx" : status >= 300 ? "3xx" : status >= 200 ? "2xx" : "1xx";
+}
+
+/** Writes the scrape (Prometheus text format) to an HTTP response. */
+export async function writeMetrics(res: ServerResponse): Promise<void> {
+  try {
+    const body = await registry.metrics();
+    res.writeHead(200, { "content-type": registry.contentType, "content-length": Buffer.byteLength(body) });
+    res.end(body);
+  } catch {
+    res.writeHead(500, { "content-type": "text/plain" });
+    res.end("metrics collection failed\n");
+  }
+}
+
+export interface MetricsServer {
+  readonly port: number;
+  close(): Promise<void>;
+}
+
+/**
+ * A service's metrics endpoint: GET /metrics on its own port (or an inherited listening socket), so
+ * the scrape never competes with gRPC and the port can be opened to the scraper alone.
+ */
+export async function startMetricsServer(options: { host: string; port: number; listenFd?: number | undefined }): Promise<MetricsServer> {
+  const server: Server = createServer((req, res) => {
+    req.resume();
+    if (req.url?.split("?")[0] === "/metrics" && (req.method === "GET" || req.method === "HEAD")) return void writeMetrics(res);
+    res.writeHead(404, { "content-type": "text/plain" });
+    res.end("not found: GET /metrics\n");
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    if (options.listenFd !== undefined) server.listen({ fd: options.listenFd }, () => resolve());
+    else server.listen(options.port, options.host, () => resolve());
+  });
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
