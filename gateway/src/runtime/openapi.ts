@@ -135,6 +135,7 @@ export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument 
         wholeSchema = rest;
         lineSchema = items as Json;
       }
+      const validators: { params?: ValidateFunction; body?: ValidateFunction; line?: ValidateFunction } = {};
       operations.push({
         version,
         operationId: String(op.operationId),
@@ -145,11 +146,20 @@ export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument 
         queryParams: params.filter((p) => p.in === "query").map((p) => p.name),
         integerParams: params.filter((p) => p.schema.type === "integer").map(keyOf),
         headerParams: params.filter((p) => p.in === "header").map((p) => ({ name: p.name, key: p.name.toLowerCase() })),
-        validateParams: paramAjv.compile(paramSchema),
-        validateBody: wholeSchema ? bodyAjv.compile(rewriteRefs(wholeSchema) as Json) : undefined,
+        // Validators are compiled when an operation is first asked for, not at start: most of a
+        // document (a deprecated version's above all) is rarely used, and compiling all of it cost
+        // the gateway about a second of CPU and tens of MB at every start.
+        get validateParams() {
+          return (validators.params ??= paramAjv.compile(paramSchema));
+        },
+        get validateBody() {
+          return wholeSchema ? (validators.body ??= bodyAjv.compile(rewriteRefs(wholeSchema) as Json)) : undefined;
+        },
         bodyRequired: Boolean(body?.required),
         acceptsNdjson: Boolean(bodySchema && (body?.content as Json)["application/x-ndjson"]),
-        validateLine: lineSchema ? bodyAjv.compile(rewriteRefs(lineSchema) as Json) : undefined,
+        get validateLine() {
+          return lineSchema ? (validators.line ??= bodyAjv.compile(rewriteRefs(lineSchema) as Json)) : undefined;
+        },
         requiresAuth: security.length > 0,
         offersEventStream: Object.values((op.responses ?? {}) as Json).some((r) => Boolean(((resolve<Json>(document, r).content ?? {}) as Json)["text/event-stream"])),
       });
