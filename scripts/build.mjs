@@ -6,6 +6,7 @@
 // Files are written beside their final names and renamed into place, so a process starting meanwhile
 // (another test run in the same checkout) never reads half a bundle.
 import { build } from "esbuild";
+import { parse as parseYaml } from "yaml";
 import { readFileSync, renameSync, rmSync, mkdirSync, readdirSync, writeFileSync } from "node:fs";
 import { builtinModules } from "node:module";
 import { basename, join, relative } from "node:path";
@@ -78,9 +79,18 @@ export async function buildAll() {
       metafile: true,
       banner: { js: "// Built by scripts/build.mjs from the TypeScript sources; do not edit." },
     });
+    // The gateway's documents as JSON beside its bundle: JSON.parse at start instead of a YAML parser.
+    mkdirSync(join(staging, "openapi"));
+    for (const file of readdirSync(join(ROOT, "gateway", "openapi")).filter((f) => /^v\d+\.yaml$/.test(f))) {
+      writeFileSync(join(staging, "openapi", file.replace(/\.yaml$/, ".json")), JSON.stringify(parseYaml(readFileSync(join(ROOT, "gateway", "openapi", file), "utf8"))));
+    }
     writeFileSync(join(staging, "meta.json"), JSON.stringify(bundleContents(result.metafile), null, 1));
     mkdirSync(OUT_DIR, { recursive: true });
-    for (const file of readdirSync(staging)) renameSync(join(staging, file), join(OUT_DIR, file));
+    for (const file of readdirSync(staging)) {
+      // A directory cannot replace a non-empty one by rename: the old one goes first.
+      if (file === "openapi") rmSync(join(OUT_DIR, file), { recursive: true, force: true });
+      renameSync(join(staging, file), join(OUT_DIR, file));
+    }
   } finally {
     rmSync(staging, { recursive: true, force: true });
   }

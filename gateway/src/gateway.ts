@@ -11,7 +11,7 @@ import { CLIENT_ADDRESS_HEADER, createServiceClient } from "@switchyard/platform
 import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { readRequestBody } from "./runtime/body.js";
 import { edgeError, toHttpError } from "./runtime/errors.js";
-import { describeBodyError, describeParamError, loadApiDocument, openApiPath, representationsOf, type ApiDocument, type CompiledOperation } from "./runtime/openapi.js";
+import { describeBodyError, describeParamError, loadApiDocument, representationsOf, servedApiPath, type ApiDocument, type CompiledOperation } from "./runtime/openapi.js";
 import { addMonths, checkSunset, DeprecatedRouteUsage, deprecationHeaders, negotiateVersion, publishedVersions, SUNSET_MONTHS, V1_DEPRECATED_AT, versionsJson } from "./runtime/versions.js";
 import { sendError, sendJson } from "./runtime/respond.js";
 import { writeEventStream } from "./runtime/sse.js";
@@ -131,7 +131,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   // One document per published version, each driving its own routes; one router over all of them.
   const versions = publishedVersions(config.v1SunsetAt);
   const publishedMajors = versions.map((v) => v.major);
-  const apis = new Map<number, ApiDocument>(versions.map((v) => [v.major, loadApiDocument(openApiPath(v.major))]));
+  const apis = new Map<number, ApiDocument>(versions.map((v) => [v.major, loadApiDocument(servedApiPath(v.major))]));
   const routes = new Map([...apis.values()].flatMap((a) => [...bindRoutes(a.operations)]));
   const router = new Router([...apis.values()].flatMap((a) => a.operations));
   // A v1 operation whose representation is not v2's is deprecated in v1.

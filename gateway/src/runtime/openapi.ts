@@ -1,6 +1,6 @@
 // Spec-first: the OpenAPI document is loaded once and compiled into operations the router
 // matches and validators that check parameters and bodies exactly as the document says.
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
@@ -10,6 +10,16 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
 // Resolved through the workspace package, not relative to this file: the same from the sources and
 // from the bundle in dist/. One document per major version.
 export const openApiPath = (major: number): URL => new URL(import.meta.resolve(`@switchyard/gateway/openapi/v${major}.yaml`));
+
+/**
+ * Where the gateway reads a version's document: the JSON the build wrote beside the bundle
+ * (dist/openapi/v<N>.json) when there is one — parsing the YAML cost half a second of CPU and
+ * left tens of MB of garbage in every start — else the YAML itself (run from the sources).
+ */
+export function servedApiPath(major: number): URL {
+  const built = new URL(`./openapi/v${major}.json`, import.meta.url);
+  return existsSync(built) ? built : openApiPath(major);
+}
 export const OPENAPI_PATH = openApiPath(1);
 
 type Json = Record<string, unknown>;
@@ -97,7 +107,8 @@ function compilePattern(template: string): { pattern: RegExp; names: string[] } 
 }
 
 export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument {
-  const document = parseYaml(readFileSync(path, "utf8")) as Json;
+  const text = readFileSync(path, "utf8");
+  const document = (String(path).endsWith(".json") ? JSON.parse(text) : parseYaml(text)) as Json;
   const version = Number(/^(\d+)\./.exec(String((document.info as Json | undefined)?.version))?.[1] ?? 1);
   const components = (document.components ?? {}) as Json;
   const ajvOptions = { strict: true, allErrors: false, allowUnionTypes: true, strictTuples: false };
