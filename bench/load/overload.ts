@@ -35,8 +35,8 @@ const runAt = (target: OpenLoopTarget, capacityPerSec: number, factor: number, s
 
 export async function measureOverload(target: OpenLoopTarget, capacityPerSec: number, seconds: number): Promise<OverloadResult> {
   const run = (factor: number, s = seconds) => runAt(target, capacityPerSec, factor, s);
-  // Warm-up at a third of capacity: compiled code, and the limit's first two latency measurements
-  // (at start and about 5 s later).
+  // Warm-up at a third of capacity: compiled code, and the limit's first lessons of the latency
+  // without a queue (from the quieter requests of that load).
   await run(0.3, 7);
   // A tenth of capacity sends a tenth of the requests: run longer, so that its p99 — the reference
   // the target divides by — rests on a few thousand samples, not on the slowest nine or so of 900.

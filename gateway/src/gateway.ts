@@ -51,10 +51,11 @@ export const gatewaySettings = {
   heartbeatMs: setting("GATEWAY_SSE_HEARTBEAT_MS", parse.int(1_000, 300_000), "interval of heartbeat comments on idle event streams", 15_000),
   deadlineMs: setting("GATEWAY_DEADLINE_MS", parse.int(50, 120_000), "default deadline of every request's upstream call chain", 5_000),
   maxDeadlineMs: setting("GATEWAY_MAX_DEADLINE_MS", parse.int(50, 600_000), "the longest deadline a client may ask for with X-Request-Timeout-Ms", 30_000),
-  concurrencyInitial: setting("GATEWAY_CONCURRENCY_INITIAL", parse.int(1, 100_000), "adaptive concurrency limit (requests in flight) after the first latency measurement", 100),
-  concurrencyMin: setting("GATEWAY_CONCURRENCY_MIN", parse.int(1, 100_000), "lowest the adaptive concurrency limit goes; also the requests in flight while it measures latency without a queue (for a few dozen requests, at start and about every minute)", 3),
+  concurrencyInitial: setting("GATEWAY_CONCURRENCY_INITIAL", parse.int(1, 100_000), "adaptive concurrency limit (requests in flight) at start and after 5 s with nothing in flight; whenever latency is within the buffer the limit grows back to at least this", 100),
+  concurrencyMin: setting("GATEWAY_CONCURRENCY_MIN", parse.int(1, 100_000), "lowest the adaptive concurrency limit goes; a request that had no more than this many in flight all its life counts as unqueued (its latency teaches the latency without a queue), and a window with no more than this many never shrinks the limit", 3),
   concurrencyBufferPercent: setting("GATEWAY_CONCURRENCY_BUFFER_PERCENT", parse.int(0, 1_000), "how much slower than without a queue requests may get (median, in percent) before the adaptive limit shrinks", 50),
   concurrencyMax: setting("GATEWAY_CONCURRENCY_MAX", parse.int(1, 100_000), "highest the adaptive concurrency limit goes", 1_000),
+  concurrencyProbeIntervalMs: setting("GATEWAY_CONCURRENCY_PROBE_INTERVAL_MS", parse.int(100, 3_600_000), "while the adaptive limit sheds under sustained load (more than GATEWAY_CONCURRENCY_MIN in flight without pause), the least time between probes that admit half of the requests in flight for a few dozen requests, to check the latency without a queue (±15% jitter); never on an idle or lightly loaded gateway", 60_000),
   maxBodyBytes: setting("GATEWAY_MAX_BODY_BYTES", parse.int(1_024, 10 * 1024 * 1024), "largest accepted request body", 64 * 1024),
   drainTimeoutMs: setting("SHUTDOWN_DRAIN_MS", parse.int(0, 600_000), "how long SIGTERM waits for in-flight requests", 10_000),
   v1SunsetAt: setting(
@@ -148,6 +149,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     minLimit: config.concurrencyMin,
     maxLimit: Math.max(config.concurrencyMin, config.concurrencyMax),
     buffer: config.concurrencyBufferPercent / 100,
+    minRttIntervalMs: config.concurrencyProbeIntervalMs,
   });
   const rateLimiter = createRateLimiter({ limit: config.rateLimit, windowSeconds: config.rateWindowSeconds, redisUrl: config.redisUrl, keyPrefix: config.rateLimitPrefix });
   const healthClients = Object.entries(upstreams.channels).map(([name, channel]) => [name, createServiceClient(Health, channel)] as const);

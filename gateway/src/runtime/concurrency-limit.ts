@@ -1,27 +1,47 @@
-// Adaptive concurrency limit, after Envoy's adaptive concurrency filter (its gradient controller):
-// the gateway admits at most `limit` requests at once and sheds the rest at once with 503 instead
-// of queueing them. Now and then — first of all at start — it measures the latency without a
-// queue (minRTT) by admitting only `minLimit` requests for a few dozen samples. Between those
-// measurements it compares each window's latency with minRTT plus a buffer and scales the limit
-// by that gradient, plus a square-root headroom that keeps probing upward while no queue forms.
-// A queue shows up as latency above the target, so the limit settles where requests stop queueing.
+// Adaptive concurrency limit, after Envoy's adaptive concurrency filter (its gradient controller)
+// and Netflix's Gradient2: the gateway admits at most `limit` requests at once and sheds the rest at
+// once with 503 instead of queueing them. Each window compares its latency with the latency without
+// a queue (minRTT) plus a buffer and scales the limit by that gradient, plus a square-root headroom
+// that keeps probing upward while no queue forms; a queue shows up as latency above the target, so
+// the limit settles where requests stop queueing.
+//
+// minRTT is learned from live traffic only, never by cutting admissions to the minimum:
+// - quiet requests — ones that had at most `minLimit` requests in flight all their life — cannot
+//   have queued behind our own load: a batch of them (`minRttSamples`) sets minRTT (while the limit
+//   sheds, only lower: the load must not raise its own target);
+// - until such a batch (or a probe) has confirmed it, the fastest window so far stands in for it;
+// - a probe admits half of the requests in flight until it has `minRttSamples` latencies: under
+//   sustained load (never quiet for a few windows running) while minRTT is unconfirmed (a start
+//   into load) or while the limit sheds anyway (at most every `minRttIntervalMs`), and when it
+//   sheds after a few windows in a row above the target (minRTT may be stale). The same throughput with half as many
+//   in flight (Little's law): saturated even there, minRTT is at most what the probe saw; less
+//   throughput and as slow: the latency does not depend on our load, minRTT is the probe's (an
+//   upstream that got slower for good). An idle or lightly loaded gateway, and a burst on one,
+//   never meets a probe.
+// The limit only falls on a window with more than `minLimit` in flight and latency above the
+// target: by at most a quarter on the first such window (one slow burst does not halve it), by the
+// whole gradient (at most half) on the next ones. It grows back to the initial limit as soon as a
+// window is within the target, and is forgotten (back to at least the initial limit) once nothing
+// has been in flight for `idleResetMs`.
 
 export interface ConcurrencyLimitOptions {
-  /** The limit after the first minRTT measurement. */
+  /** The limit at start, after an idle period, and the level it grows back to whenever latency is within the target. */
   initialLimit: number;
-  /** The lowest limit, and the concurrency minRTT is measured at. */
+  /** The lowest limit; also the most requests in flight at which a request's latency counts as unqueued. */
   minLimit: number;
   maxLimit: number;
   /** How far above minRTT a window's latency may be before the limit shrinks (0.5 = 50%). */
   buffer?: number;
-  /** The percentile of a window's latencies (and of the minRTT samples) that is compared (0.5, as Envoy: a few slow kinds of request in the mix do not move it). */
+  /** The percentile of a window's latencies (and of a minRTT batch) that is compared (0.5, as Envoy: a few slow kinds of request in the mix do not move it). */
   percentile?: number;
   /** Length of a sample window. */
   windowMs?: number;
-  /** Samples that make one minRTT measurement. */
+  /** Latencies that make one minRTT estimate (a batch of quiet requests, or one probe). */
   minRttSamples?: number;
-  /** Time between minRTT measurements (±15% jitter, so replicas do not measure in step). */
+  /** Least time between probes while the limit sheds under sustained load, once minRTT is confirmed (±15% jitter, so replicas do not probe in step). */
   minRttIntervalMs?: number;
+  /** Nothing in flight for this long: the limit returns to at least the initial limit. */
+  idleResetMs?: number;
   now?: () => number;
   random?: () => number;
 }
@@ -29,34 +49,77 @@ export interface ConcurrencyLimitOptions {
 /** Ends an admitted request; `sample`: it reached the upstream and succeeded, so its latency counts. */
 export type Release = (sample: boolean) => void;
 
-// Windows in a row at the minimum limit after which minRTT is measured again (it may be stale).
-const WINDOWS_AT_MIN_BEFORE_REMEASURE = 5;
 const JITTER = 0.15;
-const FIRST_REMEASURE_MS = 5_000;
+/** Windows in a row with requests in flight throughout (never down to `minLimit`) before a probe may run. */
+const SUSTAINED_WINDOWS_BEFORE_PROBE = 5;
+/** Windows in a row above the target (the limit falling each time) after which a probe runs without waiting for the interval … */
+const WINDOWS_ABOVE_TARGET_BEFORE_PROBE = 3;
+/** … if the last probe is at least this many windows ago. */
+const STALE_PROBE_SPACING_WINDOWS = 20;
+/** A probe admits this share of the requests in flight. */
+const PROBE_FRACTION = 0.5;
+/** A probe lasts at most this many windows (or 4 latencies, if longer); with too few samples by then it teaches nothing. */
+const PROBE_MAX_WINDOWS = 10;
+/** Latency differences within this share count as the same (noise). */
+const TOLERANCE = 0.1;
+/** A probe with half as many in flight that keeps this share of the throughput before it finds the upstream saturated still (1: fully; ½: not at all). */
+const SATURATED_THROUGHPUT = 0.8;
+/** Windows after the last shed request during which quiet requests may lower minRTT but not raise it … */
+const SHEDDING_MEMORY_WINDOWS = 10;
+/** … unless the limit has been at the minimum for this many windows in a row. */
+const WINDOWS_AT_MINIMUM_BEFORE_RAISE = 5;
+/** The first window above the target moves the limit this share of the way to its gradient (Gradient2's smoothing): at most -25%. */
+const SHRINK_SMOOTHING = 0.5;
 
-function percentileOf(sorted: number[], p: number): number {
+function percentileOf(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
+}
+
+interface Probe {
+  id: number;
+  limit: number;
+  /** The window before: its latency, and the requests in flight its samples were admitted with. */
+  rttBefore: number;
+  admittedWithBefore: number;
+  endsBy: number;
+  samples: number[];
+  admittedWith: number[];
 }
 
 export class AdaptiveConcurrencyLimit {
   private limitValue: number;
   private inflightCount = 0;
   private minRttMs = 0;
-  /** While measuring minRTT: the limit to return to afterwards. */
-  private measuringResumeLimit: number | undefined;
-  /** Counts minRTT measurements, so that a sample knows which one it belongs to. */
-  private measurement = 0;
-  private nextMeasurementAt = 0;
+  /** minRTT came from quiet requests or a probe (not only from the fastest window). */
+  private confirmed = false;
+  private lastShedAt = -Infinity;
+  private nextProbeAt = 0;
+  private probe: Probe | undefined;
+  private probes = 0;
+  /** Counts admissions that took the in-flight count above `minLimit`: a request during which it did not change stayed quiet. */
+  private crowded = 0;
+  private quietSamples: number[] = [];
+  private idleSince: number | undefined;
   private windowStartedAt: number | undefined;
   private samples: number[] = [];
-  private windowsAtMin = 0;
-  /** The most requests in flight at once during the current window. */
+  /** For each sample of the window, the requests in flight when it was admitted (itself included). */
+  private admittedWith: number[] = [];
+  /** The most and the fewest requests in flight at once during the current window. */
   private windowPeakInflight = 0;
+  private windowLowInflight = 0;
+  /** A request was shed during the current window. */
+  private windowShed = false;
+  private sustainedWindows = 0;
+  private windowsAboveTarget = 0;
+  private windowsAtMinimum = 0;
+  private lastProbeAt = -Infinity;
   private readonly buffer: number;
   private readonly percentile: number;
   private readonly windowMs: number;
   private readonly minRttSamples: number;
   private readonly minRttIntervalMs: number;
+  private readonly idleResetMs: number;
   private readonly now: () => number;
   private readonly random: () => number;
 
@@ -66,43 +129,68 @@ export class AdaptiveConcurrencyLimit {
     this.windowMs = options.windowMs ?? 100;
     this.minRttSamples = options.minRttSamples ?? 25;
     this.minRttIntervalMs = options.minRttIntervalMs ?? 60_000;
+    this.idleResetMs = options.idleResetMs ?? 5_000;
     this.now = options.now ?? (() => performance.now());
     this.random = options.random ?? Math.random;
     this.limitValue = this.clamp(options.initialLimit);
-    this.startMeasuring();
+    this.idleSince = this.now();
   }
 
   get limit(): number {
-    return Math.floor(this.measuringResumeLimit === undefined ? this.limitValue : this.options.minLimit);
+    return Math.floor(this.probe?.limit ?? this.limitValue);
   }
 
   get inflight(): number {
     return this.inflightCount;
   }
 
-  /** The latency without a queue, as last measured (0 until the first measurement ends). */
+  /** The latency without a queue as learned so far (0 before the first sample). */
   get minRtt(): number {
     return this.minRttMs;
   }
 
-  get measuringMinRtt(): boolean {
-    return this.measuringResumeLimit !== undefined;
+  /** A probe at part of the load is running (only ever under sustained load). */
+  get probing(): boolean {
+    return this.probe !== undefined;
   }
 
   /** A release function to call when the request ends, or undefined when it must be shed. */
   tryAcquire(): Release | undefined {
-    if (this.inflightCount >= this.limit) return undefined;
+    const now = this.now();
+    if (this.inflightCount === 0 && this.idleSince !== undefined && now - this.idleSince >= this.idleResetMs) this.forget();
+    if (this.probe && now >= this.probe.endsBy) this.endProbe(now);
+    if (this.inflightCount >= this.limit) {
+      this.windowShed = true;
+      this.lastShedAt = now;
+      return undefined;
+    }
     this.inflightCount++;
+    this.idleSince = undefined;
     if (this.inflightCount > this.windowPeakInflight) this.windowPeakInflight = this.inflightCount;
-    const started = this.now();
-    const measurement = this.measurement;
+    const admittedWith = this.inflightCount;
+    const quietAtStart = admittedWith <= this.options.minLimit;
+    if (!quietAtStart) this.crowded++;
+    const crowded = this.crowded;
+    const probe = this.probe?.id;
+    const started = now;
     let released = false;
     return (sample) => {
       if (released) return;
       released = true;
+      const quiet = quietAtStart && crowded === this.crowded;
       this.inflightCount--;
-      // A request admitted before a minRTT measurement began queued with the others: not a sample of it.
-      if (sample && (!this.measuringMinRtt || measurement === this.measurement)) this.record(this.now() - started);
+      if (this.inflightCount < this.windowLowInflight) this.windowLowInflight = this.inflightCount;
+      const end = this.now();
+      if (this.inflightCount === 0) this.idleSince = end;
+      if (!sample) return;
+      const rtt = end - started;
+      if (quiet) this.recordQuiet(rtt, end);
+      if (this.probe) {
+        // Only requests admitted by the probe ran at its concurrency; the others queued with the load before it.
+        if (probe === this.probe.id) this.recordProbe(rtt, admittedWith, end);
+      } else {
+        this.record(rtt, admittedWith, end);
+      }
     };
   }
 
@@ -110,42 +198,139 @@ export class AdaptiveConcurrencyLimit {
     return Math.max(this.options.minLimit, Math.min(this.options.maxLimit, limit));
   }
 
-  private startMeasuring(): void {
-    this.measurement++;
-    this.measuringResumeLimit = this.limitValue;
-    this.samples = [];
-    this.windowStartedAt = undefined;
+  private jittered(interval: number): number {
+    return interval * (1 - JITTER + 2 * JITTER * this.random());
   }
 
-  private record(rttMs: number): void {
-    const now = this.now();
-    this.samples.push(rttMs);
-    if (this.measuringResumeLimit !== undefined) {
-      if (this.samples.length < this.minRttSamples) return;
-      this.minRttMs = percentileOf(this.samples.sort((a, b) => a - b), this.percentile);
-      this.limitValue = this.measuringResumeLimit;
-      this.measuringResumeLimit = undefined;
-      this.samples = [];
-      this.windowsAtMin = 0;
-      // The first measurement sees a cold process (code not yet optimised, first connections): the second comes soon.
-      const interval = this.measurement === 1 ? Math.min(this.minRttIntervalMs, FIRST_REMEASURE_MS) : this.minRttIntervalMs;
-      this.nextMeasurementAt = now + interval * (1 - JITTER + 2 * JITTER * this.random());
-      return;
-    }
-    this.windowStartedAt ??= now;
-    if (now - this.windowStartedAt < this.windowMs) return;
-    const windowRtt = percentileOf(this.samples.sort((a, b) => a - b), this.percentile);
+  private resetWindow(): void {
     this.samples = [];
+    this.admittedWith = [];
+    this.windowStartedAt = undefined;
+    this.windowPeakInflight = this.inflightCount;
+    this.windowLowInflight = this.inflightCount;
+    this.windowShed = false;
+  }
+
+  /** Nothing in flight for a while: what the limit learned about load is stale; minRTT is kept. */
+  private forget(): void {
+    this.limitValue = Math.max(this.limitValue, this.clamp(this.options.initialLimit));
+    this.probe = undefined;
+    this.sustainedWindows = 0;
+    this.windowsAboveTarget = 0;
+    this.resetWindow();
+  }
+
+  private recordQuiet(rttMs: number, now: number): void {
+    this.quietSamples.push(rttMs);
+    if (this.quietSamples.length < this.minRttSamples) return;
+    const batch = percentileOf(this.quietSamples, this.percentile);
+    // While the limit sheds, the machine is busy with more than the requests in flight (the shedding
+    // itself, other processes): a quiet request is slower for reasons the limit does not control,
+    // and must not raise minRTT — that would let the load raise its own target.
+    // (Unless the limit has been at the minimum for a while: nothing lower is left to try, so the
+    // latency there is the best this upstream gives, as an upstream that got slower for good.)
+    const shedding = now - this.lastShedAt < SHEDDING_MEMORY_WINDOWS * this.windowMs;
+    const stuckAtMinimum = this.windowsAtMinimum >= WINDOWS_AT_MINIMUM_BEFORE_RAISE;
+    this.minRttMs = this.minRttMs > 0 && shedding && !stuckAtMinimum ? Math.min(this.minRttMs, batch) : batch;
+    this.quietSamples = [];
+    this.confirm(now);
+  }
+
+  private confirm(now: number): void {
+    this.confirmed = true;
+    this.nextProbeAt = now + this.jittered(this.minRttIntervalMs);
+  }
+
+  private record(rttMs: number, admittedWith: number, now: number): void {
+    this.windowStartedAt ??= now;
+    this.samples.push(rttMs);
+    this.admittedWith.push(admittedWith);
+    if (now - this.windowStartedAt < this.windowMs) return;
+    const windowRtt = percentileOf(this.samples, this.percentile);
+    const windowAdmittedWith = percentileOf(this.admittedWith, 0.5);
+    const busy = this.windowPeakInflight > this.options.minLimit;
+    const sustained = this.windowLowInflight > this.options.minLimit;
+    const peak = this.windowPeakInflight;
+    const shed = this.windowShed;
+    this.resetWindow();
     this.windowStartedAt = now;
+    // Until quiet requests or a probe confirmed minRTT, the fastest window so far stands in for it.
+    if (this.minRttMs === 0 || (!this.confirmed && windowRtt < this.minRttMs)) this.minRttMs = windowRtt;
+    if (this.minRttMs <= 0) return;
     const target = this.minRttMs * (1 + this.buffer);
     const gradient = Math.max(0.5, Math.min(2, target / Math.max(windowRtt, Number.EPSILON)));
-    const scaled = this.limitValue * gradient;
-    const next = this.clamp(scaled + Math.sqrt(scaled));
-    // Grow only when the limit is what holds requests back: while fewer than half of it were in
-    // use, a fast window says nothing about more load (and a sudden burst must not find it huge).
-    if (next < this.limitValue || this.windowPeakInflight >= this.limitValue / 2) this.limitValue = next;
-    this.windowPeakInflight = this.inflightCount;
-    this.windowsAtMin = this.limitValue <= this.options.minLimit ? this.windowsAtMin + 1 : 0;
-    if (now >= this.nextMeasurementAt || this.windowsAtMin >= WINDOWS_AT_MIN_BEFORE_REMEASURE) this.startMeasuring();
+    if (gradient < 1) {
+      // Above the target. With no more than minLimit in flight our load cannot be the cause. The
+      // first window of a run goes half of the way (a single slow burst costs at most a quarter),
+      // the next ones all of it (a queue that persists halves the limit each window at most).
+      const smoothing = this.windowsAboveTarget === 0 ? SHRINK_SMOOTHING : 1;
+      if (busy) this.limitValue = this.clamp(this.limitValue * (1 - smoothing * (1 - gradient)));
+    } else {
+      // Within the target the gradient alone moves the limit onto it; the square-root headroom,
+      // which probes for more, only while latency is in the lower half of the buffer.
+      const scaled = this.limitValue * gradient;
+      const next = this.clamp(windowRtt <= this.minRttMs * (1 + this.buffer / 2) ? scaled + Math.sqrt(scaled) : scaled);
+      // Beyond the initial limit, grow only when the limit is what holds requests back: while fewer
+      // than half of it were in use, a fast window says nothing about more load (and a sudden burst
+      // must not find it huge). Up to the initial limit, a window within the target is enough.
+      if (peak >= this.limitValue / 2) this.limitValue = next;
+      else if (this.limitValue < this.options.initialLimit) this.limitValue = Math.min(next, this.clamp(this.options.initialLimit));
+    }
+    // A run of windows above the target: the limit falls each time. If minRTT is stale (the upstream
+    // got slower for good) it will fall to the minimum and latency with it will not: once it sheds,
+    // a probe need not wait for the interval (but comes at most once every STALE_PROBE_SPACING_WINDOWS;
+    // and not while a burst drains: nothing new arrives to probe with, nothing is shed).
+    this.windowsAboveTarget = gradient < 1 && busy ? this.windowsAboveTarget + 1 : 0;
+    const stale = this.windowsAboveTarget >= WINDOWS_ABOVE_TARGET_BEFORE_PROBE && shed && now - this.lastProbeAt >= STALE_PROBE_SPACING_WINDOWS * this.windowMs;
+    this.windowsAtMinimum = Math.floor(this.limitValue) <= this.options.minLimit ? this.windowsAtMinimum + 1 : 0;
+    this.sustainedWindows = sustained ? this.sustainedWindows + 1 : 0;
+    // A probe sheds: only while minRTT looks stale, or under sustained load while minRTT is
+    // unconfirmed (a start into load) or the limit sheds anyway (now and then).
+    const due = this.sustainedWindows >= SUSTAINED_WINDOWS_BEFORE_PROBE && now >= this.nextProbeAt && (!this.confirmed || shed);
+    if (stale || due) this.startProbe(windowRtt, windowAdmittedWith, now);
+  }
+
+  private startProbe(rttBefore: number, admittedWithBefore: number, now: number): void {
+    this.lastProbeAt = now;
+    const limit = Math.max(this.options.minLimit, Math.floor(Math.min(this.limitValue, this.inflightCount) * PROBE_FRACTION));
+    const endsBy = now + Math.max(PROBE_MAX_WINDOWS * this.windowMs, 4 * rttBefore);
+    this.probe = { id: ++this.probes, limit, rttBefore, admittedWithBefore, endsBy, samples: [], admittedWith: [] };
+  }
+
+  private recordProbe(rttMs: number, admittedWith: number, now: number): void {
+    this.probe!.samples.push(rttMs);
+    this.probe!.admittedWith.push(admittedWith);
+    if (this.probe!.samples.length >= this.minRttSamples) this.endProbe(now);
+  }
+
+  private endProbe(now: number): void {
+    const { samples, admittedWith, rttBefore, admittedWithBefore } = this.probe!;
+    this.probe = undefined;
+    this.sustainedWindows = 0;
+    this.windowsAboveTarget = 0;
+    this.resetWindow();
+    // Too few latencies to say anything (the load went away, or requests are very slow): try again later.
+    if (samples.length < Math.min(3, this.minRttSamples)) return;
+    const probeRtt = percentileOf(samples, this.percentile);
+    // Little's law: throughput = in flight / latency. The same throughput with about half as many in
+    // flight means the upstream is saturated even there: it queues them, and the latency without a
+    // queue is lower still: if lower than minRTT, minRTT comes down to it, unconfirmed, and another
+    // probe follows after a few sustained windows (the limit will have moved toward the new target).
+    const throughputRatio = percentileOf(admittedWith, 0.5) / probeRtt / (admittedWithBefore / rttBefore);
+    if (throughputRatio >= SATURATED_THROUGHPUT) {
+      if (probeRtt < this.minRttMs * (1 - TOLERANCE)) {
+        this.minRttMs = probeRtt;
+        this.confirmed = false;
+      }
+      if (this.confirmed) this.confirm(now);
+      else this.nextProbeAt = now;
+    } else {
+      // Below saturation. As slow as before with half as many in flight: the latency does not depend
+      // on our load at all — the upstream got slower for good, and minRTT follows it, up too.
+      // Otherwise minRTT only comes down to it: latency that half the load still costs may be
+      // the machine's contention with the shedding, which a higher target would only feed.
+      this.minRttMs = probeRtt >= rttBefore * (1 - TOLERANCE) ? probeRtt : Math.min(this.minRttMs, probeRtt);
+      this.confirm(now);
+    }
   }
 }
