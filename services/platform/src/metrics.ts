@@ -74,7 +74,7 @@ const gatewayGauge = (name: string, help: string, read: (g: GatewayGauges) => nu
   });
 gatewayGauge("switchyard_gateway_concurrency_limit", "The adaptive concurrency limit: requests admitted at once", (g) => g.limit());
 gatewayGauge("switchyard_gateway_inflight_requests", "Requests admitted by the concurrency limit and not yet answered", (g) => g.inflight());
-gatewayGauge("switchyard_gateway_min_rtt_seconds", "The latency without a queue (minRTT) the concurrency limit last measured", (g) => g.minRttMs() / 1000);
+gatewayGauge("switchyard_gateway_min_rtt_seconds", "The latency without a queue (minRTT) the concurrency limit has learned from quiet requests and probes", (g) => g.minRttMs() / 1000);
 gatewayGauge("switchyard_gateway_live_streams", "Live streams (text/event-stream) open at the gateway", (g) => g.liveStreams());
 
 // ---- gRPC, both sides --------------------------------------------------------------------------------
