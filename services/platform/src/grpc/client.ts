@@ -26,9 +26,12 @@ const DEFAULT_CHANNEL_OPTIONS: ChannelOptions = {
  * answers UNAVAILABLE (it is stopping, or the connection broke). Other methods are never retried: a
  * second attempt could do their work twice.
  */
+/** A method the proto marks free of side effects: safe to try again. */
+const isRead = (method: DescMethod) => method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS;
+
 export function serviceConfig(services: readonly DescService[]): string {
   const reads = services.flatMap((service) =>
-    service.methods.filter((m) => m.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS).map((m) => ({ service: service.typeName, method: m.name })),
+    service.methods.filter(isRead).map((m) => ({ service: service.typeName, method: m.name })),
   );
   return JSON.stringify({
     loadBalancingConfig: [{ round_robin: {} }],
@@ -132,8 +135,8 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
     const de = def.responseDeserialize;
     const telemetryOf = clientTelemetry(method);
     switch (method.methodKind) {
-      case "unary":
-        client[method.localName] = (request: object, options?: CallOptions) =>
+      case "unary": {
+        const attempt = (request: object, options?: CallOptions) =>
           new Promise((resolve, reject) => {
             const early = preflight(options);
             if (early) return reject(early);
@@ -154,7 +157,23 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
             });
             release = cancelOnAbort(signal, call);
           });
+        // The channel's retry policy cannot retry a call whose answer had begun when its replica died
+        // (it counts as committed): a read gets one more attempt here, within the same deadline.
+        client[method.localName] = !isRead(method)
+          ? attempt
+          : async (request: object, options?: CallOptions) => {
+              const deadlineAt = options?.timeoutMs === undefined ? undefined : Date.now() + options.timeoutMs;
+              try {
+                return await attempt(request, options);
+              } catch (err) {
+                if (!(err instanceof ConnectError) || err.code !== Code.Unavailable || options?.signal?.aborted) throw err;
+                if (deadlineAt !== undefined && deadlineAt - Date.now() < 50) throw err;
+                await new Promise((r) => setTimeout(r, 20));
+                return attempt(request, deadlineAt === undefined ? options : { ...options, timeoutMs: deadlineAt - Date.now() });
+              }
+            };
         break;
+      }
       case "server_streaming":
         client[method.localName] = (request: object, options?: CallOptions) => {
           const early = preflight(options);
