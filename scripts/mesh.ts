@@ -117,11 +117,10 @@ async function serving(port: number, name: ServiceName): Promise<boolean> {
 const NODE_FLAGS = ["--enable-source-maps", "--liftoff-only"];
 
 const NAMES = Object.keys(SERVICES) as ServiceName[];
-const HOST_SETTING: Record<ServiceName, string> = { identity: "IDENTITY_HOST", payments: "PAYMENTS_HOST", orders: "ORDERS_HOST", content: "CONTENT_HOST", gateway: "GATEWAY_HOST" };
 
 export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const envOf = (name: ServiceName) => ({ ...process.env, ...options.env, ...options.envFor?.[name] });
-  const hostOf = (name: ServiceName) => envOf(name)[HOST_SETTING[name]] || "127.0.0.1";
+  const hostOf = (name: ServiceName) => envOf(name)[`${name.toUpperCase()}_HOST`] || "127.0.0.1";
   const replicaCount = (name: ServiceName) => Math.max(1, options.replicas?.[name] ?? 1);
 
   // Every socket is bound before any process starts, so every address is known up front.

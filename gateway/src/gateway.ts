@@ -12,7 +12,7 @@ import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { readRequestBody } from "./runtime/body.js";
 import { edgeError, toHttpError } from "./runtime/errors.js";
 import { describeBodyError, describeParamError, loadApiDocument, representationsOf, servedApiPath, type ApiDocument, type CompiledOperation } from "./runtime/openapi.js";
-import { addMonths, checkSunset, DeprecatedRouteUsage, deprecationHeaders, negotiateVersion, publishedVersions, SUNSET_MONTHS, V1_DEPRECATED_AT, versionsJson } from "./runtime/versions.js";
+import { addMonths, checkSunset, DeprecatedRouteUsage, deprecatedOperations, deprecationHeaders, negotiateVersion, publishedVersions, SUNSET_MONTHS, V1_DEPRECATED_AT, versionsJson } from "./runtime/versions.js";
 import { sendError, sendJson } from "./runtime/respond.js";
 import { writeEventStream } from "./runtime/sse.js";
 import { clientAddress } from "./runtime/client-address.js";
@@ -135,9 +135,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const apis = new Map<number, ApiDocument>(versions.map((v) => [v.major, loadApiDocument(servedApiPath(v.major))]));
   const routes = new Map([...apis.values()].flatMap((a) => [...bindRoutes(a.operations)]));
   const router = new Router([...apis.values()].flatMap((a) => a.operations));
-  // A v1 operation whose representation is not v2's is deprecated in v1.
-  const v2Representations = representationsOf(apis.get(2)!);
-  const changedInV2 = new Set([...representationsOf(apis.get(1)!)].filter(([id, r]) => v2Representations.get(id) !== r).map(([id]) => id));
+  const deprecations = deprecatedOperations(versions, (major) => representationsOf(apis.get(major)!));
   const deprecatedUsage = new DeprecatedRouteUsage(logger, config.deprecationLogIntervalMs);
   // The API reference (/docs): a page per published version, rendering the documents loaded above.
   const docs = createDocsSite(versions.map((v) => ({ version: `v${v.major}`, status: v.status, document: apis.get(v.major)!.document })));
@@ -231,8 +229,9 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       res.setHeader("vary", "Accept");
       if (negotiated.mediaType) res.setHeader("content-type", `${negotiated.mediaType}; charset=utf-8`);
       if (negotiated.major !== pathMajor) operation = router.match(method, pathname.replace(/^\/v\d+/, `/v${negotiated.major}`)).operation;
-      if (negotiated.major === 1 && changedInV2.has(operation.operationId)) {
-        for (const [name, value] of Object.entries(deprecationHeaders(versions[0]!, pathname.replace(/^\/v1/, "/v2")))) res.setHeader(name, value);
+      const deprecated = deprecations.get(negotiated.major);
+      if (deprecated?.operations.has(operation.operationId)) {
+        for (const [name, value] of Object.entries(deprecationHeaders(deprecated.version, pathname.replace(/^\/v\d+/, `/v${deprecated.successor}`)))) res.setHeader(name, value);
         deprecatedUsage.count(caller?.tenantId ?? (typeof pathParams.tenant_id === "string" ? pathParams.tenant_id : "-"), `${method} ${operation.pathTemplate}`, caller !== undefined);
       }
       if (operation.operationId === "getOpenApiDocument") return sendJson(res, 200, apis.get(pathMajor)!.document);

@@ -3,7 +3,7 @@ import { expect } from "chai";
 import { readFileSync } from "node:fs";
 import { HttpError } from "@switchyard/gateway/runtime/errors.js";
 import { loadApiDocument, openApiPath, representationsOf } from "@switchyard/gateway/runtime/openapi.js";
-import { checkSunset, deprecationHeaders, negotiateVersion, publishedVersions, V1_DEPRECATED_AT } from "@switchyard/gateway/runtime/versions.js";
+import { checkSunset, deprecatedOperations, deprecationHeaders, negotiateVersion, publishedVersions, V1_DEPRECATED_AT } from "@switchyard/gateway/runtime/versions.js";
 import { gatewayConfigFrom } from "@switchyard/gateway";
 import { V2_PATH, v2Document } from "../../scripts/openapi-v2.js";
 
@@ -76,6 +76,11 @@ describe("API versions", () => {
       expect([...v1.keys()].sort()).to.deep.equal([...v2.keys()].sort());
       const changed = [...v1].filter(([id, r]) => v2.get(id) !== r).map(([id]) => id).sort();
       expect(changed).to.deep.equal(["createUser", "getUser", "listUsers"]);
+      // What the gateway announces: v1 deprecates exactly those, with v2 as successor; v2 deprecates nothing.
+      const deprecations = deprecatedOperations(publishedVersions(new Date("2027-08-23T00:00:00Z")), (major) => (major === 1 ? v1 : v2));
+      expect([...deprecations.keys()]).to.deep.equal([1]);
+      expect(deprecations.get(1)!.successor).to.equal(2);
+      expect([...deprecations.get(1)!.operations].sort()).to.deep.equal(changed);
     });
   });
 

@@ -115,6 +115,25 @@ export function negotiateVersion(pathMajor: number, accept: string | undefined, 
   return { major: chosen.major, mediaType: asked.length > 0 ? mediaTypeOf(chosen.major) : undefined };
 }
 
+/**
+ * The operations each deprecated version deprecates: those whose representation (parameters, bodies,
+ * responses) is not its successor's — a route that did not change is the same under both paths.
+ */
+export function deprecatedOperations(
+  versions: readonly PublishedVersion[],
+  representations: (major: number) => Map<string, string>,
+): Map<number, { version: PublishedVersion; successor: number; operations: Set<string> }> {
+  const out = new Map<number, { version: PublishedVersion; successor: number; operations: Set<string> }>();
+  for (const version of versions.filter((v) => v.status === "deprecated")) {
+    const successor = versions.find((v) => v.major === version.major + 1);
+    if (!successor) continue;
+    const next = representations(successor.major);
+    const changed = [...representations(version.major)].filter(([id, r]) => next.get(id) !== r).map(([id]) => id);
+    out.set(version.major, { version, successor: successor.major, operations: new Set(changed) });
+  }
+  return out;
+}
+
 /** RFC 9745 Deprecation (a structured-field date), RFC 8594 Sunset (an HTTP-date) and the Links. */
 export function deprecationHeaders(version: PublishedVersion, successorPath: string): Record<string, string> {
   const headers: Record<string, string> = {};
