@@ -3,8 +3,11 @@
 // directory, then again on the same one; for each run, the time until the mesh is ready (the gateway
 // ready, every service SERVING: when npm start prints its line; npm start builds first, ~0.5 s more),
 // the CPU each process used until then (what a busy machine does not distort) and each process's
-// resident memory (VmRSS) once idle. Embedded storage; with measureFootprint({ databaseUrl }) a
-// PostgreSQL server, each service in a schema of its own, dropped at the end.
+// resident memory (VmRSS) 10 s after ready and once idle. Idle means settled: V8 keeps the young
+// generation it grew while starting (up to 2 × 16 MiB) until its memory reducer has seen a low
+// allocation rate for a while and runs a shrinking GC — 20 to 45 s after ready here — so the target is
+// held against the figure 90 s after ready, and the early one is printed beside it. Embedded storage; with
+// measureFootprint({ databaseUrl }) a PostgreSQL server, each service in a schema of its own, dropped at the end.
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -24,7 +27,9 @@ export interface RunFootprint {
   readyMs: number;
   /** CPU seconds (user + system) each process had used when the mesh was ready: robust to a busy machine. */
   cpuSeconds: Record<ServiceName, number>;
-  /** VmRSS in MiB per process, idleSeconds after ready. */
+  /** VmRSS in MiB per process, earlySeconds after ready (before V8's memory reducer has run). */
+  rssEarlyMb: Record<ServiceName, number>;
+  /** VmRSS in MiB per process, idleSeconds after ready: settled, what the target is held against. */
   rssMb: Record<ServiceName, number>;
   /** The machine's 1-minute load average at ready (other work on a shared machine slows the start). */
   loadAverage: number;
@@ -32,6 +37,7 @@ export interface RunFootprint {
 
 export interface Footprint {
   engine: "pglite" | "postgres";
+  earlySeconds: number;
   idleSeconds: number;
   first: RunFootprint;
   second: RunFootprint;
@@ -50,7 +56,7 @@ function cpuSeconds(pid: number | undefined): number {
   return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ
 }
 
-async function run(dataDir: string, env: NodeJS.ProcessEnv, idleSeconds: number): Promise<RunFootprint> {
+async function run(dataDir: string, env: NodeJS.ProcessEnv, earlySeconds: number, idleSeconds: number): Promise<RunFootprint> {
   const started = performance.now();
   const mesh: Mesh = await startMesh({ dataDir, demoData: true, output: "collect", env });
   try {
@@ -59,16 +65,19 @@ async function run(dataDir: string, env: NodeJS.ProcessEnv, idleSeconds: number)
     const cpu = Object.fromEntries(names.map((n) => [n, cpuSeconds(mesh.process(n).pid)])) as Record<ServiceName, number>;
     const loadAverage = loadavg()[0]!;
     for (const name of names) track(mesh.process(name));
-    await sleep(idleSeconds * 1000);
-    const rss = Object.fromEntries(names.map((n) => [n, rssMb(mesh.process(n).pid)])) as Record<ServiceName, number>;
-    return { readyMs, cpuSeconds: cpu, rssMb: rss, loadAverage };
+    const rssNow = () => Object.fromEntries(names.map((n) => [n, rssMb(mesh.process(n).pid)])) as Record<ServiceName, number>;
+    await sleep(earlySeconds * 1000);
+    const early = rssNow();
+    await sleep((idleSeconds - earlySeconds) * 1000);
+    return { readyMs, cpuSeconds: cpu, rssEarlyMb: early, rssMb: rssNow(), loadAverage };
   } finally {
     await mesh.stop();
   }
 }
 
-export async function measureFootprint(options: { databaseUrl?: string | undefined; idleSeconds?: number } = {}): Promise<Footprint> {
-  const idleSeconds = options.idleSeconds ?? 10;
+export async function measureFootprint(options: { databaseUrl?: string | undefined; earlySeconds?: number; idleSeconds?: number } = {}): Promise<Footprint> {
+  const earlySeconds = options.earlySeconds ?? 10;
+  const idleSeconds = Math.max(options.idleSeconds ?? 90, earlySeconds);
   const dataDir = await mkdtemp(join(tmpdir(), "switchyard-footprint-"));
   const env: NodeJS.ProcessEnv = { DATABASE_URL: "", REDIS_URL: "", LOG_LEVEL: "warn" };
   const schemas: string[] = [];
@@ -85,9 +94,9 @@ export async function measureFootprint(options: { databaseUrl?: string | undefin
     }
   }
   try {
-    const first = await run(dataDir, env, idleSeconds);
-    const second = await run(dataDir, env, idleSeconds);
-    return { engine: options.databaseUrl ? "postgres" : "pglite", idleSeconds, first, second };
+    const first = await run(dataDir, env, earlySeconds, idleSeconds);
+    const second = await run(dataDir, env, earlySeconds, idleSeconds);
+    return { engine: options.databaseUrl ? "postgres" : "pglite", earlySeconds, idleSeconds, first, second };
   } finally {
     await rm(dataDir, { recursive: true, force: true });
     if (schemas.length > 0) {
@@ -111,7 +120,8 @@ export function formatFootprint(f: Footprint): string {
     return [
       `  ${label}: ready in ${(r.readyMs / 1000).toFixed(1)} s (target ≤ ${targetMs / 1000} s → ${verdict(r.readyMs <= targetMs)})`,
       `    CPU used until ready (s): ${names.map((n) => `${n} ${r.cpuSeconds[n].toFixed(1)}`).join(", ")}; machine load average ${r.loadAverage.toFixed(1)} on ${availableParallelism()} cores`,
-      `    idle RSS after ${f.idleSeconds} s (MiB): ${names.map((n) => `${n} ${r.rssMb[n].toFixed(0)}`).join(", ")} (target ≤ ${rssTarget} each → ${verdict(worst <= rssTarget)})`,
+      `    RSS ${f.earlySeconds} s after ready (MiB, young generation not yet shrunk): ${names.map((n) => `${n} ${r.rssEarlyMb[n].toFixed(0)}`).join(", ")}`,
+      `    idle RSS, settled ${f.idleSeconds} s after ready (MiB): ${names.map((n) => `${n} ${r.rssMb[n].toFixed(0)}`).join(", ")} (target ≤ ${rssTarget} each → ${verdict(worst <= rssTarget)})`,
     ].join("\n");
   };
   return [

@@ -12,9 +12,15 @@ import type { OpenLoopResult } from "./load/open-loop.js";
 import { measureOverload, measurePinnedOverload, OVERLOAD_FACTOR, OVERLOAD_P99_TARGET, PINNED_LIMIT, UNLOADED_FACTOR, type OverloadResult } from "./load/overload.js";
 import { measureStoreRead, type StoreReadResult } from "./store-read.js";
 import { measureFeedDepth, type FeedDepthResult } from "./feed-depth.js";
+import { formatFootprint, measureFootprint, type Footprint } from "./footprint.js";
 
-/** Extra sections: a store read alone, overload, and feed paging at depth. */
-const extra: { storeRead?: StoreReadResult | { error: string }; overload?: OverloadResult | { error: string }; feedDepth?: FeedDepthResult[] | { error: string } } = {};
+/** Extra sections: a store read alone, overload, feed paging at depth, and startup and memory. */
+const extra: {
+  storeRead?: StoreReadResult | { error: string };
+  overload?: OverloadResult | { error: string };
+  feedDepth?: FeedDepthResult[] | { error: string };
+  footprint?: Footprint[] | { error: string };
+} = {};
 
 // BENCH_SECONDS / BENCH_WARMUP_SECONDS shorten a run while developing; the defaults are the benchmark.
 const settings: Settings = {
@@ -289,6 +295,12 @@ function printExtra(http: HttpOutcome[]): void {
     for (const r of f) {
       out.push(`  ${r.engine}: near top ${r.firstPageMs.toFixed(2)} ms, deep keyset ${r.deepKeysetMs.toFixed(2)} ms (${r.keysetDepthRatio.toFixed(2)}×, target ≤ ${r.target}× → ${r.pass ? "PASS" : "MISS"}), deep offset ${r.deepOffsetMs.toFixed(1)} ms (${r.offsetDepthRatio.toFixed(0)}×, for contrast)`);
     }
+
+  out.push("", "E. Startup and memory");
+  const fp = extra.footprint;
+  if (!fp) out.push("  not run this time (BENCH_ONLY)");
+  else if ("error" in fp) out.push(`  FAILED: ${fp.error}`);
+  else out.push(...fp.map((f) => formatFootprint(f).replace(/^/gm, "  ")));
   console.log(out.join("\n"));
 }
 
@@ -325,6 +337,13 @@ async function main(): Promise<number> {
     } catch (err) {
       extra.feedDepth = { error: message(err) };
     }
+    console.error("E. startup and memory (the mesh as npm start runs it)");
+    try {
+      extra.footprint = [await measureFootprint()];
+      if (process.env.DATABASE_URL) extra.footprint.push(await measureFootprint({ databaseUrl: process.env.DATABASE_URL }));
+    } catch (err) {
+      extra.footprint = { error: message(err) };
+    }
   }
   console.log("");
   printReport(settings, library, http);
@@ -336,6 +355,7 @@ async function main(): Promise<number> {
   if (extra.overload && "error" in extra.overload) failed.push({ label: "overload" });
   if (extra.storeRead && "error" in extra.storeRead) failed.push({ label: "store read" });
   if (extra.feedDepth && "error" in extra.feedDepth) failed.push({ label: "feed depth" });
+  if (extra.footprint && "error" in extra.footprint) failed.push({ label: "footprint" });
   if (failed.length > 0) console.error(`\n${failed.length} scenario(s) could not run: ${failed.map((o) => o.label).join("; ")}`);
   return failed.length > 0 ? 1 : 0;
 }
