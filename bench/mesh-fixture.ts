@@ -16,6 +16,8 @@ export interface MeshFixture {
   readonly docId: string;
   /** The gateway, payments and identity process ids (for profiling). */
   readonly pids: Record<ServiceName, number | undefined>;
+  /** What the mesh's processes wrote (for a failed scenario's report). */
+  readonly logs: string[];
   stop(): Promise<void>;
 }
 
@@ -69,6 +71,7 @@ export async function startMeshFixture({ limit, env = {} }: { limit: GatewayLimi
       paymentId: String(payment.id),
       docId: String(doc.id),
       pids: Object.fromEntries(names.map((n) => [n, m.process(n).pid])) as Record<ServiceName, number | undefined>,
+      logs: m.logs,
       stop,
     };
   } catch (err) {

@@ -17,6 +17,7 @@ import { sendError, sendJson } from "./runtime/respond.js";
 import { writeEventStream } from "./runtime/sse.js";
 import { clientAddress } from "./runtime/client-address.js";
 import { StreamSlots, wantsEventStream } from "./runtime/streams.js";
+import { LiveFanout } from "./runtime/live-fanout.js";
 import { createRateLimiter, quotaKey } from "./runtime/rate-limit.js";
 import { AdaptiveConcurrencyLimit, type Release } from "./runtime/concurrency-limit.js";
 import { FailureLog } from "./runtime/failure-log.js";
@@ -47,7 +48,7 @@ export const gatewaySettings = {
   rateLimitPrefix: setting("GATEWAY_RATE_LIMIT_PREFIX", parse.string, "key prefix of the counters (replicas sharing a quota use the same one)", "switchyard:rl"),
   redisUrl: optionalSetting("REDIS_URL", parse.url("redis:", "rediss:"), "Redis for rate-limit counters shared by every gateway replica; unset = per process"),
   trustedProxyHops: setting("GATEWAY_TRUSTED_PROXY_HOPS", parse.int(0, 10), "proxies in front of the gateway that append to X-Forwarded-For (Envoy: 1): the client address is the N-th entry from its right; 0 = the socket's peer", 0),
-  maxStreamsPerCaller: setting("GATEWAY_MAX_STREAMS_PER_CALLER", parse.int(1, 1_000), "live streams (text/event-stream) one caller may hold open at once, per gateway process; beyond → 429 TOO_MANY_STREAMS", 5),
+  maxStreamsPerCaller: setting("GATEWAY_MAX_STREAMS_PER_CALLER", parse.int(1, 100_000), "live streams (text/event-stream) one caller may hold open at once, per gateway process; beyond → 429 TOO_MANY_STREAMS", 5),
   heartbeatMs: setting("GATEWAY_SSE_HEARTBEAT_MS", parse.int(1_000, 300_000), "interval of heartbeat comments on idle event streams", 15_000),
   deadlineMs: setting("GATEWAY_DEADLINE_MS", parse.int(50, 120_000), "default deadline of every request's upstream call chain", 5_000),
   maxDeadlineMs: setting("GATEWAY_MAX_DEADLINE_MS", parse.int(50, 600_000), "the longest deadline a client may ask for with X-Request-Timeout-Ms", 30_000),
@@ -155,7 +156,14 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   // Refusals made often under pressure are built once.
   const SHED = edgeError("LOAD_SHED", "the gateway is at capacity; retry after the Retry-After delay", { "retry-after": "1" });
   const streamSlots = new StreamSlots(config.maxStreamsPerCaller);
-  reportGatewayGauges({ limit: () => concurrency.limit, inflight: () => concurrency.inflight, minRttMs: () => concurrency.minRtt, liveStreams: () => streamSlots.size });
+  const fanout = new LiveFanout(logger);
+  reportGatewayGauges({
+    limit: () => concurrency.limit,
+    inflight: () => concurrency.inflight,
+    minRttMs: () => concurrency.minRtt,
+    liveStreams: () => streamSlots.size,
+    sharedLiveStreams: () => fanout.size,
+  });
   const RATE_LIMITED = edgeError("RATE_LIMITED", `rate limit of ${config.rateLimit} requests per ${config.rateWindowSeconds} s reached; retry after the Retry-After delay`);
 
   /**
@@ -323,12 +331,20 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         headers: req.headers,
         callOptions: () => ({ signal, timeoutMs: deadlineAt - Date.now(), ...authorization }),
         streamCallOptions: () => ({ signal, ...authorization }),
+        fanout,
       });
       if (result.events) {
         const admitted = release;
         release = undefined;
         admitted?.(false);
-        return await writeEventStream(res, result.events, config.heartbeatMs, signal, result.headers);
+        const streamCaller = caller;
+        return await writeEventStream(res, result.events, {
+          heartbeatMs: config.heartbeatMs,
+          signal,
+          cancel: () => controller!.abort(),
+          headers: result.headers,
+          watchCredential: streamCaller && ((end) => verifier.watch(streamCaller, end)),
+        });
       }
       // A deprecated route's Links (set above) join the route's own (a page's rel="next").
       const deprecationLinks = res.getHeader("link");

@@ -2,9 +2,11 @@
 // /v1/catalog/imports, translated to ContentService calls. Entity tags travel in ETag / If-Match /
 // If-None-Match. An import is a job of the content service: the gateway hands it the lines and reads it back.
 import { create, toBinary } from "@bufbuild/protobuf";
-import { CreateImportJobRequestSchema, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import { CreateImportJobRequestSchema, type Post, type WatchPostsResponse } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { accepted, created, type RouteContext, type RouteGroup, type ServerSentEvent } from "../runtime/route.js";
 import { edgeError } from "../runtime/errors.js";
+import type { LiveEvent, LiveSubscription, OpenShared } from "../runtime/live-fanout.js";
+import type { Upstreams } from "../upstreams.js";
 import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
 import { catalogItemJson, documentJson, importJobJson, postJson } from "../representations/content.js";
 
@@ -20,8 +22,45 @@ function noneMatchHits(header: unknown, etag: string): boolean {
   return header.split(",").some((t) => t.trim() === "*" || strip(t) === strip(etag));
 }
 
-async function* postEvents(stream: AsyncIterable<{ post?: Post | undefined }>): AsyncIterable<ServerSentEvent> {
-  for await (const { post } of stream) if (post) yield { id: post.cursor, event: "post", data: postJson(post) };
+const postEvent = (post: Post): LiveEvent => ({ id: post.cursor, event: "post", data: postJson(post) });
+
+/** The tenant's shared tail of the feed (runtime/live-fanout.ts): only new posts, after a position. */
+function sharedPosts(content: Upstreams["content"]): OpenShared {
+  return async (position, headers, signal) => {
+    const stream = content.watchPosts({ afterCursor: position }, { signal, headers })[Symbol.asyncIterator]();
+    await stream.next(); // subscribed
+    return {
+      async *[Symbol.asyncIterator]() {
+        for (let r = await stream.next(); !r.done; r = await stream.next()) if (r.value.post) yield postEvent(r.value.post);
+      },
+    };
+  };
+}
+
+/**
+ * One subscriber's feed: the posts its own stream replays (after its Last-Event-ID), then — once
+ * content says it has caught up and ends that stream — the shared tail, less what it already got.
+ */
+async function* subscriberFeed(own: AsyncIterator<WatchPostsResponse>, live: LiveSubscription): AsyncIterable<ServerSentEvent> {
+  const sent = new Set<string>();
+  try {
+    for (;;) {
+      const r = await own.next();
+      if (r.done) throw edgeError("UPSTREAM_UNAVAILABLE", "the live feed's upstream ended the stream");
+      if (r.value.caughtUp) break;
+      if (!r.value.post) continue;
+      const event = postEvent(r.value.post);
+      sent.add(event.id);
+      yield event;
+    }
+    // Content ends the stream after that message: read it to its end rather than cancel it (a
+    // cancellation is a reset, and HTTP/2 servers cut a connection that resets too many).
+    while (!(await own.next()).done);
+    live.goLive(sent);
+    yield* live.events;
+  } finally {
+    live.leave();
+  }
 }
 
 export const contentRoutes: RouteGroup = {
@@ -61,12 +100,29 @@ export const contentRoutes: RouteGroup = {
 
     async listPosts(ctx) {
       if (ctx.eventStream) {
-        // Resume after the last event the client saw (the SSE reconnect header), else only new posts.
-        const after = typeof ctx.params["last-event-id"] === "string" ? (ctx.params["last-event-id"] as string) : "";
-        const stream = ctx.upstreams.content.watchPosts({ afterCursor: after }, ctx.streamCallOptions())[Symbol.asyncIterator]();
-        // The first message confirms the watch (validated, subscribed): errors before it are plain HTTP errors.
-        await stream.next();
-        return { status: 200, events: postEvents({ [Symbol.asyncIterator]: () => stream }) };
+        const caller = ctx.caller!;
+        const signal = ctx.streamCallOptions().signal!;
+        // Join the tenant's shared tail first, so nothing made while this subscriber catches up is missed.
+        const live = await ctx.fanout.join(`posts/${caller.tenantId}`, { headers: { authorization: `Bearer ${caller.token}` }, expiresAt: caller.expiresAt }, sharedPosts(ctx.upstreams.content));
+        const own = new AbortController();
+        const stop = () => {
+          own.abort();
+          live.leave();
+        };
+        signal.addEventListener("abort", stop, { once: true });
+        if (signal.aborted) stop();
+        try {
+          // Content decides whether the caller may watch, and replays after the last event the client
+          // saw (the SSE reconnect header); the first message confirms the watch, so errors before it
+          // are plain HTTP errors.
+          const after = typeof ctx.params["last-event-id"] === "string" ? (ctx.params["last-event-id"] as string) : "";
+          const stream = ctx.upstreams.content.watchPosts({ afterCursor: after, untilCaughtUp: true }, { ...ctx.streamCallOptions(), signal: own.signal })[Symbol.asyncIterator]();
+          await stream.next();
+          return { status: 200, events: subscriberFeed(stream, live) };
+        } catch (err) {
+          stop();
+          throw err;
+        }
       }
       const res = await ctx.upstreams.content.listPosts({ pageSize: pageSizeParam(ctx.params.limit), pageToken: cursorParam(ctx.params.cursor) }, ctx.callOptions());
       return listResult(ctx.path, ctx.params.limit, res.posts.map(postJson), res.nextPageToken);

@@ -3,6 +3,7 @@ import type { IncomingHttpHeaders } from "node:http";
 import type { CallOptions } from "@connectrpc/connect";
 import type { Caller } from "@switchyard/platform/caller.js";
 import type { Upstreams } from "../upstreams.js";
+import type { LiveFanout } from "./live-fanout.js";
 import type { ValidationProblem } from "./openapi.js";
 
 /** One element of a body checked line by line (`x-switchyard-per-line-items`): its value, or its problem. */
@@ -28,6 +29,8 @@ export interface RouteContext {
   callOptions(): CallOptions;
   /** Options for a long-lived upstream stream: no deadline; it ends when the client goes away. */
   streamCallOptions(): CallOptions;
+  /** Upstream live streams shared by every subscriber of a key on this gateway (runtime/live-fanout.ts). */
+  fanout: LiveFanout;
   /** The request headers (lower-case names), for content negotiation and conditional requests. */
   headers: IncomingHttpHeaders;
   upstreams: Upstreams;
@@ -43,6 +46,8 @@ export interface ServerSentEvent {
   id?: string;
   event?: string;
   data: unknown;
+  /** The event on the wire, filled when it is first written (sse.ts): an event shared by many streams is framed once. */
+  frame?: Buffer;
 }
 
 export interface RouteResult {

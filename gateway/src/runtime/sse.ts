@@ -1,5 +1,6 @@
 // Server-Sent Events: writes an event stream with heartbeat comments so idle connections stay
-// open through proxies; the stream ends when its source ends or the client goes away. A reader that
+// open through proxies; the stream ends when its source ends, the client goes away or the caller's
+// token stops being good (expired or revoked: said in-band, then closed). A reader that
 // falls more than MAX_BUFFERED_BYTES behind is disconnected: the gateway never holds more than that
 // for one slow client (it reconnects with Last-Event-ID and catches up).
 import type { ServerResponse } from "node:http";
@@ -9,7 +10,7 @@ import type { ServerSentEvent } from "./route.js";
 const RECONNECT_DELAY_MS = 2_000;
 export const MAX_BUFFERED_BYTES = 1024 * 1024;
 
-function frame(event: ServerSentEvent): string {
+function format(event: ServerSentEvent): string {
   const lines: string[] = [];
   if (event.id !== undefined) lines.push(`id: ${event.id}`);
   if (event.event !== undefined) lines.push(`event: ${event.event}`);
@@ -18,9 +19,26 @@ function frame(event: ServerSentEvent): string {
   return `${lines.join("\n")}\n\n`;
 }
 
-export async function writeEventStream(res: ServerResponse, events: AsyncIterable<ServerSentEvent>, heartbeatMs: number, signal: AbortSignal, headers: Record<string, string> = {}): Promise<void> {
+/** The event's bytes, formatted once however many streams write it. */
+function frame(event: ServerSentEvent): Buffer {
+  return (event.frame ??= Buffer.from(format(event)));
+}
+
+export interface EventStreamOptions {
+  heartbeatMs: number;
+  /** Aborted when the client goes away (or cancel is called). */
+  signal: AbortSignal;
+  /** Stops the stream's upstream work, which ends its source. */
+  cancel(): void;
+  headers?: Record<string, string>;
+  /** Calls `end` once the caller's token stops being good; returns the way to stop watching. */
+  watchCredential?: (end: (reason: unknown) => void) => () => void;
+}
+
+export async function writeEventStream(res: ServerResponse, events: AsyncIterable<ServerSentEvent>, options: EventStreamOptions): Promise<void> {
+  const { signal } = options;
   res.writeHead(200, {
-    ...headers,
+    ...options.headers,
     "content-type": "text/event-stream; charset=utf-8",
     "cache-control": "no-cache, no-transform",
     connection: "keep-alive",
@@ -28,7 +46,14 @@ export async function writeEventStream(res: ServerResponse, events: AsyncIterabl
   });
   res.write(`retry: ${RECONNECT_DELAY_MS}\n\n`);
   // Only a reader keeping up needs keeping alive; one that is behind has bytes waiting anyway.
-  const heartbeat = setInterval(() => res.writableNeedDrain || res.write(": keep-alive\n\n"), heartbeatMs);
+  const heartbeat = setInterval(() => res.writableNeedDrain || res.write(": keep-alive\n\n"), options.heartbeatMs);
+  // A stream lasts no longer than the token it was opened with.
+  let credentialEnded: unknown;
+  const unwatch = options.watchCredential?.((reason) => {
+    credentialEnded = reason;
+    options.cancel();
+  });
+  let failure: unknown;
   try {
     for await (const event of events) {
       if (signal.aborted) break;
@@ -38,20 +63,23 @@ export async function writeEventStream(res: ServerResponse, events: AsyncIterabl
       }
     }
   } catch (err) {
-    // The stream broke after it began: say why in-band, then close. An upstream that went away: the
-    // client reconnects with Last-Event-ID; a token that expired or was revoked: it logs in first.
-    if (!signal.aborted) {
-      const failure = toHttpError(err);
-      res.write(
-        frame(
-          failure.status === 401
-            ? { event: "error", data: { error: `the live feed ended: ${failure.message}`, code: failure.code } }
-            : { event: "error", data: { error: "the live feed was interrupted; reconnect", code: "UPSTREAM_UNAVAILABLE" } },
-        ),
-      );
-    }
+    failure = err;
   } finally {
     clearInterval(heartbeat);
-    res.end();
+    unwatch?.();
   }
+  // The stream broke after it began: say why in-band, then close. An upstream that went away: the
+  // client reconnects with Last-Event-ID; a token that expired or was revoked: it logs in first.
+  const reason = credentialEnded ?? (signal.aborted ? undefined : failure);
+  if (reason !== undefined && !res.destroyed) {
+    const problem = toHttpError(reason);
+    res.write(
+      frame(
+        problem.status === 401
+          ? { event: "error", data: { error: `the live feed ended: ${problem.message}`, code: problem.code } }
+          : { event: "error", data: { error: "the live feed was interrupted; reconnect", code: "UPSTREAM_UNAVAILABLE" } },
+      ),
+    );
+  }
+  res.end();
 }

@@ -121,6 +121,10 @@ export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, 
             if (missed.length < REPLAY_PAGE || ctx.signal.aborted) break;
           }
         }
+        if (req.untilCaughtUp) {
+          yield { caughtUp: true };
+          return;
+        }
         for await (const post of live) {
           if (last && !after(post, last)) continue;
           last = postKeyset(post);

@@ -58,6 +58,7 @@ export interface GatewayGauges {
   inflight(): number;
   minRttMs(): number;
   liveStreams(): number;
+  sharedLiveStreams(): number;
 }
 let gatewayGauges: GatewayGauges | undefined;
 export function reportGatewayGauges(source: GatewayGauges | undefined): void {
@@ -76,6 +77,7 @@ gatewayGauge("switchyard_gateway_concurrency_limit", "The adaptive concurrency l
 gatewayGauge("switchyard_gateway_inflight_requests", "Requests admitted by the concurrency limit and not yet answered", (g) => g.inflight());
 gatewayGauge("switchyard_gateway_min_rtt_seconds", "The latency without a queue (minRTT) the concurrency limit has learned from quiet requests and probes", (g) => g.minRttMs() / 1000);
 gatewayGauge("switchyard_gateway_live_streams", "Live streams (text/event-stream) open at the gateway", (g) => g.liveStreams());
+gatewayGauge("switchyard_gateway_shared_live_streams", "Upstream live streams the gateway shares among its subscribers (one per tenant following the posts feed)", (g) => g.sharedLiveStreams());
 
 // ---- gRPC, both sides --------------------------------------------------------------------------------
 

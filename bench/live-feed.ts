@@ -1,0 +1,216 @@
+// The live feed at scale (issue 15): N subscribers of one tenant hold GET /v1/posts as Server-Sent
+// Events on one gateway while posts are published; measured from outside — how many subscribers were
+// refused, whether every post reached every subscriber, the latency from sending the POST to each
+// delivery (p50/p99/max), and the resident memory of the gateway and content per idle subscriber.
+// Run with measureLiveFeed() from bench/run.ts, or directly: `tsx bench/live-feed.ts [N …]`.
+import { readFileSync } from "node:fs";
+import { Agent, request, type IncomingMessage } from "node:http";
+import { pathToFileURL } from "node:url";
+import { setTimeout as sleep } from "node:timers/promises";
+import { startMeshFixture, type MeshFixture } from "./mesh-fixture.js";
+
+/** Target: 10,000 subscribers held on one gateway, every post delivered to all, p99 ≤ 250 ms. */
+export const LIVE_FEED_TARGET = { subscribers: 10_000, p99Ms: 250 } as const;
+
+export interface LiveFeedResult {
+  subscribers: number;
+  /** Subscribers the gateway answered with something else than 200 (or whose connection failed). */
+  refused: number;
+  posts: number;
+  /** Deliveries received ÷ (posts × subscribers held). */
+  deliveredRatio: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  /** Seconds to open every subscriber (at most OPEN_CONCURRENCY opening at once). */
+  openSeconds: number;
+  rssMb: { gateway: { before: number; held: number }; content: { before: number; held: number } };
+  /** CPU microseconds per delivery (one post to one subscriber) while posting: gateway, content, and this load generator. */
+  cpuUsPerDelivery: { gateway: number; content: number; client: number };
+  /** (RSS with the subscribers held − before) ÷ subscribers, gateway and content together, in KiB. */
+  kibPerSubscriber: number;
+  pass: boolean;
+}
+
+const OPEN_CONCURRENCY = 200;
+const POSTS = 20;
+const POST_INTERVAL_MS = 250;
+const SETTLE_MS = 3_000;
+
+function rssMb(pid: number | undefined): number {
+  return Number(/^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]) / 1024;
+}
+
+function cpuSeconds(pid: number | undefined): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+/** Holds N event streams; records when each post (by its title's number) arrives at each. */
+class Subscribers {
+  private readonly agent = new Agent({ keepAlive: false, maxSockets: Infinity });
+  private readonly responses: IncomingMessage[] = [];
+  /** arrivals[post] = arrival times (ms, performance.now) of that post at every subscriber that got it. */
+  readonly arrivals: number[][] = Array.from({ length: POSTS }, () => []);
+  refused = 0;
+  readonly refusals = new Map<number, number>();
+  ended = 0;
+  endings: string[] = [];
+
+  constructor(private readonly url: URL, private readonly token: string) {}
+
+  private openOne(): Promise<void> {
+    return new Promise((resolve) => {
+      const req = request(
+        { host: this.url.hostname, port: this.url.port, path: "/v1/posts", agent: this.agent, headers: { authorization: `Bearer ${this.token}`, accept: "text/event-stream" } },
+        (res) => {
+          if (res.statusCode !== 200) {
+            this.refused++;
+            this.refusals.set(res.statusCode ?? 0, (this.refusals.get(res.statusCode ?? 0) ?? 0) + 1);
+            res.resume();
+            return resolve();
+          }
+          this.responses.push(res);
+          res.setEncoding("utf8");
+          let carry = "";
+          res.on("data", (chunk: string) => {
+            const now = performance.now();
+            const text = carry + chunk;
+            // Titles are "feed-bench-<n>"; a chunk may end inside one, so the tail is kept for the next.
+            let at = 0;
+            for (;;) {
+              const i = text.indexOf('"title":"feed-bench-', at);
+              if (i === -1) break;
+              const end = text.indexOf('"', i + 20);
+              if (end === -1) break;
+              this.arrivals[Number(text.slice(i + 20, end))]?.push(now);
+              at = end;
+            }
+            carry = text.slice(Math.max(at, text.length - 40));
+          });
+          res.on("error", () => undefined);
+          let tail = "";
+          res.on("data", (c: string) => (tail = (tail + c).slice(-300)));
+          res.on("end", () => {
+            this.ended++;
+            if (this.endings.length < 3) this.endings.push(tail);
+          });
+          resolve();
+        },
+      );
+      req.on("error", () => {
+        this.refused++;
+        resolve();
+      });
+      req.end();
+    });
+  }
+
+  async open(n: number): Promise<void> {
+    let next = 0;
+    const worker = async () => {
+      while (next < n) {
+        next++;
+        await this.openOne();
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(OPEN_CONCURRENCY, n) }, worker));
+  }
+
+  get held(): number {
+    return this.responses.length;
+  }
+
+  close(): void {
+    for (const res of this.responses) res.destroy();
+    this.agent.destroy();
+  }
+}
+
+export async function measureLiveFeed(subscribers: number): Promise<LiveFeedResult> {
+  let mesh: MeshFixture | undefined;
+  let subs: Subscribers | undefined;
+  try {
+    // Embedded storage; the per-caller stream cap raised for the one benchmark user (a setting).
+    mesh = await startMeshFixture({ limit: "none", env: { GATEWAY_MAX_STREAMS_PER_CALLER: String(subscribers) } });
+    const { gateway, content } = mesh.pids;
+    await sleep(1_000);
+    const before = { gateway: rssMb(gateway), content: rssMb(content) };
+    subs = new Subscribers(new URL(mesh.gatewayUrl), mesh.token);
+    const opening = performance.now();
+    await subs.open(subscribers);
+    const openSeconds = (performance.now() - opening) / 1000;
+    await sleep(SETTLE_MS);
+    const held = { gateway: rssMb(gateway), content: rssMb(content) };
+
+    const cpuBefore = { gateway: cpuSeconds(gateway), content: cpuSeconds(content), client: process.cpuUsage() };
+    const sentAt: number[] = [];
+    for (let n = 0; n < POSTS; n++) {
+      sentAt[n] = performance.now();
+      const res = await fetch(`${mesh.gatewayUrl}/v1/posts`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${mesh.token}`, "content-type": "application/json" },
+        body: JSON.stringify({ title: `feed-bench-${n}`, body: "a post to every subscriber" }),
+      });
+      if (res.status !== 201) throw new Error(`POST /v1/posts → ${res.status}: ${await res.text()}`);
+      await sleep(POST_INTERVAL_MS);
+    }
+    // Everything sent: wait until every delivery arrived, or a bounded while.
+    const expected = POSTS * subs.held;
+    const received = () => subs!.arrivals.reduce((n, a) => n + a.length, 0);
+    const deadline = performance.now() + 15_000;
+    while (received() < expected && performance.now() < deadline) await sleep(100);
+
+    if (process.env.LIVE_FEED_DEBUG) console.error({ refusals: [...subs.refusals], ended: subs.ended, endings: subs.endings, logs: mesh.logs.join("").slice(-3000) });
+    const clientCpu = process.cpuUsage(cpuBefore.client);
+    const deliveries = Math.max(1, received());
+    const cpuUsPerDelivery = {
+      gateway: ((cpuSeconds(gateway) - cpuBefore.gateway) * 1e6) / deliveries,
+      content: ((cpuSeconds(content) - cpuBefore.content) * 1e6) / deliveries,
+      client: (clientCpu.user + clientCpu.system) / deliveries,
+    };
+    const latencies = subs.arrivals.flatMap((times, n) => times.map((t) => t - sentAt[n]!)).sort((a, b) => a - b);
+    const result: LiveFeedResult = {
+      subscribers,
+      refused: subs.refused,
+      posts: POSTS,
+      deliveredRatio: expected === 0 ? 0 : received() / expected,
+      p50Ms: percentile(latencies, 50),
+      p99Ms: percentile(latencies, 99),
+      maxMs: latencies[latencies.length - 1] ?? Number.NaN,
+      openSeconds,
+      rssMb: { gateway: { before: before.gateway, held: held.gateway }, content: { before: before.content, held: held.content } },
+      cpuUsPerDelivery,
+      kibPerSubscriber: ((held.gateway - before.gateway + held.content - before.content) * 1024) / Math.max(1, subs.held),
+      pass: false,
+    };
+    result.pass = result.refused === 0 && result.deliveredRatio === 1 && result.p99Ms <= LIVE_FEED_TARGET.p99Ms;
+    return result;
+  } finally {
+    subs?.close();
+    await mesh?.stop();
+  }
+}
+
+export function formatLiveFeed(r: LiveFeedResult): string {
+  return [
+    `  ${r.subscribers.toLocaleString("en")} subscribers (opened in ${r.openSeconds.toFixed(1)} s, ${r.refused} refused), ${r.posts} posts ${POST_INTERVAL_MS} ms apart: delivered ${(100 * r.deliveredRatio).toFixed(2)} %, POST → delivery p50 ${r.p50Ms.toFixed(0)} ms, p99 ${r.p99Ms.toFixed(0)} ms, max ${r.maxMs.toFixed(0)} ms`,
+    `    CPU per delivery: gateway ${r.cpuUsPerDelivery.gateway.toFixed(1)} µs, content ${r.cpuUsPerDelivery.content.toFixed(1)} µs, load generator ${r.cpuUsPerDelivery.client.toFixed(1)} µs`,
+    `    RSS gateway ${r.rssMb.gateway.before.toFixed(0)} → ${r.rssMb.gateway.held.toFixed(0)} MiB, content ${r.rssMb.content.before.toFixed(0)} → ${r.rssMb.content.held.toFixed(0)} MiB: ${r.kibPerSubscriber.toFixed(1)} KiB per idle subscriber`,
+    ...(r.subscribers >= LIVE_FEED_TARGET.subscribers
+      ? [`    target: every post to all, none refused, p99 ≤ ${LIVE_FEED_TARGET.p99Ms} ms → ${r.pass ? "PASS" : "MISS"}`]
+      : []),
+  ].join("\n");
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const sizes = process.argv.slice(2).map(Number);
+  for (const n of sizes.length > 0 ? sizes : [1_000, LIVE_FEED_TARGET.subscribers]) console.log(formatLiveFeed(await measureLiveFeed(n)));
+  process.exit(0);
+}

@@ -1,0 +1,199 @@
+// One upstream live stream per key (the posts feed of a tenant) shared by every subscriber of that
+// key on this gateway, instead of one gRPC stream, one serialization and one framing per subscriber:
+// each event arrives once and is framed once (sse.ts caches the frame on the event) for all of them.
+//
+// Who may subscribe is still the upstream's decision: each subscriber first opens a stream of its own
+// with its own token, which the service authorizes and replays from the subscriber's position; once
+// that says it has caught up, the subscriber's own stream is closed and it follows the shared tail.
+// The shared stream is opened with the token of one subscriber (the one that stays good longest);
+// when the service ends it for that token (expired, logged out), it is reopened after the last
+// event with another subscriber's, so nothing is missed. Each subscriber's own token lifetime is
+// enforced at the edge (gateway.ts ends every live stream when its caller's token ends).
+import { AsyncQueue } from "@switchyard/platform/async-queue.js";
+import { fail } from "@switchyard/platform/errors.js";
+import type { Logger } from "@switchyard/platform/logger.js";
+import { ConnectError, Code } from "@connectrpc/connect";
+import type { ServerSentEvent } from "./route.js";
+
+/** An event of a shared stream: its id is its position (a reconnect resumes after it). */
+export interface LiveEvent extends ServerSentEvent {
+  id: string;
+}
+
+/** The credential a subscriber follows with: its call headers and when its token expires (seconds since the epoch). */
+export interface LiveCredential {
+  headers: Record<string, string>;
+  expiresAt: number;
+}
+
+/**
+ * Opens the shared upstream stream after `position` ("" = only new events) with one subscriber's
+ * headers. Resolves once the upstream confirmed the subscription; the iterable then yields the events.
+ */
+export type OpenShared = (position: string, headers: Record<string, string>, signal: AbortSignal) => Promise<AsyncIterable<LiveEvent>>;
+
+/** What a subscriber may hold queued (its frames' bytes) before it is ended as too slow; it reconnects and resumes. */
+const MAX_QUEUED_BYTES = 1024 * 1024;
+
+const sizeOf = (event: LiveEvent) => event.frame?.byteLength ?? 256;
+const tooSlow = () => fail("STREAM_READER_TOO_SLOW", "the live feed fell too far behind and was ended; reconnect to resume");
+
+class Subscriber {
+  readonly queue = new AsyncQueue<LiveEvent>({ maxBuffered: MAX_QUEUED_BYTES, sizeOf, overflow: tooSlow });
+  /** Events of the shared stream that arrived while the subscriber caught up on its own stream. */
+  private held: LiveEvent[] | undefined = [];
+  private heldBytes = 0;
+
+  constructor(readonly credential: LiveCredential) {}
+
+  deliver(event: LiveEvent): void {
+    if (!this.held) return this.queue.push(event);
+    this.held.push(event);
+    this.heldBytes += sizeOf(event);
+    if (this.heldBytes > MAX_QUEUED_BYTES) {
+      this.held = undefined;
+      this.queue.fail(tooSlow());
+    }
+  }
+
+  /** From now on, live: what was held, less what the subscriber's own stream already sent, then every event as it comes. */
+  goLive(sent: ReadonlySet<string>): void {
+    const held = this.held ?? [];
+    this.held = undefined;
+    for (const event of held) if (!sent.has(event.id)) this.queue.push(event);
+  }
+}
+
+class SharedStream {
+  readonly subscribers = new Set<Subscriber>();
+  readonly controller = new AbortController();
+  /** After the last event delivered: where a reopened upstream resumes. */
+  position = "";
+  /** Settles once the upstream confirmed the first subscription (or could not). */
+  readonly subscribed: Promise<void>;
+  private confirm!: () => void;
+  private refuse!: (err: unknown) => void;
+  private confirmed = false;
+
+  constructor() {
+    this.subscribed = new Promise<void>((resolve, reject) => {
+      this.confirm = resolve;
+      this.refuse = reject;
+    });
+    this.subscribed.catch(() => undefined); // a refusal reaches whoever joined; no one else needs it
+  }
+
+  confirmSubscribed(): void {
+    this.confirmed = true;
+    this.confirm();
+  }
+
+  /** Ends every subscriber with the error (they reconnect with their last event id). */
+  end(err: unknown): void {
+    if (!this.confirmed) this.refuse(err);
+    for (const s of this.subscribers) s.queue.fail(err);
+    this.subscribers.clear();
+  }
+}
+
+export interface LiveSubscription {
+  /** The shared events, once goLive was called (before, they are held). Ends when the shared stream does. */
+  readonly events: AsyncIterable<LiveEvent>;
+  /** The subscriber's own stream has sent everything up to now (these ids): follow the shared tail. */
+  goLive(sent: ReadonlySet<string>): void;
+  leave(): void;
+}
+
+export class LiveFanout {
+  private readonly streams = new Map<string, SharedStream>();
+
+  constructor(private readonly logger: Logger) {}
+
+  /** Shared upstream streams open now. */
+  get size(): number {
+    return this.streams.size;
+  }
+
+  /**
+   * Joins the shared stream of `key` (opening it with `open` if this is its first subscriber) and
+   * resolves once that stream is subscribed upstream: from then on, every event reaches this
+   * subscriber — held until goLive, so its own catch-up can run in between without a gap.
+   */
+  async join(key: string, credential: LiveCredential, open: OpenShared): Promise<LiveSubscription> {
+    let stream = this.streams.get(key);
+    const subscriber = new Subscriber(credential);
+    if (!stream) {
+      stream = new SharedStream();
+      this.streams.set(key, stream);
+      stream.subscribers.add(subscriber);
+      void this.run(key, stream, open);
+    } else stream.subscribers.add(subscriber);
+    let left = false;
+    const leave = () => {
+      if (left) return;
+      left = true;
+      subscriber.queue.close();
+      stream.subscribers.delete(subscriber);
+      if (stream.subscribers.size === 0 && this.streams.get(key) === stream) {
+        this.streams.delete(key);
+        stream.controller.abort();
+      }
+    };
+    try {
+      await stream.subscribed;
+    } catch (err) {
+      leave();
+      throw err;
+    }
+    return { events: subscriber.queue, goLive: (sent) => subscriber.goLive(sent), leave };
+  }
+
+  private async run(key: string, stream: SharedStream, open: OpenShared): Promise<void> {
+    const { signal } = stream.controller;
+    const refused = new Set<string>();
+    for (;;) {
+      const credential = this.credentialFor(stream, refused);
+      if (!credential) {
+        this.close(key, stream, fail("UNAUTHENTICATED", "no subscriber of the live feed holds a token that is still good"));
+        return;
+      }
+      try {
+        const events = await open(stream.position, credential.headers, signal);
+        stream.confirmSubscribed();
+        for await (const event of events) {
+          stream.position = event.id;
+          for (const subscriber of stream.subscribers) subscriber.deliver(event);
+        }
+        // The upstream ended the stream without an error (a service shutting down): everyone reconnects.
+        throw fail("UPSTREAM_UNAVAILABLE", "the live feed's upstream ended the stream");
+      } catch (err) {
+        if (signal.aborted) return; // the last subscriber left
+        if (ConnectError.from(err).code === Code.Unauthenticated) {
+          // That subscriber's token is no longer good upstream: go on with another's, after the last event.
+          refused.add(credential.headers.authorization ?? "");
+          continue;
+        }
+        this.logger.warn({ key, message: err instanceof Error ? err.message : String(err) }, "a shared live stream ended; its subscribers reconnect");
+        this.close(key, stream, err);
+        return;
+      }
+    }
+  }
+
+  private close(key: string, stream: SharedStream, err: unknown): void {
+    if (this.streams.get(key) === stream) this.streams.delete(key);
+    stream.controller.abort();
+    stream.end(err);
+  }
+
+  /** The credential of the subscriber whose token stays good longest, among those not refused. */
+  private credentialFor(stream: SharedStream, refused: ReadonlySet<string>): LiveCredential | undefined {
+    const now = Date.now() / 1000;
+    let best: LiveCredential | undefined;
+    for (const { credential } of stream.subscribers) {
+      if (credential.expiresAt <= now || refused.has(credential.headers.authorization ?? "")) continue;
+      if (!best || credential.expiresAt > best.expiresAt) best = credential;
+    }
+    return best;
+  }
+}
