@@ -12,14 +12,18 @@ import type { OpenLoopResult } from "./load/open-loop.js";
 import { measureOverload, measurePinnedOverload, OVERLOAD_FACTOR, OVERLOAD_P99_TARGET, PINNED_LIMIT, UNLOADED_FACTOR, type OverloadResult } from "./load/overload.js";
 import { measureStoreRead, type StoreReadResult } from "./store-read.js";
 import { measureFeedDepth, type FeedDepthResult } from "./feed-depth.js";
-import { formatFootprint, measureFootprint, type Footprint } from "./footprint.js";
+import { formatFootprint, measureFootprint, TARGETS as FOOTPRINT_TARGETS, type Footprint } from "./footprint.js";
+import { formatLiveFeed, LIVE_FEED_TARGET, measureLiveFeed, type LiveFeedResult } from "./live-feed.js";
+import { formatSummary, type SummaryRow } from "./summary.js";
+import { pinGeneratorAndMesh, type Pinning } from "./pinning.js";
 
 /** Extra sections: a store read alone, overload, feed paging at depth, and startup and memory. */
 const extra: {
   storeRead?: StoreReadResult | { error: string };
-  overload?: OverloadResult | { error: string };
+  overload?: (OverloadResult & { cpus?: { generator: string; mesh: string } }) | { error: string };
   feedDepth?: FeedDepthResult[] | { error: string };
   footprint?: Footprint[] | { error: string };
+  liveFeed?: LiveFeedResult[] | { error: string };
 } = {};
 
 // BENCH_SECONDS / BENCH_WARMUP_SECONDS shorten a run while developing; the defaults are the benchmark.
@@ -196,33 +200,45 @@ function tracingCost(http: HttpOutcome[]): string[] {
   ];
 }
 
-async function overload(capacityPerSec: number | undefined): Promise<void> {
-  if (!capacityPerSec) {
-    extra.overload = { error: "no capacity measured (scenario 3 failed)" };
-    return;
-  }
+/**
+ * Overload measured fairly: the load generator (this process) pinned to one core and the mesh to the
+ * other, capacity measured so pinned (closed loop, no shedding), then the open loop at 0.1×, 1× and 3×
+ * that capacity against the default adaptive limit — and, for reference, 3× against a limit pinned at 1.
+ */
+async function overload(): Promise<void> {
   let mesh: MeshFixture | undefined;
+  let pinning: Pinning | undefined;
   try {
+    console.error("  capacity with the load generator and the mesh on separate cores (no shedding) …");
+    mesh = await hold(startMeshFixture({ limit: "none" }));
+    pinning = pinGeneratorAndMesh(Object.values(mesh.pids));
+    const capacity = await measureHttp(readTarget(mesh), { ...load, processes: mesh.pids });
+    await release(mesh);
+    mesh = undefined;
     console.error("  starting the mesh with the gateway's default adaptive concurrency limit …");
     mesh = await hold(startMeshFixture({ limit: "adaptive" }));
-    console.error(`  running overload: GET /v1/payments/{id} open loop at ${UNLOADED_FACTOR}×, 1× and ${OVERLOAD_FACTOR}× capacity …`);
-    extra.overload = await measureOverload(readTarget(mesh), capacityPerSec, settings.seconds);
+    pinGeneratorAndMesh(Object.values(mesh.pids));
+    console.error(`  running overload: GET /v1/payments/{id} open loop at ${UNLOADED_FACTOR}×, 1× and ${OVERLOAD_FACTOR}× of ${capacity.reqPerSec.toFixed(0)} req/s …`);
+    extra.overload = { ...(await measureOverload(readTarget(mesh), capacity.reqPerSec, settings.seconds)), cpus: { generator: pinning.generator, mesh: pinning.mesh } };
   } catch (err) {
     if (interrupted) throw err;
     extra.overload = { error: message(err) };
   } finally {
     await release(mesh);
+    mesh = undefined;
   }
-  if ("error" in extra.overload) return;
   try {
+    if ("error" in extra.overload) return;
     console.error(`  the same ${OVERLOAD_FACTOR}× against a mesh whose gateway limit is pinned at ${PINNED_LIMIT} …`);
     mesh = await hold(startMeshFixture({ limit: PINNED_LIMIT }));
-    extra.overload.pinned = await measurePinnedOverload(readTarget(mesh), capacityPerSec, settings.seconds);
+    pinGeneratorAndMesh(Object.values(mesh.pids));
+    extra.overload.pinned = await measurePinnedOverload(readTarget(mesh), extra.overload.capacityPerSec, settings.seconds);
   } catch (err) {
     if (interrupted) throw err;
-    extra.overload.pinned = { error: message(err) };
+    if (!("error" in extra.overload)) extra.overload.pinned = { error: message(err) };
   } finally {
     await release(mesh);
+    pinning?.undo();
   }
 }
 
@@ -258,7 +274,7 @@ function printExtra(http: HttpOutcome[]): void {
       ["1× capacity", o.atCapacity],
       [`${OVERLOAD_FACTOR}× capacity (overload)`, o.overload],
     ] as const;
-    out.push(`  capacity: ${o.capacityPerSec.toFixed(0)} req/s (scenario 3, no shedding)`);
+    out.push(`  load generator on CPU ${o.cpus?.generator ?? "?"}, every mesh process on CPU ${o.cpus?.mesh ?? "?"} (taskset); capacity so pinned: ${o.capacityPerSec.toFixed(0)} req/s (closed loop, 50 connections, no shedding)`);
     const row = (label: string, r: OpenLoopResult) => {
       const ok = r.byStatus["200"];
       const shed = r.byStatus["503"];
@@ -301,7 +317,57 @@ function printExtra(http: HttpOutcome[]): void {
   if (!fp) out.push("  not run this time (BENCH_ONLY)");
   else if ("error" in fp) out.push(`  FAILED: ${fp.error}`);
   else out.push(...fp.map((f) => formatFootprint(f).replace(/^/gm, "  ")));
+
+  out.push("", "F. The live feed — N subscribers of one tenant on one gateway (GET /v1/posts, text/event-stream), posts published through the API");
+  const lf = extra.liveFeed;
+  if (!lf) out.push("  not run this time (BENCH_ONLY)");
+  else if ("error" in lf) out.push(`  FAILED: ${lf.error}`);
+  else out.push(...lf.map(formatLiveFeed));
   console.log(out.join("\n"));
+}
+
+/** Every figure with a target, from the sections above. */
+function summaryRows(http: HttpOutcome[]): SummaryRow[] {
+  const rows: SummaryRow[] = [];
+  const fixed = (v: number, digits = 2) => v.toFixed(digits);
+  // Issue 15, part 1: the reference (the same store read behind node:http → grpc-js) is not built yet.
+  for (const path of ["GET /v1/payments/{id}", "GET /v1/docs/{id}"]) {
+    for (const engine of ["PGlite", "PostgreSQL"]) rows.push({ issue: "#15", figure: `${path} ÷ same-work reference (${engine})`, value: undefined, target: "≥ 0.85", pass: undefined });
+  }
+  const o = extra.overload;
+  const ok = o && !("error" in o) ? o : undefined;
+  const admitted = ok?.overload.byStatus["200"];
+  const shed = ok?.overload.byStatus["503"];
+  const unloadedP99 = ok?.unloaded.byStatus["200"]?.p99Ms;
+  const goodput = ok && admitted ? admitted.perSec / ok.capacityPerSec : undefined;
+  rows.push({ issue: "#15", figure: `overload ${OVERLOAD_FACTOR}×: goodput ÷ capacity`, value: goodput === undefined ? undefined : fixed(goodput), target: "≥ 0.75", pass: goodput !== undefined && goodput >= 0.75 });
+  const p99Ratio = admitted && unloadedP99 ? admitted.p99Ms / unloadedP99 : undefined;
+  rows.push({ issue: "#15", figure: `overload ${OVERLOAD_FACTOR}×: admitted p99 ÷ unloaded p99`, value: p99Ratio === undefined ? undefined : `${fixed(p99Ratio)}×`, target: `≤ ${OVERLOAD_P99_TARGET}×`, pass: p99Ratio !== undefined && p99Ratio <= OVERLOAD_P99_TARGET });
+  rows.push({ issue: "#15", figure: `overload ${OVERLOAD_FACTOR}×: p99 of a shed answer`, value: shed ? `${fixed(shed.p99Ms, 1)} ms` : undefined, target: "≤ 5 ms", pass: shed !== undefined && shed.p99Ms <= 5 });
+  const lf = extra.liveFeed && !("error" in extra.liveFeed) ? extra.liveFeed.find((r) => r.subscribers >= LIVE_FEED_TARGET.subscribers) : undefined;
+  rows.push({
+    issue: "#15",
+    figure: `live feed, ${LIVE_FEED_TARGET.subscribers.toLocaleString("en")} subscribers: refused / delivered`,
+    value: lf ? `${lf.refused} / ${(100 * lf.deliveredRatio).toFixed(2)} %` : undefined,
+    target: "0 / 100 %",
+    pass: lf !== undefined && lf.refused === 0 && lf.deliveredRatio === 1,
+  });
+  rows.push({ issue: "#15", figure: `live feed, ${LIVE_FEED_TARGET.subscribers.toLocaleString("en")} subscribers: POST → delivery p99`, value: lf ? `${lf.p99Ms.toFixed(0)} ms` : undefined, target: `≤ ${LIVE_FEED_TARGET.p99Ms} ms`, pass: lf !== undefined && lf.p99Ms <= LIVE_FEED_TARGET.p99Ms });
+  const fp = extra.footprint && !("error" in extra.footprint) ? extra.footprint : [];
+  for (const engine of ["pglite", "postgres"] as const) {
+    const f = fp.find((x) => x.engine === engine);
+    const name = engine === "pglite" ? "embedded" : "PostgreSQL server";
+    const rssTarget = engine === "pglite" ? FOOTPRINT_TARGETS.rssMbEmbedded : FOOTPRINT_TARGETS.rssMbServer;
+    const worst = (r: Footprint["first"]) => Math.max(...Object.values(r.rssMb));
+    rows.push({ issue: "#16", figure: `npm start ready, first run (${name})`, value: f ? `${(f.first.readyMs / 1000).toFixed(1)} s` : undefined, target: `≤ ${FOOTPRINT_TARGETS.firstRunMs / 1000} s`, pass: f !== undefined && f.first.readyMs <= FOOTPRINT_TARGETS.firstRunMs });
+    rows.push({ issue: "#16", figure: `npm start ready, later run (${name})`, value: f ? `${(f.second.readyMs / 1000).toFixed(1)} s` : undefined, target: `≤ ${FOOTPRINT_TARGETS.laterRunMs / 1000} s`, pass: f !== undefined && f.second.readyMs <= FOOTPRINT_TARGETS.laterRunMs });
+    const rss = f ? Math.max(worst(f.first), worst(f.second)) : undefined;
+    rows.push({ issue: "#16", figure: `idle RSS, largest process (${name})`, value: rss === undefined ? undefined : `${rss.toFixed(0)} MiB`, target: `≤ ${rssTarget} MiB`, pass: rss !== undefined && rss <= rssTarget });
+  }
+  const depth = extra.feedDepth && !("error" in extra.feedDepth) ? extra.feedDepth : [];
+  for (const d of depth) rows.push({ issue: "earlier", figure: `feed page ~90 % deep ÷ near the top (${d.engine})`, value: `${fixed(d.keysetDepthRatio)}×`, target: `≤ ${d.target}×`, pass: d.pass });
+  void http;
+  return rows;
 }
 
 const fmt = (ms: number | undefined) => (ms === undefined || Number.isNaN(ms) ? "–" : ms.toFixed(1)).padStart(6);
@@ -327,7 +393,7 @@ async function main(): Promise<number> {
       extra.storeRead = { error: message(err) };
     }
     console.error("C. overload");
-    await overload(http.find((o) => o.id === "read")?.result?.reqPerSec);
+    await overload();
   }
   if (only !== "library" && only !== "paths") {
     console.error("D. feed paging at depth");
@@ -336,6 +402,14 @@ async function main(): Promise<number> {
       if (process.env.DATABASE_URL) extra.feedDepth.push(await measureFeedDepth({ databaseUrl: process.env.DATABASE_URL }));
     } catch (err) {
       extra.feedDepth = { error: message(err) };
+    }
+    console.error(`F. the live feed: 1,000 and ${LIVE_FEED_TARGET.subscribers.toLocaleString("en")} SSE subscribers on one gateway`);
+    try {
+      extra.liveFeed = [];
+      for (const n of [1_000, LIVE_FEED_TARGET.subscribers]) extra.liveFeed.push(await measureLiveFeed(n));
+    } catch (err) {
+      if (interrupted) throw err;
+      extra.liveFeed = { error: message(err) };
     }
     console.error("E. startup and memory (the mesh as npm start runs it)");
     try {
@@ -349,6 +423,7 @@ async function main(): Promise<number> {
   printReport(settings, library, http);
   printExtra(http);
   console.log(tracingCost(http).join("\n"));
+  console.log(`\n${formatSummary(summaryRows(http))}`);
   const file = await writeResults(startedAt, settings, library, http, extra);
   console.log(`\nresults written to ${file}`);
   const failed: { label: string }[] = [...library, ...http].filter((o) => o.error);
@@ -356,6 +431,7 @@ async function main(): Promise<number> {
   if (extra.storeRead && "error" in extra.storeRead) failed.push({ label: "store read" });
   if (extra.feedDepth && "error" in extra.feedDepth) failed.push({ label: "feed depth" });
   if (extra.footprint && "error" in extra.footprint) failed.push({ label: "footprint" });
+  if (extra.liveFeed && "error" in extra.liveFeed) failed.push({ label: "live feed" });
   if (failed.length > 0) console.error(`\n${failed.length} scenario(s) could not run: ${failed.map((o) => o.label).join("; ")}`);
   return failed.length > 0 ? 1 : 0;
 }

@@ -338,13 +338,18 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         release = undefined;
         admitted?.(false);
         const streamCaller = caller;
-        return await writeEventStream(res, result.events, {
-          heartbeatMs: config.heartbeatMs,
-          signal,
-          cancel: () => controller!.abort(),
-          headers: result.headers,
-          watchCredential: streamCaller && ((end) => verifier.watch(streamCaller, end)),
-        });
+        try {
+          return await writeEventStream(res, result.events, result.follow, {
+            heartbeatMs: config.heartbeatMs,
+            signal,
+            cancel: () => controller!.abort(),
+            headers: result.headers,
+            watchCredential: streamCaller && ((end) => verifier.watch(streamCaller, end)),
+          });
+        } finally {
+          // However the stream ended, what it held upstream goes (its calls, its place in a shared stream).
+          controller.abort();
+        }
       }
       // A deprecated route's Links (set above) join the route's own (a page's rel="next").
       const deprecationLinks = res.getHeader("link");

@@ -6,7 +6,7 @@ import { expect } from "chai";
 import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { fail } from "@switchyard/platform/errors.js";
 import { createLogger } from "@switchyard/platform/logger.js";
-import { LiveFanout, type LiveEvent, type OpenShared } from "../src/runtime/live-fanout.js";
+import { LiveFanout, type LiveEvent, type LiveSubscription, type OpenShared } from "../src/runtime/live-fanout.js";
 
 interface Opened {
   position: string;
@@ -32,15 +32,15 @@ const event = (n: number): LiveEvent => ({ id: `c${n}`, event: "post", data: { n
 const credential = (token: string, expiresInSeconds = 600) => ({ headers: { authorization: `Bearer ${token}` }, expiresAt: Date.now() / 1000 + expiresInSeconds });
 const tick = () => new Promise((r) => setImmediate(r));
 
-/** Reads `count` events from a subscription's iterator. */
-async function take(iterator: AsyncIterator<LiveEvent>, count: number): Promise<string[]> {
-  const ids: string[] = [];
-  while (ids.length < count) {
-    const r = await iterator.next();
-    if (r.done) break;
-    ids.push(r.value.id);
-  }
-  return ids;
+/** Follows a subscription, collecting what its writer is given; `keep` false makes the writer say it is done. */
+function follow(sub: LiveSubscription, sent: ReadonlySet<string> = new Set()) {
+  const f = { events: [] as LiveEvent[], keep: true, ended: undefined as unknown as Promise<void>, ids: () => f.events.map((e) => e.id) };
+  f.ended = sub.follow(sent, (event) => {
+    f.events.push(event);
+    return f.keep;
+  });
+  f.ended.catch(() => undefined);
+  return f;
 }
 
 describe("gateway: shared live streams (fan-out)", () => {
@@ -53,14 +53,16 @@ describe("gateway: shared live streams (fan-out)", () => {
     const other = await fanout.join("posts/globex", credential("globex"), upstream.open);
     expect(upstream.opened.map((o) => o.position)).to.deep.equal(["", ""]);
     expect(fanout.size).to.equal(2);
-    for (const s of [...subs, other]) s.goLive(new Set());
+    const followers = subs.map((s) => follow(s));
+    const otherFollower = follow(other);
     const shared = event(1);
     upstream.opened[0]!.events.push(shared);
-    const received = await Promise.all(subs.map((s) => s.events[Symbol.asyncIterator]().next()));
-    for (const r of received) expect(r.value, "the very same object").to.equal(shared);
     upstream.opened[1]!.events.push(event(9));
-    expect(await take(other.events[Symbol.asyncIterator](), 1)).to.deep.equal(["c9"]);
+    await tick();
+    for (const f of followers) expect(f.events, "the very same object").to.deep.equal([shared]).and.satisfy((e: LiveEvent[]) => e[0] === shared);
+    expect(otherFollower.ids()).to.deep.equal(["c9"]);
     for (const s of [...subs, other]) s.leave();
+    for (const f of [...followers, otherFollower]) await f.ended; // leaving ends a follow normally
   });
 
   it("holds what arrives while a subscriber catches up, then passes it on less what its own stream already sent, in order", async () => {
@@ -70,9 +72,11 @@ describe("gateway: shared live streams (fan-out)", () => {
     for (const n of [4, 5, 6, 7]) upstream.opened[0]!.events.push(event(n));
     await tick();
     // Its own stream replayed up to c5 (c4 and c5 were made during the replay, so both streams have them).
-    sub.goLive(new Set(["c3", "c4", "c5"]));
+    const f = follow(sub, new Set(["c3", "c4", "c5"]));
+    expect(f.ids(), "what was held, at once").to.deep.equal(["c6", "c7"]);
     upstream.opened[0]!.events.push(event(8));
-    expect(await take(sub.events[Symbol.asyncIterator](), 3)).to.deep.equal(["c6", "c7", "c8"]);
+    await tick();
+    expect(f.ids()).to.deep.equal(["c6", "c7", "c8"]);
     sub.leave();
   });
 
@@ -82,7 +86,7 @@ describe("gateway: shared live streams (fan-out)", () => {
     const first = await fanout.join("posts/acme", credential("short", 60), upstream.open);
     const second = await fanout.join("posts/acme", credential("long", 3_600), upstream.open);
     const third = await fanout.join("posts/acme", credential("middle", 600), upstream.open);
-    for (const s of [first, second, third]) s.goLive(new Set());
+    const followers = [first, second, third].map((s) => follow(s));
     expect(upstream.opened[0]!.authorization, "the first subscriber opens it").to.equal("Bearer short");
     upstream.opened[0]!.events.push(event(1));
     upstream.opened[0]!.events.fail(fail("UNAUTHENTICATED", "the token was revoked"));
@@ -91,7 +95,8 @@ describe("gateway: shared live streams (fan-out)", () => {
     expect(upstream.opened.length).to.equal(2);
     expect([upstream.opened[1]!.position, upstream.opened[1]!.authorization]).to.deep.equal(["c1", "Bearer long"]);
     upstream.opened[1]!.events.push(event(2));
-    for (const s of [first, second, third]) expect(await take(s.events[Symbol.asyncIterator](), 2)).to.deep.equal(["c1", "c2"]);
+    await tick();
+    for (const f of followers) expect(f.ids()).to.deep.equal(["c1", "c2"]);
     for (const s of [first, second, third]) s.leave();
   });
 
@@ -124,11 +129,11 @@ describe("gateway: shared live streams (fan-out)", () => {
     const fanout = new LiveFanout(logger);
     const upstream = simulatedUpstream();
     const subs = await Promise.all(["a", "b"].map((t) => fanout.join("posts/acme", credential(t), upstream.open)));
-    for (const s of subs) s.goLive(new Set());
+    const followers = subs.map((s) => follow(s));
     upstream.opened[0]!.events.fail(fail("UPSTREAM_UNAVAILABLE", "content went away"));
-    for (const s of subs) {
+    for (const f of followers) {
       let ended: unknown;
-      await s.events[Symbol.asyncIterator]().next().catch((err: unknown) => (ended = err));
+      await f.ended.catch((err: unknown) => (ended = err));
       expect(String(ended)).to.match(/content went away/);
     }
     expect(fanout.size).to.equal(0);
@@ -137,25 +142,28 @@ describe("gateway: shared live streams (fan-out)", () => {
     again.leave();
   });
 
-  it("ends only the subscriber that falls more than its bound behind; the others go on", async () => {
+  it("ends a subscriber that holds more than its bound while it catches up, and one whose writer says it is done; the others go on", async () => {
     const fanout = new LiveFanout(logger);
     const upstream = simulatedUpstream();
-    const slow = await fanout.join("posts/acme", credential("slow"), upstream.open);
+    const slow = await fanout.join("posts/acme", credential("slow"), upstream.open); // never catches up
+    const done = await fanout.join("posts/acme", credential("done"), upstream.open);
     const fast = await fanout.join("posts/acme", credential("fast"), upstream.open);
-    slow.goLive(new Set());
-    fast.goLive(new Set());
-    const fastReader = fast.events[Symbol.asyncIterator]();
+    const doneFollower = follow(done);
+    const fastFollower = follow(fast);
     const big = (n: number): LiveEvent => ({ ...event(n), frame: Buffer.alloc(100 * 1024) });
-    for (let n = 1; n <= 12; n++) {
-      upstream.opened[0]!.events.push(big(n));
-      await tick();
-      expect((await fastReader.next()).value?.id).to.equal(`c${n}`);
-    }
+    upstream.opened[0]!.events.push(big(1));
+    await tick();
+    doneFollower.keep = false; // its client went away, or fell behind and was disconnected
+    for (let n = 2; n <= 12; n++) upstream.opened[0]!.events.push(big(n));
+    await tick();
+    await doneFollower.ended;
+    expect(doneFollower.ids(), "nothing after it said it was done").to.deep.equal(["c1", "c2"]);
     let ended: unknown;
-    await slow.events[Symbol.asyncIterator]().next().catch((err: unknown) => (ended = err));
+    await slow.follow(new Set(), () => true).catch((err: unknown) => (ended = err));
     expect(String(ended)).to.match(/fell too far behind/);
+    expect(fastFollower.events.length).to.equal(12);
     expect(upstream.opened[0]!.signal.aborted, "the shared stream goes on").to.equal(false);
-    slow.leave();
-    fast.leave();
+    for (const s of [slow, done, fast]) s.leave();
+    expect(upstream.opened[0]!.signal.aborted).to.equal(true);
   });
 });

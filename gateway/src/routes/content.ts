@@ -38,29 +38,22 @@ function sharedPosts(content: Upstreams["content"]): OpenShared {
 }
 
 /**
- * One subscriber's feed: the posts its own stream replays (after its Last-Event-ID), then — once
- * content says it has caught up and ends that stream — the shared tail, less what it already got.
+ * What one subscriber's own stream replays (the posts after its Last-Event-ID), noting their ids in
+ * `sent`, until content says it has caught up and ends that stream.
  */
-async function* subscriberFeed(own: AsyncIterator<WatchPostsResponse>, live: LiveSubscription): AsyncIterable<ServerSentEvent> {
-  const sent = new Set<string>();
-  try {
-    for (;;) {
-      const r = await own.next();
-      if (r.done) throw edgeError("UPSTREAM_UNAVAILABLE", "the live feed's upstream ended the stream");
-      if (r.value.caughtUp) break;
-      if (!r.value.post) continue;
-      const event = postEvent(r.value.post);
-      sent.add(event.id);
-      yield event;
-    }
-    // Content ends the stream after that message: read it to its end rather than cancel it (a
-    // cancellation is a reset, and HTTP/2 servers cut a connection that resets too many).
-    while (!(await own.next()).done);
-    live.goLive(sent);
-    yield* live.events;
-  } finally {
-    live.leave();
+async function* catchUp(own: AsyncIterator<WatchPostsResponse>, sent: Set<string>): AsyncIterable<ServerSentEvent> {
+  for (;;) {
+    const r = await own.next();
+    if (r.done) throw edgeError("UPSTREAM_UNAVAILABLE", "the live feed's upstream ended the stream");
+    if (r.value.caughtUp) break;
+    if (!r.value.post) continue;
+    const event = postEvent(r.value.post);
+    sent.add(event.id);
+    yield event;
   }
+  // Content ends the stream after that message: read it to its end rather than cancel it (a
+  // cancellation is a reset, and HTTP/2 servers cut a connection that resets too many).
+  while (!(await own.next()).done);
 }
 
 export const contentRoutes: RouteGroup = {
@@ -118,7 +111,13 @@ export const contentRoutes: RouteGroup = {
           const after = typeof ctx.params["last-event-id"] === "string" ? (ctx.params["last-event-id"] as string) : "";
           const stream = ctx.upstreams.content.watchPosts({ afterCursor: after, untilCaughtUp: true }, { ...ctx.streamCallOptions(), signal: own.signal })[Symbol.asyncIterator]();
           await stream.next();
-          return { status: 200, events: subscriberFeed(stream, live) };
+          // Its replay first, then the shared tail less what the replay already sent.
+          const sent = new Set<string>();
+          return {
+            status: 200,
+            events: catchUp(stream, sent),
+            follow: (writer) => live.follow(sent, writer).finally(stop),
+          };
         } catch (err) {
           stop();
           throw err;

@@ -9,7 +9,6 @@
 // when the service ends it for that token (expired, logged out), it is reopened after the last
 // event with another subscriber's, so nothing is missed. Each subscriber's own token lifetime is
 // enforced at the edge (gateway.ts ends every live stream when its caller's token ends).
-import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { fail } from "@switchyard/platform/errors.js";
 import type { Logger } from "@switchyard/platform/logger.js";
 import { ConnectError, Code } from "@connectrpc/connect";
@@ -32,35 +31,70 @@ export interface LiveCredential {
  */
 export type OpenShared = (position: string, headers: Record<string, string>, signal: AbortSignal) => Promise<AsyncIterable<LiveEvent>>;
 
-/** What a subscriber may hold queued (its frames' bytes) before it is ended as too slow; it reconnects and resumes. */
-const MAX_QUEUED_BYTES = 1024 * 1024;
+/** What a subscriber may hold (its frames' bytes) while it catches up before it is ended as too slow; it reconnects and resumes. */
+const MAX_HELD_BYTES = 1024 * 1024;
 
 const sizeOf = (event: LiveEvent) => event.frame?.byteLength ?? 256;
 const tooSlow = () => fail("STREAM_READER_TOO_SLOW", "the live feed fell too far behind and was ended; reconnect to resume");
 
+/** Writes one event to a subscriber's client at once; false when the subscriber is done (gone, or too far behind). */
+export type LiveWriter = (event: LiveEvent) => boolean;
+
 class Subscriber {
-  readonly queue = new AsyncQueue<LiveEvent>({ maxBuffered: MAX_QUEUED_BYTES, sizeOf, overflow: tooSlow });
   /** Events of the shared stream that arrived while the subscriber caught up on its own stream. */
   private held: LiveEvent[] | undefined = [];
   private heldBytes = 0;
+  private writer: LiveWriter | undefined;
+  private settle: { resolve(): void; reject(err: unknown): void } | undefined;
+  private failure: unknown;
+  private done = false;
 
   constructor(readonly credential: LiveCredential) {}
 
+  /** An event of the shared stream: written at once (synchronously: no queue, no promise per subscriber) or held. */
   deliver(event: LiveEvent): void {
-    if (!this.held) return this.queue.push(event);
+    if (this.writer) {
+      if (!this.writer(event)) this.finish();
+      return;
+    }
+    if (!this.held) return;
     this.held.push(event);
     this.heldBytes += sizeOf(event);
-    if (this.heldBytes > MAX_QUEUED_BYTES) {
-      this.held = undefined;
-      this.queue.fail(tooSlow());
-    }
+    if (this.heldBytes > MAX_HELD_BYTES) this.fail(tooSlow());
   }
 
-  /** From now on, live: what was held, less what the subscriber's own stream already sent, then every event as it comes. */
-  goLive(sent: ReadonlySet<string>): void {
-    const held = this.held ?? [];
+  follow(sent: ReadonlySet<string>, writer: LiveWriter): Promise<void> {
+    if (this.failure !== undefined) return Promise.reject(this.failure);
+    if (this.done) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      this.settle = { resolve, reject };
+      const held = this.held ?? [];
+      this.held = undefined;
+      for (const event of held) {
+        if (sent.has(event.id)) continue;
+        if (!writer(event)) return this.finish();
+      }
+      this.writer = writer;
+    });
+  }
+
+  /** Ends the subscription normally (it left, or its client is gone). */
+  finish(): void {
+    if (this.done) return;
+    this.done = true;
+    this.writer = undefined;
     this.held = undefined;
-    for (const event of held) if (!sent.has(event.id)) this.queue.push(event);
+    this.settle?.resolve();
+  }
+
+  /** Ends it with the error (the shared stream failed, or the subscriber fell too far behind). */
+  fail(err: unknown): void {
+    if (this.done) return;
+    this.done = true;
+    this.failure = err;
+    this.writer = undefined;
+    this.held = undefined;
+    this.settle?.reject(err);
   }
 }
 
@@ -91,16 +125,19 @@ class SharedStream {
   /** Ends every subscriber with the error (they reconnect with their last event id). */
   end(err: unknown): void {
     if (!this.confirmed) this.refuse(err);
-    for (const s of this.subscribers) s.queue.fail(err);
+    for (const s of this.subscribers) s.fail(err);
     this.subscribers.clear();
   }
 }
 
 export interface LiveSubscription {
-  /** The shared events, once goLive was called (before, they are held). Ends when the shared stream does. */
-  readonly events: AsyncIterable<LiveEvent>;
-  /** The subscriber's own stream has sent everything up to now (these ids): follow the shared tail. */
-  goLive(sent: ReadonlySet<string>): void;
+  /**
+   * The subscriber's own stream has sent everything up to now (these ids): from now on every event
+   * of the shared stream goes to `writer` as it arrives — first those held meanwhile, less the ones
+   * already sent. Resolves when the subscription ends (leave, or the writer said it is done); rejects
+   * with the error that ended the shared stream, or with STREAM_READER_TOO_SLOW.
+   */
+  follow(sent: ReadonlySet<string>, writer: LiveWriter): Promise<void>;
   leave(): void;
 }
 
@@ -117,7 +154,7 @@ export class LiveFanout {
   /**
    * Joins the shared stream of `key` (opening it with `open` if this is its first subscriber) and
    * resolves once that stream is subscribed upstream: from then on, every event reaches this
-   * subscriber — held until goLive, so its own catch-up can run in between without a gap.
+   * subscriber — held until it follows, so its own catch-up can run in between without a gap.
    */
   async join(key: string, credential: LiveCredential, open: OpenShared): Promise<LiveSubscription> {
     let stream = this.streams.get(key);
@@ -132,7 +169,7 @@ export class LiveFanout {
     const leave = () => {
       if (left) return;
       left = true;
-      subscriber.queue.close();
+      subscriber.finish();
       stream.subscribers.delete(subscriber);
       if (stream.subscribers.size === 0 && this.streams.get(key) === stream) {
         this.streams.delete(key);
@@ -145,7 +182,7 @@ export class LiveFanout {
       leave();
       throw err;
     }
-    return { events: subscriber.queue, goLive: (sent) => subscriber.goLive(sent), leave };
+    return { follow: (sent, writer) => subscriber.follow(sent, writer), leave };
   }
 
   private async run(key: string, stream: SharedStream, open: OpenShared): Promise<void> {

@@ -56,6 +56,11 @@ export interface RouteResult {
   headers?: Record<string, string>;
   /** Answer with a text/event-stream of these events instead of a JSON body. */
   events?: AsyncIterable<ServerSentEvent>;
+  /**
+   * Then, once `events` ended, a tail pushed as it comes: every event goes to `writer` at once
+   * (false: the stream is done); settles when the tail ends (rejects: it broke, said in-band).
+   */
+  follow?: (writer: (event: ServerSentEvent) => boolean) => Promise<void>;
 }
 
 export type RouteHandler = (ctx: RouteContext) => Promise<RouteResult>;

@@ -35,13 +35,26 @@ export interface EventStreamOptions {
   watchCredential?: (end: (reason: unknown) => void) => () => void;
 }
 
-export async function writeEventStream(res: ServerResponse, events: AsyncIterable<ServerSentEvent>, options: EventStreamOptions): Promise<void> {
+/**
+ * Writes `events` as they are pulled, then, with `follow`, the events pushed to the writer it is
+ * given (a shared stream writes each event to all of its subscribers at once, without a promise each).
+ */
+export async function writeEventStream(
+  res: ServerResponse,
+  events: AsyncIterable<ServerSentEvent>,
+  follow: ((writer: (event: ServerSentEvent) => boolean) => Promise<void>) | undefined,
+  options: EventStreamOptions,
+): Promise<void> {
   const { signal } = options;
+  // The body ends when the connection does (RFC 9112 §6.3), not with a zero-length chunk: a live
+  // stream is the connection's last response anyway, and without chunk framing an event shared by
+  // thousands of streams is one buffer written as it is to each socket.
+  res.removeHeader("transfer-encoding");
   res.writeHead(200, {
     ...options.headers,
     "content-type": "text/event-stream; charset=utf-8",
     "cache-control": "no-cache, no-transform",
-    connection: "keep-alive",
+    connection: "close",
     "x-accel-buffering": "no",
   });
   res.write(`retry: ${RECONNECT_DELAY_MS}\n\n`);
@@ -54,14 +67,22 @@ export async function writeEventStream(res: ServerResponse, events: AsyncIterabl
     options.cancel();
   });
   let failure: unknown;
-  try {
-    for await (const event of events) {
-      if (signal.aborted) break;
-      if (!res.write(frame(event)) && res.writableLength > MAX_BUFFERED_BYTES) {
-        res.destroy();
-        break;
-      }
+  /** Writes one event; false once the client is gone, or so far behind that it was disconnected. */
+  const write = (event: ServerSentEvent): boolean => {
+    if (signal.aborted || res.destroyed) return false;
+    if (!res.write(frame(event)) && res.writableLength > MAX_BUFFERED_BYTES) {
+      res.destroy();
+      return false;
     }
+    return true;
+  };
+  try {
+    let writing = true;
+    for await (const event of events) {
+      writing = write(event);
+      if (!writing) break;
+    }
+    if (writing && follow) await follow(write);
   } catch (err) {
     failure = err;
   } finally {

@@ -1,0 +1,28 @@
+// The last table `npm run bench` prints: every figure that has a target, the target, and whether it
+// is met — PASS, MISS, or "not measured" (a scenario failed or was left out with BENCH_ONLY).
+// The sections above it give each figure's context; the README's bench section says how to read them.
+export interface SummaryRow {
+  /** The issue that set the target ("#15"), or "earlier" for one from before the issue tracker. */
+  issue: string;
+  figure: string;
+  /** The measured value, formatted; undefined when it was not measured this run. */
+  value: string | undefined;
+  target: string;
+  pass: boolean | undefined;
+}
+
+export function formatSummary(rows: SummaryRow[]): string {
+  const verdict = (r: SummaryRow) => (r.value === undefined ? "not measured" : r.pass ? "PASS" : "MISS");
+  const table = rows.map((r) => [r.issue, r.figure, r.value ?? "–", r.target, verdict(r)]);
+  const header = ["issue", "figure", "measured", "target", "verdict"];
+  const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i]!.length)));
+  const line = (cells: string[]) => `  ${cells.map((c, i) => c.padEnd(widths[i]!)).join(" │ ")}`;
+  const met = rows.filter((r) => r.value !== undefined && r.pass).length;
+  const measured = rows.filter((r) => r.value !== undefined).length;
+  return [
+    `Summary — ${met} of ${measured} measured figures meet their target (${rows.length - measured} not measured)`,
+    line(header),
+    `  ${widths.map((w) => "─".repeat(w)).join("─┼─")}`,
+    ...table.map(line),
+  ].join("\n");
+}
