@@ -8,20 +8,18 @@
 // allocation rate for a while and runs a shrinking GC — 20 to 45 s after ready here — so the target is
 // held against the figure 90 s after ready, and the early one is printed beside it. Embedded storage; with
 // measureFootprint({ databaseUrl }) a PostgreSQL server, each service in a schema of its own, dropped at the end.
-import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
-import pg from "pg";
+import { serverSchemas } from "./server-schemas.js";
 import { SERVICES, startMesh, type Mesh, type ServiceName } from "../scripts/mesh.js";
 import { track } from "./processes.js";
 
 /** Issue 16: `npm start` ready within 10 s on a first run, 5 s after; idle RSS per process. */
 export const TARGETS = { firstRunMs: 10_000, laterRunMs: 5_000, rssMbEmbedded: 250, rssMbServer: 100 } as const;
-const SCHEMA_SERVICES = ["identity", "payments", "orders", "content"] as const;
 
 export interface RunFootprint {
   readyMs: number;
@@ -79,35 +77,15 @@ export async function measureFootprint(options: { databaseUrl?: string | undefin
   const earlySeconds = options.earlySeconds ?? 10;
   const idleSeconds = Math.max(options.idleSeconds ?? 90, earlySeconds);
   const dataDir = await mkdtemp(join(tmpdir(), "switchyard-footprint-"));
-  const env: NodeJS.ProcessEnv = { DATABASE_URL: "", REDIS_URL: "", LOG_LEVEL: "warn" };
-  const schemas: string[] = [];
-  if (options.databaseUrl) {
-    const suffix = randomBytes(4).toString("hex");
-    env.DATABASE_URL = options.databaseUrl;
-    env.SIGNING_KEY_ENCRYPTION_KEY = randomBytes(32).toString("base64");
-    // The demo data on fresh schemas of a test server, as npm start seeds it.
-    env.DEMO_DATA_FORCE = "true";
-    for (const name of SCHEMA_SERVICES) {
-      const schema = `${name}_fp_${suffix}`;
-      env[`${name.toUpperCase()}_DB_SCHEMA`] = schema;
-      schemas.push(schema);
-    }
-  }
+  const server = options.databaseUrl ? serverSchemas(options.databaseUrl, "fp") : undefined;
+  const env: NodeJS.ProcessEnv = { DATABASE_URL: "", REDIS_URL: "", LOG_LEVEL: "warn", ...server?.env };
   try {
     const first = await run(dataDir, env, earlySeconds, idleSeconds);
     const second = await run(dataDir, env, earlySeconds, idleSeconds);
     return { engine: options.databaseUrl ? "postgres" : "pglite", earlySeconds, idleSeconds, first, second };
   } finally {
     await rm(dataDir, { recursive: true, force: true });
-    if (schemas.length > 0) {
-      const client = new pg.Client({ connectionString: options.databaseUrl });
-      await client.connect();
-      try {
-        for (const schema of schemas) await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      } finally {
-        await client.end();
-      }
-    }
+    await server?.drop();
   }
 }
 

@@ -1,11 +1,12 @@
-// The real mesh (every service and the gateway as separate processes, embedded storage, demo
-// users) with what the read and write scenarios need: a bearer token and an existing payment.
+// The real mesh (every service and the gateway as separate processes, embedded storage or a
+// PostgreSQL server, demo users) with what the read and write scenarios need: a bearer token and an existing payment.
 import { randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { NO_SHEDDING, SERVICES, startMesh, type Mesh, type ServiceName } from "../scripts/mesh.js";
 import { track } from "./processes.js";
+import { serverSchemas } from "./server-schemas.js";
 
 export const PAYMENT_BODY = JSON.stringify({ amount: 1250, currency: "EUR", source: "tok_visa" });
 
@@ -42,12 +43,15 @@ function limitEnv(limit: GatewayLimit): Record<string, string> {
   return { GATEWAY_CONCURRENCY_INITIAL: pinned, GATEWAY_CONCURRENCY_MIN: pinned, GATEWAY_CONCURRENCY_MAX: pinned };
 }
 
-export async function startMeshFixture({ limit, env = {} }: { limit: GatewayLimit; env?: NodeJS.ProcessEnv }): Promise<MeshFixture> {
+/** With `databaseUrl`, every service on that PostgreSQL server (fresh schemas, dropped at stop); else embedded PGlite. */
+export async function startMeshFixture({ limit, env = {}, databaseUrl }: { limit: GatewayLimit; env?: NodeJS.ProcessEnv; databaseUrl?: string | undefined }): Promise<MeshFixture> {
   const dataDir = await mkdtemp(join(tmpdir(), "switchyard-bench-"));
+  const server = databaseUrl ? serverSchemas(databaseUrl, "bench") : undefined;
   let mesh: Mesh | undefined;
   const stop = async () => {
     await mesh?.stop();
     await rm(dataDir, { recursive: true, force: true });
+    await server?.drop();
   };
   try {
     // Embedded storage, in-process rate-limit counters and a quota the load never reaches.
@@ -55,7 +59,7 @@ export async function startMeshFixture({ limit, env = {} }: { limit: GatewayLimi
       dataDir,
       demoData: true,
       output: "collect",
-      env: { DATABASE_URL: "", REDIS_URL: "", GATEWAY_RATE_LIMIT: "1000000", LOG_LEVEL: "warn", ...limitEnv(limit), ...env },
+      env: { DATABASE_URL: "", REDIS_URL: "", GATEWAY_RATE_LIMIT: "1000000", LOG_LEVEL: "warn", ...server?.env, ...limitEnv(limit), ...env },
     });
     const names = Object.keys(SERVICES) as ServiceName[];
     for (const name of names) track(mesh.process(name));

@@ -2,7 +2,7 @@
 // on a 2-core machine the generator gets core 0 and every mesh process core 1, with taskset (util-linux),
 // every thread of each process (-a). Pinning is undone at the end of the measurement.
 import { spawnSync } from "node:child_process";
-import { availableParallelism } from "node:os";
+import { cpus } from "node:os";
 
 export interface Pinning {
   /** The generator's cores and the mesh's, as taskset lists ("0", "1"). */
@@ -23,7 +23,8 @@ function taskset(cpus: string, pid: number): void {
  * figure is then not measurable, and saying so beats reporting an unpinned one under its name.
  */
 export function pinGeneratorAndMesh(meshPids: (number | undefined)[]): Pinning {
-  const cores = availableParallelism();
+  // The machine's cores, not this process's share (availableParallelism() shrinks once it is pinned).
+  const cores = cpus().length;
   if (cores < 2) throw new Error(`pinning needs 2 cores, this machine has ${cores}`);
   const half = Math.floor(cores / 2);
   const generator = half === 1 ? "0" : `0-${half - 1}`;

@@ -53,8 +53,8 @@ export interface ServerProcess {
 }
 
 /** Starts `node --import tsx bench/servers/<file>` and waits for its `LISTENING <port>` line. */
-export async function startServer(file: string, env: NodeJS.ProcessEnv = {}): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", `bench/servers/${file}`], {
+export async function startServer(file: string, env: NodeJS.ProcessEnv = {}, nodeFlags: string[] = []): Promise<ServerProcess> {
+  const child = spawn(process.execPath, [...nodeFlags, "--import", "tsx", `bench/servers/${file}`], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     // stdin stays open: the child exits when it closes, i.e. when this process dies.

@@ -15,6 +15,11 @@ import { measureFeedDepth, type FeedDepthResult } from "./feed-depth.js";
 import { formatFootprint, measureFootprint, TARGETS as FOOTPRINT_TARGETS, type Footprint } from "./footprint.js";
 import { formatLiveFeed, LIVE_FEED_TARGET, measureLiveFeed, type LiveFeedResult } from "./live-feed.js";
 import { formatSummary, type SummaryRow } from "./summary.js";
+import { serverSchemas } from "./server-schemas.js";
+import { NODE_FLAGS } from "../scripts/mesh.js";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { pinGeneratorAndMesh, type Pinning } from "./pinning.js";
 
 /** Extra sections: a store read alone, overload, feed paging at depth, and startup and memory. */
@@ -160,6 +165,69 @@ async function httpPaths(outcomes: HttpOutcome[]): Promise<void> {
 }
 
 /**
+ * Issue 15's reference: the same work with nothing else — node:http → grpc-js → a grpc-js server
+ * doing the one store read the real path does (payments' getPayment, content's getDocument) on the
+ * same engine, through the same adapter, with the node flags of the mesh's processes — against
+ * GET /v1/payments/{id} and GET /v1/docs/{id} through the mesh on that engine. Embedded PGlite
+ * (the mesh of scenarios 3 and 5), and the PostgreSQL server when DATABASE_URL is set.
+ */
+async function sameWork(outcomes: HttpOutcome[]): Promise<void> {
+  const engines: { engine: "pglite" | "postgres"; databaseUrl?: string }[] = [{ engine: "pglite" }];
+  if (process.env.DATABASE_URL) engines.push({ engine: "postgres", databaseUrl: process.env.DATABASE_URL });
+  for (const { engine, databaseUrl } of engines) {
+    for (const read of ["payment", "document"] as const) {
+      await scenario(outcomes, `ref-${read}-${engine}`, `R same-work reference: node:http → grpc-js → one ${read} read (${engine})`, async () => {
+        const dataDir = await mkdtemp(join(tmpdir(), "switchyard-bench-ref-"));
+        const schemas = databaseUrl ? serverSchemas(databaseUrl, "ref") : undefined;
+        let store: ServerProcess | undefined;
+        let hop: ServerProcess | undefined;
+        try {
+          const schema = schemas?.env[read === "payment" ? "PAYMENTS_DB_SCHEMA" : "CONTENT_DB_SCHEMA"] ?? (read === "payment" ? "payments" : "content");
+          store = await hold(startServer("store-read-grpcjs.ts", { READ: read, DATA_DIR: dataDir, DB_SCHEMA: schema, DATABASE_URL: databaseUrl ?? "" }, NODE_FLAGS));
+          hop = await hold(startServer("bare-hop.ts", { ECHO_ADDRESS: store.address }, NODE_FLAGS));
+          return await measureHttp({ url: `http://${hop.address}/` }, { ...load, processes: { "bare-hop": hop.pid, "store-read": store.pid } });
+        } finally {
+          await release(hop, store);
+          await rm(dataDir, { recursive: true, force: true });
+          await schemas?.drop();
+        }
+      });
+    }
+    if (engine === "pglite") continue; // the mesh on PGlite: scenarios 3 and 5
+    let mesh: MeshFixture | undefined;
+    try {
+      console.error(`  starting the mesh on the PostgreSQL server (no shedding) …`);
+      mesh = await hold(startMeshFixture({ limit: "none", databaseUrl }));
+      const auth = { authorization: `Bearer ${mesh.token}` };
+      const meshLoad = { ...load, processes: mesh.pids };
+      await scenario(outcomes, "read-postgres", "3p GET /v1/payments/{id} (mesh, PostgreSQL server)", () => measureHttp({ url: `${mesh!.gatewayUrl}/v1/payments/${mesh!.paymentId}`, headers: auth }, meshLoad));
+      await scenario(outcomes, "docs-postgres", "5p GET /v1/docs/{id} (mesh, PostgreSQL server)", () => measureHttp({ url: `${mesh!.gatewayUrl}/v1/docs/${mesh!.docId}`, headers: auth }, meshLoad));
+    } catch (err) {
+      if (interrupted) throw err;
+      for (const [id, label] of [["read-postgres", "3p GET /v1/payments/{id} (mesh, PostgreSQL server)"], ["docs-postgres", "5p GET /v1/docs/{id} (mesh, PostgreSQL server)"]] as const) {
+        if (!outcomes.some((o) => o.id === id)) outcomes.push({ id, label, error: message(err).split("\n")[0]! });
+      }
+    } finally {
+      await release(mesh);
+    }
+  }
+}
+
+/** The read paths against the same-work reference, per engine (the summary's issue 15 rows). */
+function sameWorkRatios(http: HttpOutcome[]): { path: string; engine: string; ratio: number | undefined }[] {
+  const rps = (id: string) => http.find((o) => o.id === id)?.result?.reqPerSec;
+  const rows = [];
+  for (const engine of ["pglite", "postgres"]) {
+    for (const [path, mesh, ref] of [["GET /v1/payments/{id}", engine === "pglite" ? "read" : "read-postgres", `ref-payment-${engine}`], ["GET /v1/docs/{id}", engine === "pglite" ? "docs" : "docs-postgres", `ref-document-${engine}`]] as const) {
+      const a = rps(mesh);
+      const b = rps(ref);
+      rows.push({ path, engine, ratio: a !== undefined && b !== undefined ? a / b : undefined });
+    }
+  }
+  return rows;
+}
+
+/**
  * The read path with tracing on: every process exports its spans (OTLP/HTTP, batched) to a sink in this
  * process that only reads and discards them. Scenario 3 is the same path with tracing off.
  */
@@ -250,6 +318,10 @@ function printExtra(http: HttpOutcome[]): void {
   const docs = http.find((o) => o.id === "docs")?.result;
   const read = http.find((o) => o.id === "read")?.result;
   if (docs && hop) out.push(`  target: GET /v1/docs/{id} ≥ ${READ_PATH_TARGET} × bare hop req/s → ${(docs.reqPerSec / hop.reqPerSec).toFixed(2)} → ${docs.reqPerSec / hop.reqPerSec >= READ_PATH_TARGET ? "PASS" : "MISS"}`);
+  out.push("", "  The read paths against the same-work reference (node:http → grpc-js → the same one store read, same engine and node flags):");
+  for (const { path, engine, ratio } of sameWorkRatios(http)) {
+    out.push(`  ${path} on ${engine}: ${ratio === undefined ? "not measured" : `${ratio.toFixed(2)} × the reference's req/s (target ≥ ${READ_PATH_TARGET} → ${ratio >= READ_PATH_TARGET ? "PASS" : "MISS"})`}`);
+  }
   const store = extra.storeRead;
   out.push("", "  What one store read costs here, alone (payments' getPayment on embedded PGlite, in process, one at a time):");
   if (!store || "error" in store) out.push(`  FAILED: ${store ? store.error : "not run"}`);
@@ -330,9 +402,8 @@ function printExtra(http: HttpOutcome[]): void {
 function summaryRows(http: HttpOutcome[]): SummaryRow[] {
   const rows: SummaryRow[] = [];
   const fixed = (v: number, digits = 2) => v.toFixed(digits);
-  // Issue 15, part 1: the reference (the same store read behind node:http → grpc-js) is not built yet.
-  for (const path of ["GET /v1/payments/{id}", "GET /v1/docs/{id}"]) {
-    for (const engine of ["PGlite", "PostgreSQL"]) rows.push({ issue: "#15", figure: `${path} ÷ same-work reference (${engine})`, value: undefined, target: "≥ 0.85", pass: undefined });
+  for (const { path, engine, ratio } of sameWorkRatios(http)) {
+    rows.push({ issue: "#15", figure: `${path} ÷ same-work reference (${engine === "pglite" ? "PGlite" : "PostgreSQL server"})`, value: ratio === undefined ? undefined : fixed(ratio), target: `≥ ${READ_PATH_TARGET}`, pass: ratio !== undefined && ratio >= READ_PATH_TARGET });
   }
   const o = extra.overload;
   const ok = o && !("error" in o) ? o : undefined;
@@ -366,7 +437,6 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
   }
   const depth = extra.feedDepth && !("error" in extra.feedDepth) ? extra.feedDepth : [];
   for (const d of depth) rows.push({ issue: "earlier", figure: `feed page ~90 % deep ÷ near the top (${d.engine})`, value: `${fixed(d.keysetDepthRatio)}×`, target: `≤ ${d.target}×`, pass: d.pass });
-  void http;
   return rows;
 }
 
@@ -385,6 +455,7 @@ async function main(): Promise<number> {
   if (only !== "library") {
     console.error("B. HTTP paths");
     await httpPaths(http);
+    await sameWork(http);
     await tracedRead(http);
     console.error("  measuring one store read alone …");
     try {

@@ -37,6 +37,8 @@ export interface MeshOptions {
   /** Extra environment for every process (DATABASE_URL, LOG_LEVEL, …) and per process. */
   env?: NodeJS.ProcessEnv;
   envFor?: Partial<Record<ServiceName, NodeJS.ProcessEnv>>;
+  /** Extra environment for single replicas, by index (a gateway behind a trusted proxy beside one that is not). */
+  envForReplica?: Partial<Record<ServiceName, NodeJS.ProcessEnv[]>>;
   /** Where the processes' output goes; collected in `logs` when absent. */
   output?: "inherit" | "collect";
   readyTimeoutMs?: number;
@@ -114,7 +116,7 @@ async function serving(port: number, name: ServiceName): Promise<boolean> {
  * ~1.5× slower. It concerns WebAssembly only, which nothing else here runs, and must be given at
  * start: Node 24 ignores it set later.
  */
-const NODE_FLAGS = ["--enable-source-maps", "--liftoff-only"];
+export const NODE_FLAGS = ["--enable-source-maps", "--liftoff-only"];
 
 const NAMES = Object.keys(SERVICES) as ServiceName[];
 
@@ -196,7 +198,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     try {
       const child = spawn(process.execPath, [...NODE_FLAGS, SERVICES[name]], {
         cwd: ROOT,
-        env: { ...baseEnv, ...credentialsFor[name], ...options.envFor?.[name], [portSetting]: String(port), LISTEN_FD: "3", ...metricsEnv },
+        env: { ...baseEnv, ...credentialsFor[name], ...options.envFor?.[name], ...options.envForReplica?.[name]?.[replica], [portSetting]: String(port), LISTEN_FD: "3", ...metricsEnv },
         stdio: options.output === "inherit" ? ["ignore", "inherit", "inherit", ...fds] : ["ignore", "pipe", "pipe", ...fds],
       });
       if (options.output !== "inherit") {

@@ -112,6 +112,9 @@ describe("observability (real mesh, tracing on)", function () {
     receiver = await startReceiver();
     e2e = await startE2eMesh("observability", {
       metrics: true,
+      // A second gateway, as behind Envoy (one trusted proxy hop): it continues the proxy's trace and keeps its request id.
+      replicas: { gateway: 2 },
+      envForReplica: { gateway: [{}, { GATEWAY_TRUSTED_PROXY_HOPS: "1" }] },
       env: {
         LOG_LEVEL: "debug",
         OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${receiver.port}`,
@@ -189,6 +192,46 @@ describe("observability (real mesh, tracing on)", function () {
       }
     }
     expect(JSON.stringify(trace), "no parameter values or credentials in spans").to.not.match(/tok_visa|demo-password|Bearer /);
+  });
+
+  it("behind a trusted proxy hop, the proxy's traceparent continues its trace and its x-request-id is kept, on every hop", async () => {
+    const proxied = `http://127.0.0.1:${e2e.mesh.replicaPorts.gateway[1]}`;
+    const alice = await e2e.api.login(ALICE);
+    const traceId = randomBytes(16).toString("hex");
+    const parentSpanId = randomBytes(8).toString("hex");
+    const requestId = `envoy-${randomBytes(6).toString("hex")}`;
+    // What Envoy sends: the client's address appended to X-Forwarded-For, its own request id and trace context.
+    const headers = { authorization: `Bearer ${alice}`, "content-type": "application/json", "x-forwarded-for": "203.0.113.7", "x-request-id": requestId, traceparent: `00-${traceId}-${parentSpanId}-01` };
+    const created = await fetch(`${proxied}/v1/orders`, { method: "POST", headers, body: JSON.stringify({ currency: "EUR", items: [{ sku: "BOOK-1", quantity: 1 }] }) });
+    expect(created.status, await created.clone().text()).to.equal(201);
+    expect(created.headers.get("x-request-id"), "the proxy's request id is the request's").to.equal(requestId);
+
+    let trace: Span[] = [];
+    const until = Date.now() + 15_000;
+    while (Date.now() < until) {
+      trace = receiver.spans.filter((s) => s.traceId === traceId);
+      if (trace.some((s) => s.service === "orders" && s.kind === SERVER)) break;
+      await sleep(100);
+    }
+    const root = trace.find((s) => s.service === "gateway" && s.kind === SERVER);
+    expect(root, `the gateway's span in the proxy's trace: ${trace.map((s) => `${s.service}:${s.name}`).join(", ")}`).to.not.equal(undefined);
+    expect(root!.parentSpanId, "a child of the proxy's span").to.equal(parentSpanId);
+    expect(root!.attributes["switchyard.request_id"]).to.equal(requestId);
+    const ordersServer = trace.find((s) => s.service === "orders" && s.kind === SERVER && /OrderService\/CreateOrder$/.test(s.name));
+    expect(ordersServer, "orders' server span joined the same trace").to.not.equal(undefined);
+
+    await sleep(300);
+    const access = e2e.mesh
+      .logsOf("gateway", 1)
+      .join("")
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.msg === "request" && l.request_id === requestId);
+    expect(access, "one access-log line with the proxy's request id").to.have.length(1);
+    expect(access[0]!.trace_id).to.equal(traceId);
+    const ordersLines = e2e.mesh.logsOf("orders").join("").split("\n").filter((l) => l.includes(requestId));
+    expect(ordersLines.length, "orders logged under the proxy's request id").to.be.greaterThan(0);
   });
 
   it("request ids: generated unless from a trusted proxy, returned, passed on and on every hop's log lines; one access-log line per request", async () => {

@@ -184,7 +184,7 @@ export interface E2eMesh {
  * One mesh for a test file: a fresh data directory, demo data, embedded storage (DATABASE_URL is
  * blanked so a CI server in the parent environment is not used), output collected in mesh.logs.
  */
-export async function startE2eMesh(name: string, extra: Pick<MeshOptions, "env" | "envFor" | "replicas" | "metrics"> = {}): Promise<E2eMesh> {
+export async function startE2eMesh(name: string, extra: Pick<MeshOptions, "env" | "envFor" | "envForReplica" | "replicas" | "metrics"> = {}): Promise<E2eMesh> {
   const dataDir = mkdtempSync(join(tmpdir(), `switchyard-e2e-${name}-`));
   let mesh: Mesh;
   try {
@@ -209,6 +209,7 @@ export async function startE2eMesh(name: string, extra: Pick<MeshOptions, "env" 
         ...extra.env,
       },
       ...(extra.envFor ? { envFor: extra.envFor } : {}),
+      ...(extra.envForReplica ? { envForReplica: extra.envForReplica } : {}),
       ...(extra.replicas ? { replicas: extra.replicas } : {}),
       ...(extra.metrics ? { metrics: extra.metrics } : {}),
     });

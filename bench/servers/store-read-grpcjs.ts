@@ -1,0 +1,62 @@
+// The same-work reference's upstream (issue 15): a grpc-js server (our bootstrap) whose unary Echo
+// does exactly the store read the real path does — payments' getPayment or content's getDocument —
+// on the same engine through the same adapter (PGlite's prepared statements in DATA_DIR, or pg on
+// DATABASE_URL in schema DB_SCHEMA), and answers the record's id. Behind bare-hop.ts it is
+// node:http → grpc-js → one store read, and nothing else: no auth, validation or representation.
+import { createLogger } from "@switchyard/platform/logger.js";
+import { EchoService, echoImpl } from "@switchyard/platform/echo.js";
+import { registration, startGrpcServer } from "@switchyard/platform/server.js";
+import { openSqlDatabase } from "@switchyard/platform/store";
+import { paymentsMigrations } from "@switchyard/payments/store/migrations.js";
+import { SqlPaymentsStore } from "@switchyard/payments/store/sql-store.js";
+import { contentMigrations } from "@switchyard/content/store/migrations.js";
+import { SqlContentStore } from "@switchyard/content/store/sql-store.js";
+import { serve } from "./child.js";
+
+const TENANT = "bench";
+
+/** Opens the store, makes one record and returns the read of it. */
+async function storeRead(kind: string, where: { dataDir: string; databaseUrl?: string; schema: string }): Promise<{ read(): Promise<string>; close(): Promise<void> }> {
+  const options = { dataDir: where.dataDir, schema: where.schema, ...(where.databaseUrl ? { databaseUrl: where.databaseUrl } : {}) };
+  if (kind === "payment") {
+    const db = await openSqlDatabase({ ...options, migrations: paymentsMigrations });
+    const store = new SqlPaymentsStore(db);
+    const { result } = await store.createPayment(TENANT, { key: crypto.randomUUID(), requestHash: "bench" }, { amount: 1250n, currency: "EUR", source: "tok_visa", ownerUserId: 1n, reference: "" });
+    return {
+      read: async () => (await store.getPayment(TENANT, result.id))!.id,
+      close: () => db.close(),
+    };
+  }
+  if (kind === "document") {
+    const db = await openSqlDatabase({ ...options, migrations: contentMigrations });
+    const store = new SqlContentStore(db);
+    const doc = await store.createDocument(TENANT, { title: "Bench", body: "a document read under load" });
+    return {
+      read: async () => (await store.getDocument(TENANT, doc.id))!.id,
+      close: () => db.close(),
+    };
+  }
+  throw new Error(`READ must be payment or document, not ${kind}`);
+}
+
+serve("store-read-grpcjs", async () => {
+  const dataDir = process.env.DATA_DIR;
+  const schema = process.env.DB_SCHEMA;
+  if (!dataDir || !schema) throw new Error("DATA_DIR and DB_SCHEMA are required");
+  const store = await storeRead(process.env.READ ?? "payment", { dataDir, schema, ...(process.env.DATABASE_URL ? { databaseUrl: process.env.DATABASE_URL } : {}) });
+  const server = await startGrpcServer({
+    name: "bench-store-read",
+    host: "127.0.0.1",
+    port: 0,
+    logger: createLogger("bench-store-read", "warn"),
+    drainTimeoutMs: 1_000,
+    services: [registration(EchoService, { ...echoImpl(), echo: async () => ({ message: await store.read() }) })],
+  });
+  return {
+    port: server.port,
+    async stop() {
+      await server.shutdown();
+      await store.close();
+    },
+  };
+});
