@@ -1,0 +1,54 @@
+// The read path as it was before a change, measured in the same run as today's (issue 12: with
+// tracing off, observability may cost the read path at most 3 %). The earlier commit is checked out
+// beside this one (a git worktree in the temp directory), installed from its own lock file, built,
+// and its mesh started through its own bench fixture; the same load then runs against both.
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { ROOT } from "./processes.js";
+
+/** The last commit before metrics, request ids, access logs and tracing (2147a62) landed. */
+export const BEFORE_OBSERVABILITY = "eae19c0";
+
+interface BaselineFixture {
+  gatewayUrl: string;
+  token: string;
+  paymentId: string;
+  pids: Record<string, number | undefined>;
+  stop(): Promise<void>;
+}
+
+export interface Baseline {
+  commit: string;
+  startMesh(): Promise<BaselineFixture>;
+  remove(): Promise<void>;
+}
+
+/** Checks `ref` out beside this tree, installs and builds it. Throws when git or the commit is missing (a shallow clone). */
+export async function prepareBaseline(ref: string, log: (line: string) => void): Promise<Baseline> {
+  const commit = execFileSync("git", ["rev-parse", "--short", `${ref}^{commit}`], { cwd: ROOT, encoding: "utf8" }).trim();
+  const dir = join(tmpdir(), `switchyard-baseline-${commit}`);
+  const remove = async () => {
+    try {
+      execFileSync("git", ["worktree", "remove", "--force", dir], { cwd: ROOT, stdio: "ignore" });
+    } catch {
+      await rm(dir, { recursive: true, force: true });
+      execFileSync("git", ["worktree", "prune"], { cwd: ROOT, stdio: "ignore" });
+    }
+  };
+  if (existsSync(dir)) await remove();
+  execFileSync("git", ["worktree", "add", "--detach", "--force", dir, commit], { cwd: ROOT, stdio: "ignore" });
+  try {
+    log(`  installing and building ${commit} beside this tree (${dir}) …`);
+    execFileSync("npm", ["ci", "--no-audit", "--no-fund", "--loglevel=error"], { cwd: dir, stdio: "ignore" });
+    execFileSync(process.execPath, ["scripts/build.mjs", "--quiet"], { cwd: dir, stdio: "ignore" });
+  } catch (err) {
+    await remove();
+    throw err;
+  }
+  const fixture = (await import(pathToFileURL(join(dir, "bench/mesh-fixture.ts")).href)) as { startMeshFixture(o: { limit: "none" }): Promise<BaselineFixture> };
+  return { commit, startMesh: () => fixture.startMeshFixture({ limit: "none" }), remove };
+}
