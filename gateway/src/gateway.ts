@@ -18,6 +18,8 @@ import { writeEventStream } from "./runtime/sse.js";
 import { clientAddress } from "./runtime/client-address.js";
 import { StreamSlots, wantsEventStream } from "./runtime/streams.js";
 import { LiveFanout } from "./runtime/live-fanout.js";
+import { corsPolicy, parseOrigins } from "./runtime/cors.js";
+import { RPC_PREFIX, rpcProxy } from "./rpc-proxy.js";
 import { createRateLimiter, quotaKey } from "./runtime/rate-limit.js";
 import { AdaptiveConcurrencyLimit, type Release } from "./runtime/concurrency-limit.js";
 import { FailureLog } from "./runtime/failure-log.js";
@@ -70,6 +72,7 @@ export const gatewaySettings = {
     `the day v1 stops being served, announced in its deprecated routes' Sunset header: ${SUNSET_MONTHS.min} to ${SUNSET_MONTHS.max} months after its deprecation (${V1_DEPRECATED_AT.toISOString().slice(0, 10)})`,
     addMonths(V1_DEPRECATED_AT, SUNSET_MONTHS.default),
   ),
+  corsOrigins: optionalSetting("GATEWAY_CORS_ORIGINS", parseOrigins, "comma-separated exact origins (scheme://host[:port]) whose pages may call /v<N>/ and /rpc/ across origins (CORS); unset = no CORS headers at all"),
   otlpEndpoint: otlpEndpointSetting,
   deprecationLogIntervalMs: setting("GATEWAY_DEPRECATION_LOG_INTERVAL_MS", parse.int(100, 3_600_000), "how often the counts of deprecated routes used (per tenant and route) are logged", 60_000),
 };
@@ -164,7 +167,23 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     liveStreams: () => streamSlots.size,
     sharedLiveStreams: () => fanout.size,
   });
-  const RATE_LIMITED = edgeError("RATE_LIMITED", `rate limit of ${config.rateLimit} requests per ${config.rateWindowSeconds} s reached; retry after the Retry-After delay`);
+  const rateLimitedMessage = `rate limit of ${config.rateLimit} requests per ${config.rateWindowSeconds} s reached; retry after the Retry-After delay`;
+  const RATE_LIMITED = edgeError("RATE_LIMITED", rateLimitedMessage);
+  const cors = corsPolicy(config.corsOrigins ?? []);
+  // The browser proxy (/rpc/…): the same channels, quotas, limit and stream slots as /v1.
+  const rpc = rpcProxy({
+    upstreams,
+    verifier,
+    rateLimiter,
+    rateLimitedMessage,
+    concurrency,
+    streamSlots,
+    maxStreamsPerCaller: config.maxStreamsPerCaller,
+    deadlineMs: config.deadlineMs,
+    maxDeadlineMs: config.maxDeadlineMs,
+    maxBodyBytes: config.maxBodyBytes,
+    onShed: () => gatewayShed.inc(),
+  });
 
   /**
    * Each upstream's state over grpc.health.v1, for operators. It does not decide readiness: the
@@ -201,6 +220,11 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       if (pathname === "/versions" && (method === "GET" || method === "HEAD")) return sendJson(res, 200, versionsJson(versions));
       // The API reference (/docs): static pages, outside the versions and their quotas.
       if (docs.handles(pathname)) return docs.serve(req, res, pathname);
+      if (cors.handle(req, res, pathname)) return;
+      if (pathname.startsWith(`${RPC_PREFIX}/`)) {
+        record.route = rpc.routeOf(pathname);
+        return rpc.handle(req, res, { address: clientAddress(req, config.trustedProxyHops), requestId: record.requestId });
+      }
       if (pathname === "/readyz") {
         // Draining before exit: out of rotation, so no new work is sent here.
         if (draining) return sendJson(res, 503, { status: "draining" }, { "retry-after": "1" });
@@ -234,7 +258,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       // The version: the path's, or another one asked for by media type on the same path (406 if unknown).
       const pathMajor = operation.version;
       const negotiated = negotiateVersion(pathMajor, req.headers.accept, req.headers["content-type"], publishedMajors);
-      res.setHeader("vary", "Accept");
+      res.appendHeader("vary", "Accept");
       if (negotiated.mediaType) res.setHeader("content-type", `${negotiated.mediaType}; charset=utf-8`);
       if (negotiated.major !== pathMajor) operation = router.match(method, pathname.replace(/^\/v\d+/, `/v${negotiated.major}`)).operation;
       const deprecated = deprecations.get(negotiated.major);

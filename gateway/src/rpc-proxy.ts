@@ -1,0 +1,293 @@
+// The browser proxy at /rpc/<package.Service>/<Method>: connect-node speaks the Connect protocol
+// (JSON and binary) and gRPC-Web to the page, and each call goes on over the gateway's grpc-js
+// channels as plain gRPC — generic from the service descriptors, no code per method. Unary and
+// server-streaming methods pass through; client and bidirectional streaming cannot cross a browser
+// (no full-duplex HTTP in fetch) and answer `unimplemented` saying so. Only the allow-listed methods
+// are there at all: nothing operator-only or internal (key sets, revocations, service tokens).
+//
+// The edge policy is /v1's, applied once in an interceptor so that a refusal arrives in the page's own
+// protocol: the caller's token is verified for its quota, the quota is drawn, the adaptive
+// concurrency limit sheds, a live stream takes one of its caller's stream slots; the caller's deadline
+// (Connect-Timeout-Ms, grpc-timeout) is capped like X-Request-Timeout-Ms; a page that goes away
+// cancels the call. Authorization stays with the services, which see the caller's own token.
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { fromBinary, type DescMethod, type DescMethodServerStreaming, type DescMethodUnary, type DescService } from "@bufbuild/protobuf";
+import { Code, ConnectError, createConnectRouter, createContextKey, createContextValues, type CallOptions, type ConnectRouter, type HandlerContext, type Interceptor } from "@connectrpc/connect";
+import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
+import { bearerToken, type TokenVerifier } from "@switchyard/platform/auth.js";
+import type { Caller } from "@switchyard/platform/caller.js";
+import { CLIENT_ADDRESS_HEADER } from "@switchyard/platform/grpc";
+import { REQUEST_ID_HEADER } from "@switchyard/platform/request-id.js";
+import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
+import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
+import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
+import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import type { Upstreams } from "./upstreams.js";
+import type { AdaptiveConcurrencyLimit } from "./runtime/concurrency-limit.js";
+import { quotaKey, type RateLimiter } from "./runtime/rate-limit.js";
+import type { StreamSlots } from "./runtime/streams.js";
+
+/**
+ * What a page may call, by service: every method of the service's public API. Left out, and so
+ * `unimplemented`: identity's GetJwks, WatchRevocations and CreateServiceToken (internal),
+ * payments' ResolveIdempotencyKey (orders' own), and the operator and echo services entirely.
+ */
+export const BROWSER_METHODS: Readonly<Record<string, readonly string[]>> = {
+  [IdentityService.typeName]: ["CreateSession", "GetSession", "DeleteSession", "GetTenant", "ListUsers", "CreateUser", "GetUser", "DeleteUser"],
+  [PaymentService.typeName]: ["CreatePayment", "GetPayment", "ListPayments", "CreateRefund", "GetRefund", "ListRefunds"],
+  [OrderService.typeName]: ["CreateOrder", "GetOrder", "UpdateOrder", "ListUserOrders", "PayOrder", "ShipOrder", "CancelOrder", "AddItem", "ListItems", "AddDiscount", "ListDiscounts", "TrackOrders"],
+  [ContentService.typeName]: ["CreateDocument", "GetDocument", "UpdateDocument", "CreatePost", "GetPost", "ListPosts", "WatchPosts", "ListCatalogItems", "BatchGetCatalogItems", "ImportItems", "CreateImportJob", "GetImportJob"],
+};
+
+export const RPC_PREFIX = "/rpc";
+
+export interface RpcProxyOptions {
+  upstreams: Upstreams;
+  verifier: TokenVerifier;
+  rateLimiter: RateLimiter;
+  /** The message of a refusal for the quota (as /v1's 429 says it). */
+  rateLimitedMessage: string;
+  concurrency: AdaptiveConcurrencyLimit;
+  streamSlots: StreamSlots;
+  maxStreamsPerCaller: number;
+  /** Deadline of a unary call that names none, and the most any call may ask for. */
+  deadlineMs: number;
+  maxDeadlineMs: number;
+  maxBodyBytes: number;
+  /** Counted when the concurrency limit sheds. */
+  onShed(): void;
+}
+
+const REQUEST = createContextKey<{ address: string; requestId: string } | undefined>(undefined, { description: "the HTTP request's client address and id" });
+const CALLER = createContextKey<Caller | undefined>(undefined, { description: "the verified caller" });
+
+const notThroughBrowsers = (service: DescService, method: DescMethod) =>
+  new ConnectError(
+    `${service.typeName}/${method.name} is ${method.methodKind === "bidi_streaming" ? "bidirectional" : "client"} streaming, which is not available through the browser proxy (a browser cannot stream a request): call it over gRPC`,
+    Code.Unimplemented,
+  );
+
+export interface RpcProxy {
+  /** Serves one request under /rpc/ — its client address (as /v1 reads it) and request id given. */
+  handle(req: IncomingMessage, res: ServerResponse, request: { address: string; requestId: string }): void;
+  /** The route a path counts under in metrics and the access log: a method's path, or one name for all others (bounded). */
+  routeOf(path: string): string;
+}
+
+/** The browser proxy for /rpc/…: Connect (JSON, binary) and gRPC-Web, each call forwarded upstream. */
+export function rpcProxy(options: RpcProxyOptions): RpcProxy {
+  const clients: Record<string, { service: DescService; client: Record<string, (...args: unknown[]) => unknown> }> = {
+    [IdentityService.typeName]: { service: IdentityService, client: options.upstreams.identity as never },
+    [PaymentService.typeName]: { service: PaymentService, client: options.upstreams.payments as never },
+    [OrderService.typeName]: { service: OrderService, client: options.upstreams.orders as never },
+    [ContentService.typeName]: { service: ContentService, client: options.upstreams.content as never },
+  };
+
+  /** What goes upstream with a call: the caller's token, its address and request id, its deadline, its cancellation. */
+  function callOptions(ctx: HandlerContext, method: DescMethod): CallOptions {
+    const request = ctx.values.get(REQUEST);
+    const headers: Record<string, string> = {};
+    const caller = ctx.values.get(CALLER);
+    if (caller) headers.authorization = `Bearer ${caller.token}`;
+    if (request) {
+      headers[CLIENT_ADDRESS_HEADER] = request.address;
+      headers[REQUEST_ID_HEADER] = request.requestId;
+    }
+    const asked = ctx.timeoutMs();
+    const timeoutMs = asked !== undefined ? Math.min(asked, options.maxDeadlineMs) : method.methodKind === "unary" ? options.deadlineMs : undefined;
+    return { headers, signal: ctx.signal, ...(timeoutMs !== undefined ? { timeoutMs } : {}) };
+  }
+
+  function routes(router: ConnectRouter): void {
+    for (const [typeName, { service, client }] of Object.entries(clients)) {
+      const allowed = new Set(BROWSER_METHODS[typeName]);
+      for (const method of service.methods) {
+        // Only the allowed methods exist here: any other path falls through to `unknown` (404, unimplemented).
+        if (!allowed.has(method.name)) continue;
+        const call = client[method.localName]!;
+        if (method.methodKind === "unary") {
+          router.rpc(method as DescMethodUnary, (req: unknown, ctx: HandlerContext) => call(req, callOptions(ctx, method)) as never);
+        } else if (method.methodKind === "server_streaming") {
+          router.rpc(method as DescMethodServerStreaming, async function* (req: unknown, ctx: HandlerContext) {
+            yield* call(req, callOptions(ctx, method)) as AsyncIterable<never>;
+          });
+        }
+        // Client and bidirectional streaming are answered before the adapter (see `handle`).
+      }
+    }
+  }
+
+  /** /v1's edge policy, once for every call, its refusals in the call's own protocol. */
+  const edgePolicy: Interceptor = (next) => async (req) => {
+    const request = req.contextValues.get(REQUEST);
+    const authorization = req.header.get("authorization");
+    let caller: Caller | undefined;
+    if (authorization !== null) {
+      try {
+        caller = await options.verifier.verify(bearerToken(authorization));
+      } catch (err) {
+        throw ConnectError.from(err, Code.Unauthenticated);
+      }
+      req.contextValues.set(CALLER, caller);
+    }
+    const key = quotaKey(caller, request?.address ?? "unknown");
+    const quota = await options.rateLimiter.check(key);
+    if (!quota.allowed) throw new ConnectError(options.rateLimitedMessage, Code.ResourceExhausted, quota.headers);
+    const release = options.concurrency.tryAcquire();
+    if (!release) {
+      options.onShed();
+      throw new ConnectError("the gateway is at capacity; retry after the Retry-After delay", Code.Unavailable, { "retry-after": "1" });
+    }
+    const withQuota = <R extends { header: Headers }>(res: R): R => {
+      for (const [name, value] of Object.entries(quota.headers)) res.header.set(name, value);
+      return res;
+    };
+    if (req.method.methodKind !== "server_streaming") {
+      try {
+        const res = withQuota(await next(req));
+        release(true);
+        return res;
+      } catch (err) {
+        release(ConnectError.from(err).code !== Code.Unavailable);
+        throw err;
+      }
+    }
+    // A live stream: one of its caller's slots while it lasts; its place in the limit back once open (long by design).
+    const slot = options.streamSlots.take(key);
+    if (!slot) {
+      release(false);
+      throw new ConnectError(`at most ${options.maxStreamsPerCaller} live streams at once; close one first`, Code.ResourceExhausted, { "retry-after": "5" });
+    }
+    let res;
+    try {
+      res = withQuota(await next(req));
+    } catch (err) {
+      slot();
+      throw err;
+    } finally {
+      release(false);
+    }
+    if (!res.stream) {
+      slot();
+      return res;
+    }
+    const messages = res.message;
+    return {
+      ...res,
+      message: (async function* () {
+        try {
+          yield* messages;
+        } finally {
+          slot();
+        }
+      })(),
+    };
+  };
+
+  const router = createConnectRouter({
+    interceptors: [edgePolicy],
+    readMaxBytes: options.maxBodyBytes,
+    acceptCompression: [compressionGzip, compressionBrotli],
+    // Browsers: Connect and gRPC-Web only (plain gRPC goes to the services themselves).
+    grpc: false,
+  });
+  routes(router);
+  const handlers = new Map(router.handlers.map((h) => [`${RPC_PREFIX}${h.requestPath}`, h]));
+
+  /** Every allowed method by its path, and the refusal of those a browser cannot call. */
+  const methods = new Map<string, { service: DescService; method: DescMethod }>();
+  for (const [typeName, { service }] of Object.entries(clients)) {
+    for (const method of service.methods) if (BROWSER_METHODS[typeName]!.includes(method.name)) methods.set(`${RPC_PREFIX}/${typeName}/${method.name}`, { service, method });
+  }
+  return {
+    handle(req, res, request) {
+      const path = (req.url ?? "").split("?")[0]!;
+      const found = methods.get(path);
+      if (!found) return refuse(req, res, "unimplemented", `no method ${path.slice(RPC_PREFIX.length + 1)} is served through the browser proxy`, 404);
+      const kind = found.method.methodKind;
+      // Answered here, in the protocol's format: connect-node would refuse a bidirectional stream over HTTP/1.1 with a 505.
+      if (kind === "client_streaming" || kind === "bidi_streaming") return refuse(req, res, "unimplemented", notThroughBrowsers(found.service, found.method).rawMessage, 404);
+      const handler = handlers.get(path)!;
+      const universal = universalRequestFromNodeRequest(req, res, undefined, createContextValues().set(REQUEST, request));
+      void checkedMessage(universal, found.method, options.maxBodyBytes).then(async (checked) => {
+        if ("refusal" in checked) return refuse(req, res, checked.refusal.code, checked.refusal.message, 400);
+        await universalResponseToNodeResponse(await handler(checked.request), res);
+      }).catch((err: unknown) => {
+        // The call was answered as far as it could be (a client gone mid-answer); nothing more to send.
+        if (!res.headersSent) refuse(req, res, "internal", "the browser proxy could not answer", 500);
+        void err;
+      });
+    },
+    routeOf: (path) => (methods.has(path) ? path : `${RPC_PREFIX}/{other}`),
+  };
+}
+
+/**
+ * An error in the caller's protocol, without reading the request: gRPC-Web as a trailers-only answer
+ * (HTTP 200, grpc-status); a Connect stream as its end-of-stream message; Connect unary as its JSON
+ * error with `status` (404 for unimplemented — what a Connect client reads as such — 400 otherwise:
+ * refusals of the caller's input are never a 5xx).
+ */
+function refuse(req: IncomingMessage, res: ServerResponse, code: "unimplemented" | "invalid_argument" | "resource_exhausted" | "internal", message: string, status: number): void {
+  req.resume();
+  const type = String(req.headers["content-type"] ?? "").toLowerCase();
+  if (type.startsWith("application/grpc-web")) {
+    const grpcStatus = { unimplemented: Code.Unimplemented, invalid_argument: Code.InvalidArgument, resource_exhausted: Code.ResourceExhausted, internal: Code.Internal }[code];
+    res.writeHead(200, { "content-type": type.startsWith("application/grpc-web-text") ? "application/grpc-web-text+proto" : "application/grpc-web+proto", "grpc-status": String(grpcStatus), "grpc-message": encodeURIComponent(message) });
+    res.end();
+    return;
+  }
+  if (type.startsWith("application/connect+")) {
+    const json = Buffer.from(JSON.stringify({ error: { code, message } }));
+    const envelope = Buffer.alloc(5 + json.length);
+    envelope.writeUInt8(0b10, 0); // end of stream
+    envelope.writeUInt32BE(json.length, 1);
+    json.copy(envelope, 5);
+    res.writeHead(200, { "content-type": type.split(";")[0]! }).end(envelope);
+    return;
+  }
+  res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify({ code, message }));
+}
+
+/**
+ * A binary request message checked before the call is dispatched: connect-node reports a message it
+ * cannot parse as `internal` (its parser serves clients and servers alike), but a malformed request
+ * is the caller's error — `invalid_argument`. Binary Connect (unary `application/proto`, streaming
+ * `application/connect+proto`) and gRPC-Web bodies are read (up to the body limit) and parsed once;
+ * compressed or JSON ones go on unread (connect-node reports JSON it cannot parse as invalid_argument).
+ */
+async function checkedMessage(request: UniversalServerRequest, method: DescMethod, maxBytes: number): Promise<{ request: UniversalServerRequest } | { refusal: { code: "invalid_argument" | "resource_exhausted"; message: string } }> {
+  const type = (request.header.get("content-type") ?? "").toLowerCase().split(";")[0]!.trim();
+  const enveloped = type === "application/connect+proto" || type === "application/grpc-web" || type === "application/grpc-web+proto";
+  if ((type !== "application/proto" && !enveloped) || request.header.get("content-encoding") || !isAsyncIterable(request.body)) return { request };
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of request.body) {
+    size += chunk.byteLength;
+    if (size > maxBytes) return { refusal: { code: "resource_exhausted", message: `the request is larger than ${maxBytes} bytes` } };
+    chunks.push(chunk);
+  }
+  const bytes = Buffer.concat(chunks);
+  let message: Uint8Array = bytes;
+  if (enveloped) {
+    const length = bytes.length >= 5 ? bytes.readUInt32BE(1) : -1;
+    if (length < 0 || bytes.length !== 5 + length) return { refusal: { code: "invalid_argument", message: "the request is not one enveloped message" } };
+    if ((bytes[0]! & 0b1) !== 0) return { request: { ...request, body: once(bytes) } }; // compressed: connect-node reads it
+    message = bytes.subarray(5);
+  }
+  try {
+    fromBinary(method.input, message);
+  } catch (err) {
+    return { refusal: { code: "invalid_argument", message: `the request is not a valid ${method.input.typeName}: ${err instanceof Error ? err.message : String(err)}` } };
+  }
+  return { request: { ...request, body: once(bytes) } };
+}
+
+function isAsyncIterable(value: unknown): value is AsyncIterable<Uint8Array> {
+  return typeof value === "object" && value !== null && Symbol.asyncIterator in value;
+}
+
+async function* once(bytes: Uint8Array): AsyncIterable<Uint8Array> {
+  yield bytes;
+}
