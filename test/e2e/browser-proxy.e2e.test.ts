@@ -25,7 +25,7 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
 
   before(async function () {
     this.timeout(120_000);
-    env = await startE2eMesh("browser-proxy", { envFor: { gateway: { GATEWAY_CORS_ORIGINS: `${PAGE_ORIGIN},https://other.switchyard.test` } } });
+    env = await startE2eMesh("browser-proxy", { metrics: true, envFor: { gateway: { GATEWAY_CORS_ORIGINS: `${PAGE_ORIGIN},https://other.switchyard.test` } } });
     alice = await env.api.login(ALICE);
     rpc = `${env.mesh.gatewayUrl}/rpc`;
   });
@@ -64,7 +64,7 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
         expect(otherTenant.code, "another tenant's document is not found").to.equal(Code.NotFound);
       });
 
-      it("streams WatchPosts: subscribed, then each new post as it is made; the call ends when the page aborts", async () => {
+      it("streams WatchPosts: subscribed, then each new post as it is made; when the page aborts, the call upstream is cancelled too", async () => {
         const content = createClient(ContentService, transport());
         const controller = new AbortController();
         const seen: string[] = [];
@@ -89,6 +89,16 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
         expect(made.status).to.equal(201);
         await watching;
         expect(seen).to.deep.equal([title]);
+        // The page went away: its call upstream is cancelled, and content holds no stream for it.
+        const until = Date.now() + 5_000;
+        let open = Number.NaN;
+        while (Date.now() < until) {
+          const scrape = await (await fetch(`http://127.0.0.1:${env.mesh.metricsPorts.content[0]}/metrics`)).text();
+          open = Number(/^switchyard_rpc_server_open_streams(?:\{[^}]*\})? (\S+)$/m.exec(scrape)?.[1]);
+          if (open === 0) break;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        expect(open, "content's open streams once the page aborted").to.equal(0);
       });
 
       it("answers client and bidirectional streaming with unimplemented, saying they are not available through the browser proxy", async () => {
