@@ -12,7 +12,7 @@ import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { OperatorService } from "@switchyard/gen/switchyard/identity/v1/operator_pb.js";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
-import { ALICE, CAROL, newKey, startE2eMesh, unique, type E2eMesh } from "../support/http.js";
+import { ALICE, BOB, CAROL, newKey, startE2eMesh, unique, type E2eMesh } from "../support/http.js";
 
 const PAGE_ORIGIN = "http://app.switchyard.test:3000";
 const RATE_LIMIT = 40;
@@ -187,7 +187,7 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
     let limited: E2eMesh;
     before(async function () {
       this.timeout(120_000);
-      limited = await startE2eMesh("browser-proxy-limits", { envFor: { gateway: { GATEWAY_RATE_LIMIT: String(RATE_LIMIT), GATEWAY_RATE_WINDOW_SECONDS: "600" } } });
+      limited = await startE2eMesh("browser-proxy-limits", { envFor: { gateway: { GATEWAY_RATE_LIMIT: String(RATE_LIMIT), GATEWAY_RATE_WINDOW_SECONDS: "600", GATEWAY_MAX_STREAMS_PER_CALLER: "1" } } });
     });
     after(async function () {
       this.timeout(60_000);
@@ -209,6 +209,36 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
       expect(refused?.metadata.get("retry-after")).to.match(/^\d+$/);
       const v1 = await limited.api.get("/v1/catalog/items", { token });
       expect(v1.status, "the same quota").to.equal(429);
+    });
+
+    it("holds a caller to its live streams (GATEWAY_MAX_STREAMS_PER_CALLER, shared with the SSE feed): one more WatchPosts is resource_exhausted, and the slot comes back when the first ends", async () => {
+      const token = await limited.api.login(BOB);
+      const content = createClient(ContentService, createGrpcWebTransport({ baseUrl: `${limited.mesh.gatewayUrl}/rpc`, httpVersion: "1.1" }));
+      const headers = { authorization: `Bearer ${token}` };
+      const open = async () => {
+        const controller = new AbortController();
+        const iterator = content.watchPosts({}, { headers, signal: controller.signal })[Symbol.asyncIterator]();
+        const first = await iterator.next();
+        return { subscribed: first.value?.subscribed === true, close: () => controller.abort() };
+      };
+      const one = await open();
+      expect(one.subscribed).to.equal(true);
+      const refused = await refusal(() => open());
+      expect([Code[refused.code], refused.rawMessage]).to.deep.equal(["ResourceExhausted", "at most 1 live streams at once; close one first"]);
+      const sse = await fetch(`${limited.mesh.gatewayUrl}/v1/posts`, { headers: { ...headers, accept: "text/event-stream" } });
+      expect(sse.status, "the SSE feed counts against the same slots").to.equal(429);
+      await sse.body?.cancel();
+      one.close();
+      let again: { subscribed: boolean; close(): void } | undefined;
+      for (let i = 0; i < 50 && !again; i++) {
+        try {
+          again = await open();
+        } catch {
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
+      expect(again?.subscribed, "a slot back once the first stream ended").to.equal(true);
+      again!.close();
     });
   });
 });
