@@ -10,8 +10,12 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { ROOT } from "./processes.js";
 
-/** The last commit before metrics, request ids, access logs and tracing (2147a62) landed. */
-export const BEFORE_OBSERVABILITY = "eae19c0";
+/**
+ * main just before observability (metrics, request ids, access logs, tracing) landed on it with
+ * b7d89dc: the embedded store's footprint work (--liftoff-only, a smaller shared_buffers) is in
+ * both, so the comparison holds observability alone — and what landed on the read path since.
+ */
+export const BEFORE_OBSERVABILITY = "f9e109b";
 
 interface BaselineFixture {
   gatewayUrl: string;

@@ -257,12 +257,13 @@ async function tracedRead(outcomes: HttpOutcome[]): Promise<void> {
 
 /**
  * Scenario 3 on the mesh as it was before observability (BEFORE_OBSERVABILITY, built beside this
- * tree) and on today's, alternately, ROUNDS times each: a mesh's figure moves by several percent from
- * one start to the next, more than the 3 % asked about, so each side is the median of its rounds.
+ * tree) and on today's, alternately, ROUNDS times each. On this shared machine a mesh's CPU per
+ * request moves by 10–15 % from one start to the next — more than the 3 % asked about — and only
+ * upwards (other work, a worse core): each side is its least disturbed round, the lowest CPU per request.
  */
 async function readBeforeObservability(outcomes: HttpOutcome[]): Promise<void> {
-  const ROUNDS = 3;
-  const labels = { before: `3b GET /v1/payments/{id} (mesh at ${BEFORE_OBSERVABILITY}, before observability; median of ${ROUNDS})`, now: `3n GET /v1/payments/{id} (mesh today, tracing off; median of ${ROUNDS}, alternating with 3b)` };
+  const ROUNDS = 5;
+  const labels = { before: `3b GET /v1/payments/{id} (mesh at ${BEFORE_OBSERVABILITY}, before observability; best of ${ROUNDS})`, now: `3n GET /v1/payments/{id} (mesh today, tracing off; best of ${ROUNDS}, alternating with 3b)` };
   let baseline: Baseline | undefined;
   try {
     baseline = await prepareBaseline(BEFORE_OBSERVABILITY, (line) => console.error(line));
@@ -278,9 +279,10 @@ async function readBeforeObservability(outcomes: HttpOutcome[]): Promise<void> {
         }
       }
     }
-    const median = (rs: HttpLoadResult[]) => [...rs].sort((a, b) => (a.serverCpuMsPerRequest ?? 0) - (b.serverCpuMsPerRequest ?? 0))[Math.floor(rs.length / 2)]!;
-    outcomes.push({ id: "read-before", label: labels.before, result: median(runs.before) });
-    outcomes.push({ id: "read-now", label: labels.now, result: median(runs.now) });
+    const best = (rs: HttpLoadResult[]) => [...rs].sort((a, b) => (a.serverCpuMsPerRequest ?? Infinity) - (b.serverCpuMsPerRequest ?? Infinity))[0]!;
+    outcomes.push({ id: "read-before", label: labels.before, result: best(runs.before) });
+    outcomes.push({ id: "read-now", label: labels.now, result: best(runs.now) });
+    console.error(`  server CPU ms/request by round — before: ${runs.before.map((r) => r.serverCpuMsPerRequest?.toFixed(3)).join(", ")}; today: ${runs.now.map((r) => r.serverCpuMsPerRequest?.toFixed(3)).join(", ")}`);
   } catch (err) {
     if (interrupted) throw err;
     for (const side of ["before", "now"] as const) outcomes.push({ id: `read-${side}`, label: labels[side], error: message(err).split("\n")[0]! });

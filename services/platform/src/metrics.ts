@@ -6,7 +6,8 @@
 // reports into these.
 import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Counter, Gauge, Registry } from "prom-client";
+import { LabeledHistogram } from "./labeled-histogram.js";
 
 export const registry = new Registry();
 
@@ -17,13 +18,13 @@ const STATEMENT_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 
 
 // ---- the edge (gateway) ------------------------------------------------------------------------------
 
-export const httpRequestDuration = new Histogram({
-  name: "switchyard_http_request_duration_seconds",
-  help: "Requests answered by the gateway, by method, route template and status class (its _count is the request rate; 5xx the errors)",
-  labelNames: ["method", "route", "status_class"] as const,
-  buckets: LATENCY_BUCKETS,
-  registers: [registry],
-});
+export const httpRequestDuration = new LabeledHistogram(
+  "switchyard_http_request_duration_seconds",
+  "Requests answered by the gateway, by method, route template and status class (its _count is the request rate; 5xx the errors)",
+  ["method", "route", "status_class"] as const,
+  LATENCY_BUCKETS,
+  registry,
+);
 
 export const gatewayStreamsOpened = new Counter({
   name: "switchyard_gateway_streams_opened_total",
@@ -81,13 +82,13 @@ gatewayGauge("switchyard_gateway_shared_live_streams", "Upstream live streams th
 
 // ---- gRPC, both sides --------------------------------------------------------------------------------
 
-export const rpcServerDuration = new Histogram({
-  name: "switchyard_rpc_server_duration_seconds",
-  help: "gRPC calls served (unary and client streaming), by service, method and gRPC code",
-  labelNames: ["rpc_service", "rpc_method", "grpc_code"] as const,
-  buckets: LATENCY_BUCKETS,
-  registers: [registry],
-});
+export const rpcServerDuration = new LabeledHistogram(
+  "switchyard_rpc_server_duration_seconds",
+  "gRPC calls served (unary and client streaming), by service, method and gRPC code",
+  ["rpc_service", "rpc_method", "grpc_code"] as const,
+  LATENCY_BUCKETS,
+  registry,
+);
 
 export const rpcServerStreams = new Counter({
   name: "switchyard_rpc_server_streams_total",
@@ -96,13 +97,13 @@ export const rpcServerStreams = new Counter({
   registers: [registry],
 });
 
-export const rpcClientDuration = new Histogram({
-  name: "switchyard_rpc_client_duration_seconds",
-  help: "gRPC calls made to other services (unary), by service, method and gRPC code",
-  labelNames: ["rpc_service", "rpc_method", "grpc_code"] as const,
-  buckets: LATENCY_BUCKETS,
-  registers: [registry],
-});
+export const rpcClientDuration = new LabeledHistogram(
+  "switchyard_rpc_client_duration_seconds",
+  "gRPC calls made to other services (unary), by service, method and gRPC code",
+  ["rpc_service", "rpc_method", "grpc_code"] as const,
+  LATENCY_BUCKETS,
+  registry,
+);
 
 let openStreams: (() => number) | undefined;
 export function reportOpenStreams(source: (() => number) | undefined): void {
@@ -138,13 +139,13 @@ new Gauge({
   },
 });
 
-export const dbStatementDuration = new Histogram({
-  name: "switchyard_db_statement_duration_seconds",
-  help: "Database statements, by SQL verb (SELECT, INSERT, …) and outcome",
-  labelNames: ["operation", "outcome"] as const,
-  buckets: STATEMENT_BUCKETS,
-  registers: [registry],
-});
+export const dbStatementDuration = new LabeledHistogram(
+  "switchyard_db_statement_duration_seconds",
+  "Database statements, by SQL verb (SELECT, INSERT, …) and outcome",
+  ["operation", "outcome"] as const,
+  STATEMENT_BUCKETS,
+  registry,
+);
 
 /** Connections of one open database: in use, and callers waiting for one. */
 export interface PoolStats {
