@@ -115,13 +115,12 @@ async function readAll(input: NodeJS.ReadStream): Promise<string> {
   return text;
 }
 
-/** One line typed on a terminal, without echo (raw mode: the terminal shows nothing, we handle the keys). */
+/** One line typed on a terminal already in raw mode (it shows nothing; we handle the keys). */
 function readHiddenLine(prompt: string, input: NodeJS.ReadStream, output: Writable): Promise<string> {
   return new Promise((resolve, reject) => {
     let typed = "";
     const finish = (error?: Error) => {
       input.off("data", onData);
-      input.setRawMode(false);
       input.pause();
       output.write("\n");
       if (error) reject(error);
@@ -138,20 +137,26 @@ function readHiddenLine(prompt: string, input: NodeJS.ReadStream, output: Writab
         else if (ch >= " ") typed += ch;
       }
     };
-    output.write(prompt);
     input.setEncoding("utf8");
-    input.setRawMode(true);
     input.on("data", onData);
     input.resume();
+    output.write(prompt);
   });
 }
 
 async function readPassword(command: CreateTenantCommand, io: AdminIo): Promise<string> {
   if (command.passwordFile !== undefined) return passwordIn(readFileSync(command.passwordFile, "utf8"), command.passwordFile);
   if (!io.stdin.isTTY) return passwordIn(await readAll(io.stdin), "stdin");
-  const password = await readHiddenLine(`Password for ${command.adminEmail}: `, io.stdin, io.stderr);
-  if ((await readHiddenLine("Repeat it: ", io.stdin, io.stderr)) !== password) throw new Error("the two passwords differ");
-  return passwordIn(password, "what was typed");
+  // Echo goes off before the first prompt shows and comes back only after the second answer: a
+  // password typed as soon as a prompt appears (or pasted ahead) is never shown by the terminal.
+  io.stdin.setRawMode(true);
+  try {
+    const password = await readHiddenLine(`Password for ${command.adminEmail}: `, io.stdin, io.stderr);
+    if ((await readHiddenLine("Repeat it: ", io.stdin, io.stderr)) !== password) throw new Error("the two passwords differ");
+    return passwordIn(password, "what was typed");
+  } finally {
+    io.stdin.setRawMode(false);
+  }
 }
 
 /** One line that says what went wrong, for the operator (it never contains the password or a token). */
