@@ -8,7 +8,6 @@
 // allocation rate for a while and runs a shrinking GC — 20 to 45 s after ready here — so the target is
 // held against the figure 90 s after ready, and the early one is printed beside it. Embedded storage; with
 // measureFootprint({ databaseUrl }) a PostgreSQL server, each service in a schema of its own, dropped at the end.
-import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { availableParallelism, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -17,6 +16,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { serverSchemas } from "./server-schemas.js";
 import { SERVICES, startMesh, type Mesh, type ServiceName } from "../scripts/mesh.js";
 import { track } from "./processes.js";
+import { cpuSeconds, rssMb } from "./machine.js";
 
 /** Issue 16: `npm start` ready within 10 s on a first run, 5 s after; idle RSS per process. */
 export const TARGETS = { firstRunMs: 10_000, laterRunMs: 5_000, rssMbEmbedded: 250, rssMbServer: 100 } as const;
@@ -41,18 +41,7 @@ export interface Footprint {
   second: RunFootprint;
 }
 
-function rssMb(pid: number | undefined): number {
-  const status = readFileSync(`/proc/${pid}/status`, "utf8");
-  const kb = Number(/^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1]);
-  return kb / 1024;
-}
 
-function cpuSeconds(pid: number | undefined): number {
-  // "pid (comm) state ppid … utime stime …": comm may hold spaces, so split after its last ')'.
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ
-}
 
 async function run(dataDir: string, env: NodeJS.ProcessEnv, earlySeconds: number, idleSeconds: number): Promise<RunFootprint> {
   const started = performance.now();

@@ -4,12 +4,13 @@
 // delivery (p50/p99/max), and the resident memory of the gateway and content per idle subscriber.
 // The client holding the subscribers runs on one core, every mesh process on the other (taskset).
 // Run with measureLiveFeed() from bench/run.ts, or directly: `tsx bench/live-feed.ts [N …]`.
-import { readFileSync } from "node:fs";
 import { Agent, request, type IncomingMessage } from "node:http";
 import { pathToFileURL } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { startMeshFixture, type MeshFixture } from "./mesh-fixture.js";
 import { pinGeneratorAndMesh, type Pinning } from "./pinning.js";
+import { cpuSeconds, rssMb } from "./machine.js";
+import { Latencies } from "./load/latency.js";
 
 /** Target: 10,000 subscribers held on one gateway, every post delivered to all, p99 ≤ 250 ms. */
 export const LIVE_FEED_TARGET = { subscribers: 10_000, p99Ms: 250 } as const;
@@ -39,20 +40,8 @@ const POSTS = 20;
 const POST_INTERVAL_MS = 250;
 const SETTLE_MS = 3_000;
 
-function rssMb(pid: number | undefined): number {
-  return Number(/^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]) / 1024;
-}
 
-function cpuSeconds(pid: number | undefined): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return Number.NaN;
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
 
 /** Holds N event streams; records when each post (by its title's number) arrives at each. */
 class Subscribers {
@@ -181,15 +170,16 @@ export async function measureLiveFeed(subscribers: number): Promise<LiveFeedResu
       content: ((cpuSeconds(content) - cpuBefore.content) * 1e6) / deliveries,
       client: (clientCpu.user + clientCpu.system) / deliveries,
     };
-    const latencies = subs.arrivals.flatMap((times, n) => times.map((t) => t - sentAt[n]!)).sort((a, b) => a - b);
+    const latencies = new Latencies();
+    subs.arrivals.forEach((times, n) => times.forEach((t) => latencies.record(t - sentAt[n]!)));
     const result: LiveFeedResult = {
       subscribers,
       refused: subs.refused,
       posts: POSTS,
       deliveredRatio: expected === 0 ? 0 : received() / expected,
-      p50Ms: percentile(latencies, 50),
-      p99Ms: percentile(latencies, 99),
-      maxMs: latencies[latencies.length - 1] ?? Number.NaN,
+      p50Ms: latencies.percentileMs(50),
+      p99Ms: latencies.percentileMs(99),
+      maxMs: latencies.maxMs,
       openSeconds,
       rssMb: { gateway: { before: before.gateway, held: held.gateway }, content: { before: before.content, held: held.content } },
       cpuUsPerDelivery,

@@ -12,6 +12,19 @@ interface ProcStat {
 
 const MS_PER_TICK = 10; // USER_HZ is 100 on Linux
 
+/** One process's resident memory (VmRSS), in MiB. */
+export function rssMb(pid: number | undefined): number {
+  return Number(/^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]) / 1024;
+}
+
+/** The CPU time (user + system) one process has used, in seconds. */
+export function cpuSeconds(pid: number | undefined): number {
+  // "pid (comm) state ppid … utime stime …": comm may hold spaces, so split after its last ')'.
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return ((Number(f[11]) + Number(f[12])) * MS_PER_TICK) / 1000;
+}
+
 /** Every process's parent and CPU time; empty when /proc is not there. */
 export function processTable(): ProcStat[] {
   let entries: string[];

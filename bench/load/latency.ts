@@ -13,6 +13,11 @@ export class Latencies {
     return this.histogram.count;
   }
 
+  /** The largest sample in milliseconds. */
+  get maxMs(): number {
+    return this.count === 0 ? NaN : this.histogram.max / 1_000;
+  }
+
   /** The given percentile (0–100) in milliseconds. */
   percentileMs(p: number): number {
     return this.count === 0 ? NaN : this.histogram.percentile(p) / 1_000;

@@ -223,7 +223,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       if (cors.handle(req, res, pathname)) return;
       if (pathname.startsWith(`${RPC_PREFIX}/`)) {
         record.route = rpc.routeOf(pathname);
-        return rpc.handle(req, res, { address: clientAddress(req, config.trustedProxyHops), requestId: record.requestId });
+        return rpc.handle(req, res, { address: clientAddress(req, config.trustedProxyHops), requestId: record.requestId, refusedBy: (quota) => (record.quotaKind = quota) });
       }
       if (pathname === "/readyz") {
         // Draining before exit: out of rotation, so no new work is sent here.

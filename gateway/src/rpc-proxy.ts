@@ -59,7 +59,14 @@ export interface RpcProxyOptions {
   onShed(): void;
 }
 
-const REQUEST = createContextKey<{ address: string; requestId: string } | undefined>(undefined, { description: "the HTTP request's client address and id" });
+/** What the proxy learns of the HTTP request, and tells its access record (which quota refused it). */
+export interface RpcRequest {
+  address: string;
+  requestId: string;
+  refusedBy(quota: "user" | "address" | "streams"): void;
+}
+
+const REQUEST = createContextKey<RpcRequest | undefined>(undefined, { description: "the HTTP request's client address, id and access record" });
 const CALLER = createContextKey<Caller | undefined>(undefined, { description: "the verified caller" });
 
 const notThroughBrowsers = (service: DescService, method: DescMethod) =>
@@ -70,7 +77,7 @@ const notThroughBrowsers = (service: DescService, method: DescMethod) =>
 
 export interface RpcProxy {
   /** Serves one request under /rpc/ — its client address (as /v1 reads it) and request id given. */
-  handle(req: IncomingMessage, res: ServerResponse, request: { address: string; requestId: string }): void;
+  handle(req: IncomingMessage, res: ServerResponse, request: RpcRequest): void;
   /** The route a path counts under in metrics and the access log: a method's path, or one name for all others (bounded). */
   routeOf(path: string): string;
 }
@@ -99,22 +106,22 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
     return { headers, signal: ctx.signal, ...(timeoutMs !== undefined ? { timeoutMs } : {}) };
   }
 
+  /** The methods a page may call, each with its upstream client's function. */
+  const allowed = Object.entries(clients).flatMap(([typeName, { service, client }]) =>
+    service.methods.filter((method) => BROWSER_METHODS[typeName]!.includes(method.name)).map((method) => ({ service, method, call: client[method.localName]! })),
+  );
+
   function routes(router: ConnectRouter): void {
-    for (const [typeName, { service, client }] of Object.entries(clients)) {
-      const allowed = new Set(BROWSER_METHODS[typeName]);
-      for (const method of service.methods) {
-        // Only the allowed methods exist here: any other path falls through to `unknown` (404, unimplemented).
-        if (!allowed.has(method.name)) continue;
-        const call = client[method.localName]!;
-        if (method.methodKind === "unary") {
-          router.rpc(method as DescMethodUnary, (req: unknown, ctx: HandlerContext) => call(req, callOptions(ctx, method)) as never);
-        } else if (method.methodKind === "server_streaming") {
-          router.rpc(method as DescMethodServerStreaming, async function* (req: unknown, ctx: HandlerContext) {
-            yield* call(req, callOptions(ctx, method)) as AsyncIterable<never>;
-          });
-        }
-        // Client and bidirectional streaming are answered before the adapter (see `handle`).
+    // Only the allowed methods exist here: any other path is answered `unimplemented` (see `handle`).
+    for (const { method, call } of allowed) {
+      if (method.methodKind === "unary") {
+        router.rpc(method as DescMethodUnary, (req: unknown, ctx: HandlerContext) => call(req, callOptions(ctx, method)) as never);
+      } else if (method.methodKind === "server_streaming") {
+        router.rpc(method as DescMethodServerStreaming, async function* (req: unknown, ctx: HandlerContext) {
+          yield* call(req, callOptions(ctx, method)) as AsyncIterable<never>;
+        });
       }
+      // Client and bidirectional streaming are answered before the router (see `handle`).
     }
   }
 
@@ -133,7 +140,10 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
     }
     const key = quotaKey(caller, request?.address ?? "unknown");
     const quota = await options.rateLimiter.check(key);
-    if (!quota.allowed) throw new ConnectError(options.rateLimitedMessage, Code.ResourceExhausted, quota.headers);
+    if (!quota.allowed) {
+      request?.refusedBy(caller ? "user" : "address");
+      throw new ConnectError(options.rateLimitedMessage, Code.ResourceExhausted, quota.headers);
+    }
     const release = options.concurrency.tryAcquire();
     if (!release) {
       options.onShed();
@@ -157,6 +167,7 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
     const slot = options.streamSlots.take(key);
     if (!slot) {
       release(false);
+      request?.refusedBy("streams");
       throw new ConnectError(`at most ${options.maxStreamsPerCaller} live streams at once; close one first`, Code.ResourceExhausted, { "retry-after": "5" });
     }
     let res;
@@ -195,11 +206,7 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
   routes(router);
   const handlers = new Map(router.handlers.map((h) => [`${RPC_PREFIX}${h.requestPath}`, h]));
 
-  /** Every allowed method by its path, and the refusal of those a browser cannot call. */
-  const methods = new Map<string, { service: DescService; method: DescMethod }>();
-  for (const [typeName, { service }] of Object.entries(clients)) {
-    for (const method of service.methods) if (BROWSER_METHODS[typeName]!.includes(method.name)) methods.set(`${RPC_PREFIX}/${typeName}/${method.name}`, { service, method });
-  }
+  const methods = new Map(allowed.map((a) => [`${RPC_PREFIX}/${a.service.typeName}/${a.method.name}`, a]));
   return {
     handle(req, res, request) {
       const path = (req.url ?? "").split("?")[0]!;
@@ -213,10 +220,9 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
       void checkedMessage(universal, found.method, options.maxBodyBytes).then(async (checked) => {
         if ("refusal" in checked) return refuse(req, res, checked.refusal.code, checked.refusal.message, 400);
         await universalResponseToNodeResponse(await handler(checked.request), res);
-      }).catch((err: unknown) => {
+      }).catch(() => {
         // The call was answered as far as it could be (a client gone mid-answer); nothing more to send.
         if (!res.headersSent) refuse(req, res, "internal", "the browser proxy could not answer", 500);
-        void err;
       });
     },
     routeOf: (path) => (methods.has(path) ? path : `${RPC_PREFIX}/{other}`),

@@ -240,5 +240,12 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
       expect(again?.subscribed, "a slot back once the first stream ended").to.equal(true);
       again!.close();
     });
+
+    it("counts the proxy's refusals by the quota that made them, as /v1's (not as identity's login throttle), whatever status the protocol says them with", async () => {
+      const scrape = await (await fetch(`${limited.mesh.gatewayUrl}/metrics`)).text();
+      const refused = (kind: string) => Number(new RegExp(`^switchyard_gateway_rate_limited_total\\{[^}]*kind="${kind}"[^}]*\\} (\\S+)$`, "m").exec(scrape)?.[1] ?? 0);
+      // The quota: one Connect refusal (429) and one /v1 refusal; the stream slots: one gRPC-Web refusal (in a 200's trailers) and one SSE 429.
+      expect({ user: refused("user"), streams: refused("streams"), login: refused("login") }).to.deep.equal({ user: 2, streams: 2, login: 0 });
+    });
   });
 });

@@ -97,29 +97,25 @@ export const contentRoutes: RouteGroup = {
         const signal = ctx.streamCallOptions().signal!;
         // Join the tenant's shared tail first, so nothing made while this subscriber catches up is missed.
         const live = await ctx.fanout.join(`posts/${caller.tenantId}`, { headers: { authorization: `Bearer ${caller.token}` }, expiresAt: caller.expiresAt }, sharedPosts(ctx.upstreams.content));
-        const own = new AbortController();
-        const stop = () => {
-          own.abort();
-          live.leave();
-        };
-        signal.addEventListener("abort", stop, { once: true });
-        if (signal.aborted) stop();
+        // The stream's end (the client gone, its token ended, the stream over) aborts the signal: it leaves the shared tail then.
+        signal.addEventListener("abort", live.leave, { once: true });
+        if (signal.aborted) live.leave();
         try {
           // Content decides whether the caller may watch, and replays after the last event the client
           // saw (the SSE reconnect header); the first message confirms the watch, so errors before it
           // are plain HTTP errors.
           const after = typeof ctx.params["last-event-id"] === "string" ? (ctx.params["last-event-id"] as string) : "";
-          const stream = ctx.upstreams.content.watchPosts({ afterCursor: after, untilCaughtUp: true }, { ...ctx.streamCallOptions(), signal: own.signal })[Symbol.asyncIterator]();
+          const stream = ctx.upstreams.content.watchPosts({ afterCursor: after, untilCaughtUp: true }, ctx.streamCallOptions())[Symbol.asyncIterator]();
           await stream.next();
           // Its replay first, then the shared tail less what the replay already sent.
           const sent = new Set<string>();
           return {
             status: 200,
             events: catchUp(stream, sent),
-            follow: (writer) => live.follow(sent, writer).finally(stop),
+            follow: (writer) => live.follow(sent, writer),
           };
         } catch (err) {
-          stop();
+          live.leave();
           throw err;
         }
       }

@@ -79,8 +79,10 @@ export function observeRequest(req: IncomingMessage, res: ServerResponse, truste
     // A live stream lasts minutes: counted apart, not in the latency histogram.
     if (String(res.getHeader("content-type") ?? "").startsWith("text/event-stream")) gatewayStreamsOpened.labels({ route }).inc();
     else observeDuration(method, route, status, seconds);
-    // Any other 429 is identity's failed-login throttle, passed on.
-    if (status === 429) gatewayRateLimited.labels({ kind: record.quotaKind ?? "login" }).inc();
+    // A quota's refusal, whatever the status says it with (gRPC-Web refuses in a 200's trailers); any
+    // other 429 is identity's failed-login throttle, passed on.
+    const refusedBy = record.quotaKind ?? (status === 429 ? "login" : undefined);
+    if (refusedBy) gatewayRateLimited.labels({ kind: refusedBy }).inc();
     const traceId = span?.spanContext().traceId;
     if (span) {
       span.setAttribute("http.route", route);
