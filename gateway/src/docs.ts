@@ -8,6 +8,7 @@ import { readFileSync } from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { edgeError } from "./runtime/errors.js";
 import { sendError } from "./runtime/respond.js";
+import { noneMatchHits } from "./runtime/conditional.js";
 
 /**
  * Only the page's own origin. Besides 'self':
@@ -187,7 +188,7 @@ ${versions.map((v) => `      <li><a href="${docsPathOf(v.version)}">${escapeHtml
         "content-security-policy": DOCS_CSP,
         "referrer-policy": "no-referrer",
       };
-      if (req.headers["if-none-match"]?.split(",").some((tag) => tag.trim() === file.etag)) {
+      if (noneMatchHits(req.headers["if-none-match"], file.etag)) {
         res.writeHead(304, headers);
         return void res.end();
       }

@@ -89,3 +89,23 @@ describe("API versions", () => {
     expect(readFileSync(V2_PATH, "utf8") === v2Document(v1), "v2.yaml is stale: npm run openapi:v2").to.equal(true);
   });
 });
+
+describe("deprecated-route usage log", () => {
+  it("keeps at most a bounded number of tenants named by callers without a token in one line; verified tenants all count", async () => {
+    const { DeprecatedRouteUsage } = await import("@switchyard/gateway/runtime/versions.js");
+    const lines: { usage: { tenant: string; route: string; count: number }[] }[] = [];
+    const logger = { info: (line: { usage: { tenant: string; route: string; count: number }[] }) => lines.push(line) };
+    const usage = new DeprecatedRouteUsage(logger as never, 3_600_000);
+    try {
+      for (let i = 0; i < 1_500; i++) usage.count(`made-up-${i}`, "GET /v1/x", false);
+      usage.count("acme", "GET /v1/x", true);
+      usage.flush();
+      const entries = lines[0]!.usage;
+      expect(entries.length).to.be.at.most(1_002);
+      expect(entries.reduce((n, e) => n + e.count, 0), "every request counted").to.equal(1_501);
+      expect(entries.find((e) => e.tenant === "acme")?.count).to.equal(1);
+    } finally {
+      usage.stop();
+    }
+  });
+});

@@ -4,6 +4,7 @@
 import { create, toBinary } from "@bufbuild/protobuf";
 import { CreateImportJobRequestSchema, type Post, type WatchPostsResponse } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { accepted, created, type RouteContext, type RouteGroup, type ServerSentEvent } from "../runtime/route.js";
+import { noneMatchHits } from "../runtime/conditional.js";
 import { edgeError } from "../runtime/errors.js";
 import type { LiveEvent, LiveSubscription, OpenShared } from "../runtime/live-fanout.js";
 import type { Upstreams } from "../upstreams.js";
@@ -14,13 +15,6 @@ interface CatalogItemImport { sku: string; name: string; price: number; currency
 
 /** gRPC's default largest message is 4 MiB: an import that would not fit is refused here, whatever the body limit. */
 const MAX_IMPORT_MESSAGE_BYTES = 4 * 1024 * 1024 - 64 * 1024;
-
-/** RFC 9110 §13.1.2: does an If-None-Match list name this tag (weak comparison)? */
-function noneMatchHits(header: unknown, etag: string): boolean {
-  if (typeof header !== "string") return false;
-  const strip = (t: string) => t.trim().replace(/^W\//, "");
-  return header.split(",").some((t) => t.trim() === "*" || strip(t) === strip(etag));
-}
 
 const postEvent = (post: Post): LiveEvent => ({ id: post.cursor, event: "post", data: postJson(post) });
 

@@ -68,10 +68,6 @@ function refuse(req: IncomingMessage, error: ReturnType<typeof edgeError>): neve
   throw error;
 }
 
-export async function readJsonBody(req: IncomingMessage, maxBytes: number): Promise<unknown> {
-  return ((await readRequestBody(req, maxBytes, false)) as { value: unknown }).value;
-}
-
 /** The body as JSON, or — when `ndjson` allows it and the client says so — as NDJSON lines. */
 export async function readRequestBody(req: IncomingMessage, maxBytes: number, ndjson: boolean): Promise<RequestBody> {
   const tooLarge = () => edgeError("PAYLOAD_TOO_LARGE", `the request body is larger than ${maxBytes} bytes`);

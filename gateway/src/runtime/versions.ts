@@ -149,6 +149,9 @@ export function deprecationHeaders(version: PublishedVersion, successorPath: str
  * that exist, routes by the document) — and logs the counts every
  * interval (one line for all of them, not one per request), so usage can be watched before removal.
  */
+/** Tenant and route pairs one usage line holds at most from callers without a token. */
+const MAX_USAGE_ENTRIES = 1_000;
+
 export class DeprecatedRouteUsage {
   private counts = new Map<string, { tenant: string; route: string; count: number }>();
   private readonly timer: NodeJS.Timeout;
@@ -160,10 +163,12 @@ export class DeprecatedRouteUsage {
   /** `verified`: the tenant is the verified caller's (else a path's, unbounded: the metric says "unauthenticated"). */
   count(tenant: string, route: string, verified = true): void {
     gatewayDeprecatedRequests.labels({ tenant: verified ? tenant : "unauthenticated", route }).inc();
-    const key = `${tenant}\u0000${route}`;
+    // Tenants named by a path are whatever a caller writes: past a bound, one line takes the rest.
+    const named = verified || this.counts.size < MAX_USAGE_ENTRIES ? tenant : "(others, unauthenticated)";
+    const key = `${named}\u0000${route}`;
     const entry = this.counts.get(key);
     if (entry) entry.count++;
-    else this.counts.set(key, { tenant, route, count: 1 });
+    else this.counts.set(key, { tenant: named, route, count: 1 });
   }
 
   flush(): void {

@@ -6,6 +6,7 @@ import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type CallOptions, type Client } from "@connectrpc/connect";
 import { methodDefinition } from "./service-adapter.js";
 import { errorFromStatus } from "./status-details.js";
+import { errorInfoOf } from "../errors.js";
 import { clientTelemetry, type ClientCallTelemetry } from "./telemetry.js";
 
 export type { Client } from "@connectrpc/connect";
@@ -166,7 +167,8 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
               try {
                 return await attempt(request, options);
               } catch (err) {
-                if (!(err instanceof ConnectError) || err.code !== Code.Unavailable || options?.signal?.aborted) throw err;
+                // A replica shedding load is busy, not gone: asking again at once only adds to it.
+                if (!(err instanceof ConnectError) || err.code !== Code.Unavailable || errorInfoOf(err)?.reason === "LOAD_SHED" || options?.signal?.aborted) throw err;
                 if (deadlineAt !== undefined && deadlineAt - Date.now() < 50) throw err;
                 await new Promise((r) => setTimeout(r, 20));
                 return attempt(request, deadlineAt === undefined ? options : { ...options, timeoutMs: deadlineAt - Date.now() });
