@@ -4,7 +4,8 @@
 import { randomUUID } from "node:crypto";
 import { echoClient, type ClientKind } from "./echo-clients.js";
 import { measureCalls } from "./load/grpc-load.js";
-import { measureHttp, type HttpLoadResult } from "./load/http-load.js";
+import { measureHttp } from "./load/http-load.js";
+import { measureInterleaved, type InterleavedResult, type Setup } from "./load/interleaved.js";
 import { PAYMENT_BODY, startMeshFixture, type MeshFixture } from "./mesh-fixture.js";
 import { killAll, startServer, type ServerProcess } from "./processes.js";
 import { printReport, READ_PATH_TARGET, writeResults, type HttpOutcome, type LibraryOutcome, type Outcome, type Settings } from "./report.js";
@@ -165,64 +166,93 @@ async function httpPaths(outcomes: HttpOutcome[]): Promise<void> {
   }
 }
 
+/** Interleaved comparisons (load/interleaved.ts): fresh starts, and slices of load per start and target. */
+const COMPARISON = {
+  starts: Number(process.env.BENCH_COMPARE_STARTS ?? 3),
+  rounds: Number(process.env.BENCH_COMPARE_ROUNDS ?? 6),
+  sliceSeconds: 2,
+  warmupSeconds: 2,
+  connections: settings.inFlight,
+};
+
+/** The same-work reference's processes for one read: a grpc-js server doing that one store read, behind the bare hop. */
+async function startReference(read: "payment" | "document", databaseUrl: string | undefined): Promise<Setup> {
+  const dataDir = await mkdtemp(join(tmpdir(), "switchyard-bench-ref-"));
+  const schemas = databaseUrl ? serverSchemas(databaseUrl, "ref") : undefined;
+  let store: ServerProcess | undefined;
+  let hop: ServerProcess | undefined;
+  const stop = async () => {
+    await release(hop, store);
+    await rm(dataDir, { recursive: true, force: true });
+    await schemas?.drop();
+  };
+  try {
+    const schema = schemas?.env[read === "payment" ? "PAYMENTS_DB_SCHEMA" : "CONTENT_DB_SCHEMA"] ?? (read === "payment" ? "payments" : "content");
+    store = await hold(startServer("store-read-grpcjs.ts", { READ: read, DATA_DIR: dataDir, DB_SCHEMA: schema, DATABASE_URL: databaseUrl ?? "" }, NODE_FLAGS));
+    hop = await hold(startServer("bare-hop.ts", { ECHO_ADDRESS: store.address }, NODE_FLAGS));
+    return { targets: { [read]: { url: `http://${hop.address}/` } }, processes: { "bare-hop": hop.pid, "store-read": store.pid }, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/** The mesh's two read paths (GET /v1/payments/{id}, GET /v1/docs/{id}) as a setup of an interleaved comparison. */
+async function startMeshReads(databaseUrl: string | undefined): Promise<Setup> {
+  const mesh = await hold(startMeshFixture({ limit: "none", databaseUrl }));
+  const headers = { authorization: `Bearer ${mesh.token}` };
+  return {
+    targets: { payment: { url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers }, document: { url: `${mesh.gatewayUrl}/v1/docs/${mesh.docId}`, headers } },
+    processes: { gateway: mesh.pids.gateway, payments: mesh.pids.payments, content: mesh.pids.content, identity: mesh.pids.identity, orders: mesh.pids.orders },
+    stop: () => release(mesh),
+  };
+}
+
 /**
  * Issue 15's reference: the same work with nothing else — node:http → grpc-js → a grpc-js server
  * doing the one store read the real path does (payments' getPayment, content's getDocument) on the
  * same engine, through the same adapter, with the node flags of the mesh's processes — against
- * GET /v1/payments/{id} and GET /v1/docs/{id} through the mesh on that engine. Embedded PGlite
- * (the mesh of scenarios 3 and 5), and the PostgreSQL server when DATABASE_URL is set.
+ * GET /v1/payments/{id} and GET /v1/docs/{id} through the mesh on that engine. Embedded PGlite, and
+ * the PostgreSQL server when DATABASE_URL is set. The mesh and both references run at once and are
+ * loaded in turn (load/interleaved.ts), on fresh processes several times over.
  */
 async function sameWork(outcomes: HttpOutcome[]): Promise<void> {
   const engines: { engine: "pglite" | "postgres"; databaseUrl?: string }[] = [{ engine: "pglite" }];
   if (process.env.DATABASE_URL) engines.push({ engine: "postgres", databaseUrl: process.env.DATABASE_URL });
   for (const { engine, databaseUrl } of engines) {
-    for (const read of ["payment", "document"] as const) {
-      await scenario(outcomes, `ref-${read}-${engine}`, `R same-work reference: node:http → grpc-js → one ${read} read (${engine})`, async () => {
-        const dataDir = await mkdtemp(join(tmpdir(), "switchyard-bench-ref-"));
-        const schemas = databaseUrl ? serverSchemas(databaseUrl, "ref") : undefined;
-        let store: ServerProcess | undefined;
-        let hop: ServerProcess | undefined;
-        try {
-          const schema = schemas?.env[read === "payment" ? "PAYMENTS_DB_SCHEMA" : "CONTENT_DB_SCHEMA"] ?? (read === "payment" ? "payments" : "content");
-          store = await hold(startServer("store-read-grpcjs.ts", { READ: read, DATA_DIR: dataDir, DB_SCHEMA: schema, DATABASE_URL: databaseUrl ?? "" }, NODE_FLAGS));
-          hop = await hold(startServer("bare-hop.ts", { ECHO_ADDRESS: store.address }, NODE_FLAGS));
-          return await measureHttp({ url: `http://${hop.address}/` }, { ...load, processes: { "bare-hop": hop.pid, "store-read": store.pid } });
-        } finally {
-          await release(hop, store);
-          await rm(dataDir, { recursive: true, force: true });
-          await schemas?.drop();
-        }
-      });
-    }
-    if (engine === "pglite") continue; // the mesh on PGlite: scenarios 3 and 5
-    let mesh: MeshFixture | undefined;
+    const labels = {
+      "reference/payment": [`ref-payment-${engine}`, `R same-work reference: node:http → grpc-js → one payment read (${engine})`],
+      "reference-doc/document": [`ref-document-${engine}`, `R same-work reference: node:http → grpc-js → one document read (${engine})`],
+      "mesh/payment": [`sw-read-${engine}`, `3${engine === "pglite" ? "" : "p"} GET /v1/payments/{id} (mesh, ${engine}, interleaved with R)`],
+      "mesh/document": [`sw-docs-${engine}`, `5${engine === "pglite" ? "" : "p"} GET /v1/docs/{id} (mesh, ${engine}, interleaved with R)`],
+    } as const;
+    console.error(`  the read paths and the same-work references on ${engine}: ${COMPARISON.starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`);
     try {
-      console.error(`  starting the mesh on the PostgreSQL server (no shedding) …`);
-      mesh = await hold(startMeshFixture({ limit: "none", databaseUrl }));
-      const auth = { authorization: `Bearer ${mesh.token}` };
-      const meshLoad = { ...load, processes: mesh.pids };
-      await scenario(outcomes, "read-postgres", "3p GET /v1/payments/{id} (mesh, PostgreSQL server)", () => measureHttp({ url: `${mesh!.gatewayUrl}/v1/payments/${mesh!.paymentId}`, headers: auth }, meshLoad));
-      await scenario(outcomes, "docs-postgres", "5p GET /v1/docs/{id} (mesh, PostgreSQL server)", () => measureHttp({ url: `${mesh!.gatewayUrl}/v1/docs/${mesh!.docId}`, headers: auth }, meshLoad));
+      const results = await measureInterleaved(
+        { mesh: () => startMeshReads(databaseUrl), reference: () => startReference("payment", databaseUrl), "reference-doc": () => startReference("document", databaseUrl) },
+        { ...COMPARISON, onStart: (n) => console.error(`    start ${n + 1} of ${COMPARISON.starts} …`) },
+      );
+      for (const [key, [id, label]] of Object.entries(labels)) {
+        const result = results[key];
+        outcomes.push(result ? { id, label, result } : { id, label, error: "not measured" });
+      }
     } catch (err) {
       if (interrupted) throw err;
-      for (const [id, label] of [["read-postgres", "3p GET /v1/payments/{id} (mesh, PostgreSQL server)"], ["docs-postgres", "5p GET /v1/docs/{id} (mesh, PostgreSQL server)"]] as const) {
-        if (!outcomes.some((o) => o.id === id)) outcomes.push({ id, label, error: message(err).split("\n")[0]! });
-      }
-    } finally {
-      await release(mesh);
+      for (const [id, label] of Object.values(labels)) outcomes.push({ id, label, error: message(err).split("\n")[0]! });
     }
   }
 }
 
 /** The read paths against the same-work reference, per engine (the summary's issue 15 rows). */
-function sameWorkRatios(http: HttpOutcome[]): { path: string; engine: string; ratio: number | undefined }[] {
-  const rps = (id: string) => http.find((o) => o.id === id)?.result?.reqPerSec;
+function sameWorkRatios(http: HttpOutcome[]): { path: string; engine: string; ratio: number | undefined; spread: string | undefined }[] {
+  const result = (id: string) => http.find((o) => o.id === id)?.result as InterleavedResult | undefined;
   const rows = [];
   for (const engine of ["pglite", "postgres"]) {
-    for (const [path, mesh, ref] of [["GET /v1/payments/{id}", engine === "pglite" ? "read" : "read-postgres", `ref-payment-${engine}`], ["GET /v1/docs/{id}", engine === "pglite" ? "docs" : "docs-postgres", `ref-document-${engine}`]] as const) {
-      const a = rps(mesh);
-      const b = rps(ref);
-      rows.push({ path, engine, ratio: a !== undefined && b !== undefined ? a / b : undefined });
+    for (const [path, mesh, ref] of [["GET /v1/payments/{id}", `sw-read-${engine}`, `ref-payment-${engine}`], ["GET /v1/docs/{id}", `sw-docs-${engine}`, `ref-document-${engine}`]] as const) {
+      const a = result(mesh);
+      const b = result(ref);
+      const byStart = a?.reqPerSecByStart && b?.reqPerSecByStart ? a.reqPerSecByStart.map((x, i) => x / b.reqPerSecByStart[i]!) : undefined;
+      rows.push({ path, engine, ratio: a && b ? a.reqPerSec / b.reqPerSec : undefined, spread: byStart?.map((r) => r.toFixed(2)).join(", ") });
     }
   }
   return rows;
@@ -257,32 +287,35 @@ async function tracedRead(outcomes: HttpOutcome[]): Promise<void> {
 
 /**
  * Scenario 3 on the mesh as it was before observability (BEFORE_OBSERVABILITY, built beside this
- * tree) and on today's, alternately, ROUNDS times each. On this shared machine a mesh's CPU per
- * request moves by 10–15 % from one start to the next — more than the 3 % asked about — and only
- * upwards (other work, a worse core): each side is its least disturbed round, the lowest CPU per request.
+ * tree) and on today's, both running at once and loaded in turn (load/interleaved.ts), on fresh
+ * processes several times over: on this shared machine one start's CPU per request differs from the
+ * next by more than the 3 % asked about, and the machine's speed drifts over minutes.
  */
 async function readBeforeObservability(outcomes: HttpOutcome[]): Promise<void> {
-  const ROUNDS = 5;
-  const labels = { before: `3b GET /v1/payments/{id} (mesh at ${BEFORE_OBSERVABILITY}, before observability; best of ${ROUNDS})`, now: `3n GET /v1/payments/{id} (mesh today, tracing off; best of ${ROUNDS}, alternating with 3b)` };
+  const labels = {
+    before: `3b GET /v1/payments/{id} (mesh at ${BEFORE_OBSERVABILITY}, before observability; interleaved with 3n)`,
+    now: `3n GET /v1/payments/{id} (mesh today, tracing off; interleaved with 3b)`,
+  };
   let baseline: Baseline | undefined;
   try {
     baseline = await prepareBaseline(BEFORE_OBSERVABILITY, (line) => console.error(line));
-    const runs: Record<"before" | "now", HttpLoadResult[]> = { before: [], now: [] };
-    for (let round = 0; round < ROUNDS; round++) {
-      for (const side of ["before", "now"] as const) {
-        console.error(`  running ${labels[side]}, round ${round + 1} …`);
-        const mesh = await hold(side === "before" ? baseline.startMesh() : startMeshFixture({ limit: "none" }));
-        try {
-          runs[side].push(await measureHttp({ url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers: { authorization: `Bearer ${mesh.token}` } }, { ...load, processes: mesh.pids }));
-        } finally {
-          await release(mesh);
-        }
-      }
+    const before = baseline;
+    const read = async (start: Promise<{ gatewayUrl: string; token: string; paymentId: string; pids: Record<string, number | undefined>; stop(): Promise<void> }>): Promise<Setup> => {
+      const mesh = await hold(start);
+      return { targets: { read: { url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers: { authorization: `Bearer ${mesh.token}` } } }, processes: mesh.pids, stop: () => release(mesh) };
+    };
+    console.error(`  the read path before observability and today: ${COMPARISON.starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`);
+    const results = await measureInterleaved(
+      { before: () => read(before.startMesh()), now: () => read(startMeshFixture({ limit: "none" })) },
+      { ...COMPARISON, onStart: (n) => console.error(`    start ${n + 1} of ${COMPARISON.starts} …`) },
+    );
+    for (const side of ["before", "now"] as const) {
+      const result = results[`${side}/read`];
+      outcomes.push(result ? { id: `read-${side}`, label: labels[side], result } : { id: `read-${side}`, label: labels[side], error: "not measured" });
     }
-    const best = (rs: HttpLoadResult[]) => [...rs].sort((a, b) => (a.serverCpuMsPerRequest ?? Infinity) - (b.serverCpuMsPerRequest ?? Infinity))[0]!;
-    outcomes.push({ id: "read-before", label: labels.before, result: best(runs.before) });
-    outcomes.push({ id: "read-now", label: labels.now, result: best(runs.now) });
-    console.error(`  server CPU ms/request by round — before: ${runs.before.map((r) => r.serverCpuMsPerRequest?.toFixed(3)).join(", ")}; today: ${runs.now.map((r) => r.serverCpuMsPerRequest?.toFixed(3)).join(", ")}`);
+    const b = results["before/read"];
+    const n = results["now/read"];
+    if (b && n) console.error(`  server CPU per request, today ÷ before, by start: ${b.reqPerSecByStart.map((_, i) => `${((n.reqPerSecByStart[i]! / b.reqPerSecByStart[i]! - 1) * 100).toFixed(1)} % req/s`).join(", ")}`);
   } catch (err) {
     if (interrupted) throw err;
     for (const side of ["before", "now"] as const) outcomes.push({ id: `read-${side}`, label: labels[side], error: message(err).split("\n")[0]! });
@@ -375,8 +408,8 @@ function printExtra(http: HttpOutcome[]): void {
   const read = http.find((o) => o.id === "read")?.result;
   if (docs && hop) out.push(`  target: GET /v1/docs/{id} ≥ ${READ_PATH_TARGET} × bare hop req/s → ${(docs.reqPerSec / hop.reqPerSec).toFixed(2)} → ${docs.reqPerSec / hop.reqPerSec >= READ_PATH_TARGET ? "PASS" : "MISS"}`);
   out.push("", "  The read paths against the same-work reference (node:http → grpc-js → the same one store read, same engine and node flags):");
-  for (const { path, engine, ratio } of sameWorkRatios(http)) {
-    out.push(`  ${path} on ${engine}: ${ratio === undefined ? "not measured" : `${ratio.toFixed(2)} × the reference's req/s (target ≥ ${READ_PATH_TARGET} → ${ratio >= READ_PATH_TARGET ? "PASS" : "MISS"})`}`);
+  for (const { path, engine, ratio, spread } of sameWorkRatios(http)) {
+    out.push(`  ${path} on ${engine}: ${ratio === undefined ? "not measured" : `${ratio.toFixed(2)} × the reference's req/s (target ≥ ${READ_PATH_TARGET} → ${ratio >= READ_PATH_TARGET ? "PASS" : "MISS"}); each start alone: ${spread}`}`);
   }
   const store = extra.storeRead;
   out.push("", "  What one store read costs here, alone (payments' getPayment on embedded PGlite, in process, one at a time):");
@@ -506,11 +539,16 @@ async function main(): Promise<number> {
   const http: HttpOutcome[] = [];
   // BENCH_ONLY=library|http runs one part (while investigating; "paths": B and C without D); the default runs all.
   const only = process.env.BENCH_ONLY;
-  if (only !== "http" && only !== "paths") {
+  if (only === "samework") {
+    // The read paths and their same-work references only (issue 15, part 1), as the full run measures them.
+    console.error("B. the read paths against the same-work reference");
+    await sameWork(http);
+  }
+  if (only !== "http" && only !== "paths" && only !== "samework") {
     console.error("A. gRPC library choice");
     await libraryChoice(library);
   }
-  if (only !== "library") {
+  if (only !== "library" && only !== "samework") {
     console.error("B. HTTP paths");
     await httpPaths(http);
     await sameWork(http);
@@ -525,7 +563,7 @@ async function main(): Promise<number> {
     console.error("C. overload");
     await overload();
   }
-  if (only !== "library" && only !== "paths") {
+  if (only !== "library" && only !== "paths" && only !== "samework") {
     console.error("D. feed paging at depth");
     try {
       extra.feedDepth = [await measureFeedDepth({ databaseUrl: undefined })];

@@ -41,7 +41,8 @@ export interface HttpLoadResult {
   otherCpuPct?: number | undefined;
 }
 
-function fire(target: HttpTarget, connections: number, seconds: number): Promise<HttpLoadResult> {
+/** One closed-loop run: every response must have the expected status. */
+export function fire(target: HttpTarget, connections: number, seconds: number): Promise<HttpLoadResult> {
   const latencies = new Latencies();
   const statusCodes: Record<string, number> = {};
   const perRequest = target.perRequestHeaders;

@@ -1,0 +1,111 @@
+// Comparing paths whose difference is smaller than this machine's noise. On a shared VM the speed of
+// allocation-heavy work drifts by tens of percent within minutes, and one process start runs a few
+// percent faster or slower than the next for its whole life (JIT and heap layout). Measuring one side
+// after the other mixes both into the comparison. Here every side runs at once (idle while not
+// loaded), the load moves between them in short slices, in alternating order, so that a drift falls
+// on all of them alike; and the whole is repeated on fresh processes (`starts`), so that one lucky or
+// unlucky start does not decide it. Each side's figure is the sum over all its slices.
+import { watchCpu } from "../machine.js";
+import { fire, type HttpLoadResult, type HttpTarget } from "./http-load.js";
+
+/** What one start of a side brings up: its load targets, its processes (for CPU), and how to stop it. */
+export interface Setup {
+  targets: Record<string, HttpTarget>;
+  processes: Record<string, number | undefined>;
+  stop(): Promise<void>;
+}
+
+export interface InterleavedOptions {
+  /** Fresh starts of every side; the figures add up over all of them. */
+  starts: number;
+  /** Slices per target and start, in alternating order. */
+  rounds: number;
+  sliceSeconds: number;
+  warmupSeconds: number;
+  connections: number;
+  /** Called before each start, for progress lines. */
+  onStart?: (start: number) => void;
+}
+
+export interface InterleavedResult extends HttpLoadResult {
+  /** req/s of each start (the spread between starts: how far one start alone could be off). */
+  reqPerSecByStart: number[];
+}
+
+interface Tally {
+  requests: number;
+  seconds: number;
+  cpuMs: number;
+  byProcessMs: Record<string, number>;
+  selfCpuMs: number;
+  otherPct: number[];
+  p50: number[];
+  p99: number[];
+  statusCodes: Record<string, number>;
+  byStart: number[];
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? NaN;
+
+/**
+ * Loads every target of every setup in turn. Keys of the result: `<setup>/<target>`. Every start
+ * brings up all setups (one after the other), warms each target, then runs `rounds` slices of each.
+ */
+export async function measureInterleaved(setups: Record<string, () => Promise<Setup>>, options: InterleavedOptions): Promise<Record<string, InterleavedResult>> {
+  const tallies = new Map<string, Tally>();
+  for (let start = 0; start < options.starts; start++) {
+    options.onStart?.(start);
+    const running: [string, Setup][] = [];
+    try {
+      for (const [name, up] of Object.entries(setups)) running.push([name, await up()]);
+      const slots = running.flatMap(([name, setup]) => Object.entries(setup.targets).map(([target, http]) => ({ key: `${name}/${target}`, http, processes: setup.processes })));
+      for (const slot of slots) await fire(slot.http, options.connections, options.warmupSeconds);
+      const thisStart = new Map<string, { requests: number; seconds: number }>();
+      for (let round = 0; round < options.rounds; round++) {
+        for (const slot of round % 2 === 0 ? slots : [...slots].reverse()) {
+          const cpu = watchCpu(slot.processes);
+          const r = await fire(slot.http, options.connections, options.sliceSeconds);
+          const use = cpu();
+          const t = tallies.get(slot.key) ?? { requests: 0, seconds: 0, cpuMs: 0, byProcessMs: {}, selfCpuMs: 0, otherPct: [], p50: [], p99: [], statusCodes: {}, byStart: [] };
+          tallies.set(slot.key, t);
+          t.requests += r.requests;
+          t.seconds += r.seconds;
+          for (const [name, ms] of Object.entries(use.byProcessMs ?? {})) {
+            t.byProcessMs[name] = (t.byProcessMs[name] ?? 0) + ms;
+            t.cpuMs += ms;
+          }
+          t.selfCpuMs += use.selfCpuMs ?? 0;
+          if (use.otherCpuPct !== undefined) t.otherPct.push(use.otherCpuPct);
+          t.p50.push(r.p50Ms);
+          t.p99.push(r.p99Ms);
+          for (const [code, n] of Object.entries(r.statusCodes)) t.statusCodes[code] = (t.statusCodes[code] ?? 0) + n;
+          const s = thisStart.get(slot.key) ?? { requests: 0, seconds: 0 };
+          thisStart.set(slot.key, { requests: s.requests + r.requests, seconds: s.seconds + r.seconds });
+        }
+      }
+      for (const [key, s] of thisStart) tallies.get(key)!.byStart.push(s.requests / s.seconds);
+    } finally {
+      await Promise.allSettled(running.map(([, setup]) => setup.stop()));
+    }
+  }
+  return Object.fromEntries(
+    [...tallies].map(([key, t]) => [
+      key,
+      {
+        requests: t.requests,
+        seconds: t.seconds,
+        reqPerSec: t.requests / t.seconds,
+        // Medians of the slices' percentiles: latencies are not what this comparison is for.
+        p50Ms: median(t.p50),
+        p99Ms: median(t.p99),
+        non2xx: 0,
+        statusCodes: t.statusCodes,
+        serverCpuMsPerRequest: t.cpuMs / t.requests,
+        cpuMsPerRequestBy: Object.fromEntries(Object.entries(t.byProcessMs).map(([name, ms]) => [name, ms / t.requests])),
+        loadGeneratorCpuMsPerRequest: t.selfCpuMs / t.requests,
+        otherCpuPct: t.otherPct.length ? t.otherPct.reduce((a, b) => a + b, 0) / t.otherPct.length : undefined,
+        reqPerSecByStart: t.byStart,
+      },
+    ]),
+  );
+}
