@@ -544,11 +544,25 @@ async function main(): Promise<number> {
     console.error("B. the read paths against the same-work reference");
     await sameWork(http);
   }
-  if (only !== "http" && only !== "paths" && only !== "samework") {
+  if (only === "observability") {
+    // The read path before observability and today, with tracing off and on (issue 12), as the full run measures them.
+    console.error("B. the read path before observability, today, and with tracing on");
+    await readBeforeObservability(http);
+    await scenario(http, "read", "3 GET /v1/payments/{id} (mesh)", async () => {
+      const mesh = await hold(startMeshFixture({ limit: "none" }));
+      try {
+        return await measureHttp(readTarget(mesh), { ...load, processes: mesh.pids });
+      } finally {
+        await release(mesh);
+      }
+    });
+    await tracedRead(http);
+  }
+  if (only !== "http" && only !== "paths" && only !== "samework" && only !== "observability") {
     console.error("A. gRPC library choice");
     await libraryChoice(library);
   }
-  if (only !== "library" && only !== "samework") {
+  if (only !== "library" && only !== "samework" && only !== "observability") {
     console.error("B. HTTP paths");
     await httpPaths(http);
     await sameWork(http);
@@ -563,7 +577,7 @@ async function main(): Promise<number> {
     console.error("C. overload");
     await overload();
   }
-  if (only !== "library" && only !== "paths" && only !== "samework") {
+  if (only !== "library" && only !== "paths" && only !== "samework" && only !== "observability") {
     console.error("D. feed paging at depth");
     try {
       extra.feedDepth = [await measureFeedDepth({ databaseUrl: undefined })];
