@@ -205,13 +205,13 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     let controller: AbortController | undefined;
     let release: Release | undefined;
     let gone = false;
-    res.once("close", () => {
+    record.onClose = () => {
       // A client that goes away cancels the gRPC call and everything below it.
       gone = !res.writableFinished;
       if (gone) controller?.abort();
       // Only answers that did the upstream work teach the concurrency limit their latency.
       release?.(controller !== undefined && res.statusCode < 500);
-    });
+    };
     try {
       const { pathname, search } = splitUrl(req.url ?? "/");
       const method = req.method ?? "GET";

@@ -23,6 +23,8 @@ export interface RequestRecord {
   quotaKind: "user" | "address" | "streams" | undefined;
   /** Runs the request's work with its span active (when tracing). */
   run<T>(work: () => T): T;
+  /** Called once when the response closes (finished or not), before it is recorded: one listener per response, not two. */
+  onClose: (() => void) | undefined;
 }
 
 const headerGetter = {
@@ -70,8 +72,10 @@ export function observeRequest(req: IncomingMessage, res: ServerResponse, truste
     route: undefined,
     quotaKind: undefined,
     run: (work) => (spanContext ? context.with(spanContext, work) : work()),
+    onClose: undefined,
   };
   res.once("close", () => {
+    record.onClose?.();
     const status = !res.headersSent && !res.writableFinished ? CLIENT_CLOSED : res.statusCode;
     const path = record.route === undefined ? pathOf(req.url) : undefined;
     const route = record.route ?? (FIXED_ROUTES.has(path!) ? path! : path === "/docs" || path!.startsWith("/docs/") ? "/docs" : "unmatched");

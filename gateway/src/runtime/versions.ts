@@ -81,6 +81,8 @@ function vendorRanges(header: string): { version: string | undefined; q: number 
   return ranges;
 }
 
+const mayNameVendorType = (header: string | undefined) => header !== undefined && /vnd\./i.test(header);
+
 const majorOf = (version: string | undefined) => (version !== undefined && /^v[1-9]\d{0,2}$/i.test(version) ? Number(version.slice(1)) : undefined);
 
 function notAcceptable(message: string, published: readonly number[]): HttpError {
@@ -95,6 +97,8 @@ function notAcceptable(message: string, published: readonly number[]): HttpError
  * asked for another version by media type is refused too: the path says which version it is.
  */
 export function negotiateVersion(pathMajor: number, accept: string | undefined, contentType: string | undefined, published: readonly number[]): Negotiated {
+  // Most requests name no vendor type at all: nothing to parse.
+  if (!mayNameVendorType(accept) && !mayNameVendorType(contentType)) return { major: pathMajor, mediaType: undefined };
   const asked = vendorRanges(accept ?? "").filter((r) => r.q > 0);
   // A body's Content-Type counts only when it names a published version: any other +json type is JSON.
   const fromBody = asked.length === 0 ? vendorRanges(contentType ?? "").filter((r) => published.includes(majorOf(r.version) ?? 0)) : [];

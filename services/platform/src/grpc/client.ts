@@ -162,17 +162,15 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
         // (it counts as committed): a read gets one more attempt here, within the same deadline.
         client[method.localName] = !isRead(method)
           ? attempt
-          : async (request: object, options?: CallOptions) => {
+          : (request: object, options?: CallOptions) => {
               const deadlineAt = options?.timeoutMs === undefined ? undefined : Date.now() + options.timeoutMs;
-              try {
-                return await attempt(request, options);
-              } catch (err) {
+              // A plain promise chain, not an async function: this runs on every read (fewer promises and ticks).
+              return attempt(request, options).catch((err: unknown) => {
                 // A replica shedding load is busy, not gone: asking again at once only adds to it.
                 if (!(err instanceof ConnectError) || err.code !== Code.Unavailable || errorInfoOf(err)?.reason === "LOAD_SHED" || options?.signal?.aborted) throw err;
                 if (deadlineAt !== undefined && deadlineAt - Date.now() < 50) throw err;
-                await new Promise((r) => setTimeout(r, 20));
-                return attempt(request, deadlineAt === undefined ? options : { ...options, timeoutMs: deadlineAt - Date.now() });
-              }
+                return new Promise((r) => setTimeout(r, 20)).then(() => attempt(request, deadlineAt === undefined ? options : { ...options, timeoutMs: deadlineAt - Date.now() }));
+              });
             };
         break;
       }

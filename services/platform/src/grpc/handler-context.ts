@@ -7,6 +7,8 @@ import { fail } from "../errors.js";
 
 export interface ServerCallLike {
   metadata: Metadata;
+  /** grpc-js sets it once the client cancelled the call (or its stream closed). */
+  cancelled?: boolean;
   getPeer?(): string;
   getDeadline(): Date | number;
   getPath(): string;
@@ -32,18 +34,63 @@ function metadataToHeaders(metadata: Metadata): Headers {
 // builds a DOMException with a stack trace on every call, which the hot path can do without.
 const CALL_FINISHED = new ConnectError("call finished", Code.Canceled);
 
+/**
+ * A call's abort signal, made the first time something asks for it. Most unary handlers never do
+ * (a read that only awaits its store), and the controller, the deadline timer and the listener for
+ * the client's cancel are a measurable part of such a call (issue 12). Once made, the signal is what
+ * it would have been from the start: already aborted if the call was cancelled, past its deadline or
+ * finished, else aborted when that happens.
+ */
+class CallAbort {
+  private controller: AbortController | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private onCancelled: (() => void) | undefined;
+  private finished = false;
+
+  constructor(
+    private readonly call: ServerCallLike,
+    /** ms since the epoch; not finite: no deadline. */
+    private readonly deadline: number,
+  ) {}
+
+  get signal(): AbortSignal {
+    if (this.controller) return this.controller.signal;
+    const controller = (this.controller = new AbortController());
+    if (this.finished) controller.abort(CALL_FINISHED);
+    else if (this.call.cancelled) controller.abort(cancelledByClient());
+    else if (Number.isFinite(this.deadline) && this.deadline <= Date.now()) controller.abort(deadlineExceeded());
+    else {
+      if (Number.isFinite(this.deadline)) this.timer = setTimeout(() => controller.abort(deadlineExceeded()), this.deadline - Date.now());
+      this.onCancelled = () => controller.abort(cancelledByClient());
+      this.call.on("cancelled", this.onCancelled);
+    }
+    return controller.signal;
+  }
+
+  /** Ends the call's signal with `reason`, unless it already ended; false when it had. */
+  abort(reason: Error): boolean {
+    if (this.signal.aborted) return false;
+    this.controller!.abort(reason);
+    return true;
+  }
+
+  /** The call is over: a signal handed out is aborted (so lingering downstream calls stop), timers cleared. */
+  done(): void {
+    this.finished = true;
+    if (!this.controller) return;
+    if (this.timer) clearTimeout(this.timer);
+    if (this.onCancelled) this.call.removeListener("cancelled", this.onCancelled);
+    if (!this.controller.signal.aborted) this.controller.abort(CALL_FINISHED);
+  }
+}
+
+const cancelledByClient = () => new ConnectError("call cancelled by the client", Code.Canceled);
+const deadlineExceeded = () => fail("DEADLINE_EXCEEDED", "deadline exceeded");
+
 export function openCallScope(call: ServerCallLike, service: DescService, method: DescMethod): CallScope {
-  const controller = new AbortController();
   const rawDeadline = call.getDeadline();
   const deadline = rawDeadline instanceof Date ? rawDeadline.getTime() : rawDeadline;
-  let timer: NodeJS.Timeout | undefined;
-  if (Number.isFinite(deadline)) {
-    const remaining = Math.max(0, deadline - Date.now());
-    timer = setTimeout(() => controller.abort(fail("DEADLINE_EXCEEDED", "deadline exceeded")), remaining);
-  }
-  const onCancelled = () => controller.abort(new ConnectError("call cancelled by the client", Code.Canceled));
-  call.on("cancelled", onCancelled);
-
+  const abort = new CallAbort(call, deadline);
   let requestHeader: Headers | undefined;
   let responseHeader: Headers | undefined;
   let responseTrailer: Headers | undefined;
@@ -51,7 +98,9 @@ export function openCallScope(call: ServerCallLike, service: DescService, method
   const context: HandlerContext = {
     service,
     method,
-    signal: controller.signal,
+    get signal() {
+      return abort.signal;
+    },
     timeoutMs: () => (Number.isFinite(deadline) ? deadline - Date.now() : undefined),
     requestMethod: "POST",
     get requestHeader() {
@@ -70,20 +119,13 @@ export function openCallScope(call: ServerCallLike, service: DescService, method
     url: call.getPath(),
   };
   callMetadata.set(context, call.metadata);
-  callControllers.set(context, controller);
+  callAborts.set(context, abort);
   if (call.getPeer) callPeers.set(context, () => call.getPeer!());
-  return {
-    context,
-    done() {
-      if (timer) clearTimeout(timer);
-      call.removeListener("cancelled", onCancelled);
-      if (!controller.signal.aborted) controller.abort(CALL_FINISHED);
-    },
-  };
+  return { context, done: () => abort.done() };
 }
 
 const callMetadata = new WeakMap<HandlerContext, Metadata>();
-const callControllers = new WeakMap<HandlerContext, AbortController>();
+const callAborts = new WeakMap<HandlerContext, CallAbort>();
 const serverEnds = new WeakMap<HandlerContext, Error>();
 
 /**
@@ -91,10 +133,10 @@ const serverEnds = new WeakMap<HandlerContext, Error>();
  * handler sees its signal abort, and a stream ends with that status instead of OK.
  */
 export function endCall(context: HandlerContext, reason: Error): void {
-  const controller = callControllers.get(context);
-  if (!controller || controller.signal.aborted) return;
+  const abort = callAborts.get(context);
+  if (!abort || abort.signal.aborted) return;
   serverEnds.set(context, reason);
-  controller.abort(reason);
+  abort.abort(reason);
 }
 
 /** Why the server ended the call early (endCall), if it did. */
