@@ -17,7 +17,8 @@ import { ROOT } from "./processes.js";
  */
 export const BEFORE_OBSERVABILITY = "f9e109b";
 
-interface BaselineFixture {
+/** What the read-path comparison needs of a mesh, today's or the earlier commit's (its own bench fixture). */
+export interface BaselineFixture {
   gatewayUrl: string;
   token: string;
   paymentId: string;

@@ -22,7 +22,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pinGeneratorAndMesh, type Pinning } from "./pinning.js";
-import { BEFORE_OBSERVABILITY, prepareBaseline, type Baseline } from "./baseline.js";
+import { BEFORE_OBSERVABILITY, prepareBaseline, type Baseline, type BaselineFixture } from "./baseline.js";
 
 /** Extra sections: a store read alone, overload, feed paging at depth, and startup and memory. */
 const extra: {
@@ -203,7 +203,7 @@ async function startMeshReads(databaseUrl: string | undefined): Promise<Setup> {
   const headers = { authorization: `Bearer ${mesh.token}` };
   return {
     targets: { payment: { url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers }, document: { url: `${mesh.gatewayUrl}/v1/docs/${mesh.docId}`, headers } },
-    processes: { gateway: mesh.pids.gateway, payments: mesh.pids.payments, content: mesh.pids.content, identity: mesh.pids.identity, orders: mesh.pids.orders },
+    processes: mesh.pids,
     stop: () => release(mesh),
   };
 }
@@ -300,7 +300,7 @@ async function readBeforeObservability(outcomes: HttpOutcome[]): Promise<void> {
   try {
     baseline = await prepareBaseline(BEFORE_OBSERVABILITY, (line) => console.error(line));
     const before = baseline;
-    const read = async (start: Promise<{ gatewayUrl: string; token: string; paymentId: string; pids: Record<string, number | undefined>; stop(): Promise<void> }>): Promise<Setup> => {
+    const read = async (start: Promise<BaselineFixture>): Promise<Setup> => {
       const mesh = await hold(start);
       return { targets: { read: { url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers: { authorization: `Bearer ${mesh.token}` } } }, processes: mesh.pids, stop: () => release(mesh) };
     };
@@ -325,8 +325,8 @@ async function readBeforeObservability(outcomes: HttpOutcome[]): Promise<void> {
 
 /**
  * Observability with tracing off against before it existed: req/s change, and the server CPU per
- * request as the capacity it costs (before ÷ now − 1, negative = slower). The target holds the CPU
- * figure: both meshes are measured one after the other, so req/s moves with whatever else runs.
+ * request as the capacity it costs (before ÷ now − 1, negative = slower), over all starts, and each
+ * start's req/s alone. The target holds the pooled CPU figure, which other work on the machine moves less.
  */
 function observabilityCost(http: HttpOutcome[]): { reqPerSecPct: number; cpuPct: number; pass: boolean; byStart: string } | undefined {
   const off = http.find((o) => o.id === "read-now")?.result;
@@ -535,18 +535,32 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
 
 const fmt = (ms: number | undefined) => (ms === undefined || Number.isNaN(ms) ? "–" : ms.toFixed(1)).padStart(6);
 
+/** What each BENCH_ONLY value runs: A; B and C; D, F and E; or one comparison of B alone. */
+type Section = "library" | "paths" | "rest" | "samework" | "observability";
+const BENCH_MODES: Record<string, Section[]> = {
+  all: ["library", "paths", "rest"],
+  library: ["library"],
+  http: ["paths", "rest"],
+  paths: ["paths"],
+  samework: ["samework"],
+  observability: ["observability"],
+};
+
 async function main(): Promise<number> {
   const startedAt = new Date();
   const library: LibraryOutcome[] = [];
   const http: HttpOutcome[] = [];
-  // BENCH_ONLY=library|http runs one part (while investigating; "paths": B and C without D); the default runs all.
-  const only = process.env.BENCH_ONLY;
-  if (only === "samework") {
+  // BENCH_ONLY runs some sections (while investigating); unset, all of them.
+  const only = process.env.BENCH_ONLY ?? "all";
+  const sections = BENCH_MODES[only];
+  if (!sections) throw new Error(`BENCH_ONLY must be one of ${Object.keys(BENCH_MODES).join(", ")}, not "${only}"`);
+  const runs = (section: Section) => sections.includes(section);
+  if (runs("samework")) {
     // The read paths and their same-work references only (issue 15, part 1), as the full run measures them.
     console.error("B. the read paths against the same-work reference");
     await sameWork(http);
   }
-  if (only === "observability") {
+  if (runs("observability")) {
     // The read path before observability and today, with tracing off and on (issue 12), as the full run measures them.
     console.error("B. the read path before observability, today, and with tracing on");
     await readBeforeObservability(http);
@@ -560,11 +574,11 @@ async function main(): Promise<number> {
     });
     await tracedRead(http);
   }
-  if (only !== "http" && only !== "paths" && only !== "samework" && only !== "observability") {
+  if (runs("library")) {
     console.error("A. gRPC library choice");
     await libraryChoice(library);
   }
-  if (only !== "library" && only !== "samework" && only !== "observability") {
+  if (runs("paths")) {
     console.error("B. HTTP paths");
     await httpPaths(http);
     await sameWork(http);
@@ -579,7 +593,7 @@ async function main(): Promise<number> {
     console.error("C. overload");
     await overload();
   }
-  if (only !== "library" && only !== "paths" && only !== "samework" && only !== "observability") {
+  if (runs("rest")) {
     console.error("D. feed paging at depth");
     try {
       extra.feedDepth = [await measureFeedDepth({ databaseUrl: undefined })];

@@ -67,11 +67,11 @@ class CallAbort {
     return controller.signal;
   }
 
-  /** Ends the call's signal with `reason`, unless it already ended; false when it had. */
-  abort(reason: Error): boolean {
-    if (this.signal.aborted) return false;
+  /** Ends the call's signal with `reason` (the caller checked it had not ended). */
+  abort(reason: Error): void {
+    // The signal is made first when nothing asked for it yet: later readers see it ended with this reason.
+    void this.signal;
     this.controller!.abort(reason);
-    return true;
   }
 
   /** The call is over: a signal handed out is aborted (so lingering downstream calls stop), timers cleared. */
