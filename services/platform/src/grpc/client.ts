@@ -8,6 +8,11 @@ import { methodDefinition } from "./service-adapter.js";
 import { errorFromStatus } from "./status-details.js";
 import { errorInfoOf } from "../errors.js";
 import { clientTelemetry, type ClientCallTelemetry } from "./telemetry.js";
+import { installAsyncResourceBind } from "./async-resource-bind.js";
+
+// Every process that calls over HTTP/2 loads this module: without it each call's objects outlive the call
+// (see async-resource-bind.ts).
+installAsyncResourceBind();
 
 export type { Client } from "@connectrpc/connect";
 
