@@ -22,6 +22,7 @@ import { corsPolicy, parseOrigins } from "./runtime/cors.js";
 import { RPC_PREFIX, rpcProxy } from "./rpc-proxy.js";
 import { createRateLimiter, quotaKey } from "./runtime/rate-limit.js";
 import { AdaptiveConcurrencyLimit, type Release } from "./runtime/concurrency-limit.js";
+import { RequestCancellation } from "./runtime/cancellation.js";
 import { FailureLog } from "./runtime/failure-log.js";
 import type { BodyLine, RouteGroup, RouteHandler } from "./runtime/route.js";
 import { Router } from "./runtime/router.js";
@@ -202,15 +203,15 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     let presentedToken = false;
     let upstream = "upstream";
     /** Set when the upstream call starts. */
-    let controller: AbortController | undefined;
+    let cancellation: RequestCancellation | undefined;
     let release: Release | undefined;
     let gone = false;
     record.onClose = () => {
       // A client that goes away cancels the gRPC call and everything below it.
       gone = !res.writableFinished;
-      if (gone) controller?.abort();
+      if (gone) cancellation?.abort();
       // Only answers that did the upstream work teach the concurrency limit their latency.
-      release?.(controller !== undefined && res.statusCode < 500);
+      release?.(cancellation !== undefined && res.statusCode < 500);
     };
     try {
       const { pathname, search } = splitUrl(req.url ?? "/");
@@ -336,8 +337,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       if (operation.requiresAuth && !caller) throw refusedToken ?? edgeError("UNAUTHENTICATED", "a bearer token is required");
       if (!operation.requiresAuth) caller = undefined;
       const deadlineAt = Date.now() + deadlineMs;
-      const { signal } = (controller = new AbortController());
-      if (gone) controller.abort(); // it left while the request was being read or checked
+      const cancel = (cancellation = new RequestCancellation());
+      if (gone) cancel.abort(); // it left while the request was being read or checked
       // The client's address travels along (identity counts failed logins per address with it).
       const headers: Record<string, string> = { [CLIENT_ADDRESS_HEADER]: address, [REQUEST_ID_HEADER]: record.requestId };
       if (caller) headers.authorization = `Bearer ${caller.token}`;
@@ -353,8 +354,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         version: negotiated.major,
         base: `/v${pathMajor}`,
         headers: req.headers,
-        callOptions: () => ({ signal, timeoutMs: deadlineAt - Date.now(), ...authorization }),
-        streamCallOptions: () => ({ signal, ...authorization }),
+        callOptions: () => ({ signal: cancel.callSignal, timeoutMs: deadlineAt - Date.now(), ...authorization }),
+        streamCallOptions: () => ({ signal: cancel.signal, ...authorization }),
         fanout,
       });
       if (result.events) {
@@ -365,14 +366,14 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         try {
           return await writeEventStream(res, result.events, result.follow, {
             heartbeatMs: config.heartbeatMs,
-            signal,
-            cancel: () => controller!.abort(),
+            signal: cancel.signal,
+            cancel: () => cancel.abort(),
             headers: result.headers,
             watchCredential: streamCaller && ((end) => verifier.watch(streamCaller, end)),
           });
         } finally {
           // However the stream ended, what it held upstream goes (its calls, its place in a shared stream).
-          controller.abort();
+          cancel.abort();
         }
       }
       // A deprecated route's Links (set above) join the route's own (a page's rel="next").

@@ -25,7 +25,7 @@ export interface RouteContext {
   caller: Caller | undefined;
   /** The request asks for a live stream (runtime/streams.ts decides, for routing and limits alike). */
   eventStream: boolean;
-  /** Options for an upstream call: the remaining deadline, the abort signal and the caller's token. */
+  /** Options for a unary upstream call through the platform client: the remaining deadline, the request's cancellation (a light signal, runtime/cancellation.ts: pass it to platform clients only) and the caller's token. */
   callOptions(): CallOptions;
   /** Options for a long-lived upstream stream: no deadline; it ends when the client goes away. */
   streamCallOptions(): CallOptions;

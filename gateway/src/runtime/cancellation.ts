@@ -1,0 +1,71 @@
+// A request's cancellation at the edge: the client went away, or its live stream ended. Everything the
+// request started upstream is cancelled with it.
+//
+// Most requests make one unary call and finish; an AbortController for each of them is expensive here:
+// on Node 20 every controller keeps its request's objects alive through young-generation GC (they
+// are promoted and wait for a full GC), and the platform client's abort listener ties the whole gRPC
+// call to it. So a unary call gets `callSignal`: this object itself, which has the four members the
+// platform client reads of a call's signal (`aborted`, `reason`, `addEventListener` and
+// `removeEventListener` for "abort"). A real AbortSignal (`signal`) is made only when something asks
+// for one — a live stream's calls, the shared feed, the event-stream writer.
+type AbortListener = (event: Event) => void;
+
+export class RequestCancellation {
+  #aborted = false;
+  #reason: unknown;
+  /** Unary calls in flight: usually one, so no array until a second. */
+  #listeners: AbortListener | AbortListener[] | undefined;
+  #controller: AbortController | undefined;
+
+  get aborted(): boolean {
+    return this.#aborted;
+  }
+
+  get reason(): unknown {
+    return this.#reason;
+  }
+
+  /** Cancels once: the listeners run, and a real signal made earlier aborts too. */
+  abort(reason: unknown = new DOMException("This operation was aborted", "AbortError")): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    const listeners = this.#listeners;
+    this.#listeners = undefined;
+    if (listeners) {
+      const event = new Event("abort");
+      for (const listener of Array.isArray(listeners) ? listeners : [listeners]) listener(event);
+    }
+    this.#controller?.abort(reason);
+  }
+
+  /** A real AbortSignal for what needs one (made on first use; already aborted if the request was). */
+  get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#aborted) this.#controller.abort(this.#reason);
+    }
+    return this.#controller.signal;
+  }
+
+  /** The signal for a unary call through the platform client (see above): no AbortController made. */
+  get callSignal(): AbortSignal {
+    return this as unknown as AbortSignal;
+  }
+
+  addEventListener(type: string, listener: AbortListener): void {
+    if (type !== "abort" || this.#aborted) return;
+    const current = this.#listeners;
+    this.#listeners = current === undefined ? listener : Array.isArray(current) ? [...current, listener] : [current, listener];
+  }
+
+  removeEventListener(type: string, listener: AbortListener): void {
+    const current = this.#listeners;
+    if (type !== "abort" || current === undefined) return;
+    if (current === listener) this.#listeners = undefined;
+    else if (Array.isArray(current)) {
+      const rest = current.filter((l) => l !== listener);
+      this.#listeners = rest.length === 0 ? undefined : rest.length === 1 ? rest[0] : rest;
+    }
+  }
+}
