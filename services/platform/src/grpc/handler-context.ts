@@ -87,63 +87,84 @@ class CallAbort {
 const cancelledByClient = () => new ConnectError("call cancelled by the client", Code.Canceled);
 const deadlineExceeded = () => fail("DEADLINE_EXCEEDED", "deadline exceeded");
 
+/**
+ * A call's HandlerContext: a class, so that its getters are shared on the prototype. A literal with
+ * getters made per call (closures over the call) gave every context a map of its own, kept in old
+ * space until a full GC with the closures — and the whole grpc-js call — attached, so every call's
+ * objects survived young-generation GC (issue 15). What the adapter needs beside the context (the
+ * metadata, the abort, the peer, why the server ended it) is kept here too, not in WeakMaps keyed by
+ * the context: a young-generation GC keeps a WeakMap's values alive whatever their keys.
+ */
+class CallContext implements HandlerContext {
+  readonly requestMethod = "POST";
+  readonly protocolName = "grpc";
+  readonly url: string;
+  /** Why the server ended the call early (endCall), if it did. */
+  endedBy: Error | undefined;
+  #requestHeader: Headers | undefined;
+  #responseHeader: Headers | undefined;
+  #responseTrailer: Headers | undefined;
+  #values: ReturnType<typeof createContextValues> | undefined;
+
+  constructor(
+    readonly call: ServerCallLike,
+    readonly service: DescService,
+    readonly method: DescMethod,
+    /** ms since the epoch; not finite: no deadline. */
+    readonly deadline: number,
+    readonly abort: CallAbort,
+  ) {
+    this.url = call.getPath();
+  }
+
+  get signal(): AbortSignal {
+    return this.abort.signal;
+  }
+
+  // A property holding a function, as Connect declares it: bound once here, not per call site.
+  readonly timeoutMs = (): number | undefined => (Number.isFinite(this.deadline) ? this.deadline - Date.now() : undefined);
+
+  get requestHeader(): Headers {
+    return (this.#requestHeader ??= metadataToHeaders(this.call.metadata));
+  }
+
+  get responseHeader(): Headers {
+    return (this.#responseHeader ??= new Headers());
+  }
+
+  get responseTrailer(): Headers {
+    return (this.#responseTrailer ??= new Headers());
+  }
+
+  get values(): ReturnType<typeof createContextValues> {
+    return (this.#values ??= createContextValues());
+  }
+}
+
 export function openCallScope(call: ServerCallLike, service: DescService, method: DescMethod): CallScope {
   const rawDeadline = call.getDeadline();
   const deadline = rawDeadline instanceof Date ? rawDeadline.getTime() : rawDeadline;
   const abort = new CallAbort(call, deadline);
-  let requestHeader: Headers | undefined;
-  let responseHeader: Headers | undefined;
-  let responseTrailer: Headers | undefined;
-  let values: ReturnType<typeof createContextValues> | undefined;
-  const context: HandlerContext = {
-    service,
-    method,
-    get signal() {
-      return abort.signal;
-    },
-    timeoutMs: () => (Number.isFinite(deadline) ? deadline - Date.now() : undefined),
-    requestMethod: "POST",
-    get requestHeader() {
-      return (requestHeader ??= metadataToHeaders(call.metadata));
-    },
-    get responseHeader() {
-      return (responseHeader ??= new Headers());
-    },
-    get responseTrailer() {
-      return (responseTrailer ??= new Headers());
-    },
-    protocolName: "grpc",
-    get values() {
-      return (values ??= createContextValues());
-    },
-    url: call.getPath(),
-  };
-  callMetadata.set(context, call.metadata);
-  callAborts.set(context, abort);
-  if (call.getPeer) callPeers.set(context, () => call.getPeer!());
-  return { context, done: () => abort.done() };
+  return { context: new CallContext(call, service, method, deadline, abort), done: () => abort.done() };
 }
 
-const callMetadata = new WeakMap<HandlerContext, Metadata>();
-const callAborts = new WeakMap<HandlerContext, CallAbort>();
-const serverEnds = new WeakMap<HandlerContext, Error>();
+const stateOf = (context: HandlerContext): CallContext | undefined => (context instanceof CallContext ? context : undefined);
 
 /**
  * Ends a call from the server's side with `reason` (its credential expired or was revoked): the
  * handler sees its signal abort, and a stream ends with that status instead of OK.
  */
 export function endCall(context: HandlerContext, reason: Error): void {
-  const abort = callAborts.get(context);
-  if (!abort || abort.signal.aborted) return;
-  serverEnds.set(context, reason);
-  abort.abort(reason);
+  const state = stateOf(context);
+  if (!state || state.abort.signal.aborted) return;
+  state.endedBy = reason;
+  state.abort.abort(reason);
 }
 
 /** Why the server ended the call early (endCall), if it did. */
 export function endedBy(context: HandlerContext): Error | undefined {
-  return serverEnds.get(context);
+  return stateOf(context)?.endedBy;
 }
-const callPeers = new WeakMap<HandlerContext, () => string>();
 
 /** The header the gateway puts the client's address in (the one its trusted proxies saw). */
 export const CLIENT_ADDRESS_HEADER = "x-client-address";
@@ -154,12 +175,12 @@ export const CLIENT_ADDRESS_HEADER = "x-client-address";
  * grant anything.
  */
 export function clientAddressOf(context: HandlerContext): string {
-  return requestMetadataValue(context, CLIENT_ADDRESS_HEADER) ?? callPeers.get(context)?.() ?? "unknown";
+  return requestMetadataValue(context, CLIENT_ADDRESS_HEADER) ?? stateOf(context)?.call.getPeer?.() ?? "unknown";
 }
 
 /** Reads one request metadata value without building Headers (the hot path: the bearer token). */
 export function requestMetadataValue(context: HandlerContext, key: string): string | undefined {
-  const metadata = callMetadata.get(context);
+  const metadata = stateOf(context)?.call.metadata;
   if (metadata) {
     const value = metadata.get(key)[0];
     return typeof value === "string" ? value : undefined;
