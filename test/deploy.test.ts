@@ -325,10 +325,10 @@ describe("deploy/ (Kubernetes)", function () {
             if (min >= 2) expect(budget.spec.maxUnavailable as number).to.be.lessThan(min);
           });
 
-          it("runs its compiled bundle: node --enable-source-maps dist/<name>.js, from this overlay's image", () => {
+          it("runs its compiled bundle: node --enable-source-maps --no-allocation-site-pretenuring dist/<name>.js, from this overlay's image", () => {
             const o = overlay(overlayName);
             const { container } = manifestOf(o, p);
-            expect([...(container.command ?? []), ...(container.args ?? [])]).to.deep.equal(["node", "--enable-source-maps", `dist/${p.name}.js`]);
+            expect([...(container.command ?? []), ...(container.args ?? [])]).to.deep.equal(["node", "--enable-source-maps", "--no-allocation-site-pretenuring", `dist/${p.name}.js`]);
             const images = new Set(ofKind<Workload>(o, "Deployment").filter((d) => PROCESSES.some((q) => q.name === d.metadata.name)).map((d) => d.spec.template.spec.containers[0]!.image));
             expect([...images], "every process runs the same image").to.deep.equal([container.image]);
             if (overlayName === "local") expect(container.image).to.equal("switchyard:dev");
@@ -763,7 +763,7 @@ describe("deploy/ (Kubernetes)", function () {
       expect(user.split(":")[0]).to.equal("1000");
       expect(runtime.instructions.some((i) => i.keyword === "ENV" && /\bNODE_ENV=production\b/.test(i.args))).to.equal(true);
       const cmd = JSON.parse(required(runtime.instructions.filter((i) => i.keyword === "CMD").at(-1), "CMD").args) as string[];
-      expect(cmd).to.deep.equal(["node", "--enable-source-maps", "dist/identity.js"]);
+      expect(cmd).to.deep.equal(["node", "--enable-source-maps", "--no-allocation-site-pretenuring", "dist/identity.js"]);
     });
 
     it("the bundles the manifests run are the ones npm run build makes", () => {
