@@ -772,7 +772,9 @@ describe("deploy/ (Kubernetes)", function () {
       for (const o of [...OVERLAY_NAMES.map((n) => overlay(n).objects), ...OVERLAY_NAMES.map((n) => jobOf(n).objects)]) {
         for (const w of o.filter((x) => x.kind === "Deployment" || x.kind === "Job") as Workload[]) {
           const command = w.spec.template.spec.containers[0]!.command ?? [];
-          if (command[0] === "node") expect(bundles, `${w.kind} ${w.metadata.name} runs ${command[2]}`).to.include(command[2]);
+          // node, its flags, then the bundle.
+          const bundle = command.find((arg, i) => i > 0 && !arg.startsWith("-"));
+          if (command[0] === "node") expect(bundles, `${w.kind} ${w.metadata.name} runs ${bundle}`).to.include(bundle);
         }
       }
     });
