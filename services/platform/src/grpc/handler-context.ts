@@ -148,22 +148,23 @@ export function openCallScope(call: ServerCallLike, service: DescService, method
   return { context: new CallContext(call, service, method, deadline, abort), done: () => abort.done() };
 }
 
-const stateOf = (context: HandlerContext): CallContext | undefined => (context instanceof CallContext ? context : undefined);
+/** The context as this module made it (a context made elsewhere — a test's — has none of its state). */
+const ownContext = (context: HandlerContext): CallContext | undefined => (context instanceof CallContext ? context : undefined);
 
 /**
  * Ends a call from the server's side with `reason` (its credential expired or was revoked): the
  * handler sees its signal abort, and a stream ends with that status instead of OK.
  */
 export function endCall(context: HandlerContext, reason: Error): void {
-  const state = stateOf(context);
-  if (!state || state.abort.signal.aborted) return;
-  state.endedBy = reason;
-  state.abort.abort(reason);
+  const own = ownContext(context);
+  if (!own || own.abort.signal.aborted) return;
+  own.endedBy = reason;
+  own.abort.abort(reason);
 }
 
 /** Why the server ended the call early (endCall), if it did. */
 export function endedBy(context: HandlerContext): Error | undefined {
-  return stateOf(context)?.endedBy;
+  return ownContext(context)?.endedBy;
 }
 
 /** The header the gateway puts the client's address in (the one its trusted proxies saw). */
@@ -175,12 +176,12 @@ export const CLIENT_ADDRESS_HEADER = "x-client-address";
  * grant anything.
  */
 export function clientAddressOf(context: HandlerContext): string {
-  return requestMetadataValue(context, CLIENT_ADDRESS_HEADER) ?? stateOf(context)?.call.getPeer?.() ?? "unknown";
+  return requestMetadataValue(context, CLIENT_ADDRESS_HEADER) ?? ownContext(context)?.call.getPeer?.() ?? "unknown";
 }
 
 /** Reads one request metadata value without building Headers (the hot path: the bearer token). */
 export function requestMetadataValue(context: HandlerContext, key: string): string | undefined {
-  const metadata = stateOf(context)?.call.metadata;
+  const metadata = ownContext(context)?.call.metadata;
   if (metadata) {
     const value = metadata.get(key)[0];
     return typeof value === "string" ? value : undefined;
