@@ -28,6 +28,32 @@ describe("request cancellation (edge)", () => {
     expect(cancel.reason).to.be.instanceOf(DOMException).and.have.property("name", "AbortError");
   });
 
+  it("runs every listener and aborts a real signal made earlier even when one listener throws; the error is reported, not swallowed", async () => {
+    const cancel = new RequestCancellation();
+    const signal = cancel.signal;
+    const ran: string[] = [];
+    cancel.addEventListener("abort", () => {
+      ran.push("first");
+      throw new Error("listener failed");
+    });
+    cancel.addEventListener("abort", () => ran.push("second"));
+    const reported: unknown[] = [];
+    const mochaHandlers = process.listeners("uncaughtException");
+    process.removeAllListeners("uncaughtException");
+    process.on("uncaughtException", (err) => reported.push(err));
+    try {
+      cancel.abort();
+      await new Promise((r) => setImmediate(r));
+    } finally {
+      process.removeAllListeners("uncaughtException");
+      for (const h of mochaHandlers) process.on("uncaughtException", h);
+    }
+    expect(ran).to.deep.equal(["first", "second"]);
+    expect(signal.aborted).to.equal(true);
+    expect(reported).to.have.length(1);
+    expect((reported[0] as Error).message).to.equal("listener failed");
+  });
+
   it("keeps the reason it was aborted with", () => {
     const cancel = new RequestCancellation();
     const reason = new Error("client gone");

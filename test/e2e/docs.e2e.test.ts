@@ -14,7 +14,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { parse as parseYaml } from "yaml";
 import type { Browser } from "playwright-core";
 import { DOCS_CSP, REDOC_ASSET, docsPathOf } from "@switchyard/gateway/docs.js";
-import { SERVICES } from "../../scripts/mesh.js";
+import { NODE_FLAGS, SERVICES } from "../../scripts/mesh.js";
 import { Api, expectError, type ApiResponse } from "../support/http.js";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
@@ -70,7 +70,7 @@ async function startGatewayAlone(): Promise<{ url: string; logs: string[]; stop(
   const logs: string[] = [];
   let child: ChildProcess;
   try {
-    child = spawn(process.execPath, ["--enable-source-maps", SERVICES.gateway], {
+    child = spawn(process.execPath, [...NODE_FLAGS, SERVICES.gateway], {
       cwd: ROOT,
       env: {
         ...process.env,

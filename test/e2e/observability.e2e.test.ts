@@ -19,7 +19,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { parse as parseYaml } from "yaml";
 import { ALICE, BOB, DEMO_PASSWORD, newKey, startE2eMesh, type E2eMesh } from "../support/http.js";
-import type { ServiceName } from "../../scripts/mesh.js";
+import { NODE_FLAGS, type ServiceName } from "../../scripts/mesh.js";
 
 const ROOT = new URL("../..", import.meta.url).pathname;
 
@@ -349,7 +349,7 @@ describe("observability (real mesh, tracing on)", function () {
     // A service given a database URL it cannot reach says so without the URL (or its password).
     const password = `pw-${randomBytes(8).toString("hex")}`;
     const out = await new Promise<string>((resolve) => {
-      const child = spawn(process.execPath, [join(ROOT, "dist/payments.js")], {
+      const child = spawn(process.execPath, [...NODE_FLAGS, join(ROOT, "dist/payments.js")], {
         env: { ...process.env, LOG_LEVEL: "debug", PAYMENTS_PORT: "0", PAYMENTS_METRICS_PORT: "0", DATABASE_URL: `postgres://switchyard:${password}@127.0.0.1:1/switchyard` },
         stdio: ["ignore", "pipe", "pipe"],
       });

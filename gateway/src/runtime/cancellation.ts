@@ -32,11 +32,19 @@ export class RequestCancellation {
     this.#reason = reason;
     const listeners = this.#listeners;
     this.#listeners = undefined;
-    if (listeners) {
-      const event = new Event("abort");
-      for (const listener of Array.isArray(listeners) ? listeners : [listeners]) listener(event);
-    }
     this.#controller?.abort(reason);
+    if (!listeners) return;
+    const event = new Event("abort");
+    for (const listener of Array.isArray(listeners) ? listeners : [listeners]) {
+      // As an EventTarget does: one listener's error does not keep the others from running; it is reported.
+      try {
+        listener(event);
+      } catch (err) {
+        queueMicrotask(() => {
+          throw err;
+        });
+      }
+    }
   }
 
   /** A real AbortSignal for what needs one (made on first use; already aborted if the request was). */

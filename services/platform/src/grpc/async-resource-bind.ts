@@ -16,10 +16,12 @@
 import { AsyncResource } from "node:async_hooks";
 
 const DEP0172 = "The asyncResource property on bound functions is deprecated";
-let warned = false;
+/** Node warns once per process; so does this (a flag on process, shared by any copy of this module). */
+const WARNED = Symbol.for("switchyard.asyncResourceBind.warned");
 function warnDeprecated(): void {
-  if (warned) return;
-  warned = true;
+  const flags = process as unknown as { [WARNED]?: true };
+  if (flags[WARNED]) return;
+  flags[WARNED] = true;
   process.emitWarning(DEP0172, "DeprecationWarning", "DEP0172");
 }
 
@@ -44,15 +46,18 @@ type AnyFunction = (...args: unknown[]) => unknown;
 
 function bind(this: AsyncResource, fn: AnyFunction, thisArg?: unknown): AnyFunction {
   if (typeof fn !== "function") {
-    throw Object.assign(new TypeError(`The "fn" argument must be of type function. Received ${fn === null ? "null" : typeof fn}`), { code: "ERR_INVALID_ARG_TYPE" });
+    throw Object.assign(new TypeError(`The "fn" argument must be of type function. Received ${fn === null ? "null" : `type ${typeof fn} (${String(fn)})`}`), { code: "ERR_INVALID_ARG_TYPE" });
   }
   const resource = this;
-  const bound =
-    thisArg === undefined
-      ? function (this: unknown, ...args: unknown[]) {
-          return resource.runInAsyncScope(fn, this, ...args);
-        }
-      : (resource.runInAsyncScope.bind(resource, fn, thisArg) as AnyFunction);
+  let bound: AnyFunction;
+  if (thisArg === undefined) {
+    // Named `bound` as Node's is.
+    bound = function (this: unknown, ...args: unknown[]) {
+      return resource.runInAsyncScope(fn, this, ...args);
+    };
+  } else {
+    bound = resource.runInAsyncScope.bind(resource, fn, thisArg) as AnyFunction;
+  }
   Object.defineProperty(bound, "length", { configurable: true, enumerable: false, value: fn.length, writable: false });
   Object.defineProperty(bound, RESOURCE, { configurable: true, enumerable: false, writable: true, value: resource });
   Object.defineProperty(bound, "asyncResource", ASYNC_RESOURCE_ACCESSOR);
@@ -62,9 +67,19 @@ function bind(this: AsyncResource, fn: AnyFunction, thisArg?: unknown): AnyFunct
 /** Marks our bind, so that a second copy of this module (a test run loads it by two paths) leaves the first in place. */
 const INSTALLED = Symbol.for("switchyard.asyncResourceBind");
 
-/** Replaces AsyncResource.prototype.bind (once per process; static AsyncResource.bind calls it too). */
+/**
+ * Whether Node's own bind makes an accessor per bound function (Node 20 and 24 do; Node 25 dropped the
+ * property): only then is it replaced.
+ */
+function nodeBindMakesAccessorPerCall(): boolean {
+  const getterOf = () => Object.getOwnPropertyDescriptor(new AsyncResource("probe").bind(() => {}), "asyncResource")?.get;
+  const first = getterOf();
+  return first !== undefined && first !== getterOf();
+}
+
+/** Replaces AsyncResource.prototype.bind where Node's needs it (once per process; static AsyncResource.bind calls it too). */
 export function installAsyncResourceBind(): void {
-  if ((AsyncResource.prototype.bind as { [INSTALLED]?: true })[INSTALLED]) return;
+  if ((AsyncResource.prototype.bind as { [INSTALLED]?: true })[INSTALLED] || !nodeBindMakesAccessorPerCall()) return;
   Object.defineProperty(bind, INSTALLED, { value: true });
   Object.defineProperty(AsyncResource.prototype, "bind", { configurable: true, enumerable: false, writable: true, value: bind });
 }
