@@ -80,7 +80,7 @@ describe("request cancellation (edge)", () => {
     expect(late.signal.reason).to.equal(reason);
   });
 
-  it("leaves the single-listener slot empty once the last listener is removed (a finished call holds nothing)", () => {
+  it("tells no listener that was removed, the last one included (a finished call is not cancelled)", () => {
     const cancel = new RequestCancellation();
     let calls = 0;
     const one = () => calls++;

@@ -13,8 +13,8 @@ type AbortListener = (event: Event) => void;
 export class RequestCancellation {
   #aborted = false;
   #reason: unknown;
-  /** Unary calls in flight: usually one, so no array until a second. */
-  #listeners: AbortListener | AbortListener[] | undefined;
+  /** What the request's calls in flight asked to be told (none until the first call). */
+  #listeners: AbortListener[] | undefined;
   #controller: AbortController | undefined;
 
   get aborted(): boolean {
@@ -35,7 +35,7 @@ export class RequestCancellation {
     this.#controller?.abort(reason);
     if (!listeners) return;
     const event = new Event("abort");
-    for (const listener of Array.isArray(listeners) ? listeners : [listeners]) {
+    for (const listener of listeners) {
       // As an EventTarget does: one listener's error does not keep the others from running; it is reported.
       try {
         listener(event);
@@ -62,18 +62,11 @@ export class RequestCancellation {
   }
 
   addEventListener(type: string, listener: AbortListener): void {
-    if (type !== "abort" || this.#aborted) return;
-    const current = this.#listeners;
-    this.#listeners = current === undefined ? listener : Array.isArray(current) ? [...current, listener] : [current, listener];
+    if (type === "abort" && !this.#aborted) (this.#listeners ??= []).push(listener);
   }
 
   removeEventListener(type: string, listener: AbortListener): void {
-    const current = this.#listeners;
-    if (type !== "abort" || current === undefined) return;
-    if (current === listener) this.#listeners = undefined;
-    else if (Array.isArray(current)) {
-      const rest = current.filter((l) => l !== listener);
-      this.#listeners = rest.length === 0 ? undefined : rest.length === 1 ? rest[0] : rest;
-    }
+    const at = type === "abort" ? (this.#listeners?.indexOf(listener) ?? -1) : -1;
+    if (at >= 0) this.#listeners!.splice(at, 1);
   }
 }

@@ -106,14 +106,18 @@ class CallContext implements HandlerContext {
   #responseTrailer: Headers | undefined;
   #values: ReturnType<typeof createContextValues> | undefined;
 
+  /** ms since the epoch; not finite: no deadline. */
+  readonly deadline: number;
+  readonly abort: CallAbort;
+
   constructor(
     readonly call: ServerCallLike,
     readonly service: DescService,
     readonly method: DescMethod,
-    /** ms since the epoch; not finite: no deadline. */
-    readonly deadline: number,
-    readonly abort: CallAbort,
   ) {
+    const rawDeadline = call.getDeadline();
+    this.deadline = rawDeadline instanceof Date ? rawDeadline.getTime() : rawDeadline;
+    this.abort = new CallAbort(call, this.deadline);
     this.url = call.getPath();
   }
 
@@ -142,10 +146,8 @@ class CallContext implements HandlerContext {
 }
 
 export function openCallScope(call: ServerCallLike, service: DescService, method: DescMethod): CallScope {
-  const rawDeadline = call.getDeadline();
-  const deadline = rawDeadline instanceof Date ? rawDeadline.getTime() : rawDeadline;
-  const abort = new CallAbort(call, deadline);
-  return { context: new CallContext(call, service, method, deadline, abort), done: () => abort.done() };
+  const context = new CallContext(call, service, method);
+  return { context, done: () => context.abort.done() };
 }
 
 /** The context as this module made it (a context made elsewhere — a test's — has none of its state). */
