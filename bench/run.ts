@@ -535,8 +535,8 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
 
 const fmt = (ms: number | undefined) => (ms === undefined || Number.isNaN(ms) ? "–" : ms.toFixed(1)).padStart(6);
 
-/** What each BENCH_ONLY value runs: A; B and C; D, F and E; or one comparison of B alone. */
-type Section = "library" | "paths" | "rest" | "samework" | "observability";
+/** What each BENCH_ONLY value runs: A; B and C; D, F and E; one comparison of B alone; or C alone. */
+type Section = "library" | "paths" | "rest" | "samework" | "observability" | "overload";
 const BENCH_MODES: Record<string, Section[]> = {
   all: ["library", "paths", "rest"],
   library: ["library"],
@@ -544,6 +544,7 @@ const BENCH_MODES: Record<string, Section[]> = {
   paths: ["paths"],
   samework: ["samework"],
   observability: ["observability"],
+  overload: ["overload"],
 };
 
 async function main(): Promise<number> {
@@ -573,6 +574,11 @@ async function main(): Promise<number> {
       }
     });
     await tracedRead(http);
+  }
+  if (runs("overload")) {
+    // Overload alone (issue 15, part 3), as the full run measures it.
+    console.error("C. overload");
+    await overload();
   }
   if (runs("library")) {
     console.error("A. gRPC library choice");

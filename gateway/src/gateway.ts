@@ -243,46 +243,64 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
           refusedToken = err;
         }
       }
-      // Every /v1 answer carries the caller's quota; past it, 429 before any other work.
       const address = clientAddress(req, config.trustedProxyHops);
-      const quota = await rateLimiter.check(quotaKey(caller, address));
-      for (const [name, value] of Object.entries(quota.headers)) res.setHeader(name, value);
-      if (!quota.allowed) {
+      const quotaOf = quotaKey(caller, address);
+      /**
+       * Every /v1 answer carries the caller's quota; past it, 429 before any other answer. `draw`:
+       * the request counts against it; a shed one does not (the refusal is the gateway's) and
+       * carries the quota as it stands.
+       */
+      const applyQuota = async (draw: boolean) => {
+        const quota = draw ? await rateLimiter.check(quotaOf) : await rateLimiter.peek(quotaOf);
+        for (const name in quota.headers) res.setHeader(name, quota.headers[name]!);
+        if (quota.allowed) return;
         req.resume();
         record.quotaKind = caller ? "user" : "address";
         throw RATE_LIMITED;
+      };
+      let operation: CompiledOperation;
+      let pathParams: Record<string, string>;
+      let pathMajor: number;
+      let negotiated: ReturnType<typeof negotiateVersion>;
+      try {
+        ({ operation, pathParams } = router.match(method, pathname));
+        record.route = operation.pathTemplate;
+        // The version: the path's, or another one asked for by media type on the same path (406 if unknown).
+        pathMajor = operation.version;
+        negotiated = negotiateVersion(pathMajor, req.headers.accept, req.headers["content-type"], publishedMajors);
+        res.appendHeader("vary", "Accept");
+        if (negotiated.mediaType) res.setHeader("content-type", `${negotiated.mediaType}; charset=utf-8`);
+        if (negotiated.major !== pathMajor) operation = router.match(method, pathname.replace(/^\/v\d+/, `/v${negotiated.major}`)).operation;
+      } catch (err) {
+        // A refused route or version is a /v1 answer too: it draws on the quota (and 429 comes first).
+        await applyQuota(true);
+        throw err;
       }
-      const matched = router.match(method, pathname);
-      record.route = matched.operation.pathTemplate;
-      let operation = matched.operation;
-      const { pathParams } = matched;
-      // The version: the path's, or another one asked for by media type on the same path (406 if unknown).
-      const pathMajor = operation.version;
-      const negotiated = negotiateVersion(pathMajor, req.headers.accept, req.headers["content-type"], publishedMajors);
-      res.appendHeader("vary", "Accept");
-      if (negotiated.mediaType) res.setHeader("content-type", `${negotiated.mediaType}; charset=utf-8`);
-      if (negotiated.major !== pathMajor) operation = router.match(method, pathname.replace(/^\/v\d+/, `/v${negotiated.major}`)).operation;
       const deprecated = deprecations.get(negotiated.major);
       if (deprecated?.operations.has(operation.operationId)) {
         for (const [name, value] of Object.entries(deprecationHeaders(deprecated.version, pathname.replace(/^\/v\d+/, `/v${deprecated.successor}`)))) res.setHeader(name, value);
         deprecatedUsage.count(caller?.tenantId ?? (typeof pathParams.tenant_id === "string" ? pathParams.tenant_id : "-"), `${method} ${operation.pathTemplate}`, caller !== undefined);
       }
-      if (operation.operationId === "getOpenApiDocument") return sendJson(res, 200, apis.get(pathMajor)!.document);
+      if (operation.operationId === "getOpenApiDocument") {
+        await applyQuota(true);
+        return sendJson(res, 200, apis.get(pathMajor)!.document);
+      }
       const route = routes.get(operation.operationId)!;
       upstream = route.upstream;
       // Beyond the adaptive limit a request is shed at once, before any work is spent on it, instead
       // of queueing. A live stream is admitted the same way — it is shed under overload too — and
       // gives its place back once it is open (it is long by design, and says nothing of latency).
-      const eventStream = wantsEventStream(operation, req.headers.accept);
       release = concurrency.tryAcquire();
+      await applyQuota(release !== undefined);
       if (!release) {
         req.resume();
         gatewayShed.inc();
-        throw SHED;
+        return sendError(res, SHED, presentedToken);
       }
+      const eventStream = wantsEventStream(operation, req.headers.accept);
       if (eventStream) {
         // Each caller holds only so many: the slot is theirs until the stream closes.
-        const slot = streamSlots.take(quotaKey(caller, address));
+        const slot = streamSlots.take(quotaOf);
         if (!slot) record.quotaKind = "streams";
         if (!slot) throw edgeError("TOO_MANY_STREAMS", `at most ${config.maxStreamsPerCaller} live streams at once; close one first`, { "retry-after": "5" });
         res.once("close", slot);

@@ -139,15 +139,17 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
       req.contextValues.set(CALLER, caller);
     }
     const key = quotaKey(caller, request?.address ?? "unknown");
-    const quota = await options.rateLimiter.check(key);
-    if (!quota.allowed) {
-      request?.refusedBy(caller ? "user" : "address");
-      throw new ConnectError(options.rateLimitedMessage, Code.ResourceExhausted, quota.headers);
-    }
+    // Shed before the quota is drawn on, as /v1 does: the refusal is the gateway's, not the caller's.
     const release = options.concurrency.tryAcquire();
     if (!release) {
       options.onShed();
       throw new ConnectError("the gateway is at capacity; retry after the Retry-After delay", Code.Unavailable, { "retry-after": "1" });
+    }
+    const quota = await options.rateLimiter.check(key);
+    if (!quota.allowed) {
+      release(false);
+      request?.refusedBy(caller ? "user" : "address");
+      throw new ConnectError(options.rateLimitedMessage, Code.ResourceExhausted, quota.headers);
     }
     const withQuota = <R extends { header: Headers }>(res: R): R => {
       for (const [name, value] of Object.entries(quota.headers)) res.header.set(name, value);

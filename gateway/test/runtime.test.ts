@@ -7,7 +7,7 @@ import type { Caller } from "@switchyard/platform/caller.js";
 import { bindRoutes } from "../src/gateway.js";
 import { toHttpError, HttpError } from "../src/runtime/errors.js";
 import { describeBodyError, loadApiDocument } from "../src/runtime/openapi.js";
-import { quotaKey } from "../src/runtime/rate-limit.js";
+import { createRateLimiter, quotaKey } from "../src/runtime/rate-limit.js";
 import { clientAddress } from "../src/runtime/client-address.js";
 import { StreamSlots, wantsEventStream } from "../src/runtime/streams.js";
 import { Router } from "../src/runtime/router.js";
@@ -96,6 +96,13 @@ describe("gateway runtime", () => {
       expect(toHttpError(new ConnectError("connect ECONNREFUSED 10.0.0.1", Code.Unavailable), "payments").message).to.equal("the payments service is unavailable");
       expect(toHttpError(fail("LOAD_SHED", "busy")).headers).to.have.property("retry-after");
     });
+    it("serializes an error's body once, with its details when it has them", () => {
+      const shed = new HttpError(503, "LOAD_SHED", "at capacity");
+      expect(JSON.parse(shed.body)).to.deep.equal({ error: "at capacity", code: "LOAD_SHED" });
+      expect(shed.body, "the same string each time").to.equal(shed.body);
+      const changed = new HttpError(409, "PRICE_CHANGED", "the price changed", {}, { price: 1200 });
+      expect(JSON.parse(changed.body)).to.deep.equal({ error: "the price changed", code: "PRICE_CHANGED", details: { price: 1200 } });
+    });
   });
 
   describe("router", () => {
@@ -123,6 +130,27 @@ describe("gateway runtime", () => {
       expect(quotaKey(caller("acme", 2n, "t2"), "198.51.100.1"), "another token and address of the same user").to.equal("user:acme:2");
       expect(quotaKey(caller("globex", 2n, "t3"), "192.0.2.7"), "the same id in another tenant is another user").to.equal("user:globex:2");
       expect(quotaKey(undefined, "192.0.2.7")).to.equal("addr:192.0.2.7");
+    });
+
+    it("peek at a quota without drawing on it: a fresh one is whole, a used one as it stands, an exhausted one refused", async () => {
+      const limiter = createRateLimiter({ limit: 3, windowSeconds: 60, keyPrefix: `peek-test-${process.pid}` });
+      try {
+        const fresh = await limiter.peek("user:acme:1");
+        expect(fresh.allowed).to.equal(true);
+        expect(fresh.headers["x-ratelimit-limit"]).to.equal("3");
+        expect(fresh.headers["x-ratelimit-remaining"]).to.equal("3");
+        expect(Number(fresh.headers["x-ratelimit-reset"])).to.be.within(Date.now() / 1000, Date.now() / 1000 + 61);
+        expect((await limiter.check("user:acme:1")).headers["x-ratelimit-remaining"]).to.equal("2");
+        for (let i = 0; i < 3; i++) expect((await limiter.peek("user:acme:1")).headers["x-ratelimit-remaining"], "peeking draws nothing").to.equal("2");
+        expect((await limiter.check("user:acme:1")).headers["x-ratelimit-remaining"]).to.equal("1");
+        await limiter.check("user:acme:1");
+        const exhausted = await limiter.peek("user:acme:1");
+        expect(exhausted.allowed).to.equal(false);
+        expect(exhausted.headers["x-ratelimit-remaining"]).to.equal("0");
+        expect(exhausted.headers["retry-after"]).to.match(/^\d+$/);
+      } finally {
+        await limiter.close();
+      }
     });
 
     it("take the socket's peer with no trusted proxy, whatever X-Forwarded-For says", () => {

@@ -55,6 +55,11 @@ describe("e2e: deadlines, shedding and cancellation at the edge", function () {
     expect(shed.headers.get("x-ratelimit-limit"), "a shed answer still carries the caller's quota").to.match(/^\d+$/);
     expect(shed.headers.get("x-ratelimit-remaining")).to.match(/^\d+$/);
     expect(shed.ms, "shed within milliseconds, not at the deadline").to.be.lessThan(500);
+    // The refusal is the gateway's: a shed request does not draw on the caller's quota (a window
+    // that began anew between the two could only raise what is left).
+    const shedAgain = await api.get(paymentPath, { token });
+    expectError(shedAgain, 503, "LOAD_SHED");
+    expect(Number(shedAgain.headers.get("x-ratelimit-remaining")), "nothing drawn by the first shed answer").to.be.at.least(Number(shed.headers.get("x-ratelimit-remaining")));
     env.mesh.process("payments").kill("SIGCONT");
     // Held calls finish, time out, or are shed by payments itself (its event loop saw the pause).
     for (const res of await Promise.all(stuck)) expect(res.status).to.be.oneOf([200, 503, 504]);

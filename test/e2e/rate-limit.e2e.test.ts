@@ -63,6 +63,18 @@ describe("e2e: rate limits", function () {
     expect((await api.get("/healthz")).status, "health checks are not rate limited").to.equal(200);
   });
 
+  it("draws on the quota for refused routes and versions too, and answers 429 before them once it is used up", async () => {
+    const from = (path: string, headers: Record<string, string> = {}) => api.get(path, { headers: { "x-forwarded-for": "192.0.2.40", ...headers } });
+    const unknown = await from("/v1/no-such-route");
+    expectError(unknown, 404, "ROUTE_NOT_FOUND");
+    expect(unknown.headers.get("x-ratelimit-remaining")).to.equal(String(LIMIT - 1));
+    const version = await from("/v1/catalog/items", { accept: "application/vnd.api.v9+json" });
+    expectError(version, 406, "NOT_ACCEPTABLE");
+    expect(version.headers.get("x-ratelimit-remaining")).to.equal(String(LIMIT - 2));
+    for (let i = 2; i < LIMIT; i++) await from("/v1/openapi.json");
+    expectError(await from("/v1/no-such-route"), 429, "RATE_LIMITED");
+  });
+
   it("draws every token of one user on one quota", async () => {
     const first = await loginFrom(env.mesh.gatewayUrl, "192.0.2.10", { tenant: "acme", email: "bob@acme.test" });
     const second = await loginFrom(env.mesh.gatewayUrl, "192.0.2.11", { tenant: "acme", email: "bob@acme.test" });

@@ -18,6 +18,12 @@ export class HttpError extends Error {
     super(message);
     Error.stackTraceLimit = limit;
   }
+
+  #body: string | undefined;
+  /** The JSON body, serialized once: a refusal made often (a shed, a quota) is answered from it each time. */
+  get body(): string {
+    return (this.#body ??= JSON.stringify(this.details ? { error: this.message, code: this.code, details: this.details } : { error: this.message, code: this.code }));
+  }
 }
 
 /** The HTTP status of every catalogued reason (a reason added to the catalogue does not compile until it has one). */

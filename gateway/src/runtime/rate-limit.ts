@@ -22,6 +22,8 @@ export interface RateDecision {
 export interface RateLimiter {
   /** Draws one request from the quota named by `key` (see quotaKey). */
   check(key: string): Promise<RateDecision>;
+  /** The quota named by `key` as it stands, drawing nothing (for an answer that did no work: a shed one). */
+  peek(key: string): Promise<RateDecision>;
   close(): Promise<void>;
 }
 
@@ -58,6 +60,13 @@ export function createRateLimiter(options: RateLimitOptions): RateLimiter {
         if (err instanceof RateLimiterRes) return { allowed: false, headers: headersOf(err, false) };
         throw err;
       }
+    },
+    async peek(key) {
+      const res = await limiter.get(key);
+      // A quota not drawn on in this window: all of it left, the window starting now.
+      if (!res) return { allowed: true, headers: { "x-ratelimit-limit": String(options.limit), "x-ratelimit-remaining": String(options.limit), "x-ratelimit-reset": String(Math.ceil(Date.now() / 1000) + options.windowSeconds) } };
+      const allowed = res.remainingPoints > 0;
+      return { allowed, headers: headersOf(res, allowed) };
     },
     async close() {
       await redis?.quit().catch(() => redis?.disconnect());

@@ -9,18 +9,21 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
     res.end();
     return;
   }
-  const payload = JSON.stringify(body);
-  res.writeHead(status, {
-    ...headers,
-    // A versioned media type the client asked for (set by the caller) stays; otherwise plain JSON.
-    "content-type": (res.getHeader("content-type") as string | undefined) ?? "application/json; charset=utf-8",
-    "content-length": Buffer.byteLength(payload),
-  });
-  res.end(payload);
+  sendJsonText(res, status, JSON.stringify(body), headers);
 }
 
 export function sendError(res: ServerResponse, err: HttpError, presentedToken: boolean): void {
-  const headers: Record<string, string> = { ...err.headers };
-  if (err.status === 401) headers["www-authenticate"] = presentedToken ? 'Bearer realm="switchyard", error="invalid_token"' : 'Bearer realm="switchyard"';
-  sendJson(res, err.status, err.details ? { error: err.message, code: err.code, details: err.details } : { error: err.message, code: err.code }, headers);
+  if (res.headersSent || res.destroyed) return;
+  if (err.status === 401) res.setHeader("www-authenticate", presentedToken ? 'Bearer realm="switchyard", error="invalid_token"' : 'Bearer realm="switchyard"');
+  sendJsonText(res, err.status, err.body, err.headers);
+}
+
+/** A JSON body already serialized. */
+function sendJsonText(res: ServerResponse, status: number, payload: string, headers: Record<string, string>): void {
+  for (const name in headers) res.setHeader(name, headers[name]!);
+  // A versioned media type the client asked for (set by the caller) stays; otherwise plain JSON.
+  if (!res.hasHeader("content-type")) res.setHeader("content-type", "application/json; charset=utf-8");
+  res.setHeader("content-length", Buffer.byteLength(payload));
+  res.writeHead(status);
+  res.end(payload);
 }

@@ -140,11 +140,22 @@ export function deprecatedOperations(
 
 /** RFC 9745 Deprecation (a structured-field date), RFC 8594 Sunset (an HTTP-date) and the Links. */
 export function deprecationHeaders(version: PublishedVersion, successorPath: string): Record<string, string> {
-  const headers: Record<string, string> = {};
-  if (version.deprecatedAt) headers.deprecation = `@${Math.floor(version.deprecatedAt.getTime() / 1000)}`;
-  if (version.sunsetAt) headers.sunset = version.sunsetAt.toUTCString();
+  const headers: Record<string, string> = { ...datesOf(version) };
   headers.link = `<${successorPath}>; rel="successor-version", </versions>; rel="deprecation"; type="application/json"`;
   return headers;
+}
+
+// A version's dates are fixed: formatted once, not on every answer of its routes.
+const formattedDates = new WeakMap<PublishedVersion, Record<string, string>>();
+function datesOf(version: PublishedVersion): Record<string, string> {
+  let dates = formattedDates.get(version);
+  if (!dates) {
+    dates = {};
+    if (version.deprecatedAt) dates.deprecation = `@${Math.floor(version.deprecatedAt.getTime() / 1000)}`;
+    if (version.sunsetAt) dates.sunset = version.sunsetAt.toUTCString();
+    formattedDates.set(version, dates);
+  }
+  return dates;
 }
 
 /**
@@ -158,6 +169,7 @@ const MAX_USAGE_ENTRIES = 1_000;
 
 export class DeprecatedRouteUsage {
   private counts = new Map<string, { tenant: string; route: string; count: number }>();
+  private readonly metricChildren = new Map<string, { inc(): void }>();
   private readonly timer: NodeJS.Timeout;
 
   constructor(private readonly logger: Logger, intervalMs: number) {
@@ -166,13 +178,17 @@ export class DeprecatedRouteUsage {
 
   /** `verified`: the tenant is the verified caller's (else a path's, unbounded: the metric says "unauthenticated"). */
   count(tenant: string, route: string, verified = true): void {
-    gatewayDeprecatedRequests.labels({ tenant: verified ? tenant : "unauthenticated", route }).inc();
     // Tenants named by a path are whatever a caller writes: past a bound, one line takes the rest.
     const named = verified || this.counts.size < MAX_USAGE_ENTRIES ? tenant : "(others, unauthenticated)";
     const key = `${named}\u0000${route}`;
     const entry = this.counts.get(key);
     if (entry) entry.count++;
     else this.counts.set(key, { tenant: named, route, count: 1 });
+    // The metric's child per label pair, looked up once (labels() hashes its labels on every call).
+    const metricKey = verified ? key : `\u0000${route}`;
+    let child = this.metricChildren.get(metricKey);
+    if (!child) this.metricChildren.set(metricKey, (child = gatewayDeprecatedRequests.labels({ tenant: verified ? tenant : "unauthenticated", route })));
+    child.inc();
   }
 
   flush(): void {
