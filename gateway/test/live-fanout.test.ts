@@ -109,6 +109,20 @@ describe("gateway: shared live streams (fan-out)", () => {
     expect(fanout.size).to.equal(0);
   });
 
+  it("tells a subscriber whose own token ran out that it expired, when the upstream ends the stream before the edge's watch of that token does", async () => {
+    const fanout = new LiveFanout(logger);
+    const upstream = simulatedUpstream();
+    // Expires in 50 ms: the upstream refuses it once that has passed, as content does at its expiry.
+    const sub = await fanout.join("posts/acme", credential("short", 0.05), upstream.open);
+    const f = follow(sub);
+    await new Promise((r) => setTimeout(r, 80));
+    upstream.opened[0]!.events.fail(fail("UNAUTHENTICATED", "the token has expired"));
+    let ended: unknown;
+    await f.ended.catch((err: unknown) => (ended = err));
+    expect(String(ended)).to.match(/the token has expired/);
+    expect(fanout.size).to.equal(0);
+  });
+
   it("closes the upstream stream when its last subscriber leaves; the next subscriber opens a new one", async () => {
     const fanout = new LiveFanout(logger);
     const upstream = simulatedUpstream();

@@ -122,10 +122,10 @@ class SharedStream {
     this.confirm();
   }
 
-  /** Ends every subscriber with the error (they reconnect with their last event id). */
-  end(err: unknown): void {
+  /** Ends every subscriber with the error, or each with its own (they reconnect with their last event id). */
+  end(err: unknown, errorOf: (subscriber: Subscriber) => unknown = () => err): void {
     if (!this.confirmed) this.refuse(err);
-    for (const s of this.subscribers) s.fail(err);
+    for (const s of this.subscribers) s.fail(errorOf(s));
     this.subscribers.clear();
   }
 }
@@ -191,7 +191,12 @@ export class LiveFanout {
     for (;;) {
       const credential = this.credentialFor(stream, refused);
       if (!credential) {
-        this.close(key, stream, fail("UNAUTHENTICATED", "no subscriber of the live feed holds a token that is still good"));
+        // A subscriber whose own token ran out is told so — the upstream may end the stream a moment
+        // before the edge's own watch of that token does; the others, that nobody's token is good.
+        const now = Date.now() / 1000;
+        const expired = fail("UNAUTHENTICATED", "the token has expired");
+        const noneGood = fail("UNAUTHENTICATED", "no subscriber of the live feed holds a token that is still good");
+        this.close(key, stream, noneGood, (s) => (s.credential.expiresAt <= now ? expired : noneGood));
         return;
       }
       try {
@@ -217,10 +222,10 @@ export class LiveFanout {
     }
   }
 
-  private close(key: string, stream: SharedStream, err: unknown): void {
+  private close(key: string, stream: SharedStream, err: unknown, errorOf?: (subscriber: Subscriber) => unknown): void {
     if (this.streams.get(key) === stream) this.streams.delete(key);
     stream.controller.abort();
-    stream.end(err);
+    stream.end(err, errorOf);
   }
 
   /** The credential of the subscriber whose token stays good longest, among those not refused. */
