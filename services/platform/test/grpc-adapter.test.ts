@@ -13,7 +13,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { errorInfoOf, fail } from "@switchyard/platform/errors.js";
 import { createLogger } from "@switchyard/platform/logger.js";
 import { SERVICE_AUTHORIZATION } from "@switchyard/platform/caller.js";
-import { callerOf, createServiceClient, openChannel, requestMetadataValue, serviceCallerOf, type Authenticator } from "@switchyard/platform/grpc";
+import { callerOf, createServiceClient, openChannel, requestMetadataValue, serviceCallerOf, withoutCallerStack, type Authenticator } from "@switchyard/platform/grpc";
 import { echoImpl, EchoService } from "@switchyard/platform/echo.js";
 import { registration, startGrpcServer, type RunningServer } from "@switchyard/platform/server.js";
 
@@ -71,6 +71,33 @@ describe("gRPC adapter (grpc-js server, protobuf-es messages, Connect-shaped han
     expect(ce.rawMessage).to.equal("asked to fail");
     expect(errorInfoOf(ce)?.reason).to.equal("RULE_VIOLATION");
     expect(errorInfoOf(ce)?.metadata).to.deep.equal({ field: "message" });
+  });
+
+  it("starts calls without capturing the caller's stack, and leaves the process's stack trace limit as it was", async () => {
+    const limit = Error.stackTraceLimit;
+    expect(withoutCallerStack(() => new Error("inside").stack), "no frames captured while a call starts").to.equal("Error: inside");
+    expect(() => withoutCallerStack(() => { throw new Error("thrown"); })).to.throw("thrown");
+    expect(Error.stackTraceLimit, "restored after a start that threw").to.equal(limit);
+    // The limit each call starts under, as grpc-js sees it when it makes its caller-stack error.
+    const own = openChannel(address);
+    const seen: Record<string, number[]> = { unary: [], serverStream: [] };
+    const unary = own.makeUnaryRequest.bind(own);
+    const serverStream = own.makeServerStreamRequest.bind(own);
+    own.makeUnaryRequest = ((...args: Parameters<typeof unary>) => (seen.unary!.push(Error.stackTraceLimit), unary(...args))) as typeof own.makeUnaryRequest;
+    own.makeServerStreamRequest = ((...args: Parameters<typeof serverStream>) => (seen.serverStream!.push(Error.stackTraceLimit), serverStream(...args))) as typeof own.makeServerStreamRequest;
+    const client = createServiceClient(EchoService, own);
+    try {
+      const ok = await client.echo({ message: "hello" });
+      const failed = (await client.echo({ message: "fail" }).catch((e: unknown) => e)) as ConnectError;
+      const streamed: number[] = [];
+      for await (const m of client.echoStream({ message: "tick", count: 2 })) streamed.push(m.sequence);
+      expect([ok.message, failed.code, failed.rawMessage, streamed]).to.deep.equal(["hello", Code.InvalidArgument, "asked to fail", [1, 2]]);
+    } finally {
+      own.close();
+    }
+    expect(seen).to.deep.equal({ unary: [0, 0], serverStream: [0] });
+    expect(Error.stackTraceLimit, "restored after calls that succeeded and failed").to.equal(limit);
+    expect(new Error("after").stack?.split("\n").length, "errors made later have their frames").to.be.greaterThan(1);
   });
 
   it("ends a call at its deadline on both ends", async () => {

@@ -97,6 +97,22 @@ function preflight(options: CallOptions | undefined): ConnectError | undefined {
   return undefined;
 }
 
+/**
+ * Starts a call without grpc-js's capture of the caller's stack (`new Error()` in every call, kept
+ * to append to a failed call's error stack): a failure here becomes a ConnectError whose stack
+ * nobody reads (the edge answers with the code and message; logs carry the message). It cost
+ * ~11 µs of the ~48 µs a unary call takes to start on the gateway's request path (issue 15).
+ */
+export function withoutCallerStack<T>(start: () => T): T {
+  const limit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
+  try {
+    return start();
+  } finally {
+    Error.stackTraceLimit = limit;
+  }
+}
+
 function cancelOnAbort(signal: AbortSignal | undefined, call: { cancel(): void }): () => void {
   if (!signal) return () => {};
   const onAbort = () => call.cancel();
@@ -150,17 +166,20 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
             let release = () => {};
             const metadata = metadataOf(options);
             const telemetry = telemetryOf(metadata);
-            const call = channel.makeUnaryRequest(path, ser, de, create(method.input, request as never), metadata, grpcOptions(options), (err, value) => {
-              release();
-              if (err) {
-                const failure = callError(err, signal);
-                telemetry.end(failure);
-                reject(failure);
-              } else {
-                telemetry.end(undefined);
-                resolve(value);
-              }
-            });
+            const message = create(method.input, request as never);
+            const call = withoutCallerStack(() =>
+              channel.makeUnaryRequest(path, ser, de, message, metadata, grpcOptions(options), (err, value) => {
+                release();
+                if (err) {
+                  const failure = callError(err, signal);
+                  telemetry.end(failure);
+                  reject(failure);
+                } else {
+                  telemetry.end(undefined);
+                  resolve(value);
+                }
+              }),
+            );
             release = cancelOnAbort(signal, call);
           });
         // The channel's retry policy cannot retry a call whose answer had begun when its replica died
@@ -185,7 +204,8 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
           if (early) return (async function* () { throw early; })();
           const metadata = metadataOf(options);
           const telemetry = telemetryOf(metadata);
-          const call = channel.makeServerStreamRequest(path, ser, de, create(method.input, request as never), metadata, grpcOptions(options));
+          const message = create(method.input, request as never);
+          const call = withoutCallerStack(() => channel.makeServerStreamRequest(path, ser, de, message, metadata, grpcOptions(options)));
           return readAll(call, options?.signal, cancelOnAbort(options?.signal, call), telemetry);
         };
         break;
@@ -198,13 +218,15 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
             let release = () => {};
             const metadata = metadataOf(options);
             const telemetry = telemetryOf(metadata);
-            const call = channel.makeClientStreamRequest(path, ser, de, metadata, grpcOptions(options), (err, value) => {
-              release();
-              const failure = err ? callError(err, signal) : undefined;
-              telemetry.end(failure);
-              if (failure) reject(failure);
-              else resolve(value);
-            });
+            const call = withoutCallerStack(() =>
+              channel.makeClientStreamRequest(path, ser, de, metadata, grpcOptions(options), (err, value) => {
+                release();
+                const failure = err ? callError(err, signal) : undefined;
+                telemetry.end(failure);
+                if (failure) reject(failure);
+                else resolve(value);
+              }),
+            );
             release = cancelOnAbort(signal, call);
             void pump(call, method, requests);
           });
@@ -215,7 +237,7 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
           if (early) return (async function* () { throw early; })();
           const metadata = metadataOf(options);
           const telemetry = telemetryOf(metadata);
-          const call = channel.makeBidiStreamRequest(path, ser, de, metadata, grpcOptions(options));
+          const call = withoutCallerStack(() => channel.makeBidiStreamRequest(path, ser, de, metadata, grpcOptions(options)));
           void pump(call, method, requests);
           return readAll(call, options?.signal, cancelOnAbort(options?.signal, call), telemetry);
         };
