@@ -6,7 +6,6 @@ import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/healt
 import { loadConfig, optionalSetting, otlpEndpointSetting, parse, setting, type ConfigOf } from "@switchyard/platform/config.js";
 import type { Logger } from "@switchyard/platform/logger.js";
 import type { Caller } from "@switchyard/platform/caller.js";
-import { bearerToken } from "@switchyard/platform/auth.js";
 import { CLIENT_ADDRESS_HEADER, createServiceClient } from "@switchyard/platform/grpc";
 import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { readRequestBody } from "./runtime/body.js";
@@ -238,7 +237,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       let refusedToken: unknown;
       if (presentedToken) {
         try {
-          caller = await verifier.verify(bearerToken(req.headers.authorization));
+          caller = await verifier.verifyAuthorization(req.headers.authorization);
         } catch (err) {
           refusedToken = err;
         }

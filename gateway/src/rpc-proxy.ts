@@ -15,7 +15,7 @@ import { fromBinary, type DescMethod, type DescMethodServerStreaming, type DescM
 import { Code, ConnectError, createConnectRouter, createContextKey, createContextValues, type CallOptions, type ConnectRouter, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
-import { bearerToken, type TokenVerifier } from "@switchyard/platform/auth.js";
+import type { TokenVerifier } from "@switchyard/platform/auth.js";
 import type { Caller } from "@switchyard/platform/caller.js";
 import { CLIENT_ADDRESS_HEADER } from "@switchyard/platform/grpc";
 import { REQUEST_ID_HEADER } from "@switchyard/platform/request-id.js";
@@ -132,7 +132,7 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
     let caller: Caller | undefined;
     if (authorization !== null) {
       try {
-        caller = await options.verifier.verify(bearerToken(authorization));
+        caller = await options.verifier.verifyAuthorization(authorization);
       } catch (err) {
         throw ConnectError.from(err, Code.Unauthenticated);
       }

@@ -6,7 +6,7 @@ import { errorCatalogue, fail } from "@switchyard/platform/errors.js";
 import type { Caller } from "@switchyard/platform/caller.js";
 import { bindRoutes } from "../src/gateway.js";
 import { toHttpError, HttpError } from "../src/runtime/errors.js";
-import { describeBodyError, loadApiDocument } from "../src/runtime/openapi.js";
+import { describeBodyError, loadApiDocument, servedApiPath } from "../src/runtime/openapi.js";
 import { createRateLimiter, quotaKey } from "../src/runtime/rate-limit.js";
 import { clientAddress } from "../src/runtime/client-address.js";
 import { StreamSlots, wantsEventStream } from "../src/runtime/streams.js";
@@ -118,6 +118,43 @@ describe("gateway runtime", () => {
       const method = (() => { try { router.match("PUT", "/v1/payments"); } catch (e) { return e as HttpError; } })();
       expect(method?.status).to.equal(405);
       expect(method?.headers.allow?.split(", ").sort()).to.deep.equal(["GET", "HEAD", "POST"]);
+    });
+    it("finds, through its index by version and collection, what a scan of every operation of every version finds", () => {
+      const v2 = loadApiDocument(servedApiPath(2));
+      const all = [...api.operations, ...v2.operations];
+      const indexed = new Router(all);
+      /** The answer of trying every operation in document order (the router before its index). */
+      const scan = (method: string, path: string) => {
+        const hits = all.filter((o) => o.pattern.test(path));
+        const hit = hits.find((o) => o.method === method || (method === "HEAD" && o.method === "GET"));
+        return hit ? hit.operationId : hits.length > 0 ? 405 : 404;
+      };
+      const outcome = (method: string, path: string) => {
+        try {
+          return indexed.match(method, path).operation.operationId;
+        } catch (e) {
+          return (e as HttpError).status;
+        }
+      };
+      const paths = all.flatMap((o) => [o.pathTemplate.replace(/\{\w+\}/g, "x1"), o.pathTemplate.replace(/\{\w+\}/g, "a%2Fb"), `${o.pathTemplate.replace(/\{\w+\}/g, "x1")}/extra`]);
+      paths.push("/", "/v1", "/v1/", "/v3/payments", "/v1/payments/", "//v1/payments", "/v1//payments");
+      let compared = 0;
+      for (const path of paths) {
+        for (const method of ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"]) {
+          expect(outcome(method, path), `${method} ${path}`).to.equal(scan(method, path));
+          compared++;
+        }
+      }
+      expect(compared).to.be.greaterThan(1_000);
+    });
+    it("decodes only what is percent-encoded, refuses bad encoding with 400, and matches a template whose collection is a parameter", () => {
+      expect(router.match("GET", "/v1/tenants/ac%20me/users/42").pathParams.tenant_id).to.equal("ac me");
+      const bad = (() => { try { router.match("GET", "/v1/tenants/%E0%A4%A/users/42"); } catch (e) { return e as HttpError; } })();
+      expect(bad?.status).to.equal(400);
+      const byParameter = { ...api.operations[0]!, operationId: "anyCollection", method: "GET", pathTemplate: "/v9/{collection}", pattern: /^\/v9\/([^/]+)$/, pathParams: ["collection"] };
+      const withParameterLead = new Router([...api.operations, byParameter]);
+      expect(withParameterLead.match("GET", "/v9/things").pathParams).to.deep.equal({ collection: "things" });
+      expect(withParameterLead.match("GET", "/v1/tenants/acme/users/42").operation.operationId).to.equal("getUser");
     });
   });
 

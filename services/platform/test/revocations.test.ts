@@ -61,6 +61,33 @@ describe("TokenVerifier with revocations", () => {
     expect((await verifier.verify(await token("ses_2"))).sessionId, "other sessions are fine").to.equal("ses_2");
   });
 
+  it("answers an Authorization header it has seen from its text, and still refuses it once its token expires or its session is revoked", async () => {
+    let now = NOW;
+    const list = new RevocationList(() => now);
+    const verifier = new TokenVerifier(async () => [key.jwk], () => now, list);
+    const t = await token("ses_h");
+    const header = `Bearer ${t}`;
+    const first = await verifier.verifyAuthorization(header);
+    expect(first).to.include({ sessionId: "ses_h", token: t });
+    // The second time no token is read from the header: verify() is not reached.
+    const verify = verifier.verify.bind(verifier);
+    let verified = 0;
+    verifier.verify = (tk: string) => (verified++, verify(tk));
+    expect(await verifier.verifyAuthorization(header)).to.equal(first);
+    expect(verified, "a remembered header is not parsed and verified again").to.equal(0);
+    expect((await verifier.verifyAuthorization(`bearer ${t}`)).sessionId, "another spelling is parsed").to.equal("ses_h");
+    expect(verified).to.equal(1);
+    for (const bad of [undefined, "", "Basic dXNlcjpwYXNz", `Bearer ${t} x`, `Bearer ${t.slice(0, -2)}`]) {
+      expect(await reason(verifier.verifyAuthorization(bad)), String(bad)).to.equal("UNAUTHENTICATED");
+    }
+    list.revoke("ses_h", now + 900_000);
+    expect(await reason(verifier.verifyAuthorization(header)), "revoked after it was remembered").to.equal("UNAUTHENTICATED");
+    const other = await token("ses_e");
+    await verifier.verifyAuthorization(`Bearer ${other}`);
+    now = NOW + 901_000;
+    expect(await reason(verifier.verifyAuthorization(`Bearer ${other}`)), "expired after it was remembered").to.equal("UNAUTHENTICATED");
+  });
+
   it("ends a watch at the token's expiry, or at once when its session is revoked, and only once", async () => {
     const list = new RevocationList();
     const verifier = new TokenVerifier(async () => [key.jwk], Date.now, list);
