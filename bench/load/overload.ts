@@ -5,6 +5,7 @@
 // The same open-loop generator measures the reference points: a light load (a tenth of capacity:
 // "unloaded") and exactly the capacity.
 import { measureOpenLoop, type OpenLoopResult, type OpenLoopTarget } from "./open-loop.js";
+import { cpuSeconds } from "../machine.js";
 
 export const OVERLOAD_FACTOR = 3;
 export const UNLOADED_FACTOR = 0.1;
@@ -29,6 +30,8 @@ export interface OverloadResult {
   overload: OpenLoopResult;
   /** The overload against the limit pinned at PINNED_LIMIT (another mesh). */
   pinned?: OpenLoopResult | { error: string };
+  /** The overload's rate against a bare node:http server that answers every request with a shed's 503 (bench/servers/fixed-shed.ts), and its CPU per answer. */
+  shedFloor?: (OpenLoopResult & { serverCpuUsPerAnswer?: number }) | { error: string };
 }
 
 const runAt = (target: OpenLoopTarget, capacityPerSec: number, factor: number, seconds: number) => measureOpenLoop(target, { rate: capacityPerSec * factor, seconds, sockets: SOCKETS });
@@ -46,8 +49,25 @@ export async function measureOverload(target: OpenLoopTarget, capacityPerSec: nu
   return { capacityPerSec, unloaded, atCapacity, overload };
 }
 
-/** The overload alone, against a gateway with its limit pinned (no latency measurements to warm up for). */
-export async function measurePinnedOverload(target: OpenLoopTarget, capacityPerSec: number, seconds: number): Promise<OpenLoopResult> {
+/**
+ * The overload alone, against a gateway with its limit pinned or the shed floor's server (no latency
+ * measurements to warm up for). With `serverPid`, also the CPU time that process spent per answer.
+ */
+export async function measurePinnedOverload(target: OpenLoopTarget, capacityPerSec: number, seconds: number, serverPid?: number): Promise<OpenLoopResult & { serverCpuUsPerAnswer?: number }> {
   await runAt(target, capacityPerSec, 0.3, 3);
-  return runAt(target, capacityPerSec, OVERLOAD_FACTOR, seconds);
+  const before = serverPid === undefined ? 0 : cpuSeconds(serverPid);
+  const result = await runAt(target, capacityPerSec, OVERLOAD_FACTOR, seconds);
+  if (serverPid === undefined) return result;
+  const answers = Object.values(result.byStatus).reduce((n, s) => n + s.count, 0);
+  return { ...result, serverCpuUsPerAnswer: answers > 0 ? ((cpuSeconds(serverPid) - before) * 1e6) / answers : undefined };
+}
+
+/**
+ * The most goodput ÷ capacity that OVERLOAD_FACTOR× allows when a shed answer costs `shedCpuUs` of the
+ * core that serves `capacityPerSec`: the served share s and the shed rest fill the core,
+ * s + (F − s)·C·shed = 1, so s = (1 − F·C·shed) ÷ (1 − C·shed).
+ */
+export function goodputCeiling(capacityPerSec: number, shedCpuUs: number): number {
+  const x = (capacityPerSec * shedCpuUs) / 1e6;
+  return Math.max(0, (1 - OVERLOAD_FACTOR * x) / (1 - x));
 }
