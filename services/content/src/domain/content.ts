@@ -1,5 +1,5 @@
 // Rules for documents, posts and catalog items, without I/O.
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { fail } from "@switchyard/platform/errors.js";
 import { assertAmount, assertCurrency } from "@switchyard/platform/money.js";
 
@@ -24,7 +24,8 @@ export function validateText(input: { title: string; body: string }): { title: s
 
 /** The strong entity tag of a stored version: opaque, quoted, different for every save. */
 export function entityTag(documentId: string, version: number): string {
-  return `"${createHash("sha256").update(`${documentId}:${version}`).digest("base64url").slice(0, 27)}"`;
+  // One-shot hashing: a Hash object per read cost the document read path several µs (issue 15).
+  return `"${hash("sha256", `${documentId}:${version}`, "base64url").slice(0, 27)}"`;
 }
 
 export interface CatalogItemInput {
