@@ -42,7 +42,7 @@ export function createRateLimiter(options: RateLimitOptions): RateLimiter {
     redis.on("error", () => {});
     limiter = new RateLimiterRedis({ storeClient: redis, points: options.limit, duration: options.windowSeconds, keyPrefix: options.keyPrefix, insuranceLimiter: memory });
   }
-  const headersOf = (res: RateLimiterRes, allowed: boolean): Record<string, string> => {
+  const headersOf = (res: Pick<RateLimiterRes, "remainingPoints" | "msBeforeNext">, allowed: boolean): Record<string, string> => {
     const headers: Record<string, string> = {
       "x-ratelimit-limit": String(options.limit),
       "x-ratelimit-remaining": String(Math.max(0, allowed ? res.remainingPoints : 0)),
@@ -64,7 +64,7 @@ export function createRateLimiter(options: RateLimitOptions): RateLimiter {
     async peek(key) {
       const res = await limiter.get(key);
       // A quota not drawn on in this window: all of it left, the window starting now.
-      if (!res) return { allowed: true, headers: { "x-ratelimit-limit": String(options.limit), "x-ratelimit-remaining": String(options.limit), "x-ratelimit-reset": String(Math.ceil(Date.now() / 1000) + options.windowSeconds) } };
+      if (!res) return { allowed: true, headers: headersOf({ remainingPoints: options.limit, msBeforeNext: options.windowSeconds * 1000 }, true) };
       const allowed = res.remainingPoints > 0;
       return { allowed, headers: headersOf(res, allowed) };
     },

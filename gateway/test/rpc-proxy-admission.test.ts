@@ -1,0 +1,86 @@
+// The browser proxy's admission, as /v1's: a call the concurrency limit sheds draws nothing on the
+// caller's quota (the refusal is the gateway's), and a call the quota refuses gives its place back.
+import { expect } from "chai";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import type { TokenVerifier } from "@switchyard/platform/auth.js";
+import { rpcProxy } from "../src/rpc-proxy.js";
+import { AdaptiveConcurrencyLimit } from "../src/runtime/concurrency-limit.js";
+import { createRateLimiter, quotaKey, type RateLimiter } from "../src/runtime/rate-limit.js";
+import { StreamSlots } from "../src/runtime/streams.js";
+import type { Upstreams } from "../src/upstreams.js";
+
+const ADDRESS = "192.0.2.61";
+const QUOTA = 2;
+
+describe("browser proxy (/rpc): shedding and the quota", () => {
+  let server: Server;
+  let url: string;
+  let concurrency: AdaptiveConcurrencyLimit;
+  let rateLimiter: RateLimiter;
+  let upstreamCalls = 0;
+  let sheds = 0;
+
+  before(async () => {
+    // A fixed limit of one request at a time, and a quota of QUOTA calls per address.
+    concurrency = new AdaptiveConcurrencyLimit({ initialLimit: 1, minLimit: 1, maxLimit: 1 });
+    rateLimiter = createRateLimiter({ limit: QUOTA, windowSeconds: 600, keyPrefix: `rpc-admission-${process.pid}` });
+    const content = { getDocument: async () => (upstreamCalls++, { document: { id: "doc_x", title: "t", body: "b", etag: '"e"' } }) };
+    const rpc = rpcProxy({
+      upstreams: { identity: {}, payments: {}, orders: {}, content } as unknown as Upstreams,
+      verifier: {} as TokenVerifier,
+      rateLimiter,
+      rateLimitedMessage: "rate limit reached",
+      concurrency,
+      streamSlots: new StreamSlots(1),
+      maxStreamsPerCaller: 1,
+      deadlineMs: 1_000,
+      maxDeadlineMs: 1_000,
+      maxBodyBytes: 64 * 1024,
+      onShed: () => sheds++,
+    });
+    server = createServer((req, res) => rpc.handle(req, res, { address: ADDRESS, requestId: "r", refusedBy: () => {} }));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/rpc/switchyard.content.v1.ContentService/GetDocument`;
+  });
+  after(async () => {
+    await new Promise((resolve) => server.close(resolve));
+    await rateLimiter.close();
+  });
+
+  const call = async () => {
+    const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ documentId: "doc_x" }) });
+    return { status: res.status, body: (await res.json()) as { code?: string } };
+  };
+  const remaining = async () => Number((await rateLimiter.peek(quotaKey(undefined, ADDRESS))).headers["x-ratelimit-remaining"]);
+
+  it("sheds at the limit with unavailable, drawing nothing on the caller's quota", async () => {
+    const held = concurrency.tryAcquire();
+    expect(held, "the one place, taken by another request").to.not.equal(undefined);
+    try {
+      for (let i = 0; i < 3; i++) {
+        const shed = await call();
+        expect(shed.status).to.equal(503);
+        expect(shed.body.code).to.equal("unavailable");
+      }
+    } finally {
+      held!(false);
+    }
+    expect(sheds).to.equal(3);
+    expect(upstreamCalls).to.equal(0);
+    expect(await remaining(), "three shed calls drew nothing").to.equal(QUOTA);
+  });
+
+  it("refuses past the quota with resource_exhausted and gives the limit's place back each time", async () => {
+    for (let i = 0; i < QUOTA; i++) expect((await call()).status).to.equal(200);
+    for (let i = 0; i < 3; i++) {
+      const refused = await call();
+      expect(refused.body.code).to.equal("resource_exhausted");
+      expect(concurrency.inflight, "the refused call holds no place").to.equal(0);
+    }
+    expect(upstreamCalls).to.equal(QUOTA);
+    // With its one place free, the limit still admits: the next refusal is the quota's again, not a shed.
+    expect((await call()).body.code).to.equal("resource_exhausted");
+    expect(sheds).to.equal(3);
+  });
+});
