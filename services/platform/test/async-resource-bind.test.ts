@@ -37,6 +37,39 @@ describe("AsyncResource.prototype.bind (installed by the platform client)", () =
     expect(bound.name).to.equal("bound");
   });
 
+  it("gives every bound function its target's length and arguments, whatever that length (with and without a this)", () => {
+    const resource = new AsyncResource("test");
+    const targets = [
+      function (this: unknown, ...rest: number[]) {
+        return [this, ...rest];
+      },
+      function (this: unknown, a: number, ...rest: number[]) {
+        return [this, a, ...rest];
+      },
+      function (this: unknown, a: number, b: number, ...rest: number[]) {
+        return [this, a, b, ...rest];
+      },
+      function (this: unknown, a: number, b: number, c: number, ...rest: number[]) {
+        return [this, a, b, c, ...rest];
+      },
+      function (this: unknown, a: number, b: number, c: number, d: number, e: number, ...rest: number[]) {
+        return [this, a, b, c, d, e, ...rest];
+      },
+    ];
+    const bindWithThis = resource.bind.bind(resource) as unknown as (fn: (...args: number[]) => unknown[], thisArg: unknown) => (...args: number[]) => unknown[];
+    const receiver = { name: "receiver" };
+    for (const target of targets) {
+      const bound = resource.bind(target);
+      expect(bound.length, `length ${target.length}`).to.equal(target.length);
+      expect(bound.name).to.equal("bound");
+      expect(bound.call(receiver, 1, 2, 3, 4, 5, 6, 7)).to.deep.equal([receiver, 1, 2, 3, 4, 5, 6, 7]);
+      expect(bound.call(receiver)).to.deep.equal(target.call(receiver));
+      const withThis = bindWithThis(target, receiver);
+      expect(withThis.length, `length ${target.length} with a this`).to.equal(target.length);
+      expect(withThis.call({ other: true }, 1, 2, 3, 4, 5, 6, 7)).to.deep.equal([receiver, 1, 2, 3, 4, 5, 6, 7]);
+    }
+  });
+
   it("keeps the deprecated asyncResource accessor (DEP0172), one shared accessor, no new prototypes", async () => {
     const resource = new AsyncResource("test");
     const bound = resource.bind(() => 1) as (() => number) & { asyncResource: AsyncResource };

@@ -44,22 +44,51 @@ const ASYNC_RESOURCE_ACCESSOR: PropertyDescriptor = {
 
 type AnyFunction = (...args: unknown[]) => unknown;
 
+/**
+ * The bound function for a target of each small length, made with that many named parameters so that
+ * it has the target's length without redefining `length` (a redefinition, like every
+ * Object.defineProperty on a fresh function, is a slow runtime call — this runs once per HTTP/2 request).
+ * Each is named `bound`, as Node's is.
+ */
+const BOUND_OF_LENGTH: ((resource: AsyncResource, fn: AnyFunction) => AnyFunction)[] = [
+  (resource, fn) => {
+    const bound = function (this: unknown, ...args: unknown[]) {
+      return resource.runInAsyncScope(fn, this, ...args);
+    };
+    return bound;
+  },
+  (resource, fn) => {
+    const bound = function (this: unknown, a: unknown, ...args: unknown[]) {
+      return resource.runInAsyncScope(fn, this, a, ...args);
+    };
+    return bound;
+  },
+  (resource, fn) => {
+    const bound = function (this: unknown, a: unknown, b: unknown, ...args: unknown[]) {
+      return resource.runInAsyncScope(fn, this, a, b, ...args);
+    };
+    return bound;
+  },
+];
+
 function bind(this: AsyncResource, fn: AnyFunction, thisArg?: unknown): AnyFunction {
   if (typeof fn !== "function") {
     throw Object.assign(new TypeError(`The "fn" argument must be of type function. Received ${fn === null ? "null" : `type ${typeof fn} (${String(fn)})`}`), { code: "ERR_INVALID_ARG_TYPE" });
   }
   const resource = this;
+  const length = fn.length;
   let bound: AnyFunction;
   if (thisArg === undefined) {
-    // Named `bound` as Node's is.
-    bound = function (this: unknown, ...args: unknown[]) {
-      return resource.runInAsyncScope(fn, this, ...args);
-    };
+    const make = BOUND_OF_LENGTH[length];
+    bound = make ? make(resource, fn) : BOUND_OF_LENGTH[0]!(resource, fn);
+    if (!make) Object.defineProperty(bound, "length", { configurable: true, enumerable: false, value: length, writable: false });
   } else {
+    // Function.prototype.bind gives it the target's length already.
     bound = resource.runInAsyncScope.bind(resource, fn, thisArg) as AnyFunction;
+    if (bound.length !== length) Object.defineProperty(bound, "length", { configurable: true, enumerable: false, value: length, writable: false });
   }
-  Object.defineProperty(bound, "length", { configurable: true, enumerable: false, value: fn.length, writable: false });
-  Object.defineProperty(bound, RESOURCE, { configurable: true, enumerable: false, writable: true, value: resource });
+  // A symbol key, so no listing of the function's own names shows it; assigned, not defined (see above).
+  (bound as unknown as { [RESOURCE]: AsyncResource })[RESOURCE] = resource;
   Object.defineProperty(bound, "asyncResource", ASYNC_RESOURCE_ACCESSOR);
   return bound;
 }
