@@ -11,6 +11,8 @@ export const OVERLOAD_FACTOR = 3;
 export const UNLOADED_FACTOR = 0.1;
 /** Admitted p99 under overload ÷ p99 unloaded must stay at or below this. */
 export const OVERLOAD_P99_TARGET = 2;
+/** Goodput (2xx per second) ÷ capacity under overload must reach this. */
+export const GOODPUT_TARGET = 0.75;
 const SOCKETS = 256;
 /** The unloaded run lasts this many times the others. */
 const UNLOADED_RUN_LENGTH = 3;
@@ -70,4 +72,14 @@ export async function measurePinnedOverload(target: OpenLoopTarget, capacityPerS
 export function goodputCeiling(capacityPerSec: number, shedCpuUs: number): number {
   const x = (capacityPerSec * shedCpuUs) / 1e6;
   return Math.max(0, (1 - OVERLOAD_FACTOR * x) / (1 - x));
+}
+
+/**
+ * The share of the core that a goodput of `goodput` × capacity takes at OVERLOAD_FACTOR× when a shed
+ * answer costs `shedCpuUs`: the served share plus the shed rest, g + (F − g)·C·shed. What is left is
+ * the room a queue has: near 1, every answer — a shed one too — waits behind the others.
+ */
+export function coreShareForGoodput(capacityPerSec: number, shedCpuUs: number, goodput: number): number {
+  const x = (capacityPerSec * shedCpuUs) / 1e6;
+  return goodput + (OVERLOAD_FACTOR - goodput) * x;
 }
