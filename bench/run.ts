@@ -493,8 +493,11 @@ function printExtra(http: HttpOutcome[]): void {
       const shedP99 = o.overload.byStatus["503"]?.p99Ms;
       if (floorP99 !== undefined && shedP99 !== undefined) out.push(`  informative: the gateway's shed p99 ÷ the floor's = ${(shedP99 / floorP99).toFixed(2)}× — no gateway can answer a shed faster here than this server answers its only kind of request`);
       const cost = floor.serverCpuUsPerAnswer;
-      if (cost !== undefined) out.push(`  informative: the floor's server spent ${cost.toFixed(1)} µs of CPU per answer; were a shed that cheap in the gateway, ${OVERLOAD_FACTOR}× would leave at most ${goodputCeiling(o.capacityPerSec, cost).toFixed(2)} of capacity for goodput (the core's time is served requests plus sheds)`);
-      if (cost !== undefined) out.push(`  informative: and a goodput of ${GOODPUT_TARGET} would keep the mesh's core ${(100 * coreShareForGoodput(o.capacityPerSec, cost, GOODPUT_TARGET)).toFixed(0)} % busy with served requests and sheds alone — the less is left, the longer every answer (a shed one too) waits its turn`);
+      if (cost !== undefined)
+        out.push(
+          `  informative: the floor's server spent ${cost.toFixed(1)} µs of CPU per answer; were a shed that cheap in the gateway, ${OVERLOAD_FACTOR}× would leave at most ${goodputCeiling(o.capacityPerSec, cost).toFixed(2)} of capacity for goodput (the core's time is served requests plus sheds)`,
+          `  informative: and a goodput of ${GOODPUT_TARGET} would keep the mesh's core ${(100 * coreShareForGoodput(o.capacityPerSec, cost, GOODPUT_TARGET)).toFixed(0)} % busy with served requests and sheds alone — the less is left, the longer every answer (a shed one too) waits its turn`,
+        );
     }
   }
   if (read) out.push(`  (closed loop for comparison, scenario 3, 50 connections, no shedding: p50 ${read.p50Ms.toFixed(1)} ms, p99 ${read.p99Ms.toFixed(1)} ms)`);

@@ -64,13 +64,16 @@ export async function measurePinnedOverload(target: OpenLoopTarget, capacityPerS
   return { ...result, serverCpuUsPerAnswer: answers > 0 ? ((cpuSeconds(serverPid) - before) * 1e6) / answers : undefined };
 }
 
+/** C·shed: the share of the core a shed costs, counted in served requests' worth (capacity × its CPU time). */
+const shedShare = (capacityPerSec: number, shedCpuUs: number) => (capacityPerSec * shedCpuUs) / 1e6;
+
 /**
  * The most goodput ÷ capacity that OVERLOAD_FACTOR× allows when a shed answer costs `shedCpuUs` of the
  * core that serves `capacityPerSec`: the served share s and the shed rest fill the core,
  * s + (F − s)·C·shed = 1, so s = (1 − F·C·shed) ÷ (1 − C·shed).
  */
 export function goodputCeiling(capacityPerSec: number, shedCpuUs: number): number {
-  const x = (capacityPerSec * shedCpuUs) / 1e6;
+  const x = shedShare(capacityPerSec, shedCpuUs);
   return Math.max(0, (1 - OVERLOAD_FACTOR * x) / (1 - x));
 }
 
@@ -80,6 +83,6 @@ export function goodputCeiling(capacityPerSec: number, shedCpuUs: number): numbe
  * the room a queue has: near 1, every answer — a shed one too — waits behind the others.
  */
 export function coreShareForGoodput(capacityPerSec: number, shedCpuUs: number, goodput: number): number {
-  const x = (capacityPerSec * shedCpuUs) / 1e6;
+  const x = shedShare(capacityPerSec, shedCpuUs);
   return goodput + (OVERLOAD_FACTOR - goodput) * x;
 }

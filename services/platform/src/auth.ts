@@ -20,6 +20,12 @@ const KEY_REFRESH_INTERVAL_MS = 1_000;
 // signs, and forgets retired ones, so a verifier always knows a key before it meets its first token.
 export const KEY_MAX_AGE_MS = 5 * 60_000;
 
+/** Keeps `value` under `key` in a cache of at most MAX_CACHED_TOKENS entries (the oldest goes first). */
+function remember<T>(cache: Map<string, T>, key: string, value: T): void {
+  if (cache.size >= MAX_CACHED_TOKENS) cache.delete(cache.keys().next().value as string);
+  cache.set(key, value);
+}
+
 /** Splits `Bearer <token>`; anything else is unauthenticated. */
 export function bearerToken(header: string | undefined): string {
   const match = header ? /^Bearer ([A-Za-z0-9_\-.~+/]+=*)$/i.exec(header.trim()) : null;
@@ -74,10 +80,13 @@ export class TokenVerifier {
    */
   async verifyAuthorization(header: string | undefined): Promise<Caller> {
     const known = header === undefined ? undefined : this.byHeader.get(header);
-    if (known && known.expiresAt > Math.floor(this.now() / 1000) && !this.revocations?.isRevoked(known.sessionId)) return known;
+    if (known) {
+      if (known.expiresAt > Math.floor(this.now() / 1000) && !this.revocations?.isRevoked(known.sessionId)) return known;
+      // No longer good: forgotten here, and refused below with the reason verify gives.
+      this.byHeader.delete(header!);
+    }
     const caller = await this.verify(bearerToken(header));
-    if (this.byHeader.size >= MAX_CACHED_TOKENS) this.byHeader.delete(this.byHeader.keys().next().value as string);
-    this.byHeader.set(header!, caller);
+    remember(this.byHeader, header!, caller);
     return caller;
   }
 
@@ -136,8 +145,7 @@ export class TokenVerifier {
       }
     }
     const verified = read(payload);
-    if (cache.size >= MAX_CACHED_TOKENS) cache.delete(cache.keys().next().value as string);
-    cache.set(token, verified);
+    remember(cache, token, verified);
     return verified;
   }
 

@@ -76,17 +76,12 @@ function bind(this: AsyncResource, fn: AnyFunction, thisArg?: unknown): AnyFunct
     throw Object.assign(new TypeError(`The "fn" argument must be of type function. Received ${fn === null ? "null" : `type ${typeof fn} (${String(fn)})`}`), { code: "ERR_INVALID_ARG_TYPE" });
   }
   const resource = this;
-  const length = fn.length;
-  let bound: AnyFunction;
-  if (thisArg === undefined) {
-    const make = BOUND_OF_LENGTH[length];
-    bound = make ? make(resource, fn) : BOUND_OF_LENGTH[0]!(resource, fn);
-    if (!make) Object.defineProperty(bound, "length", { configurable: true, enumerable: false, value: length, writable: false });
-  } else {
-    // Function.prototype.bind gives it the target's length already.
-    bound = resource.runInAsyncScope.bind(resource, fn, thisArg) as AnyFunction;
-    if (bound.length !== length) Object.defineProperty(bound, "length", { configurable: true, enumerable: false, value: length, writable: false });
-  }
+  const bound =
+    thisArg === undefined
+      ? (BOUND_OF_LENGTH[fn.length] ?? BOUND_OF_LENGTH[0]!)(resource, fn)
+      : (resource.runInAsyncScope.bind(resource, fn, thisArg) as AnyFunction);
+  // Only a target longer than the wrappers above (or one bound with a `this`) needs its length set.
+  if (bound.length !== fn.length) Object.defineProperty(bound, "length", { configurable: true, enumerable: false, value: fn.length, writable: false });
   // A symbol key, so no listing of the function's own names shows it; assigned, not defined (see above).
   (bound as unknown as { [RESOURCE]: AsyncResource })[RESOURCE] = resource;
   Object.defineProperty(bound, "asyncResource", ASYNC_RESOURCE_ACCESSOR);
