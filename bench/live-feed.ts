@@ -4,7 +4,7 @@
 // delivery (p50/p99/max), and the resident memory of the gateway and content per idle subscriber.
 // The client holding the subscribers runs on one core, every mesh process on the other (taskset).
 // Run with measureLiveFeed() from bench/run.ts, or directly: `tsx bench/live-feed.ts [N …]`.
-import { Agent, request, type IncomingMessage } from "node:http";
+import { connect, type Socket } from "node:net";
 import { pathToFileURL } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { startMeshFixture, type MeshFixture } from "./mesh-fixture.js";
@@ -39,14 +39,21 @@ const OPEN_CONCURRENCY = 200;
 const POSTS = 20;
 const POST_INTERVAL_MS = 250;
 const SETTLE_MS = 3_000;
+const TITLE = Buffer.from('"title":"feed-bench-');
+const QUOTE = 0x22;
 
 
 
 
-/** Holds N event streams; records when each post (by its title's number) arrives at each. */
+/**
+ * Holds N event streams; records when each post (by its title's number) arrives at each. Each stream
+ * is a plain TCP connection speaking HTTP/1.1 by hand: the feed's body is the raw event stream (the
+ * gateway answers `connection: close`, no chunking), so reading it needs no HTTP parser, stream or
+ * text decoding per delivery. This client holds all N on one core, and its own cost per delivery
+ * delays when a delivery is seen: the cheaper it is, the more the latency is the gateway's.
+ */
 class Subscribers {
-  private readonly agent = new Agent({ keepAlive: false, maxSockets: Infinity });
-  private readonly responses: IncomingMessage[] = [];
+  private readonly sockets: Socket[] = [];
   /** arrivals[post] = arrival times (ms, performance.now) of that post at every subscriber that got it. */
   readonly arrivals: number[][] = Array.from({ length: POSTS }, () => []);
   refused = 0;
@@ -56,50 +63,61 @@ class Subscribers {
 
   constructor(private readonly url: URL, private readonly token: string) {}
 
+  /** Scans a stream's bytes for post titles ("feed-bench-<n>"); returns the tail a title may continue in. */
+  private scan(data: Buffer, now: number): Buffer {
+    let at = 0;
+    for (;;) {
+      const i = data.indexOf(TITLE, at);
+      if (i === -1) break;
+      const end = data.indexOf(QUOTE, i + TITLE.length);
+      if (end === -1) break;
+      this.arrivals[Number(data.toString("latin1", i + TITLE.length, end))]?.push(now);
+      at = end;
+    }
+    return data.subarray(Math.max(at, data.length - TITLE.length - 8));
+  }
+
   private openOne(): Promise<void> {
     return new Promise((resolve) => {
-      const req = request(
-        { host: this.url.hostname, port: this.url.port, path: "/v1/posts", agent: this.agent, headers: { authorization: `Bearer ${this.token}`, accept: "text/event-stream" } },
-        (res) => {
-          if (res.statusCode !== 200) {
-            this.refused++;
-            this.refusals.set(res.statusCode ?? 0, (this.refusals.get(res.statusCode ?? 0) ?? 0) + 1);
-            res.resume();
-            return resolve();
-          }
-          this.responses.push(res);
-          res.setEncoding("utf8");
-          let carry = "";
-          res.on("data", (chunk: string) => {
-            const now = performance.now();
-            const text = carry + chunk;
-            // Titles are "feed-bench-<n>"; a chunk may end inside one, so the tail is kept for the next.
-            let at = 0;
-            for (;;) {
-              const i = text.indexOf('"title":"feed-bench-', at);
-              if (i === -1) break;
-              const end = text.indexOf('"', i + 20);
-              if (end === -1) break;
-              this.arrivals[Number(text.slice(i + 20, end))]?.push(now);
-              at = end;
-            }
-            carry = text.slice(Math.max(at, text.length - 40));
-          });
-          res.on("error", () => undefined);
-          let tail = "";
-          res.on("data", (c: string) => (tail = (tail + c).slice(-300)));
-          res.on("end", () => {
-            this.ended++;
-            if (this.endings.length < 3) this.endings.push(tail);
-          });
-          resolve();
-        },
-      );
-      req.on("error", () => {
+      const socket = connect({ host: this.url.hostname, port: Number(this.url.port) });
+      let head: Buffer | undefined = Buffer.alloc(0);
+      let carry: Buffer | undefined;
+      let last: Buffer | undefined;
+      const refuse = (status: number) => {
         this.refused++;
+        this.refusals.set(status, (this.refusals.get(status) ?? 0) + 1);
+        socket.destroy();
         resolve();
+      };
+      socket.on("connect", () => {
+        socket.write(`GET /v1/posts HTTP/1.1\r\nhost: ${this.url.host}\r\nauthorization: Bearer ${this.token}\r\naccept: text/event-stream\r\n\r\n`);
       });
-      req.end();
+      socket.on("data", (chunk: Buffer) => {
+        const now = performance.now();
+        last = chunk;
+        if (head) {
+          head = Buffer.concat([head, chunk]);
+          const bodyAt = head.indexOf("\r\n\r\n");
+          if (bodyAt === -1) return;
+          const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head.toString("latin1", 0, 12))?.[1] ?? 0);
+          if (status !== 200) return refuse(status);
+          const body = head.subarray(bodyAt + 4);
+          head = undefined;
+          this.sockets.push(socket);
+          resolve();
+          carry = this.scan(body, now);
+          return;
+        }
+        carry = this.scan(carry!.length > 0 ? Buffer.concat([carry!, chunk]) : chunk, now);
+      });
+      socket.on("error", () => {
+        if (head) refuse(0);
+      });
+      socket.on("close", () => {
+        if (head) return refuse(0);
+        this.ended++;
+        if (this.endings.length < 3) this.endings.push(last?.toString("utf8").slice(-300) ?? "");
+      });
     });
   }
 
@@ -115,12 +133,11 @@ class Subscribers {
   }
 
   get held(): number {
-    return this.responses.length;
+    return this.sockets.length;
   }
 
   close(): void {
-    for (const res of this.responses) res.destroy();
-    this.agent.destroy();
+    for (const socket of this.sockets) socket.destroy();
   }
 }
 
