@@ -55,6 +55,9 @@ const SERVER_OPTIONS: ServerOptions = {
   "grpc.keepalive_time_ms": 60_000,
   "grpc.keepalive_permit_without_calls": 1,
   "grpc.http2.min_ping_interval_without_data_ms": 10_000,
+  // Channelz is on by default: a tracker object with eight closures per call (~1.7 KB of a payments
+  // read's ~55 KB allocated) for an introspection service nothing here registers.
+  "grpc.enable_channelz": 0,
 };
 
 /**
