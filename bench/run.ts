@@ -10,7 +10,7 @@ import { PAYMENT_BODY, startMeshFixture, type MeshFixture } from "./mesh-fixture
 import { killAll, startServer, type ServerProcess } from "./processes.js";
 import { printReport, READ_PATH_TARGET, writeResults, type HttpOutcome, type LibraryOutcome, type Outcome, type Settings } from "./report.js";
 import type { OpenLoopResult } from "./load/open-loop.js";
-import { coreShareForGoodput, goodputCeiling, GOODPUT_TARGET, measureOverload, measurePinnedOverload, OVERLOAD_FACTOR, OVERLOAD_P99_TARGET, PINNED_LIMIT, UNLOADED_FACTOR, type OverloadResult } from "./load/overload.js";
+import { coreShareForGoodput, goodputCeiling, GOODPUT_TARGET, measureOverload, measurePinnedOverload, measureServedReference, OVERLOAD_FACTOR, OVERLOAD_P99_TARGET, PINNED_LIMIT, UNLOADED_FACTOR, type OverloadResult } from "./load/overload.js";
 import { measureStoreRead, type StoreReadResult } from "./store-read.js";
 import { measureFeedDepth, type FeedDepthResult } from "./feed-depth.js";
 import { formatFootprint, measureFootprint, TARGETS as FOOTPRINT_TARGETS, type Footprint } from "./footprint.js";
@@ -417,6 +417,21 @@ async function overload(): Promise<void> {
     } finally {
       await release(floor);
     }
+    // The same work with nothing else (B's same-work reference for the payment read, on embedded
+    // storage as the mesh here), alone on the mesh's core: does any path doing this work serve what
+    // the goodput target asks with its p99 within the target's multiple of its own unloaded p99?
+    let reference: Setup | undefined;
+    try {
+      console.error(`  the same open loop against the same-work reference, unloaded and at ${GOODPUT_TARGET}× …`);
+      reference = await hold(startReference("payment", undefined));
+      pinGeneratorAndMesh(Object.values(reference.processes));
+      result.sameWork = await measureServedReference({ url: reference.targets.payment!.url, headers: {} }, result.capacityPerSec, settings.seconds);
+    } catch (err) {
+      if (interrupted) throw err;
+      result.sameWork = { error: message(err) };
+    } finally {
+      await release(reference);
+    }
   } finally {
     pinning?.undo();
   }
@@ -463,7 +478,7 @@ function printExtra(http: HttpOutcome[]): void {
       const ok = r.byStatus["200"];
       const shed = r.byStatus["503"];
       const others = Object.entries(r.byStatus).filter(([status]) => status !== "200" && status !== "503");
-      return `  ${label.padEnd(27)} offered ${r.rate.toFixed(0).padStart(6)}/s: 200 ${(ok?.perSec ?? 0).toFixed(0).padStart(5)}/s p50 ${fmt(ok?.p50Ms)} p99 ${fmt(ok?.p99Ms)} ms | 503 ${(shed?.perSec ?? 0).toFixed(0).padStart(5)}/s p50 ${fmt(shed?.p50Ms)} p99 ${fmt(shed?.p99Ms)} ms, ${r.withRetryAfter503} with Retry-After${others.length ? ` | other ${others.map(([s, v]) => `${s}×${v.count}`).join(" ")}` : ""}${r.unanswered ? ` | unanswered ${r.unanswered}` : ""}`;
+      return `  ${label.padEnd(27)} offered ${r.rate.toFixed(0).padStart(6)}/s: 200 ${(ok?.perSec ?? 0).toFixed(0).padStart(5)}/s p50 ${fmt(ok?.p50Ms)} p99 ${fmt(ok?.p99Ms)} ms | 503 ${(shed?.perSec ?? 0).toFixed(0).padStart(5)}/s p50 ${fmt(shed?.p50Ms)} p99 ${fmt(shed?.p99Ms)} ms, ${r.withRetryAfter503} with Retry-After${others.length ? ` | other ${others.map(([s, v]) => `${s}×${v.count}`).join(" ")}` : ""}${r.unanswered ? ` | unanswered ${r.unanswered}` : ""} | generator sent late p99 ${fmt(r.sendLateness?.p99Ms)} max ${fmt(r.sendLateness?.maxMs)} ms`;
     };
     for (const [label, r] of rows) out.push(row(label, r));
     const admittedP99 = o.overload.byStatus["200"]?.p99Ms;
@@ -498,6 +513,16 @@ function printExtra(http: HttpOutcome[]): void {
           `  informative: the floor's server spent ${cost.toFixed(1)} µs of CPU per answer; were a shed that cheap in the gateway, ${OVERLOAD_FACTOR}× would leave at most ${goodputCeiling(o.capacityPerSec, cost).toFixed(2)} of capacity for goodput (the core's time is served requests plus sheds)`,
           `  informative: and a goodput of ${GOODPUT_TARGET} would keep the mesh's core ${(100 * coreShareForGoodput(o.capacityPerSec, cost, GOODPUT_TARGET)).toFixed(0)} % busy with served requests and sheds alone — the less is left, the longer every answer (a shed one too) waits its turn`,
         );
+    }
+    const sameWork = o.sameWork;
+    out.push(`  reference, the same work with nothing else (node:http → grpc-js → one payment read, B's same-work reference), alone on the mesh's core, serving every request of the same open loop unloaded and at ${GOODPUT_TARGET}× the mesh's capacity — what the goodput target asks the mesh to serve at ${OVERLOAD_FACTOR}×`);
+    if (!sameWork) out.push("  not run");
+    else if ("error" in sameWork) out.push(`  FAILED: ${sameWork.error}`);
+    else {
+      out.push(row(`${UNLOADED_FACTOR}×, same-work reference`, sameWork.unloaded), row(`${GOODPUT_TARGET}×, same-work reference`, sameWork.atGoodputTarget));
+      const at = sameWork.atGoodputTarget.byStatus["200"]?.p99Ms;
+      const idle = sameWork.unloaded.byStatus["200"]?.p99Ms;
+      if (at !== undefined && idle !== undefined) out.push(`  informative: its p99 at ${GOODPUT_TARGET}× ÷ its unloaded p99 = ${(at / idle).toFixed(2)}× (the mesh's admitted p99 target: ≤ ${OVERLOAD_P99_TARGET}× while serving that much and shedding the rest) — above ${OVERLOAD_P99_TARGET}×, even the same work with nothing else, shedding nothing, does not serve that much with that tail here`);
     }
   }
   if (read) out.push(`  (closed loop for comparison, scenario 3, 50 connections, no shedding: p50 ${read.p50Ms.toFixed(1)} ms, p99 ${read.p99Ms.toFixed(1)} ms)`);

@@ -37,6 +37,11 @@ export interface OpenLoopResult {
   withRetryAfter503: number;
   /** Requests not answered within 2 s of the end. */
   unanswered: number;
+  /**
+   * How late the generator itself sent requests (ms after they fell due; the 1 ms tick alone makes up
+   * to 1): latency counts from the due time, so a stalled generator shows up as the server's latency.
+   */
+  sendLateness: { p99Ms: number; maxMs: number };
 }
 
 const HEADER_END = Buffer.from("\r\n\r\n");
@@ -103,6 +108,7 @@ export async function measureOpenLoop(target: OpenLoopTarget, options: OpenLoopO
   const head = [`GET ${url.pathname}${url.search} HTTP/1.1`, `host: ${url.host}`, ...Object.entries(target.headers).map(([k, v]) => `${k}: ${v}`)];
   const request = Buffer.from(`${head.join("\r\n")}\r\n\r\n`);
   const latencies = new Map<number, Latencies>();
+  const lateness = new Latencies();
   let withRetryAfter503 = 0;
   let sent = 0;
   let answered = 0;
@@ -144,6 +150,7 @@ export async function measureOpenLoop(target: OpenLoopTarget, options: OpenLoopO
         // The longest idle socket first: every socket stays in use, so none idles into the
         // server's keep-alive timeout and closes under a request.
         const connection = idle.shift();
+        lateness.record(now - due);
         if (connection) connection.send(due);
         else backlog.push(due);
       }
@@ -159,5 +166,5 @@ export async function measureOpenLoop(target: OpenLoopTarget, options: OpenLoopO
   const byStatus = Object.fromEntries(
     [...latencies].map(([status, l]) => [String(status), { count: l.count, perSec: l.count / options.seconds, p50Ms: l.percentileMs(50), p99Ms: l.percentileMs(99) }]),
   );
-  return { rate: options.rate, seconds: options.seconds, sent, byStatus, withRetryAfter503, unanswered: sent - answered };
+  return { rate: options.rate, seconds: options.seconds, sent, byStatus, withRetryAfter503, unanswered: sent - answered, sendLateness: { p99Ms: lateness.percentileMs(99), maxMs: lateness.maxMs } };
 }

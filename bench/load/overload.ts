@@ -34,6 +34,14 @@ export interface OverloadResult {
   pinned?: OpenLoopResult | { error: string };
   /** The overload's rate against a bare node:http server that answers every request with a shed's 503 (bench/servers/fixed-shed.ts), and its CPU per answer. */
   shedFloor?: (OpenLoopResult & { serverCpuUsPerAnswer?: number }) | { error: string };
+  /** The same-work reference (no limit, nothing shed) under the same open loop: unloaded, and at the goodput target's rate. */
+  sameWork?: ServedReference | { error: string };
+}
+
+export interface ServedReference {
+  unloaded: OpenLoopResult;
+  /** At GOODPUT_TARGET × the mesh's capacity: what the mesh must serve at 3×, served by a path doing only the same work. */
+  atGoodputTarget: OpenLoopResult;
 }
 
 const runAt = (target: OpenLoopTarget, capacityPerSec: number, factor: number, seconds: number) => measureOpenLoop(target, { rate: capacityPerSec * factor, seconds, sockets: SOCKETS });
@@ -62,6 +70,18 @@ export async function measurePinnedOverload(target: OpenLoopTarget, capacityPerS
   if (serverPid === undefined) return result;
   const answers = Object.values(result.byStatus).reduce((n, s) => n + s.count, 0);
   return { ...result, serverCpuUsPerAnswer: answers > 0 ? ((cpuSeconds(serverPid) - before) * 1e6) / answers : undefined };
+}
+
+/**
+ * A path that serves everything (no limit) under the same open loop: unloaded, and at the rate the
+ * goodput target asks the mesh to serve at 3×. Whether its own p99 stays within OVERLOAD_P99_TARGET
+ * there tells whether serving that much with that tail is possible on this machine at all.
+ */
+export async function measureServedReference(target: OpenLoopTarget, capacityPerSec: number, seconds: number): Promise<ServedReference> {
+  await runAt(target, capacityPerSec, 0.3, 3);
+  const unloaded = await runAt(target, capacityPerSec, UNLOADED_FACTOR, seconds * UNLOADED_RUN_LENGTH);
+  const atGoodputTarget = await runAt(target, capacityPerSec, GOODPUT_TARGET, seconds);
+  return { unloaded, atGoodputTarget };
 }
 
 /** C·shed: the share of the core a shed costs, counted in served requests' worth (capacity × its CPU time). */
