@@ -41,6 +41,7 @@ const POST_INTERVAL_MS = 250;
 const SETTLE_MS = 3_000;
 const TITLE = Buffer.from('"title":"feed-bench-');
 const QUOTE = 0x22;
+const EVENT_END = Buffer.from("\n\n");
 
 
 
@@ -63,31 +64,39 @@ class Subscribers {
 
   constructor(private readonly url: URL, private readonly token: string) {}
 
-  /** Scans a stream's bytes for post titles ("feed-bench-<n>"); returns the tail a title may continue in. */
-  private scan(data: Buffer, now: number): Buffer {
-    let at = 0;
-    for (;;) {
-      const i = data.indexOf(TITLE, at);
-      if (i === -1) break;
-      const end = data.indexOf(QUOTE, i + TITLE.length);
-      if (end === -1) break;
-      this.arrivals[Number(data.toString("latin1", i + TITLE.length, end))]?.push(now);
+  /** Records the posts ("feed-bench-<n>" titles) in a stream's complete events as arrived at `now`. */
+  private record(events: Buffer, now: number): void {
+    for (let at = events.indexOf(TITLE); at !== -1; at = events.indexOf(TITLE, at)) {
+      const end = events.indexOf(QUOTE, at + TITLE.length);
+      if (end === -1) return;
+      this.arrivals[Number(events.toString("latin1", at + TITLE.length, end))]?.push(now);
       at = end;
     }
-    return data.subarray(Math.max(at, data.length - TITLE.length - 8));
   }
 
   private openOne(): Promise<void> {
     return new Promise((resolve) => {
       const socket = connect({ host: this.url.hostname, port: Number(this.url.port) });
+      /** The response head while it is incomplete; undefined once the stream is held or refused. */
       let head: Buffer | undefined = Buffer.alloc(0);
-      let carry: Buffer | undefined;
+      let held = false;
+      /** The start of an event whose end has not arrived yet (usually nothing: the gateway writes whole events). */
+      let partial: Buffer = Buffer.alloc(0);
       let last: Buffer | undefined;
       const refuse = (status: number) => {
+        if (head === undefined) return;
+        head = undefined;
         this.refused++;
         this.refusals.set(status, (this.refusals.get(status) ?? 0) + 1);
         socket.destroy();
         resolve();
+      };
+      /** An event counts as arrived when its last byte has: complete events are scanned, the rest waits. */
+      const take = (bytes: Buffer, now: number) => {
+        const data = partial.length > 0 ? Buffer.concat([partial, bytes]) : bytes;
+        const complete = data.lastIndexOf(EVENT_END) + EVENT_END.length;
+        if (complete > 0) this.record(data.subarray(0, complete), now);
+        partial = data.subarray(Math.max(0, complete));
       };
       socket.on("connect", () => {
         socket.write(`GET /v1/posts HTTP/1.1\r\nhost: ${this.url.host}\r\nauthorization: Bearer ${this.token}\r\naccept: text/event-stream\r\n\r\n`);
@@ -95,28 +104,26 @@ class Subscribers {
       socket.on("data", (chunk: Buffer) => {
         const now = performance.now();
         last = chunk;
-        if (head) {
-          head = Buffer.concat([head, chunk]);
-          const bodyAt = head.indexOf("\r\n\r\n");
-          if (bodyAt === -1) return;
-          const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head.toString("latin1", 0, 12))?.[1] ?? 0);
-          if (status !== 200) return refuse(status);
-          const body = head.subarray(bodyAt + 4);
-          head = undefined;
-          this.sockets.push(socket);
-          resolve();
-          carry = this.scan(body, now);
-          return;
-        }
-        carry = this.scan(carry!.length > 0 ? Buffer.concat([carry!, chunk]) : chunk, now);
+        if (held) return take(chunk, now);
+        if (!head) return;
+        head = Buffer.concat([head, chunk]);
+        const bodyAt = head.indexOf("\r\n\r\n");
+        if (bodyAt === -1) return;
+        const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(head.toString("latin1", 0, 13))?.[1] ?? 0);
+        if (status !== 200) return refuse(status);
+        const body = head.subarray(bodyAt + 4);
+        head = undefined;
+        held = true;
+        this.sockets.push(socket);
+        resolve();
+        take(body, now);
       });
-      socket.on("error", () => {
-        if (head) refuse(0);
-      });
+      // A connection that fails or closes before its answer is a refusal (counted once); after, an ending.
+      socket.on("error", () => refuse(0));
       socket.on("close", () => {
-        if (head) return refuse(0);
+        if (!held) return refuse(0);
         this.ended++;
-        if (this.endings.length < 3) this.endings.push(last?.toString("utf8").slice(-300) ?? "");
+        if (this.endings.length < 3) this.endings.push(last?.toString("utf8") ?? "");
       });
     });
   }

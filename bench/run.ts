@@ -478,7 +478,7 @@ function printExtra(http: HttpOutcome[]): void {
       const ok = r.byStatus["200"];
       const shed = r.byStatus["503"];
       const others = Object.entries(r.byStatus).filter(([status]) => status !== "200" && status !== "503");
-      return `  ${label.padEnd(27)} offered ${r.rate.toFixed(0).padStart(6)}/s: 200 ${(ok?.perSec ?? 0).toFixed(0).padStart(5)}/s p50 ${fmt(ok?.p50Ms)} p99 ${fmt(ok?.p99Ms)} ms | 503 ${(shed?.perSec ?? 0).toFixed(0).padStart(5)}/s p50 ${fmt(shed?.p50Ms)} p99 ${fmt(shed?.p99Ms)} ms, ${r.withRetryAfter503} with Retry-After${others.length ? ` | other ${others.map(([s, v]) => `${s}×${v.count}`).join(" ")}` : ""}${r.unanswered ? ` | unanswered ${r.unanswered}` : ""} | generator sent late p99 ${fmt(r.sendLateness?.p99Ms)} max ${fmt(r.sendLateness?.maxMs)} ms`;
+      return `  ${label.padEnd(27)} offered ${r.rate.toFixed(0).padStart(6)}/s: 200 ${(ok?.perSec ?? 0).toFixed(0).padStart(5)}/s p50 ${fmt(ok?.p50Ms)} p99 ${fmt(ok?.p99Ms)} ms | 503 ${(shed?.perSec ?? 0).toFixed(0).padStart(5)}/s p50 ${fmt(shed?.p50Ms)} p99 ${fmt(shed?.p99Ms)} ms, ${r.withRetryAfter503} with Retry-After${others.length ? ` | other ${others.map(([s, v]) => `${s}×${v.count}`).join(" ")}` : ""}${r.unanswered ? ` | unanswered ${r.unanswered}` : ""} | generator's tick late p99 ${fmt(r.sendLateness?.p99Ms)} max ${fmt(r.sendLateness?.maxMs)} ms`;
     };
     for (const [label, r] of rows) out.push(row(label, r));
     const admittedP99 = o.overload.byStatus["200"]?.p99Ms;

@@ -38,8 +38,9 @@ export interface OpenLoopResult {
   /** Requests not answered within 2 s of the end. */
   unanswered: number;
   /**
-   * How late the generator itself sent requests (ms after they fell due; the 1 ms tick alone makes up
-   * to 1): latency counts from the due time, so a stalled generator shows up as the server's latency.
+   * How late the generator's own tick was (ms from a request falling due to its tick sending it, or
+   * queueing it for a busy socket; the 1 ms tick alone makes up to 1): latency counts from the due
+   * time, so a stalled generator would show up as the server's latency.
    */
   sendLateness: { p99Ms: number; maxMs: number };
 }

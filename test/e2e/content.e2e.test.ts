@@ -6,6 +6,7 @@
 import { expect } from "chai";
 import { spawn, type ChildProcess } from "node:child_process";
 import { request as httpRequest, type ClientRequest, type IncomingHttpHeaders } from "node:http";
+import { connect } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
@@ -563,6 +564,25 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       // The same id is fine for its own tenant (a stream opens).
       const own = await openFeed(alice, acmeEventId);
       await own.close();
+    });
+
+    it("answers HEAD with the stream's headers and no body, and closes (heartbeats, replays and live posts are not sent)", async () => {
+      const url = new URL(api.baseUrl);
+      const socket = connect({ host: url.hostname, port: Number(url.port) });
+      const received: Buffer[] = [];
+      socket.on("data", (chunk: Buffer) => received.push(chunk));
+      const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
+      socket.write(`HEAD /v1/posts HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: Bearer ${alice}\r\naccept: text/event-stream\r\n\r\n`);
+      // A post made meanwhile and the 1 s heartbeat would both be body bytes if the stream went on.
+      await createPost(`head-${unique()}`);
+      const ended = await Promise.race([closed.then(() => true), sleep(3_000).then(() => false)]);
+      socket.destroy();
+      const text = Buffer.concat(received).toString("latin1");
+      const headEnd = text.indexOf("\r\n\r\n");
+      expect(text.slice(0, 15), text.slice(0, 200)).to.equal("HTTP/1.1 200 OK");
+      expect(text.slice(0, headEnd).toLowerCase()).to.include("content-type: text/event-stream");
+      expect(text.slice(headEnd + 4), "bytes after the head of a HEAD answer").to.equal("");
+      expect(ended, "the gateway closes the connection").to.equal(true);
     });
 
     it("closing a stream releases it upstream without errors; the gateway keeps serving (JSON and streams)", async () => {

@@ -24,7 +24,7 @@ const DEFAULT_CHANNEL_OPTIONS: ChannelOptions = {
   "grpc.initial_reconnect_backoff_ms": 200,
   "grpc.max_reconnect_backoff_ms": 2_000,
   // Channelz (grpc-js's introspection service) is on by default and counts every call on the channel
-  // and subchannel; nothing here serves it, and the metrics and traces say the same.
+  // and subchannel; nothing here serves it (the metrics and traces count calls already).
   "grpc.enable_channelz": 0,
 };
 
