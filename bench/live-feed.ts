@@ -43,9 +43,6 @@ const TITLE = Buffer.from('"title":"feed-bench-');
 const QUOTE = 0x22;
 const EVENT_END = Buffer.from("\n\n");
 
-
-
-
 /**
  * Holds N event streams; records when each post (by its title's number) arrives at each. Each stream
  * is a plain TCP connection speaking HTTP/1.1 by hand: the feed's body is the raw event stream (the

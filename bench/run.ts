@@ -516,8 +516,7 @@ function printExtra(http: HttpOutcome[]): void {
     }
     const sameWork = o.sameWork;
     out.push(`  reference, the same work with nothing else (node:http → grpc-js → one payment read, B's same-work reference), alone on the mesh's core, serving every request of the same open loop unloaded and at ${GOODPUT_TARGET}× the mesh's capacity — what the goodput target asks the mesh to serve at ${OVERLOAD_FACTOR}×`);
-    if (!sameWork) out.push("  not run");
-    else if ("error" in sameWork) out.push(`  FAILED: ${sameWork.error}`);
+    if (!sameWork || "error" in sameWork) out.push(`  FAILED: ${sameWork ? sameWork.error : "not run"}`);
     else {
       out.push(row(`${UNLOADED_FACTOR}×, same-work reference`, sameWork.unloaded), row(`${GOODPUT_TARGET}×, same-work reference`, sameWork.atGoodputTarget));
       const at = sameWork.atGoodputTarget.byStatus["200"]?.p99Ms;
