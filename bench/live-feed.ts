@@ -79,6 +79,7 @@ class Subscribers {
       let held = false;
       /** The start of an event whose end has not arrived yet (usually nothing: the gateway writes whole events). */
       let partial: Buffer = Buffer.alloc(0);
+      /** The stream's last chunk, whose tail says how it ended (LIVE_FEED_DEBUG). */
       let last: Buffer | undefined;
       const refuse = (status: number) => {
         if (head === undefined) return;
@@ -120,7 +121,7 @@ class Subscribers {
       socket.on("close", () => {
         if (!held) return refuse(0);
         this.ended++;
-        if (this.endings.length < 3) this.endings.push(last?.toString("utf8") ?? "");
+        if (this.endings.length < 3) this.endings.push(last?.toString("utf8", Math.max(0, last.length - 300)) ?? "");
       });
     });
   }

@@ -45,12 +45,13 @@ export interface ServedReference {
 }
 
 const runAt = (target: OpenLoopTarget, capacityPerSec: number, factor: number, seconds: number) => measureOpenLoop(target, { rate: capacityPerSec * factor, seconds, sockets: SOCKETS });
+/** A run at a third of capacity before measuring: compiled code, warm connections (and a limit's first lessons). */
+const warmUp = (target: OpenLoopTarget, capacityPerSec: number, seconds: number) => runAt(target, capacityPerSec, 0.3, seconds);
 
 export async function measureOverload(target: OpenLoopTarget, capacityPerSec: number, seconds: number): Promise<OverloadResult> {
   const run = (factor: number, s = seconds) => runAt(target, capacityPerSec, factor, s);
-  // Warm-up at a third of capacity: compiled code, and the limit's first lessons of the latency
-  // without a queue (from the quieter requests of that load).
-  await run(0.3, 7);
+  // Longer here: the limit learns the latency without a queue from the quieter requests of that load.
+  await warmUp(target, capacityPerSec, 7);
   // A tenth of capacity sends a tenth of the requests: run longer, so that its p99 — the reference
   // the target divides by — rests on a few thousand samples, not on the slowest nine or so of 900.
   const unloaded = await run(UNLOADED_FACTOR, seconds * UNLOADED_RUN_LENGTH);
@@ -64,7 +65,7 @@ export async function measureOverload(target: OpenLoopTarget, capacityPerSec: nu
  * measurements to warm up for). With `serverPid`, also the CPU time that process spent per answer.
  */
 export async function measurePinnedOverload(target: OpenLoopTarget, capacityPerSec: number, seconds: number, serverPid?: number): Promise<OpenLoopResult & { serverCpuUsPerAnswer?: number }> {
-  await runAt(target, capacityPerSec, 0.3, 3);
+  await warmUp(target, capacityPerSec, 3);
   const before = serverPid === undefined ? 0 : cpuSeconds(serverPid);
   const result = await runAt(target, capacityPerSec, OVERLOAD_FACTOR, seconds);
   if (serverPid === undefined) return result;
@@ -78,7 +79,7 @@ export async function measurePinnedOverload(target: OpenLoopTarget, capacityPerS
  * there tells whether serving that much with that tail is possible on this machine at all.
  */
 export async function measureServedReference(target: OpenLoopTarget, capacityPerSec: number, seconds: number): Promise<ServedReference> {
-  await runAt(target, capacityPerSec, 0.3, 3);
+  await warmUp(target, capacityPerSec, 3);
   const unloaded = await runAt(target, capacityPerSec, UNLOADED_FACTOR, seconds * UNLOADED_RUN_LENGTH);
   const atGoodputTarget = await runAt(target, capacityPerSec, GOODPUT_TARGET, seconds);
   return { unloaded, atGoodputTarget };
