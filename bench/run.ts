@@ -176,7 +176,7 @@ const COMPARISON = {
 };
 
 /** The same-work reference's processes for one read: a grpc-js server doing that one store read, behind the bare hop. */
-async function startReference(read: "payment" | "document", databaseUrl: string | undefined): Promise<Setup> {
+async function startReference(read: "payment" | "document", databaseUrl: string | undefined, answer: "id" | "record" = "id"): Promise<Setup> {
   const dataDir = await mkdtemp(join(tmpdir(), "switchyard-bench-ref-"));
   const schemas = databaseUrl ? serverSchemas(databaseUrl, "ref") : undefined;
   let store: ServerProcess | undefined;
@@ -188,8 +188,8 @@ async function startReference(read: "payment" | "document", databaseUrl: string 
   };
   try {
     const schema = schemas?.env[read === "payment" ? "PAYMENTS_DB_SCHEMA" : "CONTENT_DB_SCHEMA"] ?? (read === "payment" ? "payments" : "content");
-    store = await hold(startServer("store-read-grpcjs.ts", { READ: read, DATA_DIR: dataDir, DB_SCHEMA: schema, DATABASE_URL: databaseUrl ?? "" }, NODE_FLAGS));
-    hop = await hold(startServer("bare-hop.ts", { ECHO_ADDRESS: store.address }, NODE_FLAGS));
+    store = await hold(startServer("store-read-grpcjs.ts", { READ: read, ANSWER: answer, DATA_DIR: dataDir, DB_SCHEMA: schema, DATABASE_URL: databaseUrl ?? "" }, NODE_FLAGS));
+    hop = await hold(startServer("bare-hop.ts", { ECHO_ADDRESS: store.address, READ: read, ANSWER: answer }, NODE_FLAGS));
     return { targets: { [read]: { url: `http://${hop.address}/` } }, processes: { "bare-hop": hop.pid, "store-read": store.pid }, stop };
   } catch (err) {
     await stop();
@@ -223,13 +223,21 @@ async function sameWork(outcomes: HttpOutcome[]): Promise<void> {
     const labels = {
       "reference/payment": [`ref-payment-${engine}`, `R same-work reference: node:http → grpc-js → one payment read (${engine})`],
       "reference-doc/document": [`ref-document-${engine}`, `R same-work reference: node:http → grpc-js → one document read (${engine})`],
+      "record/payment": [`rec-payment-${engine}`, `R+ the same payload, no policy: node:http → grpc-js → one payment read, answered as the whole record and represented as the gateway does (${engine})`],
+      "record-doc/document": [`rec-document-${engine}`, `R+ the same payload, no policy: node:http → grpc-js → one document read, answered as the whole record and represented as the gateway does (${engine})`],
       "mesh/payment": [`sw-read-${engine}`, `3${engine === "pglite" ? "" : "p"} GET /v1/payments/{id} (mesh, ${engine}, interleaved with R)`],
       "mesh/document": [`sw-docs-${engine}`, `5${engine === "pglite" ? "" : "p"} GET /v1/docs/{id} (mesh, ${engine}, interleaved with R)`],
     } as const;
     console.error(`  the read paths and the same-work references on ${engine}: ${COMPARISON.starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`);
     try {
       const results = await measureInterleaved(
-        { mesh: () => startMeshReads(databaseUrl), reference: () => startReference("payment", databaseUrl), "reference-doc": () => startReference("document", databaseUrl) },
+        {
+          mesh: () => startMeshReads(databaseUrl),
+          reference: () => startReference("payment", databaseUrl),
+          "reference-doc": () => startReference("document", databaseUrl),
+          record: () => startReference("payment", databaseUrl, "record"),
+          "record-doc": () => startReference("document", databaseUrl, "record"),
+        },
         { ...COMPARISON, onStart: (n) => console.error(`    start ${n + 1} of ${COMPARISON.starts} …`) },
       );
       for (const [key, [id, label]] of Object.entries(labels)) {
@@ -244,18 +252,29 @@ async function sameWork(outcomes: HttpOutcome[]): Promise<void> {
 }
 
 /** The read paths against the same-work reference, per engine (the summary's issue 15 rows). */
-function sameWorkRatios(http: HttpOutcome[]): { path: string; engine: string; ratio: number | undefined; spread: string | undefined }[] {
+function sameWorkRatios(http: HttpOutcome[]): { path: string; engine: string; ratio: number | undefined; spread: string | undefined; payload: Ratio; policy: Ratio }[] {
   const result = (id: string) => http.find((o) => o.id === id)?.result as InterleavedResult | undefined;
+  const ratioOf = (a: InterleavedResult | undefined, b: InterleavedResult | undefined): Ratio => ({
+    ratio: a && b ? a.reqPerSec / b.reqPerSec : undefined,
+    spread: a?.reqPerSecByStart && b?.reqPerSecByStart ? a.reqPerSecByStart.map((x, i) => (x / b.reqPerSecByStart[i]!).toFixed(2)).join(", ") : undefined,
+  });
   const rows = [];
   for (const engine of ["pglite", "postgres"]) {
-    for (const [path, mesh, ref] of [["GET /v1/payments/{id}", `sw-read-${engine}`, `ref-payment-${engine}`], ["GET /v1/docs/{id}", `sw-docs-${engine}`, `ref-document-${engine}`]] as const) {
-      const a = result(mesh);
-      const b = result(ref);
-      const byStart = a?.reqPerSecByStart && b?.reqPerSecByStart ? a.reqPerSecByStart.map((x, i) => x / b.reqPerSecByStart[i]!) : undefined;
-      rows.push({ path, engine, ratio: a && b ? a.reqPerSec / b.reqPerSec : undefined, spread: byStart?.map((r) => r.toFixed(2)).join(", ") });
+    for (const [path, read] of [["GET /v1/payments/{id}", "payment"], ["GET /v1/docs/{id}", "document"]] as const) {
+      const mesh = result(`sw-${read === "payment" ? "read" : "docs"}-${engine}`);
+      const reference = result(`ref-${read}-${engine}`);
+      const record = result(`rec-${read}-${engine}`);
+      // payload: what carrying and representing the whole record costs the reference; policy: what everything else the mesh does costs.
+      rows.push({ path, engine, ...ratioOf(mesh, reference), payload: ratioOf(record, reference), policy: ratioOf(mesh, record) });
     }
   }
   return rows;
+}
+
+interface Ratio {
+  ratio: number | undefined;
+  /** The ratio of each start alone. */
+  spread: string | undefined;
 }
 
 /**
@@ -446,8 +465,16 @@ function printExtra(http: HttpOutcome[]): void {
   const read = http.find((o) => o.id === "read")?.result;
   if (docs && hop) out.push(`  target: GET /v1/docs/{id} ≥ ${READ_PATH_TARGET} × bare hop req/s → ${(docs.reqPerSec / hop.reqPerSec).toFixed(2)} → ${docs.reqPerSec / hop.reqPerSec >= READ_PATH_TARGET ? "PASS" : "MISS"}`);
   out.push("", "  The read paths against the same-work reference (node:http → grpc-js → the same one store read, same engine and node flags):");
-  for (const { path, engine, ratio, spread } of sameWorkRatios(http)) {
+  const rows = sameWorkRatios(http);
+  for (const { path, engine, ratio, spread } of rows) {
     out.push(`  ${path} on ${engine}: ${ratio === undefined ? "not measured" : `${ratio.toFixed(2)} × the reference's req/s (target ≥ ${READ_PATH_TARGET} → ${ratio >= READ_PATH_TARGET ? "PASS" : "MISS"}); each start alone: ${spread}`}`);
+  }
+  // No target: where the read path's gap to the reference goes. The reference answers an id; the
+  // mesh carries the whole record through gRPC and JSON. R+ carries it too, with no policy at all.
+  out.push("", "  Where the gap goes (no target): the reference answers an id; R+ does the same read but carries and represents the whole record, as the mesh must:");
+  const part = (r: Ratio) => (r.ratio === undefined ? "not measured" : `${r.ratio.toFixed(2)} (starts ${r.spread})`);
+  for (const { path, engine, payload, policy } of rows) {
+    out.push(`  ${path} on ${engine}: R+ ÷ reference (the payload) ${part(payload)}; mesh ÷ R+ (auth, quota, limits, validation, headers, metrics) ${part(policy)}`);
   }
   const store = extra.storeRead;
   out.push("", "  What one store read costs here, alone (payments' getPayment on embedded PGlite, in process, one at a time):");

@@ -3,9 +3,17 @@
 // on the same engine through the same adapter (PGlite's prepared statements in DATA_DIR, or pg on
 // DATABASE_URL in schema DB_SCHEMA), and answers the record's id. Behind bare-hop.ts it is
 // node:http → grpc-js → one store read, and nothing else: no auth, validation or representation.
+// With ANSWER=record it answers the whole record instead, as the real service's GetPayment or
+// GetDocument message (the services' own proto mapping, entity tag included), for bare-hop.ts to
+// represent as the gateway does: the same read and the same payload, still with no policy.
 import { createLogger } from "@switchyard/platform/logger.js";
+import type { ServiceImpl } from "@connectrpc/connect";
 import { EchoService, echoImpl } from "@switchyard/platform/echo.js";
-import { registration, startGrpcServer } from "@switchyard/platform/server.js";
+import { registration, startGrpcServer, type ServiceRegistration } from "@switchyard/platform/server.js";
+import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
+import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import { paymentToProto } from "@switchyard/payments/proto-mapping.js";
+import { documentToProto } from "@switchyard/content/proto-mapping.js";
 import { openSqlDatabase } from "@switchyard/platform/store";
 import { paymentsMigrations } from "@switchyard/payments/store/migrations.js";
 import { SqlPaymentsStore } from "@switchyard/payments/store/sql-store.js";
@@ -15,8 +23,8 @@ import { serve } from "./child.js";
 
 const TENANT = "bench";
 
-/** Opens the store, makes one record and returns the read of it. */
-async function storeRead(kind: string, where: { dataDir: string; databaseUrl?: string; schema: string }): Promise<{ read(): Promise<string>; close(): Promise<void> }> {
+/** Opens the store, makes one record and returns the read of it, answered as an id or as the record. */
+async function storeRead(kind: string, where: { dataDir: string; databaseUrl?: string; schema: string }): Promise<{ read(): Promise<string>; recordService: ServiceRegistration; close(): Promise<void> }> {
   const options = { dataDir: where.dataDir, schema: where.schema, ...(where.databaseUrl ? { databaseUrl: where.databaseUrl } : {}) };
   if (kind === "payment") {
     const db = await openSqlDatabase({ ...options, migrations: paymentsMigrations });
@@ -24,6 +32,7 @@ async function storeRead(kind: string, where: { dataDir: string; databaseUrl?: s
     const { result } = await store.createPayment(TENANT, { key: crypto.randomUUID(), requestHash: "bench" }, { amount: 1250n, currency: "EUR", source: "tok_visa", ownerUserId: 1n, reference: "" });
     return {
       read: async () => (await store.getPayment(TENANT, result.id))!.id,
+      recordService: registration(PaymentService, { getPayment: async () => ({ payment: paymentToProto((await store.getPayment(TENANT, result.id))!) }) } as Partial<ServiceImpl<typeof PaymentService>> as ServiceImpl<typeof PaymentService>),
       close: () => db.close(),
     };
   }
@@ -33,6 +42,7 @@ async function storeRead(kind: string, where: { dataDir: string; databaseUrl?: s
     const doc = await store.createDocument(TENANT, { title: "Bench", body: "a document read under load" });
     return {
       read: async () => (await store.getDocument(TENANT, doc.id))!.id,
+      recordService: registration(ContentService, { getDocument: async () => ({ document: documentToProto((await store.getDocument(TENANT, doc.id))!) }) } as Partial<ServiceImpl<typeof ContentService>> as ServiceImpl<typeof ContentService>),
       close: () => db.close(),
     };
   }
@@ -50,7 +60,7 @@ serve("store-read-grpcjs", async () => {
     port: 0,
     logger: createLogger("bench-store-read", "warn"),
     drainTimeoutMs: 1_000,
-    services: [registration(EchoService, { ...echoImpl(), echo: async () => ({ message: await store.read() }) })],
+    services: [process.env.ANSWER === "record" ? store.recordService : registration(EchoService, { ...echoImpl(), echo: async () => ({ message: await store.read() }) })],
   });
   return {
     port: server.port,
