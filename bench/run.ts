@@ -213,8 +213,10 @@ async function startMeshReads(databaseUrl: string | undefined): Promise<Setup> {
  * doing the one store read the real path does (payments' getPayment, content's getDocument) on the
  * same engine, through the same adapter, with the node flags of the mesh's processes — against
  * GET /v1/payments/{id} and GET /v1/docs/{id} through the mesh on that engine. Embedded PGlite, and
- * the PostgreSQL server when DATABASE_URL is set. The mesh and both references run at once and are
- * loaded in turn (load/interleaved.ts), on fresh processes several times over.
+ * the PostgreSQL server when DATABASE_URL is set. Beside them R+ (no target): the same read answering
+ * the whole record, as the services map it and the gateway represents it, with no policy — what the
+ * record itself costs, apart from everything else the mesh does. The mesh and the references run at
+ * once and are loaded in turn (load/interleaved.ts), on fresh processes several times over.
  */
 async function sameWork(outcomes: HttpOutcome[]): Promise<void> {
   const engines: { engine: "pglite" | "postgres"; databaseUrl?: string }[] = [{ engine: "pglite" }];
@@ -223,8 +225,8 @@ async function sameWork(outcomes: HttpOutcome[]): Promise<void> {
     const labels = {
       "reference/payment": [`ref-payment-${engine}`, `R same-work reference: node:http → grpc-js → one payment read (${engine})`],
       "reference-doc/document": [`ref-document-${engine}`, `R same-work reference: node:http → grpc-js → one document read (${engine})`],
-      "record/payment": [`rec-payment-${engine}`, `R+ the same payload, no policy: node:http → grpc-js → one payment read, answered as the whole record and represented as the gateway does (${engine})`],
-      "record-doc/document": [`rec-document-${engine}`, `R+ the same payload, no policy: node:http → grpc-js → one document read, answered as the whole record and represented as the gateway does (${engine})`],
+      "record/payment": [`rec-payment-${engine}`, `R+ the same read answering the whole record, as JSON, no policy: one payment read (${engine})`],
+      "record-doc/document": [`rec-document-${engine}`, `R+ the same read answering the whole record, as JSON, no policy: one document read (${engine})`],
       "mesh/payment": [`sw-read-${engine}`, `3${engine === "pglite" ? "" : "p"} GET /v1/payments/{id} (mesh, ${engine}, interleaved with R)`],
       "mesh/document": [`sw-docs-${engine}`, `5${engine === "pglite" ? "" : "p"} GET /v1/docs/{id} (mesh, ${engine}, interleaved with R)`],
     } as const;
