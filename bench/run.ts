@@ -262,10 +262,14 @@ function sameWorkRatios(http: HttpOutcome[]): { path: string; engine: string; ra
   });
   const rows = [];
   for (const engine of ["pglite", "postgres"]) {
-    for (const [path, read] of [["GET /v1/payments/{id}", "payment"], ["GET /v1/docs/{id}", "document"]] as const) {
-      const mesh = result(`sw-${read === "payment" ? "read" : "docs"}-${engine}`);
-      const reference = result(`ref-${read}-${engine}`);
-      const record = result(`rec-${read}-${engine}`);
+    const paths = [
+      ["GET /v1/payments/{id}", `sw-read-${engine}`, `ref-payment-${engine}`, `rec-payment-${engine}`],
+      ["GET /v1/docs/{id}", `sw-docs-${engine}`, `ref-document-${engine}`, `rec-document-${engine}`],
+    ] as const;
+    for (const [path, meshId, referenceId, recordId] of paths) {
+      const mesh = result(meshId);
+      const reference = result(referenceId);
+      const record = result(recordId);
       // payload: what carrying and representing the whole record costs the reference; policy: what everything else the mesh does costs.
       rows.push({ path, engine, ...ratioOf(mesh, reference), payload: ratioOf(record, reference), policy: ratioOf(mesh, record) });
     }

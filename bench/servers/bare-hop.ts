@@ -28,9 +28,12 @@ function failed(res: ServerResponse, err: unknown): void {
   res.end(JSON.stringify({ error: String(err) }));
 }
 
-/** One upstream call per request, over one long-lived channel, answered as JSON. */
-function handlerOf(channel: ReturnType<typeof openChannel>): Handler {
-  if (process.env.ANSWER !== "record") {
+/**
+ * One upstream call per request, over one long-lived channel, answered as JSON. The ids asked for
+ * are placeholders: the store-read server answers its one record whatever the request says.
+ */
+function handlerOf(channel: ReturnType<typeof openChannel>, answerRecord: boolean, read: string | undefined): Handler {
+  if (!answerRecord) {
     const echo = createServiceClient(EchoService, channel);
     return (_req, res) => {
       echo.echo({ message: "pay_0000000000000000" }).then(
@@ -39,7 +42,7 @@ function handlerOf(channel: ReturnType<typeof openChannel>): Handler {
       );
     };
   }
-  if (process.env.READ === "document") {
+  if (read === "document") {
     const content = createServiceClient(ContentService, channel);
     return (_req, res) => {
       content.getDocument({ documentId: "doc_0000000000000000" }).then(
@@ -61,7 +64,7 @@ serve("bare-hop", async () => {
   const address = process.env.ECHO_ADDRESS;
   if (!address) throw new Error("ECHO_ADDRESS is required");
   const channel = openChannel(address);
-  const server = createServer(handlerOf(channel));
+  const server = createServer(handlerOf(channel, process.env.ANSWER === "record", process.env.READ));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
     port: (server.address() as AddressInfo).port,
