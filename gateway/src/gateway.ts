@@ -6,8 +6,9 @@ import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/healt
 import { loadConfig, optionalSetting, otlpEndpointSetting, parse, setting, type ConfigOf } from "@switchyard/platform/config.js";
 import type { Logger } from "@switchyard/platform/logger.js";
 import type { Caller } from "@switchyard/platform/caller.js";
-import { CLIENT_ADDRESS_HEADER, createServiceClient } from "@switchyard/platform/grpc";
+import { createServiceClient } from "@switchyard/platform/grpc";
 import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
+import { upstreamHeaders } from "./runtime/upstream-headers.js";
 import { readRequestBody } from "./runtime/body.js";
 import { edgeError, toHttpError } from "./runtime/errors.js";
 import { describeBodyError, describeParamError, loadApiDocument, representationsOf, servedApiPath, type ApiDocument, type CompiledOperation } from "./runtime/openapi.js";
@@ -32,7 +33,6 @@ import { contentRoutes } from "./routes/content.js";
 import { openUpstreams, type Upstreams } from "./upstreams.js";
 import { createDocsSite } from "./docs.js";
 import { gatewayShed, reportGatewayGauges, startProcessMetrics, writeMetrics } from "@switchyard/platform/metrics.js";
-import { REQUEST_ID_HEADER } from "@switchyard/platform/request-id.js";
 import { startTracing } from "@switchyard/platform/tracing.js";
 import { observeRequest, type RequestRecord } from "./runtime/observability.js";
 
@@ -356,10 +356,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       const deadlineAt = Date.now() + deadlineMs;
       const cancel = (cancellation = new RequestCancellation());
       if (gone) cancel.abort(); // it left while the request was being read or checked
-      // The client's address travels along (identity counts failed logins per address with it).
-      const headers: Record<string, string> = { [CLIENT_ADDRESS_HEADER]: address, [REQUEST_ID_HEADER]: record.requestId };
-      if (caller) headers.authorization = `Bearer ${caller.token}`;
-      const authorization = { headers };
+      const authorization = { headers: upstreamHeaders(route.upstream, caller, { address, requestId: record.requestId }) };
       const result = await route.handler({
         params,
         body,

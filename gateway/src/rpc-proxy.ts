@@ -17,8 +17,6 @@ import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, un
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
 import type { TokenVerifier } from "@switchyard/platform/auth.js";
 import type { Caller } from "@switchyard/platform/caller.js";
-import { CLIENT_ADDRESS_HEADER } from "@switchyard/platform/grpc";
-import { REQUEST_ID_HEADER } from "@switchyard/platform/request-id.js";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
@@ -27,6 +25,7 @@ import type { Upstreams } from "./upstreams.js";
 import type { AdaptiveConcurrencyLimit } from "./runtime/concurrency-limit.js";
 import { quotaKey, type RateLimiter } from "./runtime/rate-limit.js";
 import type { StreamSlots } from "./runtime/streams.js";
+import { upstreamHeaders } from "./runtime/upstream-headers.js";
 
 /**
  * What a page may call, by service: every method of the service's public API. Left out, and so
@@ -84,23 +83,16 @@ export interface RpcProxy {
 
 /** The browser proxy for /rpc/…: Connect (JSON, binary) and gRPC-Web, each call forwarded upstream. */
 export function rpcProxy(options: RpcProxyOptions): RpcProxy {
-  const clients: Record<string, { service: DescService; client: Record<string, (...args: unknown[]) => unknown> }> = {
-    [IdentityService.typeName]: { service: IdentityService, client: options.upstreams.identity as never },
-    [PaymentService.typeName]: { service: PaymentService, client: options.upstreams.payments as never },
-    [OrderService.typeName]: { service: OrderService, client: options.upstreams.orders as never },
-    [ContentService.typeName]: { service: ContentService, client: options.upstreams.content as never },
+  const clients: Record<string, { service: DescService; upstream: keyof Upstreams; client: Record<string, (...args: unknown[]) => unknown> }> = {
+    [IdentityService.typeName]: { service: IdentityService, upstream: "identity", client: options.upstreams.identity as never },
+    [PaymentService.typeName]: { service: PaymentService, upstream: "payments", client: options.upstreams.payments as never },
+    [OrderService.typeName]: { service: OrderService, upstream: "orders", client: options.upstreams.orders as never },
+    [ContentService.typeName]: { service: ContentService, upstream: "content", client: options.upstreams.content as never },
   };
 
   /** What goes upstream with a call: the caller's token, its address and request id, its deadline, its cancellation. */
   function callOptions(ctx: HandlerContext, method: DescMethod): CallOptions {
-    const request = ctx.values.get(REQUEST);
-    const headers: Record<string, string> = {};
-    const caller = ctx.values.get(CALLER);
-    if (caller) headers.authorization = `Bearer ${caller.token}`;
-    if (request) {
-      headers[CLIENT_ADDRESS_HEADER] = request.address;
-      headers[REQUEST_ID_HEADER] = request.requestId;
-    }
+    const headers = upstreamHeaders(clients[method.parent.typeName]!.upstream, ctx.values.get(CALLER), ctx.values.get(REQUEST));
     const asked = ctx.timeoutMs();
     const timeoutMs = asked !== undefined ? Math.min(asked, options.maxDeadlineMs) : method.methodKind === "unary" ? options.deadlineMs : undefined;
     return { headers, signal: ctx.signal, ...(timeoutMs !== undefined ? { timeoutMs } : {}) };

@@ -8,6 +8,7 @@ import { noneMatchHits } from "../runtime/conditional.js";
 import { edgeError } from "../runtime/errors.js";
 import type { LiveEvent, LiveSubscription, OpenShared } from "../runtime/live-fanout.js";
 import type { Upstreams } from "../upstreams.js";
+import { bearerOf } from "../runtime/upstream-headers.js";
 import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
 import { catalogItemJson, documentJson, importJobJson, postJson } from "../representations/content.js";
 
@@ -90,7 +91,7 @@ export const contentRoutes: RouteGroup = {
         const caller = ctx.caller!;
         const signal = ctx.streamCallOptions().signal!;
         // Join the tenant's shared tail first, so nothing made while this subscriber catches up is missed.
-        const live = await ctx.fanout.join(`posts/${caller.tenantId}`, { headers: { authorization: `Bearer ${caller.token}` }, expiresAt: caller.expiresAt }, sharedPosts(ctx.upstreams.content));
+        const live = await ctx.fanout.join(`posts/${caller.tenantId}`, { headers: { authorization: bearerOf(caller) }, expiresAt: caller.expiresAt }, sharedPosts(ctx.upstreams.content));
         // The stream's end (the client gone, its token ended, the stream over) aborts the signal: it leaves the shared tail then.
         signal.addEventListener("abort", live.leave, { once: true });
         if (signal.aborted) live.leave();

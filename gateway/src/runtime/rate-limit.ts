@@ -42,9 +42,10 @@ export function createRateLimiter(options: RateLimitOptions): RateLimiter {
     redis.on("error", () => {});
     limiter = new RateLimiterRedis({ storeClient: redis, points: options.limit, duration: options.windowSeconds, keyPrefix: options.keyPrefix, insuranceLimiter: memory });
   }
+  const limitText = String(options.limit);
   const headersOf = (res: Pick<RateLimiterRes, "remainingPoints" | "msBeforeNext">, allowed: boolean): Record<string, string> => {
     const headers: Record<string, string> = {
-      "x-ratelimit-limit": String(options.limit),
+      "x-ratelimit-limit": limitText,
       "x-ratelimit-remaining": String(Math.max(0, allowed ? res.remainingPoints : 0)),
       "x-ratelimit-reset": String(Math.ceil((Date.now() + res.msBeforeNext) / 1000)),
     };
