@@ -30,7 +30,7 @@ import { identityRoutes } from "./routes/identity.js";
 import { paymentRoutes } from "./routes/payments.js";
 import { orderRoutes } from "./routes/orders.js";
 import { contentRoutes } from "./routes/content.js";
-import { openUpstreams, type Upstreams } from "./upstreams.js";
+import { openUpstreams, type UpstreamName, type Upstreams } from "./upstreams.js";
 import { createDocsSite } from "./docs.js";
 import { gatewayShed, reportGatewayGauges, startProcessMetrics, writeMetrics } from "@switchyard/platform/metrics.js";
 import { startTracing } from "@switchyard/platform/tracing.js";
@@ -87,7 +87,7 @@ const BUILT_IN = new Set(["getOpenApiDocument"]);
 
 interface BoundRoute {
   handler: RouteHandler;
-  upstream: string;
+  upstream: UpstreamName;
 }
 
 /** Every operation of the document has exactly one handler, and every handler an operation. */
@@ -356,7 +356,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       const deadlineAt = Date.now() + deadlineMs;
       const cancel = (cancellation = new RequestCancellation());
       if (gone) cancel.abort(); // it left while the request was being read or checked
-      const authorization = { headers: upstreamHeaders(route.upstream, caller, { address, requestId: record.requestId }) };
+      const metadata = { headers: upstreamHeaders(route.upstream, caller, { address, requestId: record.requestId }) };
       const result = await route.handler({
         params,
         body,
@@ -368,8 +368,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         version: negotiated.major,
         base: `/v${pathMajor}`,
         headers: req.headers,
-        callOptions: () => ({ signal: cancel.callSignal, timeoutMs: deadlineAt - Date.now(), ...authorization }),
-        streamCallOptions: () => ({ signal: cancel.signal, ...authorization }),
+        callOptions: () => ({ signal: cancel.callSignal, timeoutMs: deadlineAt - Date.now(), ...metadata }),
+        streamCallOptions: () => ({ signal: cancel.signal, ...metadata }),
         fanout,
       });
       if (result.events) {

@@ -21,7 +21,7 @@ import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import type { Upstreams } from "./upstreams.js";
+import type { UpstreamName, Upstreams } from "./upstreams.js";
 import type { AdaptiveConcurrencyLimit } from "./runtime/concurrency-limit.js";
 import { quotaKey, type RateLimiter } from "./runtime/rate-limit.js";
 import type { StreamSlots } from "./runtime/streams.js";
@@ -83,34 +83,34 @@ export interface RpcProxy {
 
 /** The browser proxy for /rpc/…: Connect (JSON, binary) and gRPC-Web, each call forwarded upstream. */
 export function rpcProxy(options: RpcProxyOptions): RpcProxy {
-  const clients: Record<string, { service: DescService; upstream: keyof Upstreams; client: Record<string, (...args: unknown[]) => unknown> }> = {
+  const clients: Record<string, { service: DescService; upstream: UpstreamName; client: Record<string, (...args: unknown[]) => unknown> }> = {
     [IdentityService.typeName]: { service: IdentityService, upstream: "identity", client: options.upstreams.identity as never },
     [PaymentService.typeName]: { service: PaymentService, upstream: "payments", client: options.upstreams.payments as never },
     [OrderService.typeName]: { service: OrderService, upstream: "orders", client: options.upstreams.orders as never },
     [ContentService.typeName]: { service: ContentService, upstream: "content", client: options.upstreams.content as never },
   };
 
-  /** What goes upstream with a call: the caller's token, its address and request id, its deadline, its cancellation. */
-  function callOptions(ctx: HandlerContext, method: DescMethod): CallOptions {
-    const headers = upstreamHeaders(clients[method.parent.typeName]!.upstream, ctx.values.get(CALLER), ctx.values.get(REQUEST));
+  /** What goes upstream with a call: its metadata (upstream-headers.ts), its deadline, its cancellation. */
+  function callOptions(ctx: HandlerContext, method: DescMethod, upstream: UpstreamName): CallOptions {
+    const headers = upstreamHeaders(upstream, ctx.values.get(CALLER), ctx.values.get(REQUEST));
     const asked = ctx.timeoutMs();
     const timeoutMs = asked !== undefined ? Math.min(asked, options.maxDeadlineMs) : method.methodKind === "unary" ? options.deadlineMs : undefined;
     return { headers, signal: ctx.signal, ...(timeoutMs !== undefined ? { timeoutMs } : {}) };
   }
 
   /** The methods a page may call, each with its upstream client's function. */
-  const allowed = Object.entries(clients).flatMap(([typeName, { service, client }]) =>
-    service.methods.filter((method) => BROWSER_METHODS[typeName]!.includes(method.name)).map((method) => ({ service, method, call: client[method.localName]! })),
+  const allowed = Object.entries(clients).flatMap(([typeName, { service, upstream, client }]) =>
+    service.methods.filter((method) => BROWSER_METHODS[typeName]!.includes(method.name)).map((method) => ({ service, method, upstream, call: client[method.localName]! })),
   );
 
   function routes(router: ConnectRouter): void {
     // Only the allowed methods exist here: any other path is answered `unimplemented` (see `handle`).
-    for (const { method, call } of allowed) {
+    for (const { method, upstream, call } of allowed) {
       if (method.methodKind === "unary") {
-        router.rpc(method as DescMethodUnary, (req: unknown, ctx: HandlerContext) => call(req, callOptions(ctx, method)) as never);
+        router.rpc(method as DescMethodUnary, (req: unknown, ctx: HandlerContext) => call(req, callOptions(ctx, method, upstream)) as never);
       } else if (method.methodKind === "server_streaming") {
         router.rpc(method as DescMethodServerStreaming, async function* (req: unknown, ctx: HandlerContext) {
-          yield* call(req, callOptions(ctx, method)) as AsyncIterable<never>;
+          yield* call(req, callOptions(ctx, method, upstream)) as AsyncIterable<never>;
         });
       }
       // Client and bidirectional streaming are answered before the router (see `handle`).

@@ -12,6 +12,9 @@ export interface UpstreamAddresses {
   content: string;
 }
 
+/** An upstream service by the gateway's name for it. */
+export type UpstreamName = keyof UpstreamAddresses;
+
 export interface Upstreams {
   identity: Client<typeof IdentityService>;
   payments: Client<typeof PaymentService>;

@@ -18,7 +18,7 @@ describe("gateway runtime", () => {
   describe("the OpenAPI document", () => {
     it("has exactly one handler per operation, and no handler without an operation", () => {
       expect(() => bindRoutes(api.operations)).to.not.throw();
-      const extra = { upstream: "x", handlers: { notInTheDocument: async () => ({ status: 200 }) } };
+      const extra = { upstream: "payments" as const, handlers: { notInTheDocument: async () => ({ status: 200 }) } };
       expect(() => bindRoutes(api.operations, [extra])).to.throw(/disagree/);
     });
 

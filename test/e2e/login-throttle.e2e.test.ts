@@ -1,7 +1,8 @@
 // Login throttling through the real mesh: after 5 failed logins an account's attempts — the right
 // password too — get 429 LOGIN_THROTTLED with Retry-After, exactly as for an account that does not
-// exist; an address failing across many accounts is refused as well; others are not affected. The
-// gateway trusts one proxy hop here, so each test is its own client address.
+// exist; an address failing across many accounts is refused as well (through /v1 or the browser
+// proxy, /rpc); others are not affected. The gateway trusts one proxy hop here, so each test is its
+// own client address.
 import { expect } from "chai";
 import { DEMO_PASSWORD, expectError, startE2eMesh, type E2eMesh } from "../support/http.js";
 
@@ -55,5 +56,16 @@ describe("e2e: login throttling", function () {
     for (let i = 0; i < 20; i++) expectError(await login("globex", `guess-${i}@globex.test`, "wrong-password", "192.0.2.43"), 401, "INVALID_CREDENTIALS");
     expectThrottled(await login("globex", "carol@globex.test", DEMO_PASSWORD, "192.0.2.43"));
     expect((await login("globex", "carol@globex.test", DEMO_PASSWORD, "192.0.2.44")).status).to.equal(201);
+  });
+
+  it("counts a browser's failed logins through /rpc by its address too", async () => {
+    const rpcLogin = (email: string) =>
+      env.api.post("/rpc/switchyard.identity.v1.IdentityService/CreateSession", { json: { tenantId: "globex", email, password: "wrong-password" }, headers: { "x-forwarded-for": "192.0.2.45" } });
+    for (let i = 0; i < 20; i++) {
+      const res = await rpcLogin(`browser-guess-${i}@globex.test`);
+      expect(res.status, "a wrong password through /rpc").to.equal(401);
+    }
+    expectThrottled(await login("globex", "carol@globex.test", DEMO_PASSWORD, "192.0.2.45"));
+    expect((await login("globex", "carol@globex.test", DEMO_PASSWORD, "192.0.2.46")).status).to.equal(201);
   });
 });

@@ -2,7 +2,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import type { CallOptions } from "@connectrpc/connect";
 import type { Caller } from "@switchyard/platform/caller.js";
-import type { Upstreams } from "../upstreams.js";
+import type { UpstreamName, Upstreams } from "../upstreams.js";
 import type { LiveFanout } from "./live-fanout.js";
 import type { ValidationProblem } from "./openapi.js";
 
@@ -66,8 +66,8 @@ export interface RouteResult {
 export type RouteHandler = (ctx: RouteContext) => Promise<RouteResult>;
 
 export interface RouteGroup {
-  /** The service these routes call, named in 5xx messages. */
-  upstream: string;
+  /** The service these routes call: named in 5xx messages, and it decides what metadata goes with the calls (upstream-headers.ts). */
+  upstream: UpstreamName;
   handlers: Record<string, RouteHandler>;
 }
 

@@ -1,18 +1,17 @@
-// What goes upstream with each call the gateway makes for a request (/v1 and /rpc alike): the request
-// id, which every hop logs; the verified caller's own bearer token, which the service verifies again
-// (a call that dodges the edge gets no further); and the client's address, to identity only: it is
-// the one service that counts by it (failed logins per address). The others are not told who is on
-// the other end of the socket — less personal data spread, and one metadata entry less per call.
+// The metadata of each call the gateway makes for a request (/v1 and /rpc alike): the request id; the
+// caller's own token, which the service verifies again; and the client's address, to identity alone
+// (it counts failed logins by it) — the other services are not told who is on the other end.
 import type { Caller } from "@switchyard/platform/caller.js";
 import { CLIENT_ADDRESS_HEADER } from "@switchyard/platform/grpc";
 import { REQUEST_ID_HEADER } from "@switchyard/platform/request-id.js";
+import type { UpstreamName } from "../upstreams.js";
 
 /** The upstreams (by the gateway's name for them) that read the client's address. */
-const READS_CLIENT_ADDRESS: ReadonlySet<string> = new Set(["identity"]);
+const READS_CLIENT_ADDRESS: ReadonlySet<UpstreamName> = new Set(["identity"]);
 
 /**
- * `Bearer <token>` of a verified caller, made once per caller: the verifier answers a token it has
- * seen with the same Caller, and the text is ~400 bytes that every call would otherwise build again.
+ * `Bearer <token>` of a verified caller, made once per caller (the verifier answers a token it has seen
+ * with the same Caller): ~400 bytes that each call would otherwise build and copy again.
  */
 const bearerOfCaller = new WeakMap<Caller, string>();
 export function bearerOf(caller: Caller): string {
@@ -28,7 +27,7 @@ export interface UpstreamRequest {
 }
 
 /** The metadata of a call to `upstream` (identity, payments, orders, content) made for `request`. */
-export function upstreamHeaders(upstream: string, caller: Caller | undefined, request: UpstreamRequest | undefined): Record<string, string> {
+export function upstreamHeaders(upstream: UpstreamName, caller: Caller | undefined, request: UpstreamRequest | undefined): Record<string, string> {
   const headers: Record<string, string> = {};
   if (request) {
     headers[REQUEST_ID_HEADER] = request.requestId;

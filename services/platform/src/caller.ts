@@ -27,8 +27,8 @@ export interface Caller {
   sessionId: string;
   /** Seconds since the epoch. */
   expiresAt: number;
-  /** The raw token, to pass on to downstream services. */
-  token: string;
+  /** The raw token, to pass on to downstream services (never changed: the gateway keeps its Authorization text per Caller). */
+  readonly token: string;
   /** The internal service that made this call on the user's behalf, when it presented its own token. */
   service?: string;
 }
