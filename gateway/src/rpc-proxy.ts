@@ -83,12 +83,13 @@ export interface RpcProxy {
 
 /** The browser proxy for /rpc/…: Connect (JSON, binary) and gRPC-Web, each call forwarded upstream. */
 export function rpcProxy(options: RpcProxyOptions): RpcProxy {
-  const clients: Record<string, { service: DescService; upstream: UpstreamName; client: Record<string, (...args: unknown[]) => unknown> }> = {
-    [IdentityService.typeName]: { service: IdentityService, upstream: "identity", client: options.upstreams.identity as never },
-    [PaymentService.typeName]: { service: PaymentService, upstream: "payments", client: options.upstreams.payments as never },
-    [OrderService.typeName]: { service: OrderService, upstream: "orders", client: options.upstreams.orders as never },
-    [ContentService.typeName]: { service: ContentService, upstream: "content", client: options.upstreams.content as never },
-  };
+  /** Each service a page may reach, by the gateway's name for its upstream (whose client it calls). */
+  const services: [DescService, UpstreamName][] = [
+    [IdentityService, "identity"],
+    [PaymentService, "payments"],
+    [OrderService, "orders"],
+    [ContentService, "content"],
+  ];
 
   /** What goes upstream with a call: its metadata (upstream-headers.ts), its deadline, its cancellation. */
   function callOptions(ctx: HandlerContext, method: DescMethod, upstream: UpstreamName): CallOptions {
@@ -99,9 +100,10 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
   }
 
   /** The methods a page may call, each with its upstream client's function. */
-  const allowed = Object.entries(clients).flatMap(([typeName, { service, upstream, client }]) =>
-    service.methods.filter((method) => BROWSER_METHODS[typeName]!.includes(method.name)).map((method) => ({ service, method, upstream, call: client[method.localName]! })),
-  );
+  const allowed = services.flatMap(([service, upstream]) => {
+    const client = options.upstreams[upstream] as unknown as Record<string, (...args: unknown[]) => unknown>;
+    return service.methods.filter((method) => BROWSER_METHODS[service.typeName]!.includes(method.name)).map((method) => ({ service, method, upstream, call: client[method.localName]! }));
+  });
 
   function routes(router: ConnectRouter): void {
     // Only the allowed methods exist here: any other path is answered `unimplemented` (see `handle`).
