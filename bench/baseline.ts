@@ -22,13 +22,16 @@ export interface BaselineFixture {
   gatewayUrl: string;
   token: string;
   paymentId: string;
+  /** A document to read (fixtures from before it had one leave it out). */
+  docId?: string;
   pids: Record<string, number | undefined>;
   stop(): Promise<void>;
 }
 
 export interface Baseline {
   commit: string;
-  startMesh(): Promise<BaselineFixture>;
+  /** Its mesh; on a PostgreSQL server with `databaseUrl` (a fixture from before that option runs embedded). */
+  startMesh(options?: { databaseUrl?: string | undefined }): Promise<BaselineFixture>;
   remove(): Promise<void>;
 }
 
@@ -54,6 +57,6 @@ export async function prepareBaseline(ref: string, log: (line: string) => void):
     await remove();
     throw err;
   }
-  const fixture = (await import(pathToFileURL(join(dir, "bench/mesh-fixture.ts")).href)) as { startMeshFixture(o: { limit: "none" }): Promise<BaselineFixture> };
-  return { commit, startMesh: () => fixture.startMeshFixture({ limit: "none" }), remove };
+  const fixture = (await import(pathToFileURL(join(dir, "bench/mesh-fixture.ts")).href)) as { startMeshFixture(o: { limit: "none"; databaseUrl?: string | undefined }): Promise<BaselineFixture> };
+  return { commit, startMesh: (options) => fixture.startMeshFixture({ limit: "none", databaseUrl: options?.databaseUrl }), remove };
 }

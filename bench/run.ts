@@ -166,9 +166,13 @@ async function httpPaths(outcomes: HttpOutcome[]): Promise<void> {
   }
 }
 
-/** Interleaved comparisons (load/interleaved.ts): fresh starts, and slices of load per start and target. */
+/**
+ * Interleaved comparisons (load/interleaved.ts): fresh starts, and slices of load per start and target.
+ * An even number of starts: which side starts first alternates between starts, and only an even
+ * count cancels what starting first does to a side.
+ */
 const COMPARISON = {
-  starts: Number(process.env.BENCH_COMPARE_STARTS ?? 3),
+  starts: Number(process.env.BENCH_COMPARE_STARTS ?? 4),
   rounds: Number(process.env.BENCH_COMPARE_ROUNDS ?? 6),
   sliceSeconds: 2,
   warmupSeconds: 2,
@@ -197,16 +201,6 @@ async function startReference(read: "payment" | "document", databaseUrl: string 
   }
 }
 
-/** The mesh's two read paths (GET /v1/payments/{id}, GET /v1/docs/{id}) as a setup of an interleaved comparison. */
-async function startMeshReads(databaseUrl: string | undefined): Promise<Setup> {
-  const mesh = await hold(startMeshFixture({ limit: "none", databaseUrl }));
-  const headers = { authorization: `Bearer ${mesh.token}` };
-  return {
-    targets: { payment: { url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers }, document: { url: `${mesh.gatewayUrl}/v1/docs/${mesh.docId}`, headers } },
-    processes: mesh.pids,
-    stop: () => release(mesh),
-  };
-}
 
 /**
  * Issue 15's reference: the same work with nothing else — node:http → grpc-js → a grpc-js server
@@ -234,7 +228,7 @@ async function sameWork(outcomes: HttpOutcome[]): Promise<void> {
     try {
       const results = await measureInterleaved(
         {
-          mesh: () => startMeshReads(databaseUrl),
+          mesh: () => meshReads(startMeshFixture({ limit: "none", databaseUrl })),
           reference: () => startReference("payment", databaseUrl),
           "reference-doc": () => startReference("document", databaseUrl),
           record: () => startReference("payment", databaseUrl, "record"),
@@ -311,6 +305,69 @@ async function tracedRead(outcomes: HttpOutcome[]): Promise<void> {
 }
 
 /**
+ * The read paths of a mesh (today's, or a baseline's own fixture) as a setup of an interleaved
+ * comparison: GET /v1/payments/{id} ("payment") and GET /v1/docs/{id} ("document"), or those asked for.
+ */
+async function meshReads(start: Promise<BaselineFixture>, paths: ("payment" | "document")[] = ["payment", "document"]): Promise<Setup> {
+  const mesh = await hold(start);
+  const headers = { authorization: `Bearer ${mesh.token}` };
+  const targets: Setup["targets"] = {};
+  if (paths.includes("payment")) targets.payment = { url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers };
+  if (paths.includes("document") && mesh.docId) targets.document = { url: `${mesh.gatewayUrl}/v1/docs/${mesh.docId}`, headers };
+  return { targets, processes: mesh.pids, stop: () => release(mesh) };
+}
+
+/**
+ * The read paths of this tree against an earlier commit (BENCH_BASELINE: any git ref, checked out,
+ * installed and built beside this tree), interleaved as the same-work ratios are, on embedded PGlite
+ * and, when DATABASE_URL is set, the PostgreSQL server: whether a change to the read path is faster,
+ * judged in one run on the same machine. No target; what it prints is for the change's author.
+ */
+async function readsAgainstBaseline(outcomes: HttpOutcome[]): Promise<void> {
+  const ref = process.env.BENCH_BASELINE;
+  if (!ref) throw new Error("BENCH_ONLY=baseline compares this tree with BENCH_BASELINE=<a git ref>: set it");
+  const baseline = await prepareBaseline(ref, (line) => console.error(line));
+  try {
+    const engines: { engine: "pglite" | "postgres"; databaseUrl?: string }[] = [{ engine: "pglite" }];
+    if (process.env.DATABASE_URL) engines.push({ engine: "postgres", databaseUrl: process.env.DATABASE_URL });
+    for (const { engine, databaseUrl } of engines) {
+      console.error(`  ${baseline.commit} and this tree on ${engine}: ${COMPARISON.starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`);
+      const results = await measureInterleaved(
+        { baseline: () => meshReads(baseline.startMesh({ databaseUrl })), tree: () => meshReads(startMeshFixture({ limit: "none", databaseUrl })) },
+        { ...COMPARISON, onStart: (n) => console.error(`    start ${n + 1} of ${COMPARISON.starts} …`) },
+      );
+      for (const side of ["baseline", "tree"] as const) {
+        for (const [target, path] of [["payment", "GET /v1/payments/{id}"], ["document", "GET /v1/docs/{id}"]] as const) {
+          const result = results[`${side}/${target}`];
+          const label = `${path} (${side === "tree" ? "this tree" : baseline.commit}, ${engine}, interleaved)`;
+          outcomes.push(result ? { id: `vs-${side}-${target}-${engine}`, label, result } : { id: `vs-${side}-${target}-${engine}`, label, error: "not measured" });
+        }
+      }
+    }
+  } finally {
+    await baseline.remove();
+  }
+}
+
+/** This tree ÷ BENCH_BASELINE, per read path and engine, when that comparison ran. */
+function againstBaseline(http: HttpOutcome[]): string[] {
+  const result = (id: string) => http.find((o) => o.id === id)?.result as InterleavedResult | undefined;
+  const out: string[] = [];
+  for (const engine of ["pglite", "postgres"]) {
+    for (const [target, path] of [["payment", "GET /v1/payments/{id}"], ["document", "GET /v1/docs/{id}"]] as const) {
+      const base = result(`vs-baseline-${target}-${engine}`);
+      const tree = result(`vs-tree-${target}-${engine}`);
+      if (!base || !tree) continue;
+      const cpu = (r: InterleavedResult) => Object.entries(r.cpuMsPerRequestBy ?? {}).filter(([, ms]) => ms >= 0.02).map(([name, ms]) => `${name} ${ms.toFixed(3)}`).join(", ");
+      out.push(
+        `  ${path} on ${engine}: this tree ÷ ${process.env.BENCH_BASELINE} ${(tree.reqPerSec / base.reqPerSec).toFixed(2)} × req/s (each start alone: ${tree.reqPerSecByStart.map((x, i) => (x / base.reqPerSecByStart[i]!).toFixed(2)).join(", ")}); CPU ms per request: ${cpu(tree)} against ${cpu(base)}`,
+      );
+    }
+  }
+  return out.length > 0 ? ["", "  The read paths of this tree against BENCH_BASELINE (no target; interleaved, same machine, same run):", ...out] : [];
+}
+
+/**
  * Scenario 3 on the mesh as it was before observability (BEFORE_OBSERVABILITY, built beside this
  * tree) and on today's, both running at once and loaded in turn (load/interleaved.ts), on fresh
  * processes several times over: on this shared machine one start's CPU per request differs from the
@@ -325,19 +382,15 @@ async function readBeforeObservability(outcomes: HttpOutcome[]): Promise<void> {
   try {
     baseline = await prepareBaseline(BEFORE_OBSERVABILITY, (line) => console.error(line));
     const before = baseline;
-    const read = async (start: Promise<BaselineFixture>): Promise<Setup> => {
-      const mesh = await hold(start);
-      return { targets: { read: { url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers: { authorization: `Bearer ${mesh.token}` } } }, processes: mesh.pids, stop: () => release(mesh) };
-    };
     // One start against another differs by up to ±10 % here, more than the 3 % judged: more starts than elsewhere.
-    const starts = Number(process.env.BENCH_COMPARE_STARTS ?? 5);
+    const starts = Number(process.env.BENCH_COMPARE_STARTS ?? 6);
     console.error(`  the read path before observability and today: ${starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`);
     const results = await measureInterleaved(
-      { before: () => read(before.startMesh()), now: () => read(startMeshFixture({ limit: "none" })) },
+      { before: () => meshReads(before.startMesh(), ["payment"]), now: () => meshReads(startMeshFixture({ limit: "none" }), ["payment"]) },
       { ...COMPARISON, starts, onStart: (n) => console.error(`    start ${n + 1} of ${starts} …`) },
     );
     for (const side of ["before", "now"] as const) {
-      const result = results[`${side}/read`];
+      const result = results[`${side}/payment`];
       outcomes.push(result ? { id: `read-${side}`, label: labels[side], result } : { id: `read-${side}`, label: labels[side], error: "not measured" });
     }
   } catch (err) {
@@ -631,7 +684,7 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
 const fmt = (ms: number | undefined) => (ms === undefined || Number.isNaN(ms) ? "–" : ms.toFixed(1)).padStart(6);
 
 /** What each BENCH_ONLY value runs: A; B and C; D, F and E; one comparison of B alone; or C alone. */
-type Section = "library" | "paths" | "rest" | "samework" | "observability" | "overload";
+type Section = "library" | "paths" | "rest" | "samework" | "observability" | "overload" | "baseline";
 const BENCH_MODES: Record<string, Section[]> = {
   all: ["library", "paths", "rest"],
   library: ["library"],
@@ -640,6 +693,7 @@ const BENCH_MODES: Record<string, Section[]> = {
   samework: ["samework"],
   observability: ["observability"],
   overload: ["overload"],
+  baseline: ["baseline"],
 };
 
 async function main(): Promise<number> {
@@ -669,6 +723,11 @@ async function main(): Promise<number> {
       }
     });
     await tracedRead(http);
+  }
+  if (runs("baseline")) {
+    // A change to the read path judged before it lands: this tree against an earlier commit, interleaved.
+    console.error(`B. the read paths of this tree against ${process.env.BENCH_BASELINE ?? "BENCH_BASELINE (unset)"}`);
+    await readsAgainstBaseline(http);
   }
   if (runs("overload")) {
     // Overload alone (issue 15, part 3), as the full run measures it.
@@ -722,6 +781,8 @@ async function main(): Promise<number> {
   printReport(settings, library, http);
   printExtra(http);
   console.log(tracingCost(http).join("\n"));
+  const baselineLines = againstBaseline(http);
+  if (baselineLines.length > 0) console.log(baselineLines.join("\n"));
   console.log(`\n${formatSummary(summaryRows(http))}`);
   const file = await writeResults(startedAt, settings, library, http, extra);
   console.log(`\nresults written to ${file}`);
