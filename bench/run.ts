@@ -179,6 +179,17 @@ const COMPARISON = {
   connections: settings.inFlight,
 };
 
+/** The engines the read paths are compared on: embedded PGlite, and the PostgreSQL server when DATABASE_URL is set. */
+function comparedEngines(): { engine: "pglite" | "postgres"; databaseUrl?: string }[] {
+  return process.env.DATABASE_URL ? [{ engine: "pglite" }, { engine: "postgres", databaseUrl: process.env.DATABASE_URL }] : [{ engine: "pglite" }];
+}
+
+/** The mesh's two read paths, by their target name in a comparison. */
+const READ_PATHS = [
+  ["payment", "GET /v1/payments/{id}"],
+  ["document", "GET /v1/docs/{id}"],
+] as const;
+
 /** The same-work reference's processes for one read: a grpc-js server doing that one store read, behind the bare hop. */
 async function startReference(read: "payment" | "document", databaseUrl: string | undefined, answer: "id" | "record" = "id"): Promise<Setup> {
   const dataDir = await mkdtemp(join(tmpdir(), "switchyard-bench-ref-"));
@@ -201,7 +212,6 @@ async function startReference(read: "payment" | "document", databaseUrl: string 
   }
 }
 
-
 /**
  * Issue 15's reference: the same work with nothing else — node:http → grpc-js → a grpc-js server
  * doing the one store read the real path does (payments' getPayment, content's getDocument) on the
@@ -213,9 +223,7 @@ async function startReference(read: "payment" | "document", databaseUrl: string 
  * once and are loaded in turn (load/interleaved.ts), on fresh processes several times over.
  */
 async function sameWork(outcomes: HttpOutcome[]): Promise<void> {
-  const engines: { engine: "pglite" | "postgres"; databaseUrl?: string }[] = [{ engine: "pglite" }];
-  if (process.env.DATABASE_URL) engines.push({ engine: "postgres", databaseUrl: process.env.DATABASE_URL });
-  for (const { engine, databaseUrl } of engines) {
+  for (const { engine, databaseUrl } of comparedEngines()) {
     const labels = {
       "reference/payment": [`ref-payment-${engine}`, `R same-work reference: node:http → grpc-js → one payment read (${engine})`],
       "reference-doc/document": [`ref-document-${engine}`, `R same-work reference: node:http → grpc-js → one document read (${engine})`],
@@ -323,21 +331,17 @@ async function meshReads(start: Promise<BaselineFixture>, paths: ("payment" | "d
  * and, when DATABASE_URL is set, the PostgreSQL server: whether a change to the read path is faster,
  * judged in one run on the same machine. No target; what it prints is for the change's author.
  */
-async function readsAgainstBaseline(outcomes: HttpOutcome[]): Promise<void> {
-  const ref = process.env.BENCH_BASELINE;
-  if (!ref) throw new Error("BENCH_ONLY=baseline compares this tree with BENCH_BASELINE=<a git ref>: set it");
+async function readsAgainstBaseline(outcomes: HttpOutcome[], ref: string): Promise<void> {
   const baseline = await prepareBaseline(ref, (line) => console.error(line));
   try {
-    const engines: { engine: "pglite" | "postgres"; databaseUrl?: string }[] = [{ engine: "pglite" }];
-    if (process.env.DATABASE_URL) engines.push({ engine: "postgres", databaseUrl: process.env.DATABASE_URL });
-    for (const { engine, databaseUrl } of engines) {
+    for (const { engine, databaseUrl } of comparedEngines()) {
       console.error(`  ${baseline.commit} and this tree on ${engine}: ${COMPARISON.starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`);
       const results = await measureInterleaved(
         { baseline: () => meshReads(baseline.startMesh({ databaseUrl })), tree: () => meshReads(startMeshFixture({ limit: "none", databaseUrl })) },
         { ...COMPARISON, onStart: (n) => console.error(`    start ${n + 1} of ${COMPARISON.starts} …`) },
       );
       for (const side of ["baseline", "tree"] as const) {
-        for (const [target, path] of [["payment", "GET /v1/payments/{id}"], ["document", "GET /v1/docs/{id}"]] as const) {
+        for (const [target, path] of READ_PATHS) {
           const result = results[`${side}/${target}`];
           const label = `${path} (${side === "tree" ? "this tree" : baseline.commit}, ${engine}, interleaved)`;
           outcomes.push(result ? { id: `vs-${side}-${target}-${engine}`, label, result } : { id: `vs-${side}-${target}-${engine}`, label, error: "not measured" });
@@ -349,22 +353,22 @@ async function readsAgainstBaseline(outcomes: HttpOutcome[]): Promise<void> {
   }
 }
 
-/** This tree ÷ BENCH_BASELINE, per read path and engine, when that comparison ran. */
-function againstBaseline(http: HttpOutcome[]): string[] {
+/** This tree ÷ the baseline (`ref`), per read path and engine, when that comparison ran. */
+function againstBaseline(http: HttpOutcome[], ref: string): string[] {
   const result = (id: string) => http.find((o) => o.id === id)?.result as InterleavedResult | undefined;
   const out: string[] = [];
   for (const engine of ["pglite", "postgres"]) {
-    for (const [target, path] of [["payment", "GET /v1/payments/{id}"], ["document", "GET /v1/docs/{id}"]] as const) {
+    for (const [target, path] of READ_PATHS) {
       const base = result(`vs-baseline-${target}-${engine}`);
       const tree = result(`vs-tree-${target}-${engine}`);
       if (!base || !tree) continue;
       const cpu = (r: InterleavedResult) => Object.entries(r.cpuMsPerRequestBy ?? {}).filter(([, ms]) => ms >= 0.02).map(([name, ms]) => `${name} ${ms.toFixed(3)}`).join(", ");
       out.push(
-        `  ${path} on ${engine}: this tree ÷ ${process.env.BENCH_BASELINE} ${(tree.reqPerSec / base.reqPerSec).toFixed(2)} × req/s (each start alone: ${tree.reqPerSecByStart.map((x, i) => (x / base.reqPerSecByStart[i]!).toFixed(2)).join(", ")}); CPU ms per request: ${cpu(tree)} against ${cpu(base)}`,
+        `  ${path} on ${engine}: this tree ÷ ${ref} ${(tree.reqPerSec / base.reqPerSec).toFixed(2)} × req/s (each start alone: ${tree.reqPerSecByStart.map((x, i) => (x / base.reqPerSecByStart[i]!).toFixed(2)).join(", ")}); CPU ms per request: ${cpu(tree)} against ${cpu(base)}`,
       );
     }
   }
-  return out.length > 0 ? ["", "  The read paths of this tree against BENCH_BASELINE (no target; interleaved, same machine, same run):", ...out] : [];
+  return out.length > 0 ? ["", `  The read paths of this tree against ${ref} (no target; interleaved, same machine, same run):`, ...out] : [];
 }
 
 /**
@@ -705,6 +709,7 @@ async function main(): Promise<number> {
   const sections = BENCH_MODES[only];
   if (!sections) throw new Error(`BENCH_ONLY must be one of ${Object.keys(BENCH_MODES).join(", ")}, not "${only}"`);
   const runs = (section: Section) => sections.includes(section);
+  const baselineRef = process.env.BENCH_BASELINE;
   if (runs("samework")) {
     // The read paths and their same-work references only (issue 15, part 1), as the full run measures them.
     console.error("B. the read paths against the same-work reference");
@@ -726,8 +731,9 @@ async function main(): Promise<number> {
   }
   if (runs("baseline")) {
     // A change to the read path judged before it lands: this tree against an earlier commit, interleaved.
-    console.error(`B. the read paths of this tree against ${process.env.BENCH_BASELINE ?? "BENCH_BASELINE (unset)"}`);
-    await readsAgainstBaseline(http);
+    if (!baselineRef) throw new Error("BENCH_ONLY=baseline compares this tree with BENCH_BASELINE=<a git ref>: set it");
+    console.error(`B. the read paths of this tree against ${baselineRef}`);
+    await readsAgainstBaseline(http, baselineRef);
   }
   if (runs("overload")) {
     // Overload alone (issue 15, part 3), as the full run measures it.
@@ -781,8 +787,8 @@ async function main(): Promise<number> {
   printReport(settings, library, http);
   printExtra(http);
   console.log(tracingCost(http).join("\n"));
-  const baselineLines = againstBaseline(http);
-  if (baselineLines.length > 0) console.log(baselineLines.join("\n"));
+  const againstRef = baselineRef ? againstBaseline(http, baselineRef) : [];
+  if (againstRef.length > 0) console.log(againstRef.join("\n"));
   console.log(`\n${formatSummary(summaryRows(http))}`);
   const file = await writeResults(startedAt, settings, library, http, extra);
   console.log(`\nresults written to ${file}`);
