@@ -13,14 +13,14 @@ import { readRequestBody } from "./runtime/body.js";
 import { edgeError, toHttpError } from "./runtime/errors.js";
 import { describeBodyError, describeParamError, loadApiDocument, representationsOf, servedApiPath, type ApiDocument, type CompiledOperation } from "./runtime/openapi.js";
 import { addMonths, checkSunset, DeprecatedRouteUsage, deprecatedOperations, deprecationHeaders, negotiateVersion, publishedVersions, SUNSET_MONTHS, V1_DEPRECATED_AT, versionsJson } from "./runtime/versions.js";
-import { sendError, sendJson } from "./runtime/respond.js";
+import { addHeaders, appendHeader, sendError, sendJson, setHeaders, type ResponseHeaders } from "./runtime/respond.js";
 import { writeEventStream } from "./runtime/sse.js";
 import { clientAddress } from "./runtime/client-address.js";
 import { StreamSlots, wantsEventStream } from "./runtime/streams.js";
 import { LiveFanout } from "./runtime/live-fanout.js";
 import { corsPolicy, parseOrigins } from "./runtime/cors.js";
 import { RPC_PREFIX, rpcProxy } from "./rpc-proxy.js";
-import { createRateLimiter, quotaKey } from "./runtime/rate-limit.js";
+import { createRateLimiter, quotaKey, type RateDecision } from "./runtime/rate-limit.js";
 import { AdaptiveConcurrencyLimit, type Release } from "./runtime/concurrency-limit.js";
 import { RequestCancellation } from "./runtime/cancellation.js";
 import { FailureLog } from "./runtime/failure-log.js";
@@ -35,6 +35,7 @@ import { createDocsSite } from "./docs.js";
 import { gatewayShed, reportGatewayGauges, startProcessMetrics, writeMetrics } from "@switchyard/platform/metrics.js";
 import { startTracing } from "@switchyard/platform/tracing.js";
 import { observeRequest, type RequestRecord } from "./runtime/observability.js";
+import { REQUEST_ID_HEADER } from "@switchyard/platform/request-id.js";
 
 export const gatewaySettings = {
   host: setting("GATEWAY_HOST", parse.string, "interface the HTTP server binds", "127.0.0.1"),
@@ -198,7 +199,57 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   }
   let draining = false;
 
-  async function handle(req: IncomingMessage, res: ServerResponse, record: RequestRecord): Promise<void> {
+  /** /readyz: ready while it serves; draining before exit takes it out of rotation, so no new work is sent here. */
+  async function answerReadiness(res: ServerResponse, headers: ResponseHeaders): Promise<void> {
+    if (draining) return sendJson(res, 503, { status: "draining" }, headers, { "retry-after": "1" });
+    sendJson(res, 200, { status: "ready", upstreams: await upstreamStates() }, headers);
+  }
+
+  /**
+   * Which part of the edge answers a request: the fixed paths, the API reference, a CORS preflight,
+   * the browser proxy, or the API. `headers`: what the answer carries so far (its request id).
+   */
+  function handle(req: IncomingMessage, res: ServerResponse, record: RequestRecord, headers: ResponseHeaders): Promise<void> | void {
+    const { pathname, search } = splitUrl(req.url ?? "/");
+    const method = req.method ?? "GET";
+    if (pathname === "/healthz") return sendJson(res, 200, { status: "ok" }, headers);
+    if (pathname === "/readyz") return answerReadiness(res, headers);
+    if (pathname === "/versions" && (method === "GET" || method === "HEAD")) return sendJson(res, 200, versionsJson(versions), headers);
+    if (pathname === "/metrics" && (method === "GET" || method === "HEAD")) {
+      setHeaders(res, headers);
+      return writeMetrics(res);
+    }
+    // The API reference (/docs): static pages, outside the versions and their quotas.
+    if (docs.handles(pathname)) {
+      setHeaders(res, headers);
+      return docs.serve(req, res, pathname);
+    }
+    if (cors.handle(req, res, pathname, headers)) return;
+    if (pathname.startsWith(`${RPC_PREFIX}/`)) {
+      record.route = rpc.routeOf(pathname);
+      setHeaders(res, headers);
+      return rpc.handle(req, res, { address: clientAddress(req, config.trustedProxyHops), requestId: record.requestId, refusedBy: (quota) => (record.quotaKind = quota) });
+    }
+    return serveApi(req, res, record, headers, pathname, search, method);
+  }
+
+  /**
+   * The quota's headers on the answer; past the quota, 429 before any other answer (RATE_LIMITED).
+   * A quota drawn on by a verified caller is theirs (`byUser`), else the client address's.
+   */
+  function applyQuota(quota: RateDecision, req: IncomingMessage, record: RequestRecord, headers: ResponseHeaders, byUser: boolean): void {
+    for (const name in quota.headers) headers[name] = quota.headers[name]!;
+    if (quota.allowed) return;
+    req.resume();
+    record.quotaKind = byUser ? "user" : "address";
+    throw RATE_LIMITED;
+  }
+
+  /**
+   * A request of the API (/v<N>/…): who asks; its route and version; its quota and admission; its
+   * input, checked against the document; the route's upstream calls; the answer.
+   */
+  async function serveApi(req: IncomingMessage, res: ServerResponse, record: RequestRecord, headers: ResponseHeaders, pathname: string, search: string, method: string): Promise<void> {
     let presentedToken = false;
     let upstream = "upstream";
     /** Set when the upstream call starts. */
@@ -213,50 +264,25 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       release?.(cancellation !== undefined && res.statusCode < 500);
     };
     try {
-      const { pathname, search } = splitUrl(req.url ?? "/");
-      const method = req.method ?? "GET";
-      if (pathname === "/healthz") return sendJson(res, 200, { status: "ok" });
-      if (pathname === "/metrics" && (method === "GET" || method === "HEAD")) return await writeMetrics(res);
-      if (pathname === "/versions" && (method === "GET" || method === "HEAD")) return sendJson(res, 200, versionsJson(versions));
-      // The API reference (/docs): static pages, outside the versions and their quotas.
-      if (docs.handles(pathname)) return docs.serve(req, res, pathname);
-      if (cors.handle(req, res, pathname)) return;
-      if (pathname.startsWith(`${RPC_PREFIX}/`)) {
-        record.route = rpc.routeOf(pathname);
-        return rpc.handle(req, res, { address: clientAddress(req, config.trustedProxyHops), requestId: record.requestId, refusedBy: (quota) => (record.quotaKind = quota) });
-      }
-      if (pathname === "/readyz") {
-        // Draining before exit: out of rotation, so no new work is sent here.
-        if (draining) return sendJson(res, 503, { status: "draining" }, { "retry-after": "1" });
-        return sendJson(res, 200, { status: "ready", upstreams: await upstreamStates() });
-      }
       // Who is asking: a presented token is verified before anything is drawn on a quota, so only a
       // real user has a quota of their own; an absent or invalid one draws on the client address's.
-      presentedToken = req.headers.authorization !== undefined;
+      // A header seen before is known at once, without a promise.
+      const authorization = req.headers.authorization;
+      presentedToken = authorization !== undefined;
       let caller: Caller | undefined;
       let refusedToken: unknown;
       if (presentedToken) {
-        try {
-          caller = await verifier.verifyAuthorization(req.headers.authorization);
-        } catch (err) {
-          refusedToken = err;
+        caller = verifier.knownAuthorization(authorization);
+        if (!caller) {
+          try {
+            caller = await verifier.verifyAuthorization(authorization);
+          } catch (err) {
+            refusedToken = err;
+          }
         }
       }
       const address = clientAddress(req, config.trustedProxyHops);
       const quotaOf = quotaKey(caller, address);
-      /**
-       * Every /v1 answer carries the caller's quota; past it, 429 before any other answer. `draw`:
-       * the request counts against it; a shed one does not (the refusal is the gateway's) and
-       * carries the quota as it stands.
-       */
-      const applyQuota = async (draw: boolean) => {
-        const quota = draw ? await rateLimiter.check(quotaOf) : await rateLimiter.peek(quotaOf);
-        for (const name in quota.headers) res.setHeader(name, quota.headers[name]!);
-        if (quota.allowed) return;
-        req.resume();
-        record.quotaKind = caller ? "user" : "address";
-        throw RATE_LIMITED;
-      };
       let operation: CompiledOperation;
       let pathParams: Record<string, string>;
       let pathMajor: number;
@@ -267,34 +293,35 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         // The version: the path's, or another one asked for by media type on the same path (406 if unknown).
         pathMajor = operation.version;
         negotiated = negotiateVersion(pathMajor, req.headers.accept, req.headers["content-type"], publishedMajors);
-        res.appendHeader("vary", "Accept");
-        if (negotiated.mediaType) res.setHeader("content-type", `${negotiated.mediaType}; charset=utf-8`);
+        appendHeader(headers, "vary", "Accept");
+        if (negotiated.mediaType) headers["content-type"] = `${negotiated.mediaType}; charset=utf-8`;
         if (negotiated.major !== pathMajor) operation = router.match(method, pathname.replace(/^\/v\d+/, `/v${negotiated.major}`)).operation;
       } catch (err) {
-        // A refused route or version is a /v1 answer too: it draws on the quota (and 429 comes first).
-        await applyQuota(true);
+        // A refused route or version is an API answer too: it draws on the quota (and 429 comes first).
+        applyQuota(await rateLimiter.check(quotaOf), req, record, headers, caller !== undefined);
         throw err;
       }
       const deprecated = deprecations.get(negotiated.major);
       if (deprecated?.operations.has(operation.operationId)) {
-        for (const [name, value] of Object.entries(deprecationHeaders(deprecated.version, pathname.replace(/^\/v\d+/, `/v${deprecated.successor}`)))) res.setHeader(name, value);
+        Object.assign(headers, deprecationHeaders(deprecated.version, pathname.replace(/^\/v\d+/, `/v${deprecated.successor}`)));
         deprecatedUsage.count(caller?.tenantId ?? (typeof pathParams.tenant_id === "string" ? pathParams.tenant_id : "-"), `${method} ${operation.pathTemplate}`, caller !== undefined);
       }
       if (operation.operationId === "getOpenApiDocument") {
-        await applyQuota(true);
-        return sendJson(res, 200, apis.get(pathMajor)!.document);
+        applyQuota(await rateLimiter.check(quotaOf), req, record, headers, caller !== undefined);
+        return sendJson(res, 200, apis.get(pathMajor)!.document, headers);
       }
       const route = routes.get(operation.operationId)!;
       upstream = route.upstream;
       // Beyond the adaptive limit a request is shed at once, before any work is spent on it, instead
       // of queueing. A live stream is admitted the same way — it is shed under overload too — and
       // gives its place back once it is open (it is long by design, and says nothing of latency).
+      // A shed request draws nothing on the quota (the refusal is the gateway's) and carries it as it stands.
       release = concurrency.tryAcquire();
-      await applyQuota(release !== undefined);
+      applyQuota(await (release ? rateLimiter.check(quotaOf) : rateLimiter.peek(quotaOf)), req, record, headers, caller !== undefined);
       if (!release) {
         req.resume();
         gatewayShed.inc();
-        return sendError(res, SHED, presentedToken);
+        return sendError(res, SHED, presentedToken, headers);
       }
       const eventStream = wantsEventStream(operation, req.headers.accept);
       if (eventStream) {
@@ -356,7 +383,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       const deadlineAt = Date.now() + deadlineMs;
       const cancel = (cancellation = new RequestCancellation());
       if (gone) cancel.abort(); // it left while the request was being read or checked
-      const metadata = { headers: upstreamHeaders(route.upstream, caller, { address, requestId: record.requestId }) };
+      const callHeaders = upstreamHeaders(route.upstream, caller, { address, requestId: record.requestId });
       const result = await route.handler({
         params,
         body,
@@ -368,8 +395,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         version: negotiated.major,
         base: `/v${pathMajor}`,
         headers: req.headers,
-        callOptions: () => ({ signal: cancel.callSignal, timeoutMs: deadlineAt - Date.now(), ...metadata }),
-        streamCallOptions: () => ({ signal: cancel.signal, ...metadata }),
+        callOptions: () => ({ signal: cancel.callSignal, timeoutMs: deadlineAt - Date.now(), headers: callHeaders }),
+        streamCallOptions: () => ({ signal: cancel.signal, headers: callHeaders }),
         fanout,
       });
       if (result.events) {
@@ -377,12 +404,14 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         release = undefined;
         admitted?.(false);
         const streamCaller = caller;
+        record.eventStream = true;
+        if (result.headers) addHeaders(headers, result.headers);
         try {
           return await writeEventStream(res, result.events, result.follow, {
             heartbeatMs: config.heartbeatMs,
             signal: cancel.signal,
             cancel: () => cancel.abort(),
-            headers: result.headers,
+            headers,
             watchCredential: streamCaller && ((end) => verifier.watch(streamCaller, end)),
           });
         } finally {
@@ -390,10 +419,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
           cancel.abort();
         }
       }
-      // A deprecated route's Links (set above) join the route's own (a page's rel="next").
-      const deprecationLinks = res.getHeader("link");
-      const resultHeaders = result.headers?.link && typeof deprecationLinks === "string" ? { ...result.headers, link: `${result.headers.link}, ${deprecationLinks}` } : result.headers;
-      sendJson(res, result.status, result.body, resultHeaders);
+      sendJson(res, result.status, result.body, headers, result.headers);
     } catch (err) {
       const httpError = toHttpError(err, upstream);
       if (httpError.status >= 500) {
@@ -405,8 +431,13 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
           cause: err instanceof Error ? { type: err.name, message: err.message } : { message: String(err) },
         }));
       }
-      sendError(res, httpError, presentedToken);
+      sendError(res, httpError, presentedToken, headers);
     }
+  }
+
+  function unhandled(err: unknown, res: ServerResponse, record: RequestRecord, headers: ResponseHeaders): void {
+    logger.error({ err, request_id: record.requestId }, "unhandled error in request pipeline");
+    if (!res.headersSent) sendJson(res, 500, { error: "internal error", code: "INTERNAL" }, headers);
   }
 
   const server = createServer({ requestTimeout: 30_000, headersTimeout: 10_000, keepAliveTimeout: 5_000, requireHostHeader: false }, (req, res) => {
@@ -415,10 +446,13 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       return sendJson(res, 400, { error: "an HTTP/1.1 request needs a Host header", code: "INVALID_REQUEST" });
     }
     const record = observeRequest(req, res, config.trustedProxyHops, logger, accessLog);
-    record.run(() => handle(req, res, record)).catch((err: unknown) => {
-      logger.error({ err, request_id: record.requestId }, "unhandled error in request pipeline");
-      if (!res.headersSent) sendJson(res, 500, { error: "internal error", code: "INTERNAL" });
-    });
+    // Every answer carries its request id; what else it carries is gathered on the way (runtime/respond.ts).
+    const headers: ResponseHeaders = { [REQUEST_ID_HEADER]: record.requestId };
+    try {
+      record.run(handle, req, res, record, headers)?.catch((err: unknown) => unhandled(err, res, record, headers));
+    } catch (err) {
+      unhandled(err, res, record, headers);
+    }
   });
   // Node answers some requests itself; they get the JSON error body too.
   server.on("checkExpectation", (req, res) => {

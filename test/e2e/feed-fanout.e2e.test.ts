@@ -109,6 +109,11 @@ describe("e2e: the live feed shared per tenant at the gateway", function () {
     for (const s of [...subs, other]) s.close();
     await until("the shared streams close with their last subscriber", async () => (await scrape(gatewayMetrics(), "switchyard_gateway_shared_live_streams")) === 0);
     await until("content holds no stream", async () => (await scrape(contentMetrics(), "switchyard_rpc_server_open_streams")) === 0);
+    // Each live stream is counted as one when it closes, apart from the latencies (it lasted the whole test).
+    await until("every stream is counted", async () => (await scrape(gatewayMetrics(), "switchyard_gateway_streams_opened_total")) === SUBSCRIBERS + 1);
+    const counts = (await (await fetch(gatewayMetrics())).text()).split("\n").filter((l) => l.startsWith("switchyard_http_request_duration_seconds_count{") && l.includes('route="/v1/posts"'));
+    expect(counts.filter((l) => l.includes('method="GET"')), "no live stream in the latency histogram").to.deep.equal([]);
+    expect(counts.filter((l) => l.includes('method="POST"') && l.endsWith(" 8")), "the posts made are in it").to.have.length(1);
   });
 
   it("a subscriber resuming with Last-Event-ID beside live ones gets what it missed, then the shared tail — each post once", async () => {

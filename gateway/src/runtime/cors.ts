@@ -4,6 +4,7 @@
 // without CORS headers, which the browser reads as a refusal.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { cors as connectCors } from "@connectrpc/connect";
+import { appendHeader, type ResponseHeaders } from "./respond.js";
 
 /** What a page may read of an answer: entity tags, locations, quotas, replays, deprecation, and the gRPC-Web/Connect trailers. */
 const EXPOSED_HEADERS = [
@@ -38,10 +39,10 @@ const MAX_AGE_SECONDS = 7_200;
 
 export interface CorsPolicy {
   /**
-   * Adds the CORS headers an allowed origin gets; answers a preflight (true: the request is answered).
-   * Only paths under the API (`/v<N>/`, `/rpc/`) are concerned.
+   * Adds the CORS headers an allowed origin gets to the answer's `headers`; answers a preflight
+   * (true: the request is answered). Only paths under the API (`/v<N>/`, `/rpc/`) are concerned.
    */
-  handle(req: IncomingMessage, res: ServerResponse, pathname: string): boolean;
+  handle(req: IncomingMessage, res: ServerResponse, pathname: string, headers: ResponseHeaders): boolean;
 }
 
 const API_PATH = /^\/(?:v\d+|rpc)\//;
@@ -51,25 +52,25 @@ export function corsPolicy(origins: readonly string[]): CorsPolicy {
   const exposed = [...new Set(EXPOSED_HEADERS.map((h) => h.toLowerCase()))].join(", ");
   const allowHeaders = [...new Set(ALLOWED_HEADERS.map((h) => h.toLowerCase()))].join(", ");
   return {
-    handle(req, res, pathname) {
+    handle(req, res, pathname, headers) {
       if (allowed.size === 0 || !API_PATH.test(pathname)) return false;
       const origin = req.headers.origin;
       const preflight = req.method === "OPTIONS" && req.headers["access-control-request-method"] !== undefined;
       // Answers differ by origin: caches must keep them apart.
-      res.appendHeader("vary", preflight ? "Origin, Access-Control-Request-Method, Access-Control-Request-Headers" : "Origin");
+      appendHeader(headers, "vary", preflight ? "Origin, Access-Control-Request-Method, Access-Control-Request-Headers" : "Origin");
       const ok = typeof origin === "string" && allowed.has(origin);
-      if (ok) res.setHeader("access-control-allow-origin", origin);
+      if (ok) headers["access-control-allow-origin"] = origin;
       if (!preflight) {
-        if (ok) res.setHeader("access-control-expose-headers", exposed);
+        if (ok) headers["access-control-expose-headers"] = exposed;
         return false;
       }
       req.resume();
       if (ok) {
-        res.setHeader("access-control-allow-methods", ALLOWED_METHODS.join(", "));
-        res.setHeader("access-control-allow-headers", allowHeaders);
-        res.setHeader("access-control-max-age", String(MAX_AGE_SECONDS));
+        headers["access-control-allow-methods"] = ALLOWED_METHODS.join(", ");
+        headers["access-control-allow-headers"] = allowHeaders;
+        headers["access-control-max-age"] = String(MAX_AGE_SECONDS);
       }
-      res.writeHead(204).end();
+      res.writeHead(204, headers).end();
       return true;
     },
   };

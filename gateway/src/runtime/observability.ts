@@ -1,5 +1,5 @@
 // What the edge records of every request, once, around the request pipeline: its request id (a trusted
-// proxy's x-request-id, else a new one; returned on the response and passed to every hop), its span
+// proxy's x-request-id, else a new one; the pipeline returns it on the answer and passes it to every hop), its span
 // (W3C traceparent taken from a trusted proxy only, else a new trace), one access-log line, and the
 // request metrics by method, route template and status class. Label values are bounded: the route is
 // the OpenAPI path template (or one of the fixed paths, else "unmatched"), never the raw path.
@@ -21,8 +21,10 @@ export interface RequestRecord {
   route: string | undefined;
   /** Which quota refused it, when the gateway answered 429 itself. */
   quotaKind: "user" | "address" | "streams" | undefined;
+  /** The answer is a live stream (text/event-stream): it lasts minutes, so it is counted apart from the latencies. */
+  eventStream: boolean;
   /** Runs the request's work with its span active (when tracing). */
-  run<T>(work: () => T): T;
+  run<A extends unknown[], T>(work: (...args: A) => T, ...args: A): T;
   /** Called once when the response closes (finished or not), before it is recorded: one listener per response, not two. */
   onClose: (() => void) | undefined;
 }
@@ -56,7 +58,6 @@ export function observeRequest(req: IncomingMessage, res: ServerResponse, truste
   const started = performance.now();
   const method = req.method ?? "GET";
   const requestId = requestIdOf(req, trustedProxyHops);
-  res.setHeader(REQUEST_ID_HEADER, requestId);
   const socket = req.socket;
   const bytesBefore = socket.bytesWritten;
   let span: Span | undefined;
@@ -71,7 +72,8 @@ export function observeRequest(req: IncomingMessage, res: ServerResponse, truste
     requestId,
     route: undefined,
     quotaKind: undefined,
-    run: (work) => (spanContext ? context.with(spanContext, work) : work()),
+    eventStream: false,
+    run: (work, ...args) => (spanContext ? context.with(spanContext, work, undefined, ...args) : work(...args)),
     onClose: undefined,
   };
   res.once("close", () => {
@@ -81,7 +83,7 @@ export function observeRequest(req: IncomingMessage, res: ServerResponse, truste
     const route = record.route ?? (FIXED_ROUTES.has(path!) ? path! : path === "/docs" || path!.startsWith("/docs/") ? "/docs" : "unmatched");
     const seconds = (performance.now() - started) / 1000;
     // A live stream lasts minutes: counted apart, not in the latency histogram.
-    if (String(res.getHeader("content-type") ?? "").startsWith("text/event-stream")) gatewayStreamsOpened.labels({ route }).inc();
+    if (record.eventStream) gatewayStreamsOpened.labels({ route }).inc();
     else observeDuration(method, route, status, seconds);
     // A quota's refusal, whatever the status says it with (gRPC-Web refuses in a 200's trailers); any
     // other 429 is identity's failed-login throttle, passed on.

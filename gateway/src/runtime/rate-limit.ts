@@ -52,16 +52,14 @@ export function createRateLimiter(options: RateLimitOptions): RateLimiter {
     if (!allowed) headers["retry-after"] = String(Math.max(1, Math.ceil(res.msBeforeNext / 1000)));
     return headers;
   };
+  // Made once: every request's draw settles through these (no frame of its own per request).
+  const drawn = (res: RateLimiterRes): RateDecision => ({ allowed: true, headers: headersOf(res, true) });
+  const refused = (err: unknown): RateDecision => {
+    if (err instanceof RateLimiterRes) return { allowed: false, headers: headersOf(err, false) };
+    throw err;
+  };
   return {
-    async check(key) {
-      try {
-        const res = await limiter.consume(key, 1);
-        return { allowed: true, headers: headersOf(res, true) };
-      } catch (err) {
-        if (err instanceof RateLimiterRes) return { allowed: false, headers: headersOf(err, false) };
-        throw err;
-      }
-    },
+    check: (key) => limiter.consume(key, 1).then(drawn, refused),
     async peek(key) {
       const res = await limiter.get(key);
       // A quota not drawn on in this window: all of it left, the window starting now.

@@ -67,8 +67,11 @@ describe("TokenVerifier with revocations", () => {
     const verifier = new TokenVerifier(async () => [key.jwk], () => now, list);
     const t = await token("ses_h");
     const header = `Bearer ${t}`;
+    expect(verifier.knownAuthorization(header), "not seen yet: verifyAuthorization decides").to.equal(undefined);
     const first = await verifier.verifyAuthorization(header);
     expect(first).to.include({ sessionId: "ses_h", token: t });
+    expect(verifier.knownAuthorization(header), "seen: known at once").to.equal(first);
+    expect(verifier.knownAuthorization(undefined)).to.equal(undefined);
     // The second time no token is read from the header: verify() is not reached.
     const verify = verifier.verify.bind(verifier);
     let verified = 0;
@@ -81,10 +84,12 @@ describe("TokenVerifier with revocations", () => {
       expect(await reason(verifier.verifyAuthorization(bad)), String(bad)).to.equal("UNAUTHENTICATED");
     }
     list.revoke("ses_h", now + 900_000);
+    expect(verifier.knownAuthorization(header), "revoked: no longer known").to.equal(undefined);
     expect(await reason(verifier.verifyAuthorization(header)), "revoked after it was remembered").to.equal("UNAUTHENTICATED");
     const other = await token("ses_e");
     await verifier.verifyAuthorization(`Bearer ${other}`);
     now = NOW + 901_000;
+    expect(verifier.knownAuthorization(`Bearer ${other}`), "expired: no longer known").to.equal(undefined);
     expect(await reason(verifier.verifyAuthorization(`Bearer ${other}`)), "expired after it was remembered").to.equal("UNAUTHENTICATED");
   });
 
