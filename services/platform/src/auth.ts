@@ -200,6 +200,12 @@ export class TokenVerifier {
     return { ...caller, service };
   }
 
+  /** The user behind an RPC at once, when its `authorization` was verified before and no service token comes with it (authenticate decides otherwise). */
+  knownCaller(context: HandlerContext): Caller | undefined {
+    if (requestMetadataValue(context, SERVICE_AUTHORIZATION) !== undefined) return undefined;
+    return this.knownAuthorization(requestMetadataValue(context, "authorization"));
+  }
+
   /** The internal service behind an RPC that no user asked for, from its `service-authorization` metadata. */
   async authenticateService(context: HandlerContext): Promise<ServiceCaller> {
     const header = requestMetadataValue(context, SERVICE_AUTHORIZATION);

@@ -220,12 +220,21 @@ describe("gRPC adapter: authentication before the handler, as each method's poli
   const handled: { method: string; user?: string; service?: string }[] = [];
   // Verifies "Bearer user-<name>" and "Bearer svc-<name>" (the real verifier is tested on its own).
   const ends = new Map<string, (reason: Error) => void>();
+  const watched: string[] = [];
+  let authenticated = 0;
   const authenticator: Authenticator = {
     watch(caller, end) {
+      watched.push(caller.token);
       ends.set(caller.token, end);
       return () => ends.delete(caller.token);
     },
+    // "Bearer known-<name>": a credential verified before, known at once.
+    knownCaller(ctx) {
+      const token = /^Bearer known-(\w+)$/.exec(requestMetadataValue(ctx, "authorization") ?? "")?.[1];
+      return token ? { tenantId: "acme", userId: 2n, role: "member", sessionId: "k", expiresAt: 0, token } : undefined;
+    },
     async authenticate(ctx) {
+      authenticated++;
       const token = /^Bearer user-(\w+)$/.exec(requestMetadataValue(ctx, "authorization") ?? "")?.[1];
       if (!token) throw fail("UNAUTHENTICATED", "a bearer token is required");
       return { tenantId: "acme", userId: 1n, role: "member", sessionId: "s", expiresAt: 0, token };
@@ -288,6 +297,20 @@ describe("gRPC adapter: authentication before the handler, as each method's poli
     expect(handled).to.deep.equal([]);
     expect((await client().echo({ message: "x" }, { headers: { authorization: "Bearer user-bob" } })).message).to.equal("x");
     expect(handled).to.deep.equal([{ method: "echo", user: "bob" }]);
+  });
+
+  it("takes a caller the authenticator knows at once, without authenticating again, on a unary call and on a stream (still watched)", async () => {
+    const before = authenticated;
+    expect((await client().echo({ message: "k" }, { headers: { authorization: "Bearer known-kim" } })).message).to.equal("k");
+    const got: string[] = [];
+    for await (const m of client().echoStream({ message: "s", count: 1 }, { headers: { authorization: "Bearer known-kai" } })) got.push(m.message);
+    expect(got).to.deep.equal(["s"]);
+    expect(authenticated, "authenticate was not asked").to.equal(before);
+    expect(handled).to.deep.equal([{ method: "echo", user: "kim" }, { method: "echoStream", user: "kai" }]);
+    expect(watched, "the stream's credential is watched").to.include("kai");
+    // An unknown one is still authenticated, and refused when not good.
+    expect(await codeOf(client().echo({ message: "x" }, { headers: { authorization: "Bearer known-" } }))).to.equal(Code.Unauthenticated);
+    expect(authenticated).to.equal(before + 1);
   });
 
   it("authenticates a stream before its first message", async () => {

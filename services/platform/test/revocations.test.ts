@@ -2,9 +2,9 @@
 // expire, and a live call watching its credential is told the moment it is revoked or expires.
 import { expect } from "chai";
 import { exportJWK, generateKeyPair, SignJWT, type JWK } from "jose";
-import { ConnectError } from "@connectrpc/connect";
+import { ConnectError, type HandlerContext } from "@connectrpc/connect";
 import { errorInfoOf } from "@switchyard/platform/errors.js";
-import { TOKEN_AUDIENCE, TOKEN_ISSUER } from "@switchyard/platform/caller.js";
+import { SERVICE_AUTHORIZATION, TOKEN_AUDIENCE, TOKEN_ISSUER } from "@switchyard/platform/caller.js";
 import { TokenVerifier } from "@switchyard/platform/auth.js";
 import { RevocationList } from "@switchyard/platform/revocations.js";
 
@@ -72,6 +72,11 @@ describe("TokenVerifier with revocations", () => {
     expect(first).to.include({ sessionId: "ses_h", token: t });
     expect(verifier.knownAuthorization(header), "seen: known at once").to.equal(first);
     expect(verifier.knownAuthorization(undefined)).to.equal(undefined);
+    // A call: known by its authorization metadata, unless an internal service's token comes with it (authenticate checks that).
+    const call = (headers: Record<string, string>) => ({ requestHeader: new Headers(headers) }) as unknown as HandlerContext;
+    expect(verifier.knownCaller(call({ authorization: header }))).to.equal(first);
+    expect(verifier.knownCaller(call({ authorization: header, [SERVICE_AUTHORIZATION]: "Bearer x" }))).to.equal(undefined);
+    expect(verifier.knownCaller(call({}))).to.equal(undefined);
     // The second time no token is read from the header: verify() is not reached.
     const verify = verifier.verify.bind(verifier);
     let verified = 0;

@@ -11,6 +11,12 @@ import { fail } from "../errors.js";
 export interface Authenticator {
   /** The user behind the call (its `authorization` metadata), with `service` when a service also presented its token. */
   authenticate(context: HandlerContext): Promise<Caller>;
+  /**
+   * The user behind the call at once, when its credential was verified before and is still good, as
+   * `authenticate` would answer; undefined when `authenticate` must decide. (Most calls carry a
+   * token seen before: they skip a chain of promises.)
+   */
+  knownCaller?(context: HandlerContext): Caller | undefined;
   /** The internal service behind the call (its `service-authorization` metadata). */
   authenticateService(context: HandlerContext): Promise<ServiceCaller>;
   /** Calls `end` when the caller's credential stops being good (expiry, revocation); returns the way to stop watching. */
@@ -31,27 +37,35 @@ export interface AuthenticationPolicy<S extends DescService = DescService> {
 const CALLER = createContextKey<Caller | undefined>(undefined, { description: "the verified user" });
 const SERVICE_CALLER = createContextKey<ServiceCaller | undefined>(undefined, { description: "the verified internal service" });
 
+/** The way to stop watching a credential nobody watches. */
+const UNWATCHED = () => {};
+
+/** Checks a call's credentials before its handler; see authenticationFor. */
+export type CallAuthentication = (context: HandlerContext, end?: (reason: Error) => void) => (() => void) | Promise<() => void>;
+
 /**
  * What runs before a method's handler: verifies the call and records the caller (undefined for
- * anyone's methods). It resolves to the way to stop watching the caller's credential: for a method
- * that streams its answers, `end` is called when the credential stops being good mid-stream.
+ * anyone's methods). It gives the way to stop watching the caller's credential — at once when the
+ * caller is known (Authenticator.knownCaller), else when verified — or rejects: for a method that
+ * streams its answers, `end` is called when the credential stops being good mid-stream.
  */
-export function authenticationFor(
-  policy: AuthenticationPolicy | undefined,
-  method: DescMethod,
-): ((context: HandlerContext, end?: (reason: Error) => void) => Promise<() => void>) | undefined {
+export function authenticationFor(policy: AuthenticationPolicy | undefined, method: DescMethod): CallAuthentication | undefined {
   if (!policy || policy.anyone?.includes(method.localName)) return undefined;
   const { authenticator } = policy;
   if (policy.services?.includes(method.localName)) {
     return async (context) => {
       context.values.set(SERVICE_CALLER, await authenticator.authenticateService(context));
-      return () => {};
+      return UNWATCHED;
     };
   }
-  return async (context, end) => {
-    const caller = await authenticator.authenticate(context);
+  const admitted = (context: HandlerContext, caller: Caller, end: ((reason: Error) => void) | undefined) => {
     context.values.set(CALLER, caller);
-    return end && authenticator.watch ? authenticator.watch(caller, end) : () => {};
+    return end && authenticator.watch ? authenticator.watch(caller, end) : UNWATCHED;
+  };
+  return (context, end) => {
+    const known = authenticator.knownCaller?.(context);
+    if (known) return admitted(context, known, end);
+    return authenticator.authenticate(context).then((caller) => admitted(context, caller, end));
   };
 }
 

@@ -135,10 +135,10 @@ function guard(method: DescMethod, handler: AnyImpl, admit: (() => void) | undef
       }
     };
   }
-  return async (input, context) => {
+  return (input, context) => {
     admit?.();
-    await authenticate(context);
-    return handler(input, context);
+    const checked = authenticate(context);
+    return checked instanceof Promise ? checked.then(() => handler(input, context)) : handler(input, context);
   };
 }
 
