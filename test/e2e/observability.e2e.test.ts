@@ -234,6 +234,32 @@ describe("observability (real mesh, tracing on)", function () {
     expect(ordersLines.length, "orders logged under the proxy's request id").to.be.greaterThan(0);
   });
 
+  it("every answer carries its own request id: fixed paths, the API reference, /rpc, refusals and answers of the API", async () => {
+    const gateway = e2e.mesh.gatewayUrl;
+    const alice = await e2e.api.login(ALICE);
+    tokens.push(alice);
+    const asks: [string, string, RequestInit?][] = [
+      ["/healthz", "healthz"],
+      ["/readyz", "readyz"],
+      ["/versions", "versions"],
+      ["/metrics", "metrics"],
+      ["/docs/", "the API reference"],
+      ["/rpc/switchyard.nope.v1.Nope/Call", "/rpc, unknown method", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }],
+      ["/v1/no-such-route", "404"],
+      ["/v1/payments/pay_0000000000000000", "401"],
+      ["/v1/tenants/acme/users?limit=1", "200 of a deprecated route", { headers: { authorization: `Bearer ${alice}` } }],
+    ];
+    const ids = new Set<string>();
+    for (const [path, what, init] of asks) {
+      const res = await fetch(`${gateway}${path}`, init);
+      await res.arrayBuffer();
+      const id = res.headers.get("x-request-id");
+      expect(id, `${what} (${res.status})`).to.match(/^[0-9a-f-]{36}$/);
+      ids.add(id!);
+    }
+    expect(ids.size, "one id per request").to.equal(asks.length);
+  });
+
   it("request ids: generated unless from a trusted proxy, returned, passed on and on every hop's log lines; one access-log line per request", async () => {
     const paid = await payAnOrder({ "x-request-id": "client-chosen-id" });
     const requestId = paid.headers.get("x-request-id")!;

@@ -41,7 +41,7 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 
 export function sendError(res: ServerResponse, err: HttpError, presentedToken: boolean, headers: ResponseHeaders = {}): void {
   if (res.headersSent || res.destroyed) return;
-  for (const name in err.headers) headers[name] = err.headers[name]!;
+  addHeaders(headers, err.headers);
   if (err.status === 401) headers["www-authenticate"] = presentedToken ? 'Bearer realm="switchyard", error="invalid_token"' : 'Bearer realm="switchyard"';
   sendJsonText(res, err.status, err.body, headers);
 }
