@@ -27,7 +27,7 @@ export async function measureStoreRead(reads = 20_000): Promise<StoreReadResult>
     const store = new SqlPaymentsStore(db);
     const ids: string[] = [];
     for (let i = 0; i < 100; i++) {
-      const { result } = await store.createPayment(TENANT, { key: crypto.randomUUID(), requestHash: "bench" }, { amount: 1250n, currency: "EUR", source: "tok_visa", ownerUserId: 1n, reference: "" });
+      const { result } = await store.createPayment(TENANT, { principal: "user:1", key: crypto.randomUUID(), requestHash: "bench" }, { amount: 1250n, currency: "EUR", source: "tok_visa", ownerUserId: 1n, reference: "" });
       ids.push(result.id);
     }
     const read = async (count: number) => {

@@ -177,11 +177,14 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     ...(options.demoData ? { CATALOG_OWNER_TENANT: "acme" } : {}),
     ...options.env,
   };
-  // Orders' own credential at identity, made for this mesh and given only to the two that need it.
+  // The own credentials of orders and the gateway at identity, made for this mesh and given only to
+  // identity and to the one each belongs to.
   const ordersSecret = randomBytes(32).toString("base64url");
+  const gatewaySecret = randomBytes(32).toString("base64url");
   const credentialsFor: Partial<Record<ServiceName, NodeJS.ProcessEnv>> = {
-    identity: { IDENTITY_SERVICE_CREDENTIALS: `orders:${ordersSecret}` },
+    identity: { IDENTITY_SERVICE_CREDENTIALS: `orders:${ordersSecret},gateway:${gatewaySecret}` },
     orders: { ORDERS_SERVICE_SECRET: ordersSecret },
+    gateway: { GATEWAY_SERVICE_SECRET: gatewaySecret },
   };
   const logs: string[] = [];
   const logsByProcess = new Map<string, string[]>();

@@ -657,17 +657,20 @@ describe("deploy/ (Kubernetes)", function () {
       expect(key.valueFrom?.secretKeyRef).to.deep.equal({ name: "switchyard-signing-key", key: "encryption-key" });
     });
 
-    it("orders' secret and identity's client list come from one Secret that no other process reads", () => {
+    it("the secrets of orders and the gateway and identity's client list come from one Secret, each key read by its own process only", () => {
       const o = overlay("production");
       const secret = manifestOf(o, PROCESSES.find((p) => p.name === "orders")!).env.get(ordersSettings.serviceSecret.env)?.valueFrom?.secretKeyRef;
+      const gateway = manifestOf(o, PROCESSES.find((p) => p.name === "gateway")!).env.get(gatewaySettings.serviceSecret.env)?.valueFrom?.secretKeyRef;
       const clients = manifestOf(o, PROCESSES[0]!).env.get(identitySettings.serviceClients.env)?.valueFrom?.secretKeyRef;
       expect(secret?.name, "from a Secret").to.equal("switchyard-service-credentials");
-      expect(clients?.name, "the same Secret").to.equal(secret?.name);
-      expect(clients?.key).to.not.equal(secret?.key);
-      for (const p of PROCESSES.filter((q) => q.name !== "orders" && q.name !== "identity")) {
+      expect([clients?.name, gateway?.name], "the same Secret").to.deep.equal([secret?.name, secret?.name]);
+      expect(new Set([clients?.key, secret?.key, gateway?.key]).size, "a key each").to.equal(3);
+      for (const p of PROCESSES.filter((q) => !["orders", "identity", "gateway"].includes(q.name))) {
         const refs = [...manifestOf(o, p).env.values()].map((e) => e.valueFrom?.secretKeyRef?.name);
         expect(refs, `${p.name} reads no service credential`).to.not.include(secret?.name);
       }
+      // identity parses the client list deploy/README.md has the operator write, the gateway's entry included.
+      expect(read(join(DEPLOY, "README.md"))).to.include("gateway:$GATEWAY");
     });
 
     it("every service has a database role of its own, created by the script deploy/README.md names", () => {

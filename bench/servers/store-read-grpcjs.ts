@@ -29,7 +29,7 @@ async function storeRead(kind: string, where: { dataDir: string; databaseUrl?: s
   if (kind === "payment") {
     const db = await openSqlDatabase({ ...options, migrations: paymentsMigrations });
     const store = new SqlPaymentsStore(db);
-    const { result } = await store.createPayment(TENANT, { key: crypto.randomUUID(), requestHash: "bench" }, { amount: 1250n, currency: "EUR", source: "tok_visa", ownerUserId: 1n, reference: "" });
+    const { result } = await store.createPayment(TENANT, { principal: "user:1", key: crypto.randomUUID(), requestHash: "bench" }, { amount: 1250n, currency: "EUR", source: "tok_visa", ownerUserId: 1n, reference: "" });
     return {
       read: async () => (await store.getPayment(TENANT, result.id))!.id,
       recordService: registration(PaymentService, { getPayment: async () => ({ payment: paymentToProto((await store.getPayment(TENANT, result.id))!) }) } as Partial<ServiceImpl<typeof PaymentService>> as ServiceImpl<typeof PaymentService>),

@@ -5,10 +5,11 @@ import type { AddressInfo } from "node:net";
 import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
 import { loadConfig, optionalSetting, otlpEndpointSetting, parse, setting, type ConfigOf } from "@switchyard/platform/config.js";
 import type { Logger } from "@switchyard/platform/logger.js";
-import type { Caller } from "@switchyard/platform/caller.js";
+import { GATEWAY_SERVICE, type Caller } from "@switchyard/platform/caller.js";
+import { serviceCredentialsFromIdentity } from "@switchyard/platform/service-credentials.js";
 import { createServiceClient } from "@switchyard/platform/grpc";
 import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
-import { upstreamHeaders } from "./runtime/upstream-headers.js";
+import { forwardsClientAddress, upstreamHeaders } from "./runtime/upstream-headers.js";
 import { readRequestBody } from "./runtime/body.js";
 import { edgeError, toHttpError } from "./runtime/errors.js";
 import { describeBodyError, describeParamError, loadApiDocument, representationsOf, servedApiPath, type ApiDocument, type CompiledOperation } from "./runtime/openapi.js";
@@ -75,6 +76,11 @@ export const gatewaySettings = {
   ),
   corsOrigins: optionalSetting("GATEWAY_CORS_ORIGINS", parseOrigins, "comma-separated exact origins (scheme://host[:port]) whose pages may call /v<N>/ and /rpc/ across origins (CORS); unset = no CORS headers at all"),
   otlpEndpoint: otlpEndpointSetting,
+  serviceSecret: setting(
+    "GATEWAY_SERVICE_SECRET",
+    parse.secretMatching(/^[\x21-\x7e]{32,}$/, "a secret of at least 32 visible ASCII characters"),
+    "the secret the gateway presents to identity for its own service token (its entry gateway:<secret> in identity's IDENTITY_SERVICE_CREDENTIALS): it vouches for the client addresses the gateway forwards",
+  ),
   deprecationLogIntervalMs: setting("GATEWAY_DEPRECATION_LOG_INTERVAL_MS", parse.int(100, 3_600_000), "how often the counts of deprecated routes used (per tenant and route) are logged", 60_000),
 };
 export type GatewayConfig = ConfigOf<typeof gatewaySettings>;
@@ -147,6 +153,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const upstreams: Upstreams = openUpstreams({ identity: config.identityAddress, payments: config.paymentsAddress, orders: config.ordersAddress, content: config.contentAddress });
   // The gateway verifies tokens itself (for quotas and early 401s), with identity's keys and revocations.
   const { verifier, follower } = await verifierFromIdentity(upstreams.channels.identity, logger);
+  // Its own token vouches for the client addresses it forwards to identity (upstream-headers.ts).
+  const ownCredentials = serviceCredentialsFromIdentity(upstreams.channels.identity, GATEWAY_SERVICE, config.serviceSecret);
   const concurrency = new AdaptiveConcurrencyLimit({
     initialLimit: config.concurrencyInitial,
     minLimit: config.concurrencyMin,
@@ -175,6 +183,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const rpc = rpcProxy({
     upstreams,
     verifier,
+    ownCredentials,
     rateLimiter,
     rateLimitedMessage,
     concurrency,
@@ -383,7 +392,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       const deadlineAt = Date.now() + deadlineMs;
       const cancel = (cancellation = new RequestCancellation());
       if (gone) cancel.abort(); // it left while the request was being read or checked
-      const callHeaders = upstreamHeaders(route.upstream, caller, { address, requestId: record.requestId });
+      const gatewayToken = forwardsClientAddress(route.upstream) ? await ownCredentials.token() : undefined;
+      const callHeaders = upstreamHeaders(route.upstream, caller, { address, requestId: record.requestId }, gatewayToken);
       const result = await route.handler({
         params,
         body,

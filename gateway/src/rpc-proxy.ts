@@ -25,7 +25,8 @@ import type { UpstreamName, Upstreams } from "./upstreams.js";
 import type { AdaptiveConcurrencyLimit } from "./runtime/concurrency-limit.js";
 import { quotaKey, type RateLimiter } from "./runtime/rate-limit.js";
 import type { StreamSlots } from "./runtime/streams.js";
-import { upstreamHeaders } from "./runtime/upstream-headers.js";
+import { forwardsClientAddress, upstreamHeaders } from "./runtime/upstream-headers.js";
+import type { ServiceCredentials } from "@switchyard/platform/service-credentials.js";
 
 /**
  * What a page may call, by service: every method of the service's public API. Left out, and so
@@ -44,6 +45,8 @@ export const RPC_PREFIX = "/rpc";
 export interface RpcProxyOptions {
   upstreams: Upstreams;
   verifier: TokenVerifier;
+  /** The gateway's own token, which vouches for the client addresses it forwards. */
+  ownCredentials: ServiceCredentials;
   rateLimiter: RateLimiter;
   /** The message of a refusal for the quota (as /v1's 429 says it). */
   rateLimitedMessage: string;
@@ -67,6 +70,7 @@ export interface RpcRequest {
 
 const REQUEST = createContextKey<RpcRequest | undefined>(undefined, { description: "the HTTP request's client address, id and access record" });
 const CALLER = createContextKey<Caller | undefined>(undefined, { description: "the verified caller" });
+const GATEWAY_TOKEN = createContextKey<string | undefined>(undefined, { description: "the gateway's own token, where the client's address goes" });
 
 const notThroughBrowsers = (service: DescService, method: DescMethod) =>
   new ConnectError(
@@ -93,7 +97,7 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
 
   /** What goes upstream with a call: its metadata (upstream-headers.ts), its deadline, its cancellation. */
   function callOptions(ctx: HandlerContext, method: DescMethod, upstream: UpstreamName): CallOptions {
-    const headers = upstreamHeaders(upstream, ctx.values.get(CALLER), ctx.values.get(REQUEST));
+    const headers = upstreamHeaders(upstream, ctx.values.get(CALLER), ctx.values.get(REQUEST), ctx.values.get(GATEWAY_TOKEN));
     const asked = ctx.timeoutMs();
     const timeoutMs = asked !== undefined ? Math.min(asked, options.maxDeadlineMs) : method.methodKind === "unary" ? options.deadlineMs : undefined;
     return { headers, signal: ctx.signal, ...(timeoutMs !== undefined ? { timeoutMs } : {}) };
@@ -104,6 +108,7 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
     const client = options.upstreams[upstream] as unknown as Record<string, (...args: unknown[]) => unknown>;
     return service.methods.filter((method) => BROWSER_METHODS[service.typeName]!.includes(method.name)).map((method) => ({ service, method, upstream, call: client[method.localName]! }));
   });
+  const upstreamOf = new Map<DescMethod, UpstreamName>(allowed.map((a) => [a.method, a.upstream]));
 
   function routes(router: ConnectRouter): void {
     // Only the allowed methods exist here: any other path is answered `unimplemented` (see `handle`).
@@ -144,6 +149,14 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
       release(false);
       request?.refusedBy(caller ? "user" : "address");
       throw new ConnectError(options.rateLimitedMessage, Code.ResourceExhausted, quota.headers);
+    }
+    if (forwardsClientAddress(upstreamOf.get(req.method)!)) {
+      try {
+        req.contextValues.set(GATEWAY_TOKEN, await options.ownCredentials.token());
+      } catch (err) {
+        release(false);
+        throw err;
+      }
     }
     const withQuota = <R extends { header: Headers }>(res: R): R => {
       for (const [name, value] of Object.entries(quota.headers)) res.header.set(name, value);

@@ -1,6 +1,7 @@
 // The browser proxy's admission, as /v1's: a call the concurrency limit sheds draws nothing on the
 // caller's quota (the refusal is the gateway's), and a call the quota refuses gives its place back.
 import { expect } from "chai";
+import { ServiceCredentials } from "@switchyard/platform/service-credentials.js";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { TokenVerifier } from "@switchyard/platform/auth.js";
@@ -29,6 +30,8 @@ describe("browser proxy (/rpc): shedding and the quota", () => {
     const rpc = rpcProxy({
       upstreams: { identity: {}, payments: {}, orders: {}, content } as unknown as Upstreams,
       verifier: {} as TokenVerifier,
+      // Content's calls carry no client address, so the gateway's own token is never asked for.
+      ownCredentials: new ServiceCredentials(() => Promise.reject(new Error("not asked for content's calls"))),
       rateLimiter,
       rateLimitedMessage: "rate limit reached",
       concurrency,

@@ -15,6 +15,14 @@ describe("upstream call metadata (edge)", () => {
     }
   });
 
+  it("vouches for the address with the gateway's own token, sent to identity alone and never without the address", () => {
+    expect(upstreamHeaders("identity", undefined, request, "gateway-token")).to.deep.equal({ "x-request-id": "req-1", "x-client-address": "203.0.113.7", "service-authorization": "Bearer gateway-token" });
+    for (const upstream of ["payments", "orders", "content"] as const) {
+      expect(upstreamHeaders(upstream, caller("t"), request, "gateway-token"), upstream).to.not.have.property("service-authorization");
+    }
+    expect(upstreamHeaders("identity", caller("t"), undefined, "gateway-token"), "no request, no address").to.deep.equal({ authorization: "Bearer t" });
+  });
+
   it("passes the verified caller's own token as a bearer credential, to every service", () => {
     const alice = caller("token-of-alice");
     expect(upstreamHeaders("payments", alice, request).authorization).to.equal("Bearer token-of-alice");

@@ -7,6 +7,9 @@ import { checkSunset, deprecatedOperations, deprecationHeaders, negotiateVersion
 import { gatewayConfigFrom } from "@switchyard/gateway";
 import { V2_PATH, v2Document } from "../../scripts/openapi-v2.js";
 
+/** What the gateway cannot start without: its own secret at identity. */
+const REQUIRED = { GATEWAY_SERVICE_SECRET: "a-secret-of-the-gateway-at-least-32-characters" };
+
 const PUBLISHED = [1, 2];
 const refusal = (work: () => unknown) => {
   try {
@@ -64,9 +67,9 @@ describe("API versions", () => {
     });
 
     it("takes a sunset 6 to 12 months after the deprecation, and refuses any other at start", () => {
-      expect(gatewayConfigFrom({}).v1SunsetAt.toISOString()).to.equal("2027-08-23T00:00:00.000Z");
-      expect(gatewayConfigFrom({ GATEWAY_V1_SUNSET: "2027-05-23" }).v1SunsetAt.toISOString()).to.equal("2027-05-23T00:00:00.000Z");
-      for (const bad of ["2027-05-22", "2027-11-24", "next year", "2027-13-01T00:00:00Z"]) expect(() => gatewayConfigFrom({ GATEWAY_V1_SUNSET: bad }), bad).to.throw(/GATEWAY_V1_SUNSET/);
+      expect(gatewayConfigFrom(REQUIRED).v1SunsetAt.toISOString()).to.equal("2027-08-23T00:00:00.000Z");
+      expect(gatewayConfigFrom({ ...REQUIRED, GATEWAY_V1_SUNSET: "2027-05-23" }).v1SunsetAt.toISOString()).to.equal("2027-05-23T00:00:00.000Z");
+      for (const bad of ["2027-05-22", "2027-11-24", "next year", "2027-13-01T00:00:00Z"]) expect(() => gatewayConfigFrom({ ...REQUIRED, GATEWAY_V1_SUNSET: bad }), bad).to.throw(/GATEWAY_V1_SUNSET/);
       expect(() => checkSunset(new Date("2027-11-23T00:00:00Z"), V1_DEPRECATED_AT)).not.to.throw();
     });
 

@@ -3,6 +3,7 @@
 // the assets and nothing else), then in headless Chromium (Debian's chromium driven by playwright-core):
 // every published version's page renders every operation of its document, and the browser asks for
 // nothing outside the gateway's origin. Screenshots are kept under .artifacts/docs/.
+import { randomBytes } from "node:crypto";
 import { expect } from "chai";
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
@@ -82,6 +83,7 @@ async function startGatewayAlone(): Promise<{ url: string; logs: string[]; stop(
         CONTENT_ADDRESS: nowhere,
         REDIS_URL: "",
         LOG_LEVEL: "warn",
+        GATEWAY_SERVICE_SECRET: randomBytes(32).toString("base64url"),
       },
       stdio: ["ignore", "pipe", "pipe", (socket as unknown as { _handle: { fd: number } })._handle.fd],
     });

@@ -1,7 +1,9 @@
 // The metadata of each call the gateway makes for a request (/v1 and /rpc alike): the request id; the
 // caller's own token, which the service verifies again; and the client's address, to identity alone
-// (it counts failed logins by it) — the other services are not told who is on the other end.
-import type { Caller } from "@switchyard/platform/caller.js";
+// (it counts failed logins by it), vouched for by the gateway's own service token — identity takes
+// that address from the gateway and nobody else. The other services are told neither: the gateway's
+// token never goes where it could stand for a user (keys, for one, are scoped by the acting service).
+import { SERVICE_AUTHORIZATION, type Caller } from "@switchyard/platform/caller.js";
 import { CLIENT_ADDRESS_HEADER } from "@switchyard/platform/grpc";
 import { REQUEST_ID_HEADER } from "@switchyard/platform/request-id.js";
 import type { UpstreamName } from "../upstreams.js";
@@ -26,12 +28,21 @@ export interface UpstreamRequest {
   requestId: string;
 }
 
-/** The metadata of a call to `upstream` (identity, payments, orders, content) made for `request`. */
-export function upstreamHeaders(upstream: UpstreamName, caller: Caller | undefined, request: UpstreamRequest | undefined): Record<string, string> {
+/** Whether calls to `upstream` carry the client's address, and so the gateway's own token that vouches for it. */
+export const forwardsClientAddress = (upstream: UpstreamName): boolean => READS_CLIENT_ADDRESS.has(upstream);
+
+/**
+ * The metadata of a call to `upstream` (identity, payments, orders, content) made for `request`;
+ * `gatewayToken` is the gateway's own service token, sent only where the address goes.
+ */
+export function upstreamHeaders(upstream: UpstreamName, caller: Caller | undefined, request: UpstreamRequest | undefined, gatewayToken?: string): Record<string, string> {
   const headers: Record<string, string> = {};
   if (request) {
     headers[REQUEST_ID_HEADER] = request.requestId;
-    if (READS_CLIENT_ADDRESS.has(upstream)) headers[CLIENT_ADDRESS_HEADER] = request.address;
+    if (forwardsClientAddress(upstream)) {
+      headers[CLIENT_ADDRESS_HEADER] = request.address;
+      if (gatewayToken !== undefined) headers[SERVICE_AUTHORIZATION] = `Bearer ${gatewayToken}`;
+    }
   }
   if (caller) headers.authorization = bearerOf(caller);
   return headers;

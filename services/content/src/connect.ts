@@ -7,7 +7,7 @@ import { callerOf, type AuthenticationPolicy, type Authenticator } from "@switch
 import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { isIdOf } from "@switchyard/platform/ids.js";
 import { decodeCursor, pageOf, pageSizeOf, type Keyset } from "@switchyard/platform/paging.js";
-import { requireRole } from "@switchyard/platform/caller.js";
+import { principalOf, requireRole } from "@switchyard/platform/caller.js";
 import { batchSkus, catalogPage, entityTag, requireCatalogOwner, validateText } from "./domain/content.js";
 import { importLines, linesFingerprint } from "./domain/imports.js";
 import { importCatalogItems } from "./catalog-import.js";
@@ -165,7 +165,9 @@ export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, 
           problem: l.problemCode !== "" ? { code: l.problemCode, message: l.problemMessage } : undefined,
         })),
       );
-      const { job, replayed } = await store.createImportJob(caller.tenantId, caller.userId, { key: req.idempotencyKey, requestHash: linesFingerprint(lines) }, lines);
+      // Keys stored before keys had principals were the tenant's, and only the catalog owner's admins make jobs: they replay as before.
+      const key = { principal: principalOf(caller), key: req.idempotencyKey, requestHash: linesFingerprint(lines), ownsUnscoped: () => true };
+      const { job, replayed } = await store.createImportJob(caller.tenantId, caller.userId, key, lines);
       if (!replayed) importJobQueued?.();
       return { job: importJobToProto(job), replayed };
     },

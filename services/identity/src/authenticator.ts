@@ -3,7 +3,7 @@
 // (Other services trust a token until it expires or is revoked.)
 import type { HandlerContext } from "@connectrpc/connect";
 import { fail } from "@switchyard/platform/errors.js";
-import type { Caller, ServiceCaller } from "@switchyard/platform/caller.js";
+import { GATEWAY_SERVICE, type Caller, type ServiceCaller } from "@switchyard/platform/caller.js";
 import type { TokenVerifier } from "@switchyard/platform/auth.js";
 import type { AuthenticationPolicy, Authenticator } from "@switchyard/platform/grpc";
 import type { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
@@ -31,11 +31,13 @@ export class IdentityAuthenticator implements Authenticator {
 
 /**
  * Logging in, the public keys, a service's own token and the revocations (every verifier follows
- * them; they name dead sessions only) need no token; everything else a user's.
+ * them; they name dead sessions only) need no token; everything else a user's. The client's address
+ * (failed logins are counted by it) is the gateway's word alone, known by its own token.
  */
 export const identityAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof IdentityService> => ({
   authenticator,
   anyone: ["createSession", "getJwks", "createServiceToken", "watchRevocations"],
+  clientAddressFrom: [GATEWAY_SERVICE],
 });
 
 /** The operator's RPCs take a service's own token and no user's; the handler then requires the operator's. */

@@ -7,7 +7,7 @@ import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { OrderService, OrderStatus as ProtoStatus, TrackOrdersResponseSchema, type NewItem as ProtoNewItem, type TrackOrdersResponse } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import type { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
-import type { Caller } from "@switchyard/platform/caller.js";
+import { principalOf, type Caller } from "@switchyard/platform/caller.js";
 import { callerOf } from "@switchyard/platform/grpc";
 import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { assertIdempotencyKey, requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
@@ -47,12 +47,6 @@ function guardEdit(order: OrderRecord): void {
   guardContentsChange(order.status);
 }
 
-/** Keys are the tenant's: another member's key, however it was learnt, replays nothing of theirs. */
-function replayable(caller: Caller, order: OrderRecord): OrderRecord {
-  if (!canSeeOrder(caller, order)) throw fail("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was already used with a different request");
-  return order;
-}
-
 export function orderHandlers({ store, content, steps, events }: OrdersDeps): ServiceImpl<typeof OrderService> {
   async function load(caller: Caller, id: bigint): Promise<OrderRecord> {
     return visibleOrder(caller, await store.getOrder(caller.tenantId, orderIdOf(id)));
@@ -64,18 +58,21 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
       if (req.idempotencyKey !== "") assertIdempotencyKey(req.idempotencyKey);
       const requested = validateNewOrder(req.currency, req.items.map(requestedItem));
       const note = validateNote(req.note);
+      // The key is the caller's own (principalOf): another user's key, however it was learnt, is another key.
       const idempotency = req.idempotencyKey
         ? {
+            principal: principalOf(caller),
             key: req.idempotencyKey,
             requestHash: requestFingerprint({ currency: req.currency, note, items: requested.map((i) => `${i.sku}*${i.quantity}@${i.expectedUnitPrice ?? "catalog"}`).join(",") }),
+            ownsUnscoped: (order: OrderRecord | undefined) => order !== undefined && canSeeOrder(caller, order),
           }
         : undefined;
       // A retry gets the first order back even if the catalog has moved on (or is unreachable) since.
       const earlier = idempotency && (await store.findCreatedOrder(caller.tenantId, idempotency));
-      if (earlier) return { order: orderToProto(replayable(caller, earlier)), replayed: true };
+      if (earlier) return { order: orderToProto(earlier), replayed: true };
       const items = priceItems(requested, await catalogPrices(content, requested.map((i) => i.sku), caller, ctx), req.currency);
       const outcome = await store.createOrder(caller.tenantId, caller.userId, { currency: req.currency, note, items }, idempotency);
-      return { order: orderToProto(outcome.replayed ? replayable(caller, outcome.result) : outcome.result), replayed: outcome.replayed };
+      return { order: orderToProto(outcome.result), replayed: outcome.replayed };
     },
 
     async getOrder(req, ctx) {

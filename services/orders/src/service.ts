@@ -1,4 +1,5 @@
 // Assembles the orders service; main.ts feeds it the environment, tests call it directly.
+import { randomBytes } from "node:crypto";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { hostname } from "node:os";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
@@ -67,6 +68,9 @@ export async function startOrdersService(config: OrdersConfig, logger: Logger): 
         credentials: serviceCredentialsFromIdentity(channels.identity, ORDERS_CLIENT_ID, config.serviceSecret),
         logger,
         faults: new Faults(config.faults, logger),
+        // A step's key is computed once, when its intent is recorded, and kept with the step: no replica
+        // and no restart needs to compute it again, so each process can have a secret of its own.
+        stepKeySecret: randomBytes(32),
       });
       reconciler = new Reconciler({ store, steps, logger, intervalMs: config.reconcileIntervalMs, holder: `${hostname()}:${config.port}` });
       const purge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);

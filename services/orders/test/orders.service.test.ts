@@ -164,10 +164,11 @@ for (const engine of serviceEngines()) {
     describe("who may do what", () => {
       let bob: Auth;
       let dora: Auth;
+      let doraId: bigint;
       before(async () => {
         bob = { headers: await mesh.login("bob@acme.test") };
         const email = `dora-${randomUUID().slice(0, 8)}@acme.test`;
-        await mesh.identity.createUser({ tenantId: "acme", email, fullName: "Dora", password: "dora-password-123", role: Role.MEMBER }, alice);
+        doraId = (await mesh.identity.createUser({ tenantId: "acme", email, fullName: "Dora", password: "dora-password-123", role: Role.MEMBER }, alice)).user!.id;
         const session = await mesh.identity.createSession({ tenantId: "acme", email, password: "dora-password-123" });
         dora = { headers: { authorization: `Bearer ${session.accessToken}` } };
       });
@@ -206,16 +207,20 @@ for (const engine of serviceEngines()) {
         expect((await mesh.orders.shipOrder({ orderId: order.id }, alice)).order!.status).to.equal(OrderStatus.SHIPPED);
       });
 
-      it("replays nothing of another member's through their Idempotency-Key, on orders or payments", async () => {
+      it("keeps each user's Idempotency-Keys their own, on orders and payments: another's key is another key", async () => {
         const key = randomUUID();
         const request = { idempotencyKey: key, currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n }] };
         const bobs = (await mesh.orders.createOrder(request, bob)).order!;
         expect((await mesh.orders.createOrder(request, bob)).order!.id).to.equal(bobs.id);
-        expect((await failure(mesh.orders.createOrder(request, dora))).reason).to.equal("IDEMPOTENCY_KEY_REUSED");
-        expect((await mesh.orders.createOrder(request, alice)).order!.id, "the tenant's admin sees it anyway").to.equal(bobs.id);
+        // Neither a refusal that tells the key is used nor bob's order: a first create of dora's own.
+        const doras = await mesh.orders.createOrder(request, dora);
+        expect([doras.replayed, doras.order!.userId]).to.deep.equal([false, doraId]);
+        expect((await mesh.orders.createOrder({ ...request, note: "another body" }, alice)).replayed, "not even an admin's key meets bob's").to.equal(false);
         const payment = { idempotencyKey: randomUUID(), amount: 77n, currency: "EUR", source: "tok_visa" };
-        await mesh.payments.createPayment(payment, bob);
-        expect((await failure(mesh.payments.createPayment(payment, dora))).reason).to.equal("IDEMPOTENCY_KEY_REUSED");
+        const bobsPayment = (await mesh.payments.createPayment(payment, bob)).payment!;
+        const dorasPayment = await mesh.payments.createPayment({ ...payment, amount: 78n }, dora);
+        expect([dorasPayment.replayed, dorasPayment.payment!.id === bobsPayment.id]).to.deep.equal([false, false]);
+        expect((await mesh.payments.createPayment(payment, bob)).payment!.id, "bob's key still replays his").to.equal(bobsPayment.id);
       });
 
       it("refuses a payment reference or another owner from anyone but an internal service or an admin", async () => {

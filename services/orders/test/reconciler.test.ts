@@ -2,6 +2,7 @@
 // same holder, by another once it runs out or is handed back), it settles only steps past their
 // deadline, a failed settle leaves the step for the next pass, and a step is settled once.
 import { expect } from "chai";
+import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createLogger } from "@switchyard/platform/logger.js";
 import { forEachDatabase } from "../../platform/test/support/databases.js";
@@ -10,6 +11,8 @@ import { ordersMigrations } from "../src/store/migrations.js";
 import { SqlOrdersStore } from "../src/store/sql-store.js";
 import type { StepRecord } from "../src/store/port.js";
 import type { MoneySteps } from "../src/workflow/money-steps.js";
+
+const STEP_KEY_SECRET = randomBytes(32);
 import { Reconciler } from "../src/workflow/reconciler.js";
 
 const logger = createLogger("test", "silent");
@@ -40,7 +43,7 @@ forEachDatabase("orders reconciler", (dbs) => {
   /** A pending order with a charge step that is due now (or in `deadlineMs`). */
   async function orderWithStep(deadlineMs = 0) {
     const { result: order } = await store.createOrder("acme", 2n, { currency: "EUR", note: "", items: [{ sku: "MUG-1", quantity: 1n, unitPrice: 900n }] }, undefined);
-    const { step } = await store.act("acme", order.id, (o) => ({ kind: "step", step: "charge", amount: 900n, currency: "EUR", paymentId: "", keyFor: (n) => stepIdempotencyKey("acme", o.id, "charge", n), deadlineMs }));
+    const { step } = await store.act("acme", order.id, (o) => ({ kind: "step", step: "charge", amount: 900n, currency: "EUR", paymentId: "", keyFor: (n) => stepIdempotencyKey(STEP_KEY_SECRET, "acme", o.id, "charge", n), deadlineMs }));
     return step!;
   }
 

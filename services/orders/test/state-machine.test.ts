@@ -1,10 +1,11 @@
 // The pure rules of orders: every transition of the state machine, and totals.
 import { expect } from "chai";
+import { randomBytes } from "node:crypto";
 import { ConnectError } from "@connectrpc/connect";
 import { errorInfoOf } from "@switchyard/platform/errors.js";
 import { guardContentsChange, guardTransition, refuseStatusWrite, type OrderAction, type OrderStatus } from "../src/domain/state-machine.js";
 import { checkDiscount, priceItems, totalsOf, validateItem } from "../src/domain/orders.js";
-import { guardNoStepInProgress, movedNoMoney, stepCallMs, stepIdempotencyKey } from "../src/domain/steps.js";
+import { chargeMismatch, guardNoStepInProgress, movedNoMoney, refundMismatch, stepCallMs, stepIdempotencyKey } from "../src/domain/steps.js";
 import { canSeeOrder, requireListOf, requireOrderAdmin, visibleOrder } from "../src/domain/access.js";
 import { Code } from "@connectrpc/connect";
 import { fail } from "@switchyard/platform/errors.js";
@@ -99,13 +100,42 @@ describe("prices from the catalog", () => {
 });
 
 describe("money steps", () => {
-  it("derive the key from the order and the attempt only: another attempt, order, kind or tenant is another key", () => {
-    const key = stepIdempotencyKey("acme", 7n, "charge", 1);
+  const secret = randomBytes(32);
+
+  it("derive the key from the order and the attempt under orders' secret: another attempt, order, kind, tenant or secret is another key", () => {
+    const key = stepIdempotencyKey(secret, "acme", 7n, "charge", 1);
     expect(key).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
-    expect(stepIdempotencyKey("acme", 7n, "charge", 1)).to.equal(key);
-    for (const other of [stepIdempotencyKey("acme", 7n, "charge", 2), stepIdempotencyKey("acme", 8n, "charge", 1), stepIdempotencyKey("acme", 7n, "refund", 1), stepIdempotencyKey("globex", 7n, "charge", 1)]) {
+    expect(stepIdempotencyKey(secret, "acme", 7n, "charge", 1)).to.equal(key);
+    for (const other of [
+      stepIdempotencyKey(secret, "acme", 7n, "charge", 2),
+      stepIdempotencyKey(secret, "acme", 8n, "charge", 1),
+      stepIdempotencyKey(secret, "acme", 7n, "refund", 1),
+      stepIdempotencyKey(secret, "globex", 7n, "charge", 1),
+      stepIdempotencyKey(randomBytes(32), "acme", 7n, "charge", 1),
+    ]) {
       expect(other).to.not.equal(key);
     }
+  });
+
+  it("believe a payment only when it is the step's charge: amount, currency, reference and owner", () => {
+    const step = { orderId: 7n, amount: 7_500_000n, currency: "EUR" };
+    const charge = { amount: 7_500_000n, currency: "EUR", reference: "order:7", ownerUserId: 2n };
+    expect(chargeMismatch(step, 2n, charge)).to.equal(undefined);
+    expect(chargeMismatch(step, 2n, { ...charge, amount: 1n })).to.equal("amount");
+    expect(chargeMismatch(step, 2n, { ...charge, currency: "USD" })).to.equal("currency");
+    expect(chargeMismatch(step, 2n, { ...charge, reference: "" })).to.equal("reference");
+    expect(chargeMismatch(step, 2n, { ...charge, reference: "order:70" })).to.equal("reference");
+    expect(chargeMismatch(step, 3n, charge)).to.equal("owner");
+    expect(chargeMismatch(step, 3n, { amount: 1n, currency: "USD", reference: "", ownerUserId: 2n })).to.equal("amount, currency, reference, owner");
+  });
+
+  it("believe a refund only when it is of the step's payment, in its currency, of at most the step's amount", () => {
+    const step = { paymentId: "pay_a", amount: 900n, currency: "EUR" };
+    expect(refundMismatch(step, { paymentId: "pay_a", amount: 900n, currency: "EUR" })).to.equal(undefined);
+    expect(refundMismatch(step, { paymentId: "pay_a", amount: 400n, currency: "EUR" }), "what was left after an admin's partial refund").to.equal(undefined);
+    expect(refundMismatch(step, { paymentId: "pay_b", amount: 900n, currency: "EUR" })).to.equal("payment");
+    expect(refundMismatch(step, { paymentId: "pay_a", amount: 901n, currency: "EUR" })).to.equal("amount");
+    expect(refundMismatch(step, { paymentId: "pay_a", amount: 900n, currency: "USD" })).to.equal("currency");
   });
   it("refuse every action while one is unsettled, naming it", () => {
     expect(() => guardNoStepInProgress({ stepInProgress: undefined })).to.not.throw();

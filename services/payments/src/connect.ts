@@ -3,16 +3,16 @@
 import type { ServiceImpl } from "@connectrpc/connect";
 import { KeyedOperation, PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
-import type { Caller } from "@switchyard/platform/caller.js";
+import { principalOf, servicePrincipal, type Caller } from "@switchyard/platform/caller.js";
 import { callerOf, serviceCallerOf, type AuthenticationPolicy, type Authenticator } from "@switchyard/platform/grpc";
 import { Faults } from "@switchyard/platform/faults.js";
 import { assertIdempotencyKey, requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
 import { isIdOf } from "@switchyard/platform/ids.js";
 import { decodeCursor, pageOf, pageSizeOf } from "@switchyard/platform/paging.js";
-import { canSeePayment, listedOwner, ownerOfNewPayment, requireKeyResolver, requireRefundPermission, validateReference } from "./domain/access.js";
+import { canSeePayment, listedOwner, ownerOfNewPayment, ownsUnscopedPayment, ownsUnscopedRefund, requireKeyResolver, requireRefundPermission, validateReference } from "./domain/access.js";
 import { refundAmount, validateNewPayment, validateRefundRequest } from "./domain/payments.js";
 import { paymentToProto, refundToProto } from "./proto-mapping.js";
-import type { PaymentRecord, PaymentsStore } from "./store/port.js";
+import type { PaymentRecord, PaymentsStore, RefundRecord } from "./store/port.js";
 
 export interface PaymentsDeps {
   store: PaymentsStore;
@@ -69,9 +69,9 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
         ...(payment.ownerUserId === caller.userId ? {} : { owner: payment.ownerUserId }),
         ...(payment.reference === "" ? {} : { reference: payment.reference }),
       });
-      const outcome = await committing(() => store.createPayment(caller.tenantId, { key: req.idempotencyKey, requestHash }, payment));
-      // Keys are the tenant's: another member's key, however it was learnt, replays nothing of theirs.
-      if (outcome.replayed && !canSeePayment(caller, outcome.result)) throw fail("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was already used with a different request");
+      // The key is the caller's own (principalOf): another principal's key, however it was learnt, is another key.
+      const key = { principal: principalOf(caller), key: req.idempotencyKey, requestHash, ownsUnscoped: (p: PaymentRecord | undefined) => ownsUnscopedPayment(caller, p) };
+      const outcome = await committing(() => store.createPayment(caller.tenantId, key, payment));
       return { payment: paymentToProto(outcome.result), replayed: outcome.replayed };
     },
 
@@ -98,7 +98,8 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
       const paymentId = paymentIdOf(req.paymentId);
       const refund = validateRefundRequest({ amount: req.amount, reason: req.reason, refundRemaining: req.refundRemaining });
       const requestHash = requestFingerprint({ paymentId, amount: refund.amount ?? "remaining", reason: refund.reason });
-      const outcome = await committing(() => store.createRefund(caller.tenantId, { key: req.idempotencyKey, requestHash }, { paymentId, reason: refund.reason }, (payment) => refundAmount(payment, refund.amount)));
+      const key = { principal: principalOf(caller), key: req.idempotencyKey, requestHash, ownsUnscoped: (r: RefundRecord | undefined) => ownsUnscopedRefund(caller, r) };
+      const outcome = await committing(() => store.createRefund(caller.tenantId, key, { paymentId, reason: refund.reason }, (payment) => refundAmount(payment, refund.amount)));
       return { refund: refundToProto(outcome.result), replayed: outcome.replayed };
     },
 
@@ -125,13 +126,15 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
       requireKeyResolver(service);
       if (!TENANT_ID.test(req.tenantId)) throw fail("INVALID_REQUEST", "tenant_id must be a tenant id");
       assertIdempotencyKey(req.idempotencyKey);
+      // Only the calling service's own keys: it learns nothing of anyone else's.
+      const principal = servicePrincipal(service);
       switch (req.operation) {
         case KeyedOperation.CREATE_PAYMENT: {
-          const found = await store.resolvePaymentKey(req.tenantId, req.idempotencyKey);
+          const found = await store.resolvePaymentKey(req.tenantId, { principal, key: req.idempotencyKey, ownsUnscoped: (p) => ownsUnscopedPayment({ service }, p) });
           return { outcome: "voided" in found ? { case: "voided", value: true } : { case: "payment", value: paymentToProto(found.result) } };
         }
         case KeyedOperation.CREATE_REFUND: {
-          const found = await store.resolveRefundKey(req.tenantId, req.idempotencyKey);
+          const found = await store.resolveRefundKey(req.tenantId, { principal, key: req.idempotencyKey, ownsUnscoped: (r) => ownsUnscopedRefund({ service }, r) });
           return { outcome: "voided" in found ? { case: "voided", value: true } : { case: "refund", value: refundToProto(found.result) } };
         }
         default:

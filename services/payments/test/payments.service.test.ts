@@ -128,24 +128,43 @@ for (const engine of serviceEngines()) {
       const resolve = (operation: KeyedOperation, idempotencyKey: string, tenantId = "acme", auth: { headers: Record<string, string> } = asOrders) =>
         mesh.payments.resolveIdempotencyKey({ tenantId, operation, idempotencyKey }, auth);
 
-      it("resolves a key to the payment or refund made with it", async () => {
+      /** Alice's call with the orders service's token beside hers: orders acting with its own authority. */
+      const ordersForAlice = () => ({ headers: { ...alice.headers, ...asOrders.headers } });
+
+      it("resolves one of its own keys to the payment or refund made with it", async () => {
         const key = randomUUID();
-        const { payment } = await create(key, 700n);
+        const { payment } = await mesh.payments.createPayment({ idempotencyKey: key, amount: 700n, currency: "EUR", source: "tok_visa", reference: "order:1" }, ordersForAlice());
         expect((await resolve(KeyedOperation.CREATE_PAYMENT, key)).outcome).to.deep.include({ case: "payment" });
         expect(((await resolve(KeyedOperation.CREATE_PAYMENT, key)).outcome.value as { id: string }).id).to.equal(payment!.id);
         const refundKey = randomUUID();
-        const { refund } = await mesh.payments.createRefund({ idempotencyKey: refundKey, paymentId: payment!.id, amount: 100n }, alice);
+        const { refund } = await mesh.payments.createRefund({ idempotencyKey: refundKey, paymentId: payment!.id, amount: 100n }, ordersForAlice());
         const found = (await resolve(KeyedOperation.CREATE_REFUND, refundKey)).outcome;
         expect([found.case, (found.value as { id: string }).id]).to.deep.equal(["refund", refund!.id]);
         expect((await resolve(KeyedOperation.CREATE_PAYMENT, key, "globex")).outcome, "keys are per tenant").to.deep.equal({ case: "voided", value: true });
       });
 
-      it("voids an unused key: a later payment with it is refused and nothing is charged", async () => {
+      it("resolves only its own keys: a user's key of the same value is another key, and stays the user's", async () => {
+        const key = randomUUID();
+        const { payment } = await create(key, 800n);
+        expect((await resolve(KeyedOperation.CREATE_PAYMENT, key)).outcome, "orders learns nothing of alice's key").to.deep.equal({ case: "voided", value: true });
+        const again = await create(key, 800n);
+        expect([again.replayed, again.payment!.id], "alice's key still replays her payment").to.deep.equal([true, payment!.id]);
+        // And a user's key never lands in orders' scope: orders' own payment under that value is a first one.
+        const orders = await mesh.payments.createPayment({ idempotencyKey: randomUUID(), amount: 800n, currency: "EUR", source: "tok_visa", reference: "order:2" }, ordersForAlice());
+        expect(orders.replayed).to.equal(false);
+      });
+
+      it("voids an unused key of its own: a later payment of its with it is refused and nothing is charged", async () => {
         const key = randomUUID();
         expect((await resolve(KeyedOperation.CREATE_PAYMENT, key)).outcome).to.deep.equal({ case: "voided", value: true });
-        expect(await failure(create(key, 900n))).to.deep.equal({ code: Code.FailedPrecondition, reason: "IDEMPOTENCY_KEY_VOIDED" });
+        expect(await failure(mesh.payments.createPayment({ idempotencyKey: key, amount: 900n, currency: "EUR", source: "tok_visa", reference: "order:3" }, ordersForAlice()))).to.deep.equal({
+          code: Code.FailedPrecondition,
+          reason: "IDEMPOTENCY_KEY_VOIDED",
+        });
         const listed = await mesh.payments.listPayments({ pageSize: 100 }, alice);
         expect(listed.payments.filter((p) => p.amount === 900n)).to.have.length(0);
+        // A user's key of the same value is the user's: voiding orders' key blocks nothing of theirs.
+        expect((await create(key, 901n)).replayed).to.equal(false);
       });
 
       it("lets only the orders service resolve keys, never a user (admin included)", async () => {

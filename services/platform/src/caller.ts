@@ -35,8 +35,21 @@ export interface Caller {
 
 /** A service's name: what identity's IDENTITY_SERVICE_CREDENTIALS and a service's token call it. */
 export const SERVICE_NAME = /^[a-z][a-z0-9-]{0,31}$/;
+/** The service name of the gateway's own credential: the one service whose word on a client's address is taken. */
+export const GATEWAY_SERVICE = "gateway";
 /** The service name of the operator's credential ("operator:<secret>"): identity's OperatorService takes no other. */
 export const OPERATOR_SERVICE = "operator";
+
+/** The principal of a service acting with its own authority (its keys are its own, see principalOf). */
+export const servicePrincipal = (service: string): string => `service:${service}`;
+
+/**
+ * Who an Idempotency-Key belongs to: the internal service when it acts with its own authority (its
+ * token beside the user's: orders charging for an order), else the user. Keys are scoped by it.
+ */
+export function principalOf(caller: Caller): string {
+  return caller.service !== undefined ? servicePrincipal(caller.service) : `user:${caller.userId}`;
+}
 
 /** A token is valid for its own tenant's resources only. */
 export function requireTenant(caller: Caller, tenantId: string): void {

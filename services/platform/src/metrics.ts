@@ -182,6 +182,13 @@ export const idempotentReplays = new Counter({
   registers: [registry],
 });
 
+export const moneyStepMismatches = new Counter({
+  name: "switchyard_orders_step_mismatches_total",
+  help: "Money steps whose payment or refund, as payments answered it, was not the step's (amount, currency, reference, owner): not believed, the step failed safe",
+  labelNames: ["step"] as const,
+  registers: [registry],
+});
+
 // ---- per process ----------------------------------------------------------------------------------------
 
 let processLabelled = false;

@@ -6,13 +6,14 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ConnectError } from "@connectrpc/connect";
 import { errorInfoOf } from "@switchyard/platform/errors.js";
-import { IDEMPOTENCY_TABLE_SQL, findIdempotentResult, purgeIdempotencyKeys, resolveIdempotencyKey, runIdempotent, type IdempotencyScope, type Migration, type ResultCodec, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
+import { IDEMPOTENCY_PRINCIPAL_SQL, IDEMPOTENCY_TABLE_SQL, findIdempotentResult, purgeIdempotencyKeys, resolveIdempotencyKey, runIdempotent, type IdempotencyScope, type Migration, type ResultCodec, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
 import { assertIdempotencyKey, requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
 import { forEachDatabase } from "./support/databases.js";
 
 const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: "idempotency keys", sql: IDEMPOTENCY_TABLE_SQL },
   { version: 2, name: "things", sql: "CREATE TABLE things (id serial PRIMARY KEY, tenant_id text NOT NULL, label text NOT NULL)" },
+  { version: 3, name: "keys scoped by principal", sql: IDEMPOTENCY_PRINCIPAL_SQL },
 ];
 
 interface Thing {
@@ -42,8 +43,9 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
 
   /** A fresh tenant per test, so tests sharing the database never meet. */
   const tenant = () => `tenant-${randomUUID()}`;
-  const scopeOf = (tenantId: string, overrides: Partial<IdempotencyScope> = {}): IdempotencyScope => ({
+  const scopeOf = (tenantId: string, overrides: Partial<IdempotencyScope<Thing>> = {}): IdempotencyScope<Thing> => ({
     tenantId,
+    principal: "user:1",
     operation: "things.create",
     key: randomUUID(),
     requestHash: requestFingerprint({ label: "a" }),
@@ -140,6 +142,49 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
       result: ofB.result,
       replayed: true,
     });
+  });
+
+  it("keys of different principals never meet: none claims, replays, probes or blocks another's", async () => {
+    const t = tenant();
+    const key = randomUUID();
+    const ofMember = creator(t, "member's");
+    const ofOther = creator(t, "other's");
+    const ofService = creator(t, "service's");
+    const member = await runIdempotent(db, scopeOf(t, { key, principal: "user:7" }), thingCodec, ofMember.work);
+    // The same key from another user, with another request: a first call of its own, not a 422 about the member's.
+    const other = await runIdempotent(db, scopeOf(t, { key, principal: "user:8", requestHash: requestFingerprint({ label: "b" }) }), thingCodec, ofOther.work);
+    expect(await findIdempotentResult(db, scopeOf(t, { key, principal: "service:orders" }), thingCodec), "nothing to find under another principal").to.equal(undefined);
+    const service = await runIdempotent(db, scopeOf(t, { key, principal: "service:orders" }), thingCodec, ofService.work);
+    expect([member.replayed, other.replayed, service.replayed]).to.deep.equal([false, false, false]);
+    expect(await thingsOf(t)).to.deep.equal(["member's", "other's", "service's"]);
+    // Each replays its own, and resolving under one principal voids nothing of another's.
+    expect(await runIdempotent(db, scopeOf(t, { key, principal: "user:7" }), thingCodec, ofMember.work)).to.deep.equal({ result: member.result, replayed: true });
+    expect(await resolveIdempotencyKey(db, scopeOf(t, { key, principal: "service:payments" }), thingCodec)).to.deep.equal({ voided: true });
+    expect(await resolveIdempotencyKey(db, scopeOf(t, { key, principal: "service:orders" }), thingCodec)).to.deep.equal({ result: service.result });
+    expect(await runIdempotent(db, scopeOf(t, { key, principal: "user:8", requestHash: requestFingerprint({ label: "b" }) }), thingCodec, ofOther.work)).to.deep.equal({ result: other.result, replayed: true });
+  });
+
+  it("a key stored before keys had principals replays only to a principal the scope says owns it", async () => {
+    const t = tenant();
+    const key = randomUUID();
+    const stored: Thing = { id: 41, label: "stored before" };
+    // As the table held it before the principal column: migrated rows have the principal ''.
+    await db.query(`INSERT INTO idempotency_keys (tenant_id, principal, operation, key, request_hash, response) VALUES ($1, '', 'things.create', $2, $3, $4)`, [t, key, requestFingerprint({ label: "a" }), thingCodec.encode(stored)]);
+    const owner = scopeOf(t, { key, principal: "user:1", ownsUnscoped: (thing) => thing?.label === "stored before" });
+    expect(await runIdempotent(db, owner, thingCodec, creator(t, "again").work)).to.deep.equal({ result: stored, replayed: true });
+    expect(await findIdempotentResult(db, owner, thingCodec)).to.deep.equal(stored);
+    expect(await reasonOf(runIdempotent(db, { ...owner, requestHash: requestFingerprint({ label: "b" }) }, thingCodec, creator(t, "other").work))).to.equal("IDEMPOTENCY_KEY_REUSED");
+    expect(await resolveIdempotencyKey(db, owner, thingCodec)).to.deep.equal({ result: stored });
+    // Not theirs (or no rule given): the old key is invisible, and the same key is a first call of their own.
+    const stranger = creator(t, "stranger's");
+    expect((await runIdempotent(db, scopeOf(t, { key, principal: "user:2", ownsUnscoped: () => false, requestHash: requestFingerprint({ label: "b" }) }), thingCodec, stranger.work)).replayed).to.equal(false);
+    expect((await runIdempotent(db, scopeOf(t, { key, principal: "user:3" }), thingCodec, creator(t, "third").work)).replayed).to.equal(false);
+    expect(await thingsOf(t)).to.deep.equal(["stranger's", "third"]);
+    // A voided key stored before: the owner's answer is still "voided".
+    const voidedKey = randomUUID();
+    await db.query(`INSERT INTO idempotency_keys (tenant_id, principal, operation, key, request_hash) VALUES ($1, '', 'things.create', $2, '!voided')`, [t, voidedKey]);
+    expect(await resolveIdempotencyKey(db, scopeOf(t, { key: voidedKey, principal: "service:orders", ownsUnscoped: (thing) => thing === undefined }), thingCodec)).to.deep.equal({ voided: true });
+    expect(await reasonOf(runIdempotent(db, scopeOf(t, { key: voidedKey, principal: "service:orders", ownsUnscoped: (thing) => thing === undefined }), thingCodec, creator(t, "late").work))).to.equal("IDEMPOTENCY_KEY_VOIDED");
   });
 
   it("when the work throws, nothing is kept: the error passes through and a retry runs the work", async () => {
@@ -248,7 +293,7 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     const scopes = Array.from({ length: 5 }, () => scopeOf(t));
     for (const scope of scopes) await runIdempotent(db, scope, thingCodec, creator(t, "kept").work);
     const [old1, old2, almost] = scopes;
-    const age = async (scope: IdempotencyScope | undefined, interval: string) =>
+    const age = async (scope: IdempotencyScope<Thing> | undefined, interval: string) =>
       db.query(`UPDATE idempotency_keys SET created_at = now() - $2::interval WHERE tenant_id = $1 AND key = $3`, [t, interval, scope?.key]);
     await age(old1, "25 hours");
     await age(old2, "30 days");
@@ -266,9 +311,9 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     expect(await purgeIdempotencyKeys(db, dayMs), "nothing more is old enough").to.equal(0);
 
     const again = creator(t, "after purge");
-    expect((await runIdempotent(db, old1 as IdempotencyScope, thingCodec, again.work)).replayed).to.equal(false);
+    expect((await runIdempotent(db, old1!, thingCodec, again.work)).replayed).to.equal(false);
     expect(again.runs).to.equal(1);
-    expect((await runIdempotent(db, almost as IdempotencyScope, thingCodec, again.work)).replayed).to.equal(true);
+    expect((await runIdempotent(db, almost!, thingCodec, again.work)).replayed).to.equal(true);
   });
 
   it("purges on one replica at a time: while another holds the purge, it skips instead of waiting", async function () {

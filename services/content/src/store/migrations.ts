@@ -1,4 +1,4 @@
-import { IDEMPOTENCY_TABLE_SQL, type Migration } from "@switchyard/platform/store";
+import { IDEMPOTENCY_PRINCIPAL_SQL, IDEMPOTENCY_TABLE_SQL, type Migration } from "@switchyard/platform/store";
 
 // Never edit a migration that has shipped: add the next version.
 export const contentMigrations: Migration[] = [
@@ -76,5 +76,10 @@ CREATE TABLE import_job_errors (
   PRIMARY KEY (job_id, line)
 );
 ${IDEMPOTENCY_TABLE_SQL}`,
+  },
+  {
+    version: 3,
+    name: "idempotency keys scoped by principal",
+    sql: IDEMPOTENCY_PRINCIPAL_SQL,
   },
 ];

@@ -1,5 +1,6 @@
 // What the content service needs from storage.
 import type { Keyset } from "@switchyard/platform/paging.js";
+import type { KeyedRequest } from "@switchyard/platform/store";
 import type { CatalogItemInput } from "../domain/content.js";
 import type { ImportJobStatus, ImportLineError, ImportLineInput } from "../domain/imports.js";
 import type { CatalogWriter } from "../catalog-import.js";
@@ -76,7 +77,7 @@ export interface ContentStore extends CatalogWriter {
    * Records a queued job with its lines, once per (tenant, idempotency key): a retry with the same
    * request hash gets the job made first (replayed), another request IDEMPOTENCY_KEY_REUSED.
    */
-  createImportJob(tenantId: string, createdBy: bigint, idempotency: { key: string; requestHash: string }, lines: readonly ImportLineInput[]): Promise<{ job: ImportJobRecord; replayed: boolean }>;
+  createImportJob(tenantId: string, createdBy: bigint, idempotency: KeyedRequest<{ id: string }>, lines: readonly ImportLineInput[]): Promise<{ job: ImportJobRecord; replayed: boolean }>;
   getImportJob(tenantId: string, id: string): Promise<ImportJobRecord | undefined>;
   /** Takes every running job's lease away (embedded storage at start: no other process can be running one). */
   expireImportLeases(): Promise<number>;

@@ -1,6 +1,6 @@
 // ContentStore on the PostgreSQL-family adapter. Document updates are conditional writes on the
 // stored version; new posts are announced with NOTIFY so that every replica's watchers see them.
-import { jsonResultCodec, runIdempotent, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
+import { jsonResultCodec, runIdempotent, type KeyedRequest, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
 import { newId } from "@switchyard/platform/ids.js";
 import type { Keyset } from "@switchyard/platform/paging.js";
 import type { CatalogItemInput } from "../domain/content.js";
@@ -133,7 +133,7 @@ export class SqlContentStore implements ContentStore {
     return upsertCatalogItemWith(this.db, item);
   }
 
-  async createImportJob(tenantId: string, createdBy: bigint, idempotency: { key: string; requestHash: string }, lines: readonly ImportLineInput[]): Promise<{ job: ImportJobRecord; replayed: boolean }> {
+  async createImportJob(tenantId: string, createdBy: bigint, idempotency: KeyedRequest<{ id: string }>, lines: readonly ImportLineInput[]): Promise<{ job: ImportJobRecord; replayed: boolean }> {
     const { result, replayed } = await runIdempotent(this.db, { tenantId, operation: CREATE_IMPORT_JOB, ...idempotency }, importJobCodec, async (tx) => {
       const id = newId("imp");
       await tx.query(`INSERT INTO import_jobs (id, tenant_id, created_by, status, received) VALUES ($1, $2, $3, 'queued', $4)`, [id, tenantId, createdBy, lines.length]);

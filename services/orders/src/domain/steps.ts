@@ -17,16 +17,47 @@ export const DEFAULT_STEP_CALL_MS = 10_000;
 export const STEP_DEADLINE_SLACK_MS = 1_000;
 
 /**
- * The key a step's call to payments carries: from the order and the step's attempt number only —
- * never from anything a client can change — so a retried call can never charge or refund twice, and
- * a new attempt (after one that did nothing) is a new key.
+ * The key a step's call to payments carries: from the order and the step's attempt number under
+ * orders' own secret — never from anything a client can change or predict — so a retried call can
+ * never charge or refund twice, a new attempt (after one that did nothing) is a new key, and nobody
+ * can make a payment under a key before orders does. (It lives in orders' own key scope at payments too.)
  */
-export function stepIdempotencyKey(tenantId: string, orderId: bigint, kind: StepKind, attempt: number): string {
-  return derivedIdempotencyKey(tenantId, "order-step", orderId, kind, attempt);
+export function stepIdempotencyKey(secret: Uint8Array, tenantId: string, orderId: bigint, kind: StepKind, attempt: number): string {
+  return derivedIdempotencyKey(secret, tenantId, "order-step", orderId, kind, attempt);
 }
 
 /** What a step is for, on the payment it makes (Payment.reference). */
 export const orderReference = (orderId: bigint) => `order:${orderId}`;
+
+/**
+ * What differs between the payment payments answered and the charge the step asked for — amount,
+ * currency, reference `order:<id>`, owner — or undefined when it is the step's. Only then is it believed.
+ */
+export function chargeMismatch(step: { orderId: bigint; amount: bigint; currency: string }, orderOwner: bigint, payment: { amount: bigint; currency: string; reference: string; ownerUserId: bigint }): string | undefined {
+  return differences([
+    ["amount", payment.amount === step.amount],
+    ["currency", payment.currency === step.currency],
+    ["reference", payment.reference === orderReference(step.orderId)],
+    ["owner", payment.ownerUserId === orderOwner],
+  ]);
+}
+
+/**
+ * Likewise for a refund: of the step's payment, in its currency, of at most the step's amount (what
+ * was left of the charge: an admin may have refunded part of it before).
+ */
+export function refundMismatch(step: { paymentId: string; amount: bigint; currency: string }, refund: { paymentId: string; amount: bigint; currency: string }): string | undefined {
+  return differences([
+    ["payment", refund.paymentId === step.paymentId],
+    ["currency", refund.currency === step.currency],
+    ["amount", refund.amount > 0n && refund.amount <= step.amount],
+  ]);
+}
+
+function differences(checks: [string, boolean][]): string | undefined {
+  const differing = checks.filter(([, same]) => !same).map(([name]) => name);
+  return differing.length > 0 ? differing.join(", ") : undefined;
+}
 
 /** While a step is unsettled the order takes no edit, no other action, no second pay or cancel. */
 export function guardNoStepInProgress(order: { stepInProgress: StepKind | undefined }): void {

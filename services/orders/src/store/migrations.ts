@@ -1,4 +1,4 @@
-import { IDEMPOTENCY_TABLE_SQL, type Migration } from "@switchyard/platform/store";
+import { IDEMPOTENCY_PRINCIPAL_SQL, IDEMPOTENCY_TABLE_SQL, type Migration } from "@switchyard/platform/store";
 
 // Never edit a migration that has shipped: add the next version.
 export const ordersMigrations: Migration[] = [
@@ -95,5 +95,10 @@ END
 $$;
 CREATE TRIGGER orders_status_announced AFTER INSERT OR UPDATE OF status ON orders
   FOR EACH ROW EXECUTE FUNCTION announce_order_status();`,
+  },
+  {
+    version: 4,
+    name: "idempotency keys scoped by principal",
+    sql: IDEMPOTENCY_PRINCIPAL_SQL,
   },
 ];

@@ -1,5 +1,5 @@
 // What the orders service needs from storage.
-import type { IdempotentOutcome } from "@switchyard/platform/store";
+import type { IdempotentOutcome, KeyedRequest } from "@switchyard/platform/store";
 import type { Keyset } from "@switchyard/platform/paging.js";
 import type { NewItem } from "../domain/orders.js";
 import type { OrderStatus } from "../domain/state-machine.js";
@@ -91,10 +91,10 @@ export interface OrdersStore {
     tenantId: string,
     userId: bigint,
     order: { currency: string; note: string; items: NewItem[] },
-    idempotency: { key: string; requestHash: string } | undefined,
+    idempotency: KeyedRequest<OrderRecord> | undefined,
   ): Promise<IdempotentOutcome<OrderRecord>>;
   /** The order an earlier create with this key made (replayed), if it is done; 422 for another request. */
-  findCreatedOrder(tenantId: string, idempotency: { key: string; requestHash: string }): Promise<OrderRecord | undefined>;
+  findCreatedOrder(tenantId: string, idempotency: KeyedRequest<OrderRecord>): Promise<OrderRecord | undefined>;
   getOrder(tenantId: string, id: bigint): Promise<OrderRecord | undefined>;
   listUserOrders(tenantId: string, userId: bigint, after: Keyset | undefined, limit: number): Promise<OrderRecord[]>;
   /**

@@ -2,7 +2,7 @@
 // lock, after a check of the locked order; a money step's intent commits with the check that
 // allowed it, and its outcome with the status change it brings.
 import { fail } from "@switchyard/platform/errors.js";
-import { findIdempotentResult, jsonResultCodec, runIdempotent, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
+import { findIdempotentResult, jsonResultCodec, runIdempotent, type KeyedRequest, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
 import { newId } from "@switchyard/platform/ids.js";
 import type { Keyset } from "@switchyard/platform/paging.js";
 import type { NewItem } from "../domain/orders.js";
@@ -121,7 +121,7 @@ async function touch(tx: SqlExecutor, id: bigint, set = "", params: unknown[] = 
 export class SqlOrdersStore implements OrdersStore {
   constructor(private readonly db: SqlDatabase) {}
 
-  async createOrder(tenantId: string, userId: bigint, order: { currency: string; note: string; items: NewItem[] }, idempotency: { key: string; requestHash: string } | undefined) {
+  async createOrder(tenantId: string, userId: bigint, order: { currency: string; note: string; items: NewItem[] }, idempotency: KeyedRequest<OrderRecord> | undefined) {
     const work = async (tx: SqlExecutor) => {
       const { rows } = await tx.query<OrderRow>(`INSERT INTO orders (tenant_id, user_id, status, currency, note) VALUES ($1, $2, 'pending', $3, $4) RETURNING ${ORDER_COLUMNS}`, [tenantId, userId, order.currency, order.note]);
       const created = rows[0]!;
@@ -134,7 +134,7 @@ export class SqlOrdersStore implements OrdersStore {
     return runIdempotent(this.db, { tenantId, operation: CREATE_ORDER, ...idempotency }, orderCodec, work);
   }
 
-  findCreatedOrder(tenantId: string, idempotency: { key: string; requestHash: string }) {
+  findCreatedOrder(tenantId: string, idempotency: KeyedRequest<OrderRecord>) {
     return findIdempotentResult(this.db, { tenantId, operation: CREATE_ORDER, ...idempotency }, orderCodec);
   }
 

@@ -2,9 +2,11 @@
 //
 // A step is done as a payments engineer would trust it:
 //   1. intent — in the transaction that checks the guard, the step is recorded with its amount and
-//      the idempotency key it will use (from the order and the attempt number only);
+//      the idempotency key it will use (from the order and the attempt number, under orders' own
+//      secret; payments keeps it in orders' own key scope, where no user's key can meet it);
 //   2. the call — payments is asked to charge or refund under that key, with the caller's deadline;
-//   3. outcome — what payments answered is recorded with the status change it brings.
+//   3. outcome — what payments answered is recorded with the status change it brings, once it is
+//      checked to be the step's (amount, currency, reference, owner): anything else is never believed.
 // While a step is unsettled the order refuses edits, other actions and a second pay or cancel.
 // When the answer never comes (a crash, a deadline, a dropped connection), payments is asked what
 // happened under the key: it answers with what was made, or voids the key so that nothing ever will
@@ -14,19 +16,20 @@
 //   - a cancelled order that was charged has been refunded all of it;
 //   - no step stays unsettled longer than its deadline plus the reconcile interval (payments up).
 import { ConnectError } from "@connectrpc/connect";
-import { KeyedOperation, type PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
+import { KeyedOperation, type Payment, type PaymentService, type Refund } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { errorInfoOf, fail } from "@switchyard/platform/errors.js";
 import type { Logger } from "@switchyard/platform/logger.js";
 import { SERVICE_AUTHORIZATION, type Caller } from "@switchyard/platform/caller.js";
 import { downstreamOptions } from "@switchyard/platform/auth.js";
 import type { Client } from "@switchyard/platform/grpc";
 import { Faults } from "@switchyard/platform/faults.js";
+import { moneyStepMismatches } from "@switchyard/platform/metrics.js";
 import type { ServiceCredentials } from "@switchyard/platform/service-credentials.js";
 import type { HandlerContext } from "@connectrpc/connect";
 import { visibleOrder } from "../domain/access.js";
 import { totalsOf } from "../domain/orders.js";
 import { guardTransition } from "../domain/state-machine.js";
-import { guardNoStepInProgress, movedNoMoney, orderReference, STEP_DEADLINE_SLACK_MS, stepCallMs, stepIdempotencyKey, type StepKind } from "../domain/steps.js";
+import { chargeMismatch, guardNoStepInProgress, STEP_NAMES, movedNoMoney, orderReference, refundMismatch, STEP_DEADLINE_SLACK_MS, stepCallMs, stepIdempotencyKey, type StepKind } from "../domain/steps.js";
 import type { OrderRecord, OrdersStore, StepOutcome, StepRecord } from "../store/port.js";
 
 /** The fault points of orders (FAULTS, tests only): a crash at the worst moments of a step. */
@@ -41,7 +44,12 @@ export interface MoneyStepsDeps {
   credentials: ServiceCredentials;
   logger: Logger;
   faults?: Faults;
+  /** Orders' own secret for its step keys (stepIdempotencyKey). */
+  stepKeySecret: Uint8Array;
 }
+
+/** What payments answered for a step: the payment of a charge, or the refund of a refund. */
+type Answer = { case: "payment"; value: Payment } | { case: "refund"; value: Refund };
 
 const OPERATION: Record<StepKind, KeyedOperation> = { charge: KeyedOperation.CREATE_PAYMENT, refund: KeyedOperation.CREATE_REFUND };
 
@@ -62,22 +70,23 @@ export class MoneySteps {
       guardTransition("pay", o.status);
       const { total } = totalsOf(o.items, o.discounts);
       if (total <= 0n) throw fail("RULE_VIOLATION", "the order total is zero: there is nothing to pay", { field: "total" });
-      return { kind: "step", step: "charge", amount: total, currency: o.currency, paymentId: "", keyFor: (n) => stepIdempotencyKey(o.tenantId, o.id, "charge", n), deadlineMs: callMs + STEP_DEADLINE_SLACK_MS };
+      return { kind: "step", step: "charge", amount: total, currency: o.currency, paymentId: "", keyFor: (n) => stepIdempotencyKey(this.deps.stepKeySecret, o.tenantId, o.id, "charge", n), deadlineMs: callMs + STEP_DEADLINE_SLACK_MS };
     });
     this.faults.crashIfFires("orders.exit-after-intent");
-    let paymentId: string;
+    let payment: Payment;
     try {
-      const { payment } = await this.deps.payments.createPayment(
+      ({ payment } = (await this.deps.payments.createPayment(
         { idempotencyKey: step!.idempotencyKey, amount: step!.amount, currency: step!.currency, source, ownerUserId: order.userId, reference: orderReference(order.id) },
         { ...downstreamOptions(caller, ctx, serviceToken), timeoutMs: callMs },
-      );
-      paymentId = payment!.id;
+      )) as { payment: Payment });
     } catch (err) {
       const settled = await this.afterFailedCall(step!, err);
       return { order: settled, paymentId: settled.paymentId };
     }
     this.faults.crashIfFires("orders.exit-after-charge");
-    return { order: await this.settle(step!, { moved: true, paymentId, note: "charged" }), paymentId };
+    const settled = await this.settle(step!, this.believed(step!, order.userId, { case: "payment", value: payment }, "charged"));
+    if (settled.status !== "paid") throw notBelieved(step!);
+    return { order: settled, paymentId: settled.paymentId };
   }
 
   /** pending → cancelled at once; paid → cancelled once payments has refunded what is left of the charge. */
@@ -90,18 +99,17 @@ export class MoneySteps {
       const to = guardTransition("cancel", o.status);
       if (o.status !== "paid") return { kind: "transition", to };
       const { total } = totalsOf(o.items, o.discounts);
-      return { kind: "step", step: "refund", amount: total, currency: o.currency, paymentId: o.paymentId, keyFor: (n) => stepIdempotencyKey(o.tenantId, o.id, "refund", n), deadlineMs: callMs + STEP_DEADLINE_SLACK_MS };
+      return { kind: "step", step: "refund", amount: total, currency: o.currency, paymentId: o.paymentId, keyFor: (n) => stepIdempotencyKey(this.deps.stepKeySecret, o.tenantId, o.id, "refund", n), deadlineMs: callMs + STEP_DEADLINE_SLACK_MS };
     });
     if (!step) return { order: order, refundId: "" };
     this.faults.crashIfFires("orders.exit-after-intent");
-    let refundId: string;
+    let refund: Refund;
     try {
       // All that is not refunded yet: an admin may have refunded part of the payment before.
-      const { refund } = await this.deps.payments.createRefund(
+      ({ refund } = (await this.deps.payments.createRefund(
         { idempotencyKey: step.idempotencyKey, paymentId: step.paymentId, refundRemaining: true, reason: "order cancelled" },
         { ...downstreamOptions(caller, ctx, serviceToken), timeoutMs: callMs },
-      );
-      refundId = refund!.id;
+      )) as { refund: Refund });
     } catch (err) {
       if (err instanceof ConnectError && errorInfoOf(err)?.reason === "NOTHING_TO_REFUND") {
         return { order: await this.settle(step, { moved: true, refundId: "", note: "the payment had been refunded in full already" }), refundId: "" };
@@ -110,7 +118,9 @@ export class MoneySteps {
       return { order: settled, refundId: settled.refundId };
     }
     this.faults.crashIfFires("orders.exit-after-refund");
-    return { order: await this.settle(step, { moved: true, refundId, note: "refunded" }), refundId };
+    const settled = await this.settle(step, this.believed(step, order.userId, { case: "refund", value: refund }, "refunded"));
+    if (settled.status !== "cancelled") throw notBelieved(step);
+    return { order: settled, refundId: settled.refundId };
   }
 
   /**
@@ -125,11 +135,9 @@ export class MoneySteps {
       { headers: { [SERVICE_AUTHORIZATION]: `Bearer ${serviceToken}` }, timeoutMs: RESOLVE_TIMEOUT_MS },
     );
     const found: StepOutcome =
-      outcome.case === "payment"
-        ? { moved: true, paymentId: outcome.value.id, note: "charged (settled by asking payments)" }
-        : outcome.case === "refund"
-          ? { moved: true, refundId: outcome.value.id, note: "refunded (settled by asking payments)" }
-          : { moved: false, note: "nothing was made under the key; the key is void (rolled back)" };
+      outcome.case === "payment" || outcome.case === "refund"
+        ? this.believed(step, (await this.current(step)).userId, outcome, `${outcome.case === "payment" ? "charged" : "refunded"} (settled by asking payments)`)
+        : { moved: false, note: "nothing was made under the key; the key is void (rolled back)" };
     const settled = await this.deps.store.settleStep(step, found);
     if (!settled) return this.current(step);
     this.deps.logger.info({ orderId: step.orderId.toString(), tenantId: step.tenantId, step: step.kind, attempt: step.attempt, outcome: found.moved ? "completed" : "rolled back" }, "settled an order's money step");
@@ -145,16 +153,49 @@ export class MoneySteps {
     const error = ConnectError.from(err);
     if (movedNoMoney(error)) {
       await this.settle(step, { moved: false, note: `payments refused: ${errorInfoOf(error)?.reason ?? error.code}` });
-      throw errorInfoOf(error)?.reason === "IDEMPOTENCY_KEY_VOIDED"
-        ? fail("IDEMPOTENCY_KEY_VOIDED", "the step was settled as abandoned before payments took it; nothing was moved: try again")
-        : error;
+      throw this.forTheUser(step, error);
     }
     const settled = await this.resolve(step).catch((resolveErr: unknown) => {
       this.deps.logger.warn({ orderId: step.orderId.toString(), step: step.kind, message: String(resolveErr) }, "could not settle an order's money step yet; the reconciler will");
       return undefined;
     });
     if (settled && (step.kind === "charge" ? settled.status === "paid" : settled.status === "cancelled")) return settled;
-    throw error;
+    throw this.forTheUser(step, error);
+  }
+
+  /**
+   * What payments answered, as the step's outcome — only when it is what the step asked for. Anything
+   * else (another amount, currency, reference or owner) is never believed: the step fails safe as
+   * "nothing moved" (the order stays as it was, nothing is refunded), logged and counted.
+   */
+  private believed(step: StepRecord, orderOwner: bigint, answer: Answer, note: string): StepOutcome {
+    const mismatch = answer.case === "payment" ? chargeMismatch(step, orderOwner, answer.value) : refundMismatch(step, answer.value);
+    if (mismatch === undefined) return answer.case === "payment" ? { moved: true, paymentId: answer.value.id, note } : { moved: true, refundId: answer.value.id, note };
+    moneyStepMismatches.labels({ step: step.kind }).inc();
+    this.deps.logger.error(
+      { orderId: step.orderId.toString(), tenantId: step.tenantId, step: step.kind, attempt: step.attempt, [answer.case === "payment" ? "paymentId" : "refundId"]: answer.value.id, differs: mismatch },
+      "payments answered with a payment or refund that is not the step's: not believed; the step failed and the order is as it was",
+    );
+    return { moved: false, note: `payments answered with a ${answer.case} that is not the step's (${mismatch}): not believed` };
+  }
+
+  /**
+   * A refusal as the user may see it: the key was orders' own, never the user's, so no refusal about
+   * it is passed on as it stands (it would name a key the user never sent).
+   */
+  private forTheUser(step: StepRecord, error: ConnectError): ConnectError {
+    switch (errorInfoOf(error)?.reason) {
+      case "IDEMPOTENCY_KEY_VOIDED":
+        return fail("IDEMPOTENCY_KEY_VOIDED", `the ${STEP_NAMES[step.kind]} was settled as abandoned before payments took it; nothing was moved: try again`);
+      case "IDEMPOTENCY_KEY_IN_FLIGHT":
+        return fail("STEP_IN_PROGRESS", `the order's ${STEP_NAMES[step.kind]} is still being settled with payments; read the order again in a few seconds`, { step: STEP_NAMES[step.kind] });
+      case "IDEMPOTENCY_KEY_REUSED":
+      case "IDEMPOTENCY_KEY_INVALID":
+        this.deps.logger.error({ orderId: step.orderId.toString(), step: step.kind, reason: errorInfoOf(error)?.reason }, "payments refused the key of an order's money step");
+        return fail("INTERNAL", `the ${STEP_NAMES[step.kind]} could not be made; nothing was moved`);
+      default:
+        return error;
+    }
   }
 
   /** Records the outcome once; when someone else settled the step first, the order as it is now. */
@@ -166,5 +207,7 @@ export class MoneySteps {
   private async current(step: StepRecord): Promise<OrderRecord> {
     return (await this.deps.store.getOrder(step.tenantId, step.orderId))!;
   }
-
 }
+
+/** The answer of a step that payments gave was not the step's (see MoneySteps.believed). */
+const notBelieved = (step: StepRecord) => fail("INTERNAL", `payments answered the order's ${STEP_NAMES[step.kind]} with something else; it was not believed and nothing changed on the order`);

@@ -43,6 +43,21 @@ export function requireRefundPermission(caller: Caller): void {
   if (!actsForOrders(caller)) requireRole(caller, "admin");
 }
 
+/**
+ * Keys stored before keys had principals (they age out with the key TTL): the orders workflow's are
+ * those of an order's payment, and the voided ones (only it voids keys); a user's, those of a payment
+ * made without a reference that the user may see — as such keys replayed before.
+ */
+export function ownsUnscopedPayment(caller: Caller | { service: string }, payment: { ownerUserId: bigint; reference: string } | undefined): boolean {
+  if (caller.service === ORDER_WORKFLOW_SERVICE) return payment === undefined || payment.reference.startsWith("order:");
+  return "userId" in caller && payment !== undefined && payment.reference === "" && canSeePayment(caller, payment);
+}
+
+/** Likewise for refunds, which only admins and the orders workflow make: the workflow's voided keys are its own. */
+export function ownsUnscopedRefund(caller: Caller | { service: string }, refund: object | undefined): boolean {
+  return refund !== undefined || caller.service === ORDER_WORKFLOW_SERVICE;
+}
+
 /** Only the orders workflow settles keys (it voids the ones nothing was made with). */
 export function requireKeyResolver(service: string): void {
   if (service !== ORDER_WORKFLOW_SERVICE) throw fail("ROLE_REQUIRED", "only the orders service may resolve idempotency keys");

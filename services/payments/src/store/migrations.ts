@@ -1,4 +1,4 @@
-import { IDEMPOTENCY_TABLE_SQL, type Migration } from "@switchyard/platform/store";
+import { IDEMPOTENCY_PRINCIPAL_SQL, IDEMPOTENCY_TABLE_SQL, type Migration } from "@switchyard/platform/store";
 
 // Never edit a migration that has shipped: add the next version.
 export const paymentsMigrations: Migration[] = [
@@ -36,5 +36,10 @@ ${IDEMPOTENCY_TABLE_SQL}`,
 ALTER TABLE payments ADD COLUMN owner_user_id bigint NOT NULL DEFAULT 0;
 ALTER TABLE payments ADD COLUMN reference text NOT NULL DEFAULT '';
 CREATE INDEX payments_by_owner ON payments (tenant_id, owner_user_id, created_at DESC, id DESC);`,
+  },
+  {
+    version: 3,
+    name: "idempotency keys scoped by principal",
+    sql: IDEMPOTENCY_PRINCIPAL_SQL,
   },
 ];

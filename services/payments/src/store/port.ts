@@ -1,5 +1,5 @@
 // What the payments service needs from storage.
-import type { IdempotentOutcome } from "@switchyard/platform/store";
+import type { IdempotentOutcome, KeyedRequest } from "@switchyard/platform/store";
 import type { Keyset } from "@switchyard/platform/paging.js";
 import type { NewPayment } from "../domain/payments.js";
 
@@ -25,30 +25,26 @@ export interface RefundRecord {
   createdAt: Date;
 }
 
-export interface IdempotencyInput {
-  key: string;
-  requestHash: string;
-}
 
 export interface PaymentsStore {
-  /** Creates the payment once per (tenant, key); a retry gets the first payment back, replayed. */
-  createPayment(tenantId: string, idempotency: IdempotencyInput, payment: NewPayment): Promise<IdempotentOutcome<PaymentRecord>>;
+  /** Creates the payment once per (tenant, principal, key); a retry gets the first payment back, replayed. */
+  createPayment(tenantId: string, idempotency: KeyedRequest<PaymentRecord>, payment: NewPayment): Promise<IdempotentOutcome<PaymentRecord>>;
   getPayment(tenantId: string, id: string): Promise<PaymentRecord | undefined>;
   /** Newest first; only `owner`'s payments when given. */
   listPayments(tenantId: string, owner: bigint | undefined, after: Keyset | undefined, limit: number): Promise<PaymentRecord[]>;
   /**
-   * Creates a refund once per (tenant, key), under a lock on the payment so that concurrent
+   * Creates a refund once per (tenant, principal, key), under a lock on the payment so that concurrent
    * refunds never exceed it; `decide` sees the locked payment and returns the amount (or throws to refuse).
    */
   createRefund(
     tenantId: string,
-    idempotency: IdempotencyInput,
+    idempotency: KeyedRequest<RefundRecord>,
     refund: { paymentId: string; reason: string },
     decide: (payment: PaymentRecord) => bigint,
   ): Promise<IdempotentOutcome<RefundRecord>>;
-  /** What was made under a key of this operation — or nothing, and then never (see resolveIdempotencyKey). */
-  resolvePaymentKey(tenantId: string, key: string): Promise<{ result: PaymentRecord } | { voided: true }>;
-  resolveRefundKey(tenantId: string, key: string): Promise<{ result: RefundRecord } | { voided: true }>;
+  /** What was made under one of a principal's keys of this operation — or nothing, and then never (see resolveIdempotencyKey). */
+  resolvePaymentKey(tenantId: string, key: Omit<KeyedRequest<PaymentRecord>, "requestHash">): Promise<{ result: PaymentRecord } | { voided: true }>;
+  resolveRefundKey(tenantId: string, key: Omit<KeyedRequest<RefundRecord>, "requestHash">): Promise<{ result: RefundRecord } | { voided: true }>;
   getRefund(tenantId: string, paymentId: string, refundId: string): Promise<RefundRecord | undefined>;
   listRefunds(tenantId: string, paymentId: string, after: Keyset | undefined, limit: number): Promise<RefundRecord[]>;
 }

@@ -1,11 +1,11 @@
 // PaymentsStore on the PostgreSQL-family adapter. The idempotency key and the write it guards
 // commit in one transaction (runIdempotent); refunds lock their payment row first.
 import { fail } from "@switchyard/platform/errors.js";
-import { jsonResultCodec, resolveIdempotencyKey, runIdempotent, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
+import { jsonResultCodec, resolveIdempotencyKey, runIdempotent, type KeyedRequest, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
 import { newId } from "@switchyard/platform/ids.js";
 import type { Keyset } from "@switchyard/platform/paging.js";
 import type { NewPayment } from "../domain/payments.js";
-import type { IdempotencyInput, PaymentRecord, PaymentsStore, RefundRecord } from "./port.js";
+import type { PaymentRecord, PaymentsStore, RefundRecord } from "./port.js";
 
 interface PaymentRow {
   id: string;
@@ -62,7 +62,7 @@ const refundCodec = jsonResultCodec<RefundRecord>();
 export class SqlPaymentsStore implements PaymentsStore {
   constructor(private readonly db: SqlDatabase) {}
 
-  createPayment(tenantId: string, idempotency: IdempotencyInput, payment: NewPayment) {
+  createPayment(tenantId: string, idempotency: KeyedRequest<PaymentRecord>, payment: NewPayment) {
     return runIdempotent(this.db, { tenantId, operation: CREATE_PAYMENT, ...idempotency }, paymentCodec, async (tx) => {
       const { rows } = await tx.query<PaymentRow>(
         `INSERT INTO payments (id, tenant_id, amount, currency, source, owner_user_id, reference) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${PAYMENT_COLUMNS}`,
@@ -88,7 +88,7 @@ export class SqlPaymentsStore implements PaymentsStore {
     return rows.map(toPayment);
   }
 
-  createRefund(tenantId: string, idempotency: IdempotencyInput, refund: { paymentId: string; reason: string }, decide: (payment: PaymentRecord) => bigint) {
+  createRefund(tenantId: string, idempotency: KeyedRequest<RefundRecord>, refund: { paymentId: string; reason: string }, decide: (payment: PaymentRecord) => bigint) {
     return runIdempotent(this.db, { tenantId, operation: CREATE_REFUND, ...idempotency }, refundCodec, async (tx: SqlExecutor) => {
       const locked = await tx.query<PaymentRow>(`SELECT ${PAYMENT_COLUMNS} FROM payments WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, [refund.paymentId, tenantId]);
       const payment = locked.rows[0] && toPayment(locked.rows[0]);
@@ -103,12 +103,12 @@ export class SqlPaymentsStore implements PaymentsStore {
     });
   }
 
-  resolvePaymentKey(tenantId: string, key: string) {
-    return resolveIdempotencyKey(this.db, { tenantId, operation: CREATE_PAYMENT, key }, paymentCodec);
+  resolvePaymentKey(tenantId: string, key: Omit<KeyedRequest<PaymentRecord>, "requestHash">) {
+    return resolveIdempotencyKey(this.db, { tenantId, operation: CREATE_PAYMENT, ...key }, paymentCodec);
   }
 
-  resolveRefundKey(tenantId: string, key: string) {
-    return resolveIdempotencyKey(this.db, { tenantId, operation: CREATE_REFUND, key }, refundCodec);
+  resolveRefundKey(tenantId: string, key: Omit<KeyedRequest<RefundRecord>, "requestHash">) {
+    return resolveIdempotencyKey(this.db, { tenantId, operation: CREATE_REFUND, ...key }, refundCodec);
   }
 
   async getRefund(tenantId: string, paymentId: string, refundId: string): Promise<RefundRecord | undefined> {

@@ -4,8 +4,9 @@
 // handler reads it. A handler never sees an unauthenticated call of a method that needs a caller.
 import { createContextKey, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
-import type { Caller, ServiceCaller } from "../caller.js";
+import { SERVICE_AUTHORIZATION, type Caller, type ServiceCaller } from "../caller.js";
 import { fail } from "../errors.js";
+import { CLIENT_ADDRESS_HEADER, peerHostOf, requestMetadataValue } from "./handler-context.js";
 
 /** Verifies a call's credentials (TokenVerifier, or a service's own stricter one). */
 export interface Authenticator {
@@ -32,10 +33,20 @@ export interface AuthenticationPolicy<S extends DescService = DescService> {
   anyone?: readonly MethodName<S>[];
   /** Methods only an internal service calls, with its own token and no user's. */
   services?: readonly MethodName<S>[];
+  /**
+   * The internal services whose word on the client's address (x-client-address) is taken, known by
+   * their own token on the call (the gateway's); from anyone else it is ignored and the call's own
+   * peer counts. Absent: nobody's.
+   */
+  clientAddressFrom?: readonly string[];
 }
 
 const CALLER = createContextKey<Caller | undefined>(undefined, { description: "the verified user" });
 const SERVICE_CALLER = createContextKey<ServiceCaller | undefined>(undefined, { description: "the verified internal service" });
+const CLIENT_ADDRESS = createContextKey<string | undefined>(undefined, { description: "the client's address, as a trusted service forwarded it" });
+
+/** Longer than any address a proxy writes: anything longer is not an address. */
+const MAX_ADDRESS_LENGTH = 100;
 
 /** The way to stop watching a credential nobody watches. */
 const UNWATCHED = () => {};
@@ -50,6 +61,43 @@ export type CallAuthentication = (context: HandlerContext, end?: (reason: Error)
  * streams its answers, `end` is called when the credential stops being good mid-stream.
  */
 export function authenticationFor(policy: AuthenticationPolicy | undefined, method: DescMethod): CallAuthentication | undefined {
+  const credentials = credentialsFor(policy, method);
+  const forwarders = policy?.clientAddressFrom;
+  if (!policy || !forwarders?.length) return credentials;
+  // The forwarded address is settled before the handler runs, whatever the method needs besides.
+  return async (context, end) => {
+    await believeForwardedAddress(context, policy.authenticator, forwarders);
+    return credentials ? credentials(context, end) : UNWATCHED;
+  };
+}
+
+/**
+ * Takes the call's x-client-address as the client's address when a service allowed to state it sent
+ * it, proven by that service's own token; otherwise leaves it unsaid (the peer counts). A token that
+ * does not verify proves nothing: the address is ignored, the call not refused for it.
+ */
+async function believeForwardedAddress(context: HandlerContext, authenticator: Authenticator, forwarders: readonly string[]): Promise<void> {
+  const forwarded = requestMetadataValue(context, CLIENT_ADDRESS_HEADER);
+  if (forwarded === undefined || forwarded === "" || forwarded.length > MAX_ADDRESS_LENGTH) return;
+  if (requestMetadataValue(context, SERVICE_AUTHORIZATION) === undefined) return;
+  const service = await authenticator.authenticateService(context).then(
+    (s) => s.service,
+    () => undefined,
+  );
+  if (service !== undefined && forwarders.includes(service)) context.values.set(CLIENT_ADDRESS, forwarded);
+}
+
+/**
+ * The address of whoever is behind a call: the one a trusted service forwarded (see
+ * AuthenticationPolicy.clientAddressFrom), else the host of the call's own peer. Use it for counting
+ * and throttling, never to grant anything.
+ */
+export function clientAddressOf(context: HandlerContext): string {
+  return context.values.get(CLIENT_ADDRESS) ?? peerHostOf(context) ?? "unknown";
+}
+
+/** The credential check of a method, as its policy says (undefined: none). */
+function credentialsFor(policy: AuthenticationPolicy | undefined, method: DescMethod): CallAuthentication | undefined {
   if (!policy || policy.anyone?.includes(method.localName)) return undefined;
   const { authenticator } = policy;
   if (policy.services?.includes(method.localName)) {

@@ -173,12 +173,16 @@ export function endedBy(context: HandlerContext): Error | undefined {
 export const CLIENT_ADDRESS_HEADER = "x-client-address";
 
 /**
- * The address of whoever is behind a call: what the gateway says it saw (x-client-address), else the
- * call's own peer. An internal caller could write any address there: use it for counting, never to
- * grant anything.
+ * The host of the call's own peer, without its port (a client opening new connections must not
+ * count as a new address each time); undefined for a context made elsewhere.
  */
-export function clientAddressOf(context: HandlerContext): string {
-  return requestMetadataValue(context, CLIENT_ADDRESS_HEADER) ?? ownContext(context)?.call.getPeer?.() ?? "unknown";
+export function peerHostOf(context: HandlerContext): string | undefined {
+  const peer = ownContext(context)?.call.getPeer?.();
+  if (peer === undefined) return undefined;
+  const bracketed = /^\[([^\]]+)\]:\d+$/.exec(peer);
+  if (bracketed) return bracketed[1];
+  const hostAndPort = /^([^:]+):\d+$/.exec(peer);
+  return hostAndPort ? hostAndPort[1] : peer;
 }
 
 /** Reads one request metadata value without building Headers (the hot path: the bearer token). */

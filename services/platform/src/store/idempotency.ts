@@ -27,14 +27,42 @@ CREATE TABLE idempotency_keys (
 CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
 `;
 
-export interface IdempotencyScope {
+/**
+ * Brings a table made by IDEMPOTENCY_TABLE_SQL to keys scoped by principal (include it in a service's
+ * next migration). Keys stored before keep the principal '' and are honoured only where the service
+ * says the stored result is the caller's (IdempotencyScope.ownsUnscoped); they age out with the TTL.
+ */
+export const IDEMPOTENCY_PRINCIPAL_SQL = `
+ALTER TABLE idempotency_keys ADD COLUMN principal text NOT NULL DEFAULT '';
+ALTER TABLE idempotency_keys DROP CONSTRAINT idempotency_keys_pkey;
+ALTER TABLE idempotency_keys ADD PRIMARY KEY (tenant_id, principal, operation, key);
+ALTER TABLE idempotency_keys ALTER COLUMN principal DROP DEFAULT;
+`;
+
+/** The principal of keys stored before keys had principals. */
+const UNSCOPED = "";
+
+export interface IdempotencyScope<T = unknown> {
   tenantId: string;
+  /**
+   * Who sent the key (principalOf: a user, or a service acting with its own authority): keys of one
+   * principal never meet another's — none can claim, replay, probe or block another's key.
+   */
+  principal: string;
   /** The operation the key belongs to, e.g. "payments.create": keys of different operations never meet. */
   operation: string;
   key: string;
   /** Fingerprint of the request (see requestFingerprint): same key with another request → 422. */
   requestHash: string;
+  /**
+   * For a key stored before keys had principals: whether its result (undefined: the key was voided)
+   * is this principal's to replay. Absent: such keys are never this principal's.
+   */
+  ownsUnscoped?: (result: T | undefined) => boolean;
 }
+
+/** What a request brings to a keyed store operation: the key, who sent it, and the request's fingerprint. */
+export type KeyedRequest<T = unknown> = Omit<IdempotencyScope<T>, "tenantId" | "operation">;
 
 export interface ResultCodec<T> {
   encode(value: T): Uint8Array;
@@ -75,35 +103,61 @@ export interface IdempotentOutcome<T> {
 /** The request_hash of a key settled as never used: no real fingerprint (base64url) contains a '!'. */
 const VOIDED = "!voided";
 
+interface KeyRecord {
+  request_hash: string;
+  response: Uint8Array | null;
+}
+
+const KEY_COLUMNS = "request_hash, response FROM idempotency_keys WHERE tenant_id = $1 AND principal = $2 AND operation = $3 AND key = $4";
+
+/** The row's identity: tenant, principal, operation and the key (keys compare case-insensitively). */
+function keyParamsOf(scope: Pick<IdempotencyScope, "tenantId" | "principal" | "operation" | "key">): [string, string, string, string] {
+  assertIdempotencyKey(scope.key);
+  return [scope.tenantId, scope.principal, scope.operation, scope.key.toLowerCase()];
+}
+
+async function readKey(db: SqlExecutor, params: readonly string[]): Promise<KeyRecord | undefined> {
+  return (await db.query<KeyRecord>(`SELECT ${KEY_COLUMNS}`, params as string[])).rows[0];
+}
+
+/**
+ * A key of the same tenant, operation and value stored before keys had principals, when the scope
+ * says its result is this principal's (it stands for the principal's own record); undefined otherwise.
+ */
+async function ownUnscopedKey<T>(db: SqlExecutor, scope: Omit<IdempotencyScope<T>, "requestHash">, params: readonly string[], codec: ResultCodec<T>): Promise<KeyRecord | undefined> {
+  if (!scope.ownsUnscoped || scope.principal === UNSCOPED) return undefined;
+  const record = await readKey(db, [params[0]!, UNSCOPED, params[2]!, params[3]!]);
+  if (!record) return undefined;
+  const result = record.request_hash === VOIDED || !record.response ? undefined : codec.decode(record.response);
+  return scope.ownsUnscoped(result) ? record : undefined;
+}
+
 /**
  * Runs `work` at most once per scope. The first call stores its encoded result with the key in
  * the same transaction as the work; later calls with the same request get that result back
  * (replayed), and with another request an IDEMPOTENCY_KEY_REUSED error. Concurrent first calls
  * wait on the key's row: one does the work, the rest replay it.
  */
-export async function runIdempotent<T>(db: SqlDatabase, scope: IdempotencyScope, codec: ResultCodec<T>, work: (tx: SqlExecutor) => Promise<T>): Promise<IdempotentOutcome<T>> {
-  assertIdempotencyKey(scope.key);
-  const keyParams = [scope.tenantId, scope.operation, scope.key.toLowerCase()];
+export async function runIdempotent<T>(db: SqlDatabase, scope: IdempotencyScope<T>, codec: ResultCodec<T>, work: (tx: SqlExecutor) => Promise<T>): Promise<IdempotentOutcome<T>> {
+  const keyParams = keyParamsOf(scope);
   const outcome = await db.transaction(async (tx): Promise<IdempotentOutcome<T>> => {
     // A first call still in flight holds this key: the second is told so at once (409), instead of
     // waiting on the key's row for the first to finish. (Embedded storage runs transactions one at a
     // time: there the second simply finds the first done.)
     const { rows } = await tx.query<{ free: boolean }>(`SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS free`, [keyParams.join("/")]);
     if (!rows[0]?.free) throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "a request with this Idempotency-Key is still in progress; retry later");
+    const earlier = await ownUnscopedKey(tx, scope, keyParams, codec);
+    if (earlier) return { result: codec.decode(storedResponse(earlier, scope.requestHash)!), replayed: true };
     const claimed = await tx.query(
-      `INSERT INTO idempotency_keys (tenant_id, operation, key, request_hash) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+      `INSERT INTO idempotency_keys (tenant_id, principal, operation, key, request_hash) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
       [...keyParams, scope.requestHash],
     );
     if (claimed.rowCount === 1) {
       const result = await work(tx);
-      await tx.query(`UPDATE idempotency_keys SET response = $4 WHERE tenant_id = $1 AND operation = $2 AND key = $3`, [...keyParams, codec.encode(result)]);
+      await tx.query(`UPDATE idempotency_keys SET response = $5 WHERE tenant_id = $1 AND principal = $2 AND operation = $3 AND key = $4`, [...keyParams, codec.encode(result)]);
       return { result, replayed: false };
     }
-    const found = await tx.query<{ request_hash: string; response: Uint8Array | null }>(
-      `SELECT request_hash, response FROM idempotency_keys WHERE tenant_id = $1 AND operation = $2 AND key = $3`,
-      keyParams,
-    );
-    const response = storedResponse(found.rows[0], scope.requestHash);
+    const response = storedResponse(await readKey(tx, keyParams), scope.requestHash);
     if (!response) throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "a request with this Idempotency-Key is still in progress; retry later");
     return { result: codec.decode(response), replayed: true };
   });
@@ -112,7 +166,7 @@ export async function runIdempotent<T>(db: SqlDatabase, scope: IdempotencyScope,
 }
 
 /** A key's stored response, refusing a void key and another request's; undefined while there is none. */
-function storedResponse(record: { request_hash: string; response: Uint8Array | null } | undefined, requestHash: string): Uint8Array | undefined {
+function storedResponse(record: KeyRecord | undefined, requestHash: string): Uint8Array | undefined {
   if (!record) return undefined;
   if (record.request_hash === VOIDED) throw fail("IDEMPOTENCY_KEY_VOIDED", "this Idempotency-Key was settled as never used: nothing will be made with it; use a new key");
   if (record.request_hash !== requestHash) throw fail("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was already used with a different request body");
@@ -124,35 +178,30 @@ function storedResponse(record: { request_hash: string; response: Uint8Array | n
  * that must call another service before `runIdempotent` (a replay must not depend on that call).
  * Undefined when there is none yet; the same errors as `runIdempotent` for another request or a void key.
  */
-export async function findIdempotentResult<T>(db: SqlExecutor, scope: IdempotencyScope, codec: ResultCodec<T>): Promise<T | undefined> {
-  assertIdempotencyKey(scope.key);
-  const found = await db.query<{ request_hash: string; response: Uint8Array | null }>(
-    `SELECT request_hash, response FROM idempotency_keys WHERE tenant_id = $1 AND operation = $2 AND key = $3`,
-    [scope.tenantId, scope.operation, scope.key.toLowerCase()],
-  );
-  const response = storedResponse(found.rows[0], scope.requestHash);
+export async function findIdempotentResult<T>(db: SqlExecutor, scope: IdempotencyScope<T>, codec: ResultCodec<T>): Promise<T | undefined> {
+  const keyParams = keyParamsOf(scope);
+  const record = (await ownUnscopedKey(db, scope, keyParams, codec)) ?? (await readKey(db, keyParams));
+  const response = storedResponse(record, scope.requestHash);
   return response ? codec.decode(response) : undefined;
 }
 
 /**
- * What happened under a key: the result stored with it — or, when there is none, the key is claimed
- * as void in the same statement, so that `runIdempotent` refuses it from then on. Either answer is
- * final. A first call still in flight holds the key's row uncommitted; the claim waits for it
- * (PostgreSQL's unique-index check), so the answer is never "void" for work that then commits.
+ * What happened under one of a principal's keys: the result stored with it — or, when there is none,
+ * the key is claimed as void in the same statement, so that `runIdempotent` refuses it from then on.
+ * Either answer is final. A first call still in flight holds the key's row uncommitted; the claim
+ * waits for it (PostgreSQL's unique-index check), so the answer is never "void" for work that then commits.
  */
-export async function resolveIdempotencyKey<T>(db: SqlDatabase, scope: Omit<IdempotencyScope, "requestHash">, codec: ResultCodec<T>): Promise<{ result: T } | { voided: true }> {
-  assertIdempotencyKey(scope.key);
-  const keyParams = [scope.tenantId, scope.operation, scope.key.toLowerCase()];
+export async function resolveIdempotencyKey<T>(db: SqlDatabase, scope: Omit<IdempotencyScope<T>, "requestHash">, codec: ResultCodec<T>): Promise<{ result: T } | { voided: true }> {
+  const keyParams = keyParamsOf(scope);
   return db.transaction(async (tx) => {
     // Wait (within the call's time) for a first call still in flight under the key: its outcome decides.
     await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [keyParams.join("/")]);
-    const claimed = await tx.query(`INSERT INTO idempotency_keys (tenant_id, operation, key, request_hash) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, [...keyParams, VOIDED]);
-    if (claimed.rowCount === 1) return { voided: true as const };
-    const found = await tx.query<{ request_hash: string; response: Uint8Array | null }>(
-      `SELECT request_hash, response FROM idempotency_keys WHERE tenant_id = $1 AND operation = $2 AND key = $3`,
-      keyParams,
-    );
-    const record = found.rows[0];
+    let record = await ownUnscopedKey(tx, scope, keyParams, codec);
+    if (!record) {
+      const claimed = await tx.query(`INSERT INTO idempotency_keys (tenant_id, principal, operation, key, request_hash) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, [...keyParams, VOIDED]);
+      if (claimed.rowCount === 1) return { voided: true as const };
+      record = await readKey(tx, keyParams);
+    }
     if (!record || record.request_hash === VOIDED) return { voided: true as const };
     // A committed key row always holds its response (written in the transaction that claimed it).
     if (!record.response) throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "the work under this key is still in progress; retry later");
