@@ -11,9 +11,9 @@ import { ordersMigrations } from "../src/store/migrations.js";
 import { SqlOrdersStore } from "../src/store/sql-store.js";
 import type { StepRecord } from "../src/store/port.js";
 import type { MoneySteps } from "../src/workflow/money-steps.js";
+import { Reconciler } from "../src/workflow/reconciler.js";
 
 const STEP_KEY_SECRET = randomBytes(32);
-import { Reconciler } from "../src/workflow/reconciler.js";
 
 const logger = createLogger("test", "silent");
 
