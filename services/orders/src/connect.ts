@@ -17,7 +17,7 @@ import { checkDiscount, MAX_DISCOUNTS, MAX_ITEMS, priceItems, totalsOf, validate
 import { guardContentsChange, guardTransition, refuseStatusWrite } from "./domain/state-machine.js";
 import { guardNoStepInProgress } from "./domain/steps.js";
 import type { OrderEvents } from "./events.js";
-import { discountToProto, itemToProto, orderToProto, shipmentToProto, STATUS_TO_PROTO } from "./proto-mapping.js";
+import { discountToProto, itemToProto, orderBytes, orderToProto, shipmentToProto, STATUS_TO_PROTO } from "./proto-mapping.js";
 import type { OrderRecord, OrdersStore } from "./store/port.js";
 import { catalogPrices } from "./workflow/catalog-prices.js";
 import type { MoneySteps } from "./workflow/money-steps.js";
@@ -29,7 +29,7 @@ export interface OrdersDeps {
   events: OrderEvents;
 }
 
-const SHIPPING_FIELD_MAX = 100;
+export const SHIPPING_FIELD_MAX = 100;
 
 function orderIdOf(raw: bigint): bigint {
   if (raw <= 0n) throw fail("INVALID_REQUEST", "order_id must be a positive integer");
@@ -102,7 +102,8 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
       const size = pageSizeOf(req.pageSize);
       const collection = `orders:${caller.tenantId}:${req.userId}`;
       const rows = await store.listUserOrders(caller.tenantId, req.userId, decodeCursor(collection, req.pageToken, "number"), size + 1);
-      const page = pageOf(rows, size, collection, (o) => ({ createdAt: o.createdAt, id: o.id.toString() }));
+      // An order of 100 items is ~14 KB: a page of them ends at MAX_PAGE_BYTES, with a cursor to the rest.
+      const page = pageOf(rows, size, collection, (o) => ({ createdAt: o.createdAt, id: o.id.toString() }), { bytesOf: orderBytes });
       return { orders: page.items.map(orderToProto), nextPageToken: page.nextCursor };
     },
 
