@@ -112,17 +112,18 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
     // grpc-js's on the channel) — reaches the page as /v1 would say it (toRpcError): a refusal of the
     // request as the service raised it, anything else without the transport's text (addresses, sizes).
     for (const { method, upstream, call } of allowed) {
-      const clean = (err: unknown) => {
-        throw toRpcError(err, upstream);
-      };
       if (method.methodKind === "unary") {
-        router.rpc(method as DescMethodUnary, (req: unknown, ctx: HandlerContext) => (call(req, callOptions(ctx, method, upstream)) as Promise<never>).catch(clean));
+        router.rpc(method as DescMethodUnary, (req: unknown, ctx: HandlerContext) =>
+          (call(req, callOptions(ctx, method, upstream)) as Promise<never>).catch((err: unknown) => {
+            throw toRpcError(err, upstream);
+          }),
+        );
       } else if (method.methodKind === "server_streaming") {
         router.rpc(method as DescMethodServerStreaming, async function* (req: unknown, ctx: HandlerContext) {
           try {
             yield* call(req, callOptions(ctx, method, upstream)) as AsyncIterable<never>;
           } catch (err) {
-            clean(err);
+            throw toRpcError(err, upstream);
           }
         });
       }
