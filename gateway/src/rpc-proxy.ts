@@ -26,6 +26,7 @@ import type { AdaptiveConcurrencyLimit } from "./runtime/concurrency-limit.js";
 import { quotaKey, type RateLimiter } from "./runtime/rate-limit.js";
 import type { StreamSlots } from "./runtime/streams.js";
 import { forwardsClientAddress, upstreamHeaders } from "./runtime/upstream-headers.js";
+import { toRpcError } from "./runtime/errors.js";
 import type { ServiceCredentials } from "@switchyard/platform/service-credentials.js";
 
 /**
@@ -112,12 +113,23 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
 
   function routes(router: ConnectRouter): void {
     // Only the allowed methods exist here: any other path is answered `unimplemented` (see `handle`).
+    // What fails upstream — or on the way, with either deadline (connect-node's from Connect-Timeout-Ms,
+    // grpc-js's on the channel) — reaches the page as /v1 would say it (toRpcError): a refusal of the
+    // request as the service raised it, anything else without the transport's text (addresses, sizes).
     for (const { method, upstream, call } of allowed) {
       if (method.methodKind === "unary") {
-        router.rpc(method as DescMethodUnary, (req: unknown, ctx: HandlerContext) => call(req, callOptions(ctx, method, upstream)) as never);
+        router.rpc(method as DescMethodUnary, (req: unknown, ctx: HandlerContext) =>
+          (call(req, callOptions(ctx, method, upstream)) as Promise<never>).catch((err: unknown) => {
+            throw toRpcError(err, upstream);
+          }),
+        );
       } else if (method.methodKind === "server_streaming") {
         router.rpc(method as DescMethodServerStreaming, async function* (req: unknown, ctx: HandlerContext) {
-          yield* call(req, callOptions(ctx, method, upstream)) as AsyncIterable<never>;
+          try {
+            yield* call(req, callOptions(ctx, method, upstream)) as AsyncIterable<never>;
+          } catch (err) {
+            throw toRpcError(err, upstream);
+          }
         });
       }
       // Client and bidirectional streaming are answered before the router (see `handle`).

@@ -3,6 +3,7 @@
 // If-None-Match. An import is a job of the content service: the gateway hands it the lines and reads it back.
 import { create, toBinary } from "@bufbuild/protobuf";
 import { CreateImportJobRequestSchema, type Post, type WatchPostsResponse } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import { MAX_MESSAGE_BYTES } from "@switchyard/platform/message-limits.js";
 import { accepted, created, type RouteContext, type RouteGroup, type ServerSentEvent } from "../runtime/route.js";
 import { noneMatchHits } from "../runtime/conditional.js";
 import { edgeError } from "../runtime/errors.js";
@@ -14,8 +15,8 @@ import { catalogItemJson, documentJson, importJobJson, postJson } from "../repre
 
 interface CatalogItemImport { sku: string; name: string; price: number; currency: string }
 
-/** gRPC's default largest message is 4 MiB: an import that would not fit is refused here, whatever the body limit. */
-const MAX_IMPORT_MESSAGE_BYTES = 4 * 1024 * 1024 - 64 * 1024;
+/** An import that content would not take in one message is refused here, whatever the body limit. */
+const MAX_IMPORT_MESSAGE_BYTES = MAX_MESSAGE_BYTES - 64 * 1024;
 
 const postEvent = (post: Post): LiveEvent => ({ id: post.cursor, event: "post", data: postJson(post) });
 

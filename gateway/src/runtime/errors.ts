@@ -1,8 +1,10 @@
-// One place maps failures to HTTP: the status of a known reason (the table below; the services'
-// catalogue knows gRPC codes and reasons only), else the gRPC code's status (the grpc-gateway table). The body is always {"error", "code"}, plus `details` for
-// the few reasons whose catalogue entry names facts a client needs (e.g. PRICE_CHANGED's price).
+// One place maps failures to what a client is told, on /v1 (HTTP) and /rpc (gRPC codes) alike: the
+// status of a known reason (the table below; the services' catalogue knows gRPC codes and reasons
+// only), else — a failure of the transport, never of the request — a 5xx. The body is always
+// {"error", "code"}, plus `details` for the few reasons whose catalogue entry names facts a client
+// needs (e.g. PRICE_CHANGED's price). 5xx messages are the gateway's own, never an upstream's text.
 import { Code, ConnectError } from "@connectrpc/connect";
-import { errorCatalogue, errorInfoOf, isErrorReason, type ErrorReason } from "@switchyard/platform/errors.js";
+import { errorCatalogue, errorInfoOf, fail, isErrorReason, type ErrorReason } from "@switchyard/platform/errors.js";
 
 /** A failure as the client sees it. No stack trace: it is an answer, not a bug, and capturing one costs on every refusal. */
 export class HttpError extends Error {
@@ -51,53 +53,76 @@ export function edgeError(reason: ErrorReason, message: string, headers?: Record
   return new HttpError(HTTP_STATUS[reason], reason, message, headers);
 }
 
-const STATUS_BY_CODE: Record<Code, number> = {
-  [Code.Canceled]: 499,
-  [Code.Unknown]: 502,
-  [Code.InvalidArgument]: 400,
-  [Code.DeadlineExceeded]: 504,
-  [Code.NotFound]: 404,
-  [Code.AlreadyExists]: 409,
-  [Code.PermissionDenied]: 403,
-  [Code.ResourceExhausted]: 429,
-  [Code.FailedPrecondition]: 409,
-  [Code.Aborted]: 409,
-  [Code.OutOfRange]: 400,
-  [Code.Unimplemented]: 501,
-  [Code.Internal]: 500,
-  [Code.Unavailable]: 502,
-  [Code.DataLoss]: 500,
-  [Code.Unauthenticated]: 401,
-};
+/**
+ * A failure without a catalogued reason did not come from a service's rules — every refusal there is
+ * raised by reason (`fail`) — but from the transport or the channel: grpc-js's own deadline, a peer
+ * unreachable or gone, an answer past the receive limit, a reset stream, a handler's bug. It is
+ * never the client's fault, so never a 4xx (least of all 429: a limit of the channel is not the
+ * client's quota), and its text is the library's (addresses, ports, sizes), so it is never shown.
+ */
+function transportReason(code: Code): ErrorReason {
+  switch (code) {
+    case Code.DeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
+    case Code.Internal:
+    case Code.DataLoss:
+      return "INTERNAL";
+    default:
+      // Unavailable, and everything else an upstream answered unusably (RESOURCE_EXHAUSTED past the receive limit, …).
+      return "UPSTREAM_UNAVAILABLE";
+  }
+}
 
-// Codes for failures that arrive without a catalogued reason.
-const REASON_BY_CODE: Partial<Record<Code, ErrorReason>> = {
-  [Code.Unavailable]: "UPSTREAM_UNAVAILABLE",
-  [Code.DeadlineExceeded]: "DEADLINE_EXCEEDED",
-  [Code.Internal]: "INTERNAL",
-  [Code.Unknown]: "UPSTREAM_UNAVAILABLE",
-  [Code.DataLoss]: "INTERNAL",
-  [Code.Unauthenticated]: "UNAUTHENTICATED",
-  [Code.PermissionDenied]: "ROLE_REQUIRED",
-  [Code.NotFound]: "NOT_FOUND",
-  [Code.InvalidArgument]: "INVALID_REQUEST",
-};
+/** Status of a client that went away: the call was cancelled because its request was (logged, never read). */
+const CLIENT_CLOSED = 499;
 
 /** Retry-After (seconds) on statuses the client should come back to later. */
 const RETRY_AFTER: Record<number, string> = { 503: "1", 429: "1" };
+
+/** What a client is told of a failure, on /v1 and /rpc alike. */
+interface PublicFailure {
+  status: number;
+  reason: ErrorReason;
+  message: string;
+  headers: Record<string, string>;
+  details?: Record<string, string | number> | undefined;
+}
+
+function publicFailure(err: ConnectError, upstream: string): PublicFailure {
+  const info = errorInfoOf(err);
+  if (info && isErrorReason(info.reason)) {
+    const status = HTTP_STATUS[info.reason];
+    // A refusal of the request says why in the service's words; a failure of the mesh in the gateway's.
+    const message = status >= 500 ? messageFor5xx(status, upstream, err.code) : err.rawMessage;
+    return { status, reason: info.reason, message, headers: retryAfter(status, info.metadata.retry_after_seconds), details: publicDetails(info.reason, err) };
+  }
+  if (err.code === Code.Canceled) return { status: CLIENT_CLOSED, reason: "INTERNAL", message: "the request was cancelled", headers: {} };
+  const reason = transportReason(err.code);
+  const status = HTTP_STATUS[reason];
+  return { status, reason, message: messageFor5xx(status, upstream, err.code), headers: retryAfter(status) };
+}
 
 /** Maps anything a handler threw to the HTTP error the client sees. */
 export function toHttpError(err: unknown, upstream = "upstream"): HttpError {
   if (err instanceof HttpError) return err;
   if (!(err instanceof ConnectError)) return edgeError("INTERNAL", "internal error");
-  const reason = errorInfoOf(err)?.reason;
-  if (reason && isErrorReason(reason)) {
-    const status = HTTP_STATUS[reason];
-    return new HttpError(status, reason, status >= 500 ? messageFor5xx(status, upstream) : err.rawMessage, retryAfter(status, errorInfoOf(err)?.metadata.retry_after_seconds), publicDetails(reason, err));
-  }
-  const status = STATUS_BY_CODE[err.code] ?? 500;
-  const code = REASON_BY_CODE[err.code] ?? "INTERNAL";
-  return new HttpError(status, code, status >= 500 ? messageFor5xx(status, upstream) : err.rawMessage, retryAfter(status));
+  const failure = publicFailure(err, upstream);
+  return new HttpError(failure.status, failure.reason, failure.message, failure.headers, failure.details);
+}
+
+/**
+ * The same mapping for the browser proxy, in gRPC terms: a refusal of the request with a catalogued
+ * reason goes to the page as the service raised it (message, ErrorInfo, details); anything else
+ * becomes the catalogue's code for its reason, with the message /v1 gives (and its Retry-After).
+ */
+export function toRpcError(err: unknown, upstream: string): ConnectError {
+  const error = err instanceof ConnectError ? err : ConnectError.from(err, Code.Internal);
+  const failure = publicFailure(error, upstream);
+  if (failure.status < 500 && errorInfoOf(error) !== undefined) return error;
+  if (failure.status === CLIENT_CLOSED) return new ConnectError(failure.message, Code.Canceled);
+  const clean = fail(failure.reason, failure.message);
+  for (const [name, value] of Object.entries(failure.headers)) clean.metadata.set(name, value);
+  return clean;
 }
 
 /** The metadata the catalogue lets out, typed as it says; undefined when there is none. */
@@ -123,10 +148,11 @@ function retryAfter(status: number, stated?: string): Record<string, string> {
 }
 
 // 5xx messages never echo upstream internals.
-function messageFor5xx(status: number, upstream: string): string {
+function messageFor5xx(status: number, upstream: string, code: Code): string {
   switch (status) {
     case 502:
-      return `the ${upstream} service is unavailable`;
+      // Not unreachable but an answer the channel refused (past its receive limit, a reset stream, …).
+      return code === Code.Unavailable ? `the ${upstream} service is unavailable` : `the ${upstream} service gave an answer that could not be used`;
     case 503:
       return `the ${upstream} service is shedding load; retry after the Retry-After delay`;
     case 504:

@@ -12,7 +12,7 @@ import { batchSkus, catalogPage, entityTag, requireCatalogOwner, validateText } 
 import { importLines, linesFingerprint } from "./domain/imports.js";
 import { importCatalogItems } from "./catalog-import.js";
 import type { PostFeed } from "./feed.js";
-import { catalogItemToProto, documentToProto, importJobToProto, postKeyset, postsCollection, postToProto } from "./proto-mapping.js";
+import { catalogItemToProto, documentToProto, importJobToProto, postBytes, postKeyset, postsCollection, postToProto } from "./proto-mapping.js";
 import type { ContentStore, PostRecord } from "./store/port.js";
 
 export interface ContentDeps {
@@ -30,9 +30,8 @@ export interface ContentDeps {
 export const contentAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof ContentService> => ({ authenticator, anyone: ["listCatalogItems", "batchGetCatalogItems"] });
 
 const REPLAY_PAGE = 200;
-/** A watcher that falls this far behind (the posts' text) is ended rather than buffered without bound. */
+/** A watcher that falls this far behind (the posts' encoded size) is ended rather than buffered without bound. */
 export const MAX_WATCH_BACKLOG_BYTES = 1024 * 1024;
-const postBytes = (p: PostRecord) => p.title.length + p.body.length + 200;
 export { MAX_IMPORT_ITEMS } from "./catalog-import.js";
 
 const after = (p: PostRecord, k: Keyset) => p.createdAt.getTime() > k.createdAt.getTime() || (p.createdAt.getTime() === k.createdAt.getTime() && p.id > k.id);
@@ -87,7 +86,8 @@ export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, 
       const size = pageSizeOf(req.pageSize);
       const collection = postsCollection(caller.tenantId);
       const rows = await store.listPosts(caller.tenantId, decodeCursor(collection, req.pageToken), size + 1);
-      const page = pageOf(rows, size, collection, postKeyset);
+      // Posts are up to ~180 KB each: a page of them ends at MAX_PAGE_BYTES, with a cursor to the rest.
+      const page = pageOf(rows, size, collection, postKeyset, { bytesOf: postBytes });
       return { posts: page.items.map(postToProto), nextPageToken: page.nextCursor };
     },
 

@@ -24,6 +24,12 @@ export function postToProto(p: PostRecord): Post {
   });
 }
 
+/**
+ * A post's encoded size, never below it: its text in UTF-8 (a character takes up to 3 bytes) and
+ * room for its id, author, time and cursor (~250 bytes with the longest tenant id).
+ */
+export const postBytes = (p: PostRecord): number => Buffer.byteLength(p.title) + Buffer.byteLength(p.body) + 512;
+
 export function catalogItemToProto(i: CatalogItemRecord): CatalogItem {
   return create(CatalogItemSchema, { sku: i.sku, name: i.name, price: i.price, currency: i.currency, updateTime: timestampFromDate(i.updatedAt) });
 }

@@ -13,11 +13,11 @@ import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { assertIdempotencyKey, requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
 import { decodeCursor, pageOf, pageSizeOf } from "@switchyard/platform/paging.js";
 import { canSeeOrder, requireListOf, requireOrderAdmin, visibleOrder } from "./domain/access.js";
-import { checkDiscount, MAX_ITEMS, priceItems, totalsOf, validateDiscountCode, validateItem, validateNewOrder, validateNote, type RequestedItem } from "./domain/orders.js";
+import { checkDiscount, MAX_DISCOUNTS, MAX_ITEMS, priceItems, totalsOf, validateDiscountCode, validateItem, validateNewOrder, validateNote, type RequestedItem } from "./domain/orders.js";
 import { guardContentsChange, guardTransition, refuseStatusWrite } from "./domain/state-machine.js";
 import { guardNoStepInProgress } from "./domain/steps.js";
 import type { OrderEvents } from "./events.js";
-import { discountToProto, itemToProto, orderToProto, shipmentToProto, STATUS_TO_PROTO } from "./proto-mapping.js";
+import { discountToProto, itemToProto, orderBytes, orderToProto, shipmentToProto, STATUS_TO_PROTO } from "./proto-mapping.js";
 import type { OrderRecord, OrdersStore } from "./store/port.js";
 import { catalogPrices } from "./workflow/catalog-prices.js";
 import type { MoneySteps } from "./workflow/money-steps.js";
@@ -29,7 +29,7 @@ export interface OrdersDeps {
   events: OrderEvents;
 }
 
-const SHIPPING_FIELD_MAX = 100;
+export const SHIPPING_FIELD_MAX = 100;
 
 function orderIdOf(raw: bigint): bigint {
   if (raw <= 0n) throw fail("INVALID_REQUEST", "order_id must be a positive integer");
@@ -99,7 +99,8 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
       const size = pageSizeOf(req.pageSize);
       const collection = `orders:${caller.tenantId}:${req.userId}`;
       const rows = await store.listUserOrders(caller.tenantId, req.userId, decodeCursor(collection, req.pageToken, "number"), size + 1);
-      const page = pageOf(rows, size, collection, (o) => ({ createdAt: o.createdAt, id: o.id.toString() }));
+      // An order of 100 items is ~14 KB: a page of them ends at MAX_PAGE_BYTES, with a cursor to the rest.
+      const page = pageOf(rows, size, collection, (o) => ({ createdAt: o.createdAt, id: o.id.toString() }), { bytesOf: orderBytes });
       return { orders: page.items.map(orderToProto), nextPageToken: page.nextCursor };
     },
 
@@ -153,6 +154,7 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
       const code = validateDiscountCode(req.code);
       const { order, discount } = await store.addDiscount(caller.tenantId, orderIdOf(req.orderId), { code, amount: req.amount }, (o) => {
         guardEdit(o);
+        if (o.discounts.length >= MAX_DISCOUNTS) throw fail("RULE_VIOLATION", `an order holds at most ${MAX_DISCOUNTS} discounts`, { field: "discounts" });
         checkDiscount(totalsOf(o.items, o.discounts), req.amount);
       });
       return { discount: discountToProto(discount), order: orderToProto(order) };

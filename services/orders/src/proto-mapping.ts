@@ -21,6 +21,17 @@ export const discountToProto = (d: DiscountRecord): Discount => create(DiscountS
 export const shipmentToProto = (s: ShipmentRecord): Shipment =>
   create(ShipmentSchema, { id: s.id, orderId: s.orderId, carrier: s.carrier, trackingNumber: s.trackingNumber, createTime: timestampFromDate(s.createdAt) });
 
+/**
+ * An order's encoded size, never below it: its note and shipments' text in UTF-8, and room for each
+ * item (~105 bytes at most: a 64-character sku, an id, quantity, price and time), each discount
+ * (~100) and the order's own fields.
+ */
+export function orderBytes(o: OrderRecord): number {
+  let bytes = 512 + Buffer.byteLength(o.note) + o.items.length * 128 + o.discounts.length * 128;
+  for (const s of o.shipments) bytes += 128 + Buffer.byteLength(s.carrier) + Buffer.byteLength(s.trackingNumber);
+  return bytes;
+}
+
 export function orderToProto(o: OrderRecord): Order {
   const totals = totalsOf(o.items, o.discounts);
   return create(OrderSchema, {

@@ -107,6 +107,14 @@ for (const engine of serviceEngines()) {
       expect(patched.order!.status).to.equal(OrderStatus.PENDING);
     });
 
+    it("holds at most 100 discounts, like items, so that an order's answer stays bounded", async () => {
+      const order = await newOrder();
+      for (let i = 0; i < 100; i++) await mesh.orders.addDiscount({ orderId: order.id, code: `D${i}`, amount: 1n }, alice);
+      const refused = await failure(mesh.orders.addDiscount({ orderId: order.id, code: "ONE-MORE", amount: 1n }, alice));
+      expect([refused.reason, refused.message]).to.deep.equal(["RULE_VIOLATION", "an order holds at most 100 discounts"]);
+      expect((await mesh.orders.getOrder({ orderId: order.id }, alice)).order!.discounts).to.have.length(100);
+    });
+
     it("keeps another tenant's orders invisible", async () => {
       const order = await newOrder();
       expect((await failure(mesh.orders.getOrder({ orderId: order.id }, carol))).code).to.equal(Code.NotFound);

@@ -1,6 +1,7 @@
 // The keyset cursor every list uses: a page is tied to the position (created_at, id) of its last
 // row, never to an offset, so its cost does not grow with depth and inserts do not shift it.
 import { fail } from "./errors.js";
+import { MAX_PAGE_BYTES } from "./message-limits.js";
 
 export const DEFAULT_PAGE_SIZE = 20;
 export const MAX_PAGE_SIZE = 100;
@@ -61,12 +62,33 @@ export function decodeCursor(collection: string, token: string, ids: keyof typeo
   return { createdAt: new Date(body.t), id: body.i };
 }
 
+/** A page's bound in bytes: each row's encoded size (an estimate that is never below it), and the most a page may hold. */
+export interface PageBytes<T> {
+  bytesOf(row: T): number;
+  /** MAX_PAGE_BYTES unless said. */
+  max?: number;
+}
+
 /**
  * Splits rows fetched with `LIMIT size + 1` into a page and the cursor of the next one
- * ("" on the last page).
+ * ("" on the last page). With `bytes`, the page also ends before its items would pass that many
+ * bytes — it always holds one — and the cursor continues right after its last item, so a client
+ * that follows it sees every row once.
  */
-export function pageOf<T>(rows: T[], size: number, collection: string, keyOf: (row: T) => Keyset): { items: T[]; nextCursor: string } {
-  if (rows.length <= size) return { items: rows, nextCursor: "" };
-  const items = rows.slice(0, size);
-  return { items, nextCursor: encodeCursor(collection, keyOf(items[items.length - 1] as T)) };
+export function pageOf<T>(rows: T[], size: number, collection: string, keyOf: (row: T) => Keyset, bytes?: PageBytes<T>): { items: T[]; nextCursor: string } {
+  let count = Math.min(rows.length, size);
+  if (bytes && count > 1) {
+    const max = bytes.max ?? MAX_PAGE_BYTES;
+    let total = bytes.bytesOf(rows[0] as T);
+    for (let i = 1; i < count; i++) {
+      total += bytes.bytesOf(rows[i] as T);
+      if (total > max) {
+        count = i;
+        break;
+      }
+    }
+  }
+  if (count === rows.length) return { items: rows, nextCursor: "" };
+  const items = rows.slice(0, count);
+  return { items, nextCursor: encodeCursor(collection, keyOf(items[count - 1] as T)) };
 }

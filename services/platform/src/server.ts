@@ -13,6 +13,7 @@ import { reflectionImpls, ReflectionV1, ReflectionV1Alpha } from "./grpc/reflect
 import type { Logger } from "./logger.js";
 import { EventLoopGuard } from "./load-shed.js";
 import { reportEventLoopLag, reportOpenStreams } from "./metrics.js";
+import { MAX_MESSAGE_BYTES } from "./message-limits.js";
 
 export interface ServiceRegistration {
   readonly service: DescService;
@@ -51,7 +52,9 @@ export interface RunningServer {
 }
 
 const SERVER_OPTIONS: ServerOptions = {
-  "grpc.max_receive_message_length": 4 * 1024 * 1024,
+  "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
+  // An answer past what every channel accepts fails here, before it is sent, not after crossing the wire.
+  "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
   "grpc.keepalive_time_ms": 60_000,
   "grpc.keepalive_permit_without_calls": 1,
   "grpc.http2.min_ping_interval_without_data_ms": 10_000,

@@ -5,6 +5,7 @@ import { randomBytes } from "node:crypto";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { errorInfoOf } from "@switchyard/platform/errors.js";
 import type { SqlDatabase } from "@switchyard/platform/store";
+import { MAX_PAGE_BYTES } from "@switchyard/platform/message-limits.js";
 import { decodeCursor, DEFAULT_PAGE_SIZE, encodeCursor, MAX_PAGE_SIZE, pageOf, pageSizeOf, type Keyset } from "@switchyard/platform/paging.js";
 import { forEachDatabase } from "./support/databases.js";
 
@@ -106,6 +107,58 @@ describe("paging (keyset cursors)", () => {
       expect(pageOf(rows(3), 3, COLLECTION, keyOf)).to.deep.equal({ items: rows(3), nextCursor: "" });
       expect(pageOf(rows(1), 3, COLLECTION, keyOf)).to.deep.equal({ items: rows(1), nextCursor: "" });
       expect(pageOf([], 3, COLLECTION, keyOf)).to.deep.equal({ items: [], nextCursor: "" });
+    });
+
+    describe("bounded in bytes", () => {
+      type Sized = { id: string; createdAt: Date; bytes: number };
+      const sized = (sizes: number[]): Sized[] => sizes.map((bytes, i) => ({ id: `r${String(i).padStart(3, "0")}`, createdAt: new Date(1_700_000_000_000 - i * 1000), bytes }));
+      const keyOfSized = (r: Sized): Keyset => r;
+      const bytes = (max?: number) => ({ bytesOf: (r: Sized) => r.bytes, ...(max !== undefined ? { max } : {}) });
+
+      it("ends the page before its items would pass the bound, with the cursor of its last item", () => {
+        const page = pageOf(sized([400, 400, 400, 400, 400]), 4, COLLECTION, keyOfSized, bytes(1000));
+        expect(page.items.map((r) => r.id)).to.deep.equal(["r000", "r001"]);
+        expect(decodeCursor(COLLECTION, page.nextCursor)?.id).to.equal("r001");
+        // Exactly at the bound still fits.
+        expect(pageOf(sized([500, 500, 1]), 3, COLLECTION, keyOfSized, bytes(1000)).items).to.have.length(2);
+      });
+
+      it("always holds one item, even one larger than the bound", () => {
+        const page = pageOf(sized([5000, 10, 10]), 2, COLLECTION, keyOfSized, bytes(1000));
+        expect(page.items.map((r) => r.id)).to.deep.equal(["r000"]);
+        expect(decodeCursor(COLLECTION, page.nextCursor)?.id).to.equal("r000");
+        expect(pageOf(sized([5000]), 2, COLLECTION, keyOfSized, bytes(1000))).to.deep.equal({ items: sized([5000]), nextCursor: "" });
+      });
+
+      it(`is MAX_PAGE_BYTES (${MAX_PAGE_BYTES}) unless told, and changes nothing for pages within it`, () => {
+        const large = pageOf(sized(Array<number>(101).fill(300 * 1024)), 100, COLLECTION, keyOfSized, bytes());
+        expect(large.items).to.have.length(3);
+        expect(large.nextCursor).to.not.equal("");
+        const small = pageOf(sized(Array<number>(101).fill(1024)), 100, COLLECTION, keyOfSized, bytes());
+        expect(small.items).to.have.length(100);
+        expect(decodeCursor(COLLECTION, small.nextCursor)?.id).to.equal("r099");
+        expect(pageOf(sized([10, 10]), 2, COLLECTION, keyOfSized, bytes())).to.deep.equal({ items: sized([10, 10]), nextCursor: "" });
+      });
+
+      it("followed cursor by cursor, gives every row once, in order, whatever the rows' sizes", () => {
+        let seed = 7;
+        const random = () => ((seed = (seed * 48_271) % 2_147_483_647) / 2_147_483_647);
+        const all = sized(Array.from({ length: 300 }, () => Math.floor(random() * 2500)));
+        const seen: string[] = [];
+        let cursor = "";
+        for (let pages = 0; pages < 300; pages++) {
+          const after = decodeCursor(COLLECTION, cursor);
+          const rest = after ? all.filter((r) => r.createdAt.getTime() < after.createdAt.getTime() || (r.createdAt.getTime() === after.createdAt.getTime() && r.id < after.id)) : all;
+          const page = pageOf(rest.slice(0, 21), 20, COLLECTION, keyOfSized, bytes(4000));
+          expect(page.items.length, "a page is never empty").to.be.greaterThan(0);
+          expect(page.items.reduce((sum, r) => sum + r.bytes, 0) <= 4000 || page.items.length === 1, "within the bound, or one item").to.equal(true);
+          seen.push(...page.items.map((r) => r.id));
+          cursor = page.nextCursor;
+          if (cursor === "") break;
+        }
+        expect(cursor, "paging ended").to.equal("");
+        expect(seen).to.deep.equal(all.map((r) => r.id));
+      });
     });
   });
 });

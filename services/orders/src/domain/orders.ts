@@ -4,6 +4,8 @@ import { assertAmount, assertCurrency } from "@switchyard/platform/money.js";
 
 export const MAX_QUANTITY = 10_000n;
 export const MAX_ITEMS = 100;
+/** As many discounts as items: each is a line of the order, and an order's answer stays bounded. */
+export const MAX_DISCOUNTS = 100;
 export const NOTE_MAX_LENGTH = 1_000;
 
 const SKU = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;

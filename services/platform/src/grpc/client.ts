@@ -7,6 +7,7 @@ import { Code, ConnectError, type CallOptions, type Client } from "@connectrpc/c
 import { methodDefinition } from "./service-adapter.js";
 import { errorFromStatus } from "./status-details.js";
 import { errorInfoOf } from "../errors.js";
+import { MAX_MESSAGE_BYTES } from "../message-limits.js";
 import { clientTelemetry, type ClientCallTelemetry } from "./telemetry.js";
 import { installAsyncResourceBind } from "./async-resource-bind.js";
 
@@ -26,6 +27,8 @@ const DEFAULT_CHANNEL_OPTIONS: ChannelOptions = {
   // Channelz (grpc-js's introspection service) is on by default and counts every call on the channel
   // and subchannel; nothing here serves it (the metrics and traces count calls already).
   "grpc.enable_channelz": 0,
+  // The servers' send limit: every answer a service may send is accepted (message-limits.ts).
+  "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
 };
 
 /**
