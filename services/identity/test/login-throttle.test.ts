@@ -1,9 +1,10 @@
-// Login throttling and password hashing: counted per account and per address, refusals that grow,
-// the same for accounts that do not exist, shared through Redis by replicas; Argon2id hashes, old
+// Login throttling and password hashing: attempts counted before they are judged (parallel guesses
+// get at most the allowance), per (account, address), account and address; an owner's known address
+// not locked by a stranger; refusals that grow, that give their count back, the same for accounts that
+// do not exist, shared through Redis by replicas; Argon2id hashes, old
 // scrypt hashes that still verify and ask to be replaced, and hashing that sheds instead of queueing
 // without bound.
 import { expect } from "chai";
-import { Redis } from "ioredis";
 import { randomBytes, scryptSync } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
@@ -12,6 +13,7 @@ import { CreateSessionRequestSchema, IdentityService } from "@switchyard/gen/swi
 import { errorInfoOf } from "@switchyard/platform/errors.js";
 import { createLogger } from "@switchyard/platform/logger.js";
 import { forEachDatabase } from "../../platform/test/support/databases.js";
+import { forgetRedisKeys } from "../../../test/support/redis-keys.js";
 import { identityHandlers } from "../src/connect.js";
 import { RevocationHub } from "../src/revocation-hub.js";
 import { RotatingKeyRing } from "../src/signing-keys.js";
@@ -26,16 +28,6 @@ async function refusal(p: Promise<unknown>): Promise<{ reason: string | undefine
   expect(err).to.be.instanceOf(ConnectError);
   const info = errorInfoOf(err as ConnectError);
   return { reason: info?.reason, retryAfter: info?.metadata.retry_after_seconds };
-}
-
-/** Deletes the keys under these prefixes: known addresses would stay in a shared Redis for 30 days. */
-async function forgetKeys(redisUrl: string, prefixes: Iterable<string>): Promise<void> {
-  const redis = new Redis(redisUrl);
-  try {
-    for (const prefix of prefixes) for await (const keys of redis.scanStream({ match: `${prefix}:*` }) as AsyncIterable<string[]>) if (keys.length > 0) await redis.del(...keys);
-  } finally {
-    await redis.quit();
-  }
 }
 
 describe("login throttle", () => {
@@ -58,7 +50,7 @@ for (const store of ["memory", "Redis"] as const) {
     const prefixes = new Set<string>();
     after(async () => {
       for (const t of throttles.splice(0)) await t.close();
-      if (store === "Redis") await forgetKeys(process.env.REDIS_URL!, prefixes);
+      if (store === "Redis") await forgetRedisKeys(process.env.REDIS_URL!, prefixes);
     });
     /** A throttle of its own (allowance 5, first block 30 s), or another replica of one by its prefix. */
     const throttle = async (options: { firstBlockSeconds?: number; keyPrefix?: string } = {}) => {
