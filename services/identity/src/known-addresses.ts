@@ -6,7 +6,7 @@ import type { Redis } from "ioredis";
 
 export const KNOWN_ADDRESS_SECONDS = 30 * 24 * 60 * 60;
 /** Pairs this process keeps at most (a few MB). */
-const MEMORY_LIMIT = 100_000;
+export const KNOWN_ADDRESSES_IN_MEMORY = 100_000;
 
 export class KnownAddresses {
   /** Pair digest → when it is forgotten (ms); in the order last remembered, oldest first. */
@@ -15,29 +15,25 @@ export class KnownAddresses {
   constructor(
     private readonly redis: Redis | undefined,
     private readonly keyPrefix: string,
-    private readonly now: () => number = Date.now,
   ) {}
 
   /** Whether the pair (a digest of account and address) signed in in the last 30 days. */
   async has(pair: string): Promise<boolean> {
-    if (this.redis?.status === "ready") {
-      try {
-        return (await this.redis.exists(this.keyOf(pair))) === 1;
-      } catch {
-        // Redis went away meanwhile: what this process remembers.
-      }
-    }
+    // This process's memory first: it also holds what was remembered while Redis was away.
     const until = this.remembered.get(pair);
-    if (until === undefined) return false;
-    if (until > this.now()) return true;
-    this.remembered.delete(pair);
-    return false;
+    if (until !== undefined && until > Date.now()) return true;
+    if (until !== undefined) this.remembered.delete(pair);
+    if (this.redis?.status !== "ready") return false;
+    return await this.redis.exists(this.keyOf(pair)).then(
+      (found) => found === 1,
+      () => false,
+    );
   }
 
   async remember(pair: string): Promise<void> {
     this.remembered.delete(pair);
-    this.remembered.set(pair, this.now() + KNOWN_ADDRESS_SECONDS * 1000);
-    if (this.remembered.size > MEMORY_LIMIT) this.remembered.delete(this.remembered.keys().next().value!);
+    this.remembered.set(pair, Date.now() + KNOWN_ADDRESS_SECONDS * 1000);
+    if (this.remembered.size > KNOWN_ADDRESSES_IN_MEMORY) this.remembered.delete(this.remembered.keys().next().value!);
     if (this.redis?.status === "ready") await this.redis.set(this.keyOf(pair), "1", "EX", KNOWN_ADDRESS_SECONDS).catch(() => {});
   }
 

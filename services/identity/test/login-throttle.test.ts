@@ -19,6 +19,7 @@ import { RevocationHub } from "../src/revocation-hub.js";
 import { RotatingKeyRing } from "../src/signing-keys.js";
 import { identityMigrations } from "../src/store/migrations.js";
 import { SqlIdentityStore } from "../src/store/sql-store.js";
+import { KNOWN_ADDRESSES_IN_MEMORY, KnownAddresses } from "../src/known-addresses.js";
 import { blockSeconds, LoginThrottle, MAX_BLOCK_SECONDS } from "../src/login-throttle.js";
 import { hashPassword, needsRehash, verifyPassword } from "../src/passwords.js";
 
@@ -34,6 +35,17 @@ describe("login throttle", () => {
   it("blocks from the allowed number of failures on, doubling up to 15 minutes", () => {
     expect([0, 4].map((n) => blockSeconds(n, 5, 30))).to.deep.equal([0, 0]);
     expect([5, 6, 7, 8, 9, 10, 40].map((n) => blockSeconds(n, 5, 30))).to.deep.equal([30, 60, 120, 240, 480, MAX_BLOCK_SECONDS, MAX_BLOCK_SECONDS]);
+  });
+
+  it("keeps a bounded number of known addresses in memory, forgetting the least recently signed in first", async () => {
+    const known = new KnownAddresses(undefined, "switchyard:test:known");
+    await known.remember("first");
+    await known.remember("second");
+    await known.remember("first");
+    for (let i = 0; i < KNOWN_ADDRESSES_IN_MEMORY - 1; i++) await known.remember(`pair-${i}`);
+    expect(await known.has("second"), "the oldest").to.equal(false);
+    expect(await known.has("first"), "signed in again since").to.equal(true);
+    expect(await known.has(`pair-${KNOWN_ADDRESSES_IN_MEMORY - 2}`)).to.equal(true);
   });
 });
 
