@@ -20,7 +20,7 @@ import { burnPasswordCheck, hashPassword, needsRehash, verifyPassword } from "./
 import { roleFromProto, sessionToProto, tenantToProto, userToProto } from "./proto-mapping.js";
 import { isServiceClient, type ServiceClients } from "./service-clients.js";
 import type { KeyRing } from "./signing-keys.js";
-import type { IdentityStore, RevocationRecord } from "./store/port.js";
+import type { IdentityStore, RevocationRecord, UserRecord } from "./store/port.js";
 
 export interface IdentityDeps {
   store: IdentityStore;
@@ -45,6 +45,18 @@ function userIdOf(raw: bigint): bigint {
   return raw;
 }
 
+/** The user of this email whose password this is; none otherwise, after as long a check. */
+async function userWithPassword(store: IdentityStore, tenantId: string, email: string, password: string): Promise<UserRecord | undefined> {
+  // An email that no stored one can equal (empty, or with a NUL the database cannot hold) matches nobody.
+  const findable = isTenantId(tenantId) && email !== "" && !email.includes("\u0000");
+  const user = findable ? await store.findUserByEmail(tenantId, normalizeEmail(email)) : undefined;
+  if (!user) {
+    await burnPasswordCheck(password);
+    return undefined;
+  }
+  return (await verifyPassword(password, user.passwordHash)) ? user : undefined;
+}
+
 export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof IdentityService> {
   const { store, keys } = deps;
   const now = deps.now ?? Date.now;
@@ -53,17 +65,18 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
     async createSession(req, ctx) {
       const tenantId = req.tenantId;
       const address = clientAddressOf(ctx);
-      // Refused while throttled — before any password is checked, and alike for accounts that do not exist.
-      await deps.throttle.check(tenantId, req.email, address);
-      // An email that no stored one can equal (empty, or with a NUL the database cannot hold) matches nobody.
-      const findable = isTenantId(tenantId) && req.email !== "" && !req.email.includes("\u0000");
-      const user = findable ? await store.findUserByEmail(tenantId, normalizeEmail(req.email)) : undefined;
-      const valid = user ? await verifyPassword(req.password, user.passwordHash) : (await burnPasswordCheck(req.password), false);
-      if (!user || !valid) {
-        await deps.throttle.failed(tenantId, req.email, address);
+      // Counted before any password is checked, and refused while throttled — alike for accounts that do not exist.
+      const attempt = await deps.throttle.begin(tenantId, req.email, address);
+      // Not judged when the check is shed or the store fails: the attempt then counts as nothing.
+      const user = await userWithPassword(store, tenantId, req.email, req.password).catch(async (err: unknown) => {
+        await attempt.abandoned();
+        throw err;
+      });
+      if (!user) {
+        await attempt.failed();
         throw fail("INVALID_CREDENTIALS", "email or password is wrong");
       }
-      await deps.throttle.succeeded(tenantId, req.email, address);
+      await attempt.succeeded();
       // A hash made with older parameters is replaced while the password is at hand.
       if (needsRehash(user.passwordHash)) await store.updatePasswordHash(tenantId, user.id, await hashPassword(req.password));
       const sessionId = `ses_${randomUUID().replaceAll("-", "")}`;

@@ -1,20 +1,25 @@
-// Login throttling and password hashing: counted per account and per address, refusals that grow,
-// the same for accounts that do not exist, shared through Redis by replicas; Argon2id hashes, old
+// Login throttling and password hashing: attempts counted before they are judged (parallel guesses
+// get at most the allowance), per (account, address), account and address; an owner's known address
+// not locked by a stranger; refusals that grow, that give their count back, the same for accounts that
+// do not exist, shared through Redis by replicas; Argon2id hashes, old
 // scrypt hashes that still verify and ask to be replaced, and hashing that sheds instead of queueing
 // without bound.
 import { expect } from "chai";
 import { randomBytes, scryptSync } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import { ConnectError, createHandlerContext } from "@connectrpc/connect";
 import { CreateSessionRequestSchema, IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { errorInfoOf } from "@switchyard/platform/errors.js";
 import { createLogger } from "@switchyard/platform/logger.js";
 import { forEachDatabase } from "../../platform/test/support/databases.js";
+import { forgetRedisKeys } from "../../../test/support/redis-keys.js";
 import { identityHandlers } from "../src/connect.js";
 import { RevocationHub } from "../src/revocation-hub.js";
 import { RotatingKeyRing } from "../src/signing-keys.js";
 import { identityMigrations } from "../src/store/migrations.js";
 import { SqlIdentityStore } from "../src/store/sql-store.js";
+import { KNOWN_ADDRESSES_IN_MEMORY, KnownAddresses } from "../src/known-addresses.js";
 import { blockSeconds, LoginThrottle, MAX_BLOCK_SECONDS } from "../src/login-throttle.js";
 import { hashPassword, needsRehash, verifyPassword } from "../src/passwords.js";
 
@@ -32,59 +37,173 @@ describe("login throttle", () => {
     expect([5, 6, 7, 8, 9, 10, 40].map((n) => blockSeconds(n, 5, 30))).to.deep.equal([30, 60, 120, 240, 480, MAX_BLOCK_SECONDS, MAX_BLOCK_SECONDS]);
   });
 
-  const throttles: LoginThrottle[] = [];
-  after(async () => {
-    for (const t of throttles) await t.close();
-  });
-  const throttle = (redisUrl?: string, keyPrefix = `switchyard:test:login:${randomBytes(4).toString("hex")}`) => {
-    const t = new LoginThrottle({ failuresAllowed: 5, firstBlockSeconds: 30, redisUrl, keyPrefix });
-    throttles.push(t);
-    return t;
-  };
-
-  it("refuses an account after 5 failures — every attempt, with the seconds to wait — whether or not it exists", async () => {
-    const t = throttle();
-    for (const email of ["alice@acme.test", "nobody@acme.test"]) {
-      for (let i = 0; i < 5; i++) {
-        expect(await refusal(t.check("acme", email, "192.0.2.1"))).to.equal(undefined);
-        await t.failed("acme", email, "192.0.2.1");
-      }
-      const refused = await refusal(t.check("acme", email, "192.0.2.1"));
-      expect(refused?.reason).to.equal("LOGIN_THROTTLED");
-      expect(Number(refused?.retryAfter)).to.be.within(25, 30);
-    }
-    expect(await refusal(t.check("acme", "ALICE@acme.test ", "192.0.2.99")), "the same account however the email is written").to.deep.include({ reason: "LOGIN_THROTTLED" });
-    expect(await refusal(t.check("globex", "alice@acme.test", "192.0.2.1")), "another tenant's account is another account").to.equal(undefined);
-  });
-
-  it("forgets an account's failures after a good login, but not the address's", async () => {
-    const t = throttle();
-    for (let i = 0; i < 4; i++) await t.failed("acme", "bob@acme.test", "192.0.2.2");
-    await t.succeeded("acme", "bob@acme.test", "192.0.2.2");
-    for (let i = 0; i < 4; i++) await t.failed("acme", "bob@acme.test", "192.0.2.2");
-    expect(await refusal(t.check("acme", "bob@acme.test", "192.0.2.2"))).to.equal(undefined);
-  });
-
-  it("refuses an address that fails across many accounts (four times an account's allowance)", async () => {
-    const t = throttle();
-    for (let i = 0; i < 20; i++) await t.failed("acme", `guess-${i}@acme.test`, "192.0.2.3");
-    expect(await refusal(t.check("acme", "anyone@acme.test", "192.0.2.3"))).to.deep.include({ reason: "LOGIN_THROTTLED" });
-    expect(await refusal(t.check("acme", "anyone@acme.test", "192.0.2.4")), "another address").to.equal(undefined);
-  });
-
-  it("shares the counters between replicas through Redis", async function () {
-    if (!process.env.REDIS_URL) {
-      console.log("      (Redis suite skipped: REDIS_URL is not set)");
-      this.skip();
-    }
-    const prefix = `switchyard:test:login:${randomBytes(4).toString("hex")}`;
-    const [one, two] = [throttle(process.env.REDIS_URL, prefix), throttle(process.env.REDIS_URL, prefix)];
-    await Promise.all([one.ready(), two.ready()]);
-    for (let i = 0; i < 5; i++) await (i % 2 === 0 ? one : two).failed("acme", "carol@acme.test", "192.0.2.5");
-    expect(await refusal(one.check("acme", "carol@acme.test", "192.0.2.6"))).to.deep.include({ reason: "LOGIN_THROTTLED" });
-    expect(await refusal(two.check("acme", "carol@acme.test", "192.0.2.6"))).to.deep.include({ reason: "LOGIN_THROTTLED" });
+  it("keeps a bounded number of known addresses in memory, forgetting the least recently signed in first", async () => {
+    const known = new KnownAddresses(undefined, "switchyard:test:known");
+    await known.remember("first");
+    await known.remember("second");
+    await known.remember("first");
+    for (let i = 0; i < KNOWN_ADDRESSES_IN_MEMORY - 1; i++) await known.remember(`pair-${i}`);
+    expect(await known.has("second"), "the oldest").to.equal(false);
+    expect(await known.has("first"), "signed in again since").to.equal(true);
+    expect(await known.has(`pair-${KNOWN_ADDRESSES_IN_MEMORY - 2}`)).to.equal(true);
   });
 });
+
+// The same rule in either store: in this process, and in Redis as replicas share it.
+for (const store of ["memory", "Redis"] as const) {
+  describe(`login throttle (${store})`, () => {
+    before(function () {
+      if (store === "Redis" && !process.env.REDIS_URL) {
+        console.log("      (Redis suite skipped: REDIS_URL is not set)");
+        this.skip();
+      }
+    });
+    const throttles: LoginThrottle[] = [];
+    const prefixes = new Set<string>();
+    after(async () => {
+      for (const t of throttles.splice(0)) await t.close();
+      if (store === "Redis") await forgetRedisKeys(process.env.REDIS_URL!, prefixes);
+    });
+    /** A throttle of its own (allowance 5, first block 30 s), or another replica of one by its prefix. */
+    const throttle = async (options: { firstBlockSeconds?: number; keyPrefix?: string } = {}) => {
+      const keyPrefix = options.keyPrefix ?? `switchyard:test:login:${randomBytes(4).toString("hex")}`;
+      prefixes.add(keyPrefix);
+      const t = new LoginThrottle({ failuresAllowed: 5, firstBlockSeconds: options.firstBlockSeconds ?? 30, redisUrl: store === "Redis" ? process.env.REDIS_URL : undefined, keyPrefix });
+      throttles.push(t);
+      await t.ready();
+      return t;
+    };
+    /** One attempt that, once admitted, ends as given; its refusal when it is not admitted. */
+    const attempt = (t: LoginThrottle, email: string, address: string, outcome: "failed" | "succeeded" | "abandoned" = "failed", tenant = "acme") =>
+      refusal(t.begin(tenant, email, address).then(async (a) => await a[outcome]()));
+
+    it("refuses a pair after 5 failures — every attempt, with the seconds to wait — whether or not the account exists", async () => {
+      const t = await throttle();
+      for (const email of ["alice@acme.test", "nobody@acme.test"]) {
+        for (let i = 0; i < 5; i++) expect(await attempt(t, email, "192.0.2.1")).to.equal(undefined);
+        const refused = await attempt(t, email, "192.0.2.1", "succeeded");
+        expect(refused?.reason).to.equal("LOGIN_THROTTLED");
+        expect(Number(refused?.retryAfter)).to.be.within(25, 30);
+      }
+      expect(await attempt(t, "ALICE@acme.test ", "192.0.2.1"), "the same account however the email is written").to.deep.include({ reason: "LOGIN_THROTTLED" });
+      expect(await attempt(t, "alice@acme.test", "192.0.2.1", "failed", "globex"), "another tenant's account is another account").to.equal(undefined);
+    });
+
+    it("judges at most the allowance of many parallel guesses, and refuses the rest", async () => {
+      const t = await throttle();
+      const guesses = await Promise.all(
+        Array.from({ length: 36 }, async () => {
+          const refused = await refusal(
+            t.begin("acme", "alice@acme.test", "192.0.2.2").then(async (a) => {
+              await sleep(50); // the password being checked
+              await a.failed();
+            }),
+          );
+          return refused?.reason ?? "judged";
+        }),
+      );
+      const judged = guesses.filter((g) => g === "judged").length;
+      expect(judged, guesses.join()).to.be.within(1, 5);
+      expect(guesses.filter((g) => g === "LOGIN_THROTTLED").length).to.equal(36 - judged);
+    });
+
+    it("gives a refused attempt's count back: it holds no place and extends no block", async () => {
+      const t = await throttle({ firstBlockSeconds: 1 });
+      const held = await Promise.all(Array.from({ length: 5 }, () => t.begin("acme", "bob@acme.test", "192.0.2.3")));
+      for (let i = 0; i < 10; i++) expect(await attempt(t, "bob@acme.test", "192.0.2.3"), "while 5 are being judged").to.deep.equal({ reason: "LOGIN_THROTTLED", retryAfter: "1" });
+      for (const a of held.splice(0, 4)) await a.abandoned();
+      expect(await attempt(t, "bob@acme.test", "192.0.2.3"), "the refusals took no place").to.equal(undefined);
+      await held[0]!.failed();
+      for (let i = 0; i < 3; i++) expect(await attempt(t, "bob@acme.test", "192.0.2.3")).to.equal(undefined);
+      // 5 failures: blocked 1 s; refusals meanwhile do not make it longer.
+      for (let i = 0; i < 10; i++) expect(await attempt(t, "bob@acme.test", "192.0.2.3")).to.deep.equal({ reason: "LOGIN_THROTTLED", retryAfter: "1" });
+      await sleep(1_100);
+      expect(await attempt(t, "bob@acme.test", "192.0.2.3", "succeeded")).to.equal(undefined);
+    });
+
+    it("after a block, judges one attempt at a time, each failure doubling the block", async () => {
+      const t = await throttle({ firstBlockSeconds: 1 });
+      for (let i = 0; i < 5; i++) await attempt(t, "carol@acme.test", "192.0.2.4");
+      for (const seconds of [1, 2]) {
+        expect(await attempt(t, "carol@acme.test", "192.0.2.4")).to.deep.equal({ reason: "LOGIN_THROTTLED", retryAfter: String(seconds) });
+        await sleep(seconds * 1000 + 100);
+        const judged = await t.begin("acme", "carol@acme.test", "192.0.2.4");
+        expect(await attempt(t, "carol@acme.test", "192.0.2.4"), "a second one at the same time").to.deep.equal({ reason: "LOGIN_THROTTLED", retryAfter: "1" });
+        await judged.failed();
+      }
+      expect(await attempt(t, "carol@acme.test", "192.0.2.4")).to.deep.equal({ reason: "LOGIN_THROTTLED", retryAfter: "4" });
+    });
+
+    it("does not let a stranger lock the owner out of an address they signed in from", async () => {
+      const t = await throttle();
+      expect(await attempt(t, "dave@acme.test", "192.0.2.5", "succeeded"), "the owner, at home").to.equal(undefined);
+      for (let i = 0; i < 5; i++) await attempt(t, "dave@acme.test", "198.51.100.1");
+      expect(await attempt(t, "dave@acme.test", "198.51.100.1", "succeeded"), "the stranger's address, the right password too").to.deep.include({ reason: "LOGIN_THROTTLED" });
+      expect(await attempt(t, "dave@acme.test", "192.0.2.5", "succeeded"), "the owner at home").to.equal(undefined);
+      expect(await attempt(t, "dave@acme.test", "192.0.2.6", "succeeded"), "the owner elsewhere, the account below its bound").to.equal(undefined);
+    });
+
+    it("bounds guessing per account across many addresses (four times a pair's allowance), except from known ones", async () => {
+      const t = await throttle();
+      expect(await attempt(t, "erin@acme.test", "192.0.2.7", "succeeded")).to.equal(undefined);
+      for (let i = 0; i < 19; i++) expect(await attempt(t, "erin@acme.test", `198.51.100.${10 + i}`)).to.equal(undefined);
+      expect(await attempt(t, "erin@acme.test", "198.51.100.99", "abandoned"), "19 failures: a new address still gets in").to.equal(undefined);
+      expect(await attempt(t, "erin@acme.test", "198.51.100.29")).to.equal(undefined);
+      const refused = await attempt(t, "erin@acme.test", "198.51.100.99", "succeeded");
+      expect(refused?.reason, "20 failures: every new address is refused").to.equal("LOGIN_THROTTLED");
+      expect(Number(refused?.retryAfter)).to.be.within(25, 30);
+      expect(await attempt(t, "erin@acme.test", "192.0.2.7", "succeeded"), "the owner's known address is not").to.equal(undefined);
+    });
+
+    it("forgets a pair's failures after a good login, but not the account's or the address's", async () => {
+      const t = await throttle();
+      for (let i = 0; i < 4; i++) await attempt(t, "frank@acme.test", "192.0.2.8");
+      expect(await attempt(t, "frank@acme.test", "192.0.2.8", "succeeded")).to.equal(undefined);
+      for (let i = 0; i < 4; i++) expect(await attempt(t, "frank@acme.test", "192.0.2.8")).to.equal(undefined);
+      // The account has 8 failures; 12 more from elsewhere make the 20 it may have.
+      for (let i = 0; i < 12; i++) await attempt(t, "frank@acme.test", `198.51.100.${40 + (i % 3)}`);
+      expect(await attempt(t, "frank@acme.test", "198.51.100.50", "succeeded")).to.deep.include({ reason: "LOGIN_THROTTLED" });
+    });
+
+    it("refuses an address that fails across many accounts (four times a pair's allowance), unless it is known to the account", async () => {
+      const t = await throttle();
+      expect(await attempt(t, "grace@acme.test", "192.0.2.9", "succeeded")).to.equal(undefined);
+      for (let i = 0; i < 20; i++) await attempt(t, `guess-${i}@acme.test`, "192.0.2.9");
+      expect(await attempt(t, "anyone@acme.test", "192.0.2.9")).to.deep.include({ reason: "LOGIN_THROTTLED" });
+      expect(await attempt(t, "anyone@acme.test", "192.0.2.10"), "another address").to.equal(undefined);
+      expect(await attempt(t, "grace@acme.test", "192.0.2.9", "succeeded"), "an account that signed in from it").to.equal(undefined);
+    });
+
+    if (store === "Redis") {
+      it("shares counts, blocks and known addresses between replicas", async () => {
+        const keyPrefix = `switchyard:test:login:${randomBytes(4).toString("hex")}`;
+        const [one, two] = [await throttle({ keyPrefix }), await throttle({ keyPrefix })];
+        expect(await attempt(one, "heidi@acme.test", "192.0.2.11", "succeeded")).to.equal(undefined);
+        for (let i = 0; i < 5; i++) await attempt(i % 2 === 0 ? one : two, "heidi@acme.test", "198.51.100.60");
+        expect(await attempt(one, "heidi@acme.test", "198.51.100.60")).to.deep.include({ reason: "LOGIN_THROTTLED" });
+        expect(await attempt(two, "heidi@acme.test", "198.51.100.60")).to.deep.include({ reason: "LOGIN_THROTTLED" });
+        expect(await attempt(two, "heidi@acme.test", "192.0.2.11", "succeeded"), "known on the other replica too").to.equal(undefined);
+      });
+
+      it("judges at most the allowance of parallel guesses spread over two replicas", async () => {
+        const keyPrefix = `switchyard:test:login:${randomBytes(4).toString("hex")}`;
+        const replicas = [await throttle({ keyPrefix }), await throttle({ keyPrefix })];
+        const guesses = await Promise.all(
+          Array.from({ length: 36 }, async (_, i) => {
+            const refused = await refusal(
+              replicas[i % 2]!.begin("acme", "ivan@acme.test", "192.0.2.12").then(async (a) => {
+                await sleep(50);
+                await a.failed();
+              }),
+            );
+            return refused?.reason ?? "judged";
+          }),
+        );
+        expect(guesses.filter((g) => g === "judged").length, guesses.join()).to.be.within(1, 5);
+      });
+    }
+  });
+}
 
 describe("password hashes", () => {
   it("are Argon2id at OWASP's parameters, verify the right password only, and need no new hash", async () => {
