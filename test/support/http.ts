@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { NO_SHEDDING, SERVICES, startMesh, type Mesh, type MeshOptions, type ServiceName } from "../../scripts/mesh.js";
 import { seedPgliteDataDirs } from "../../services/platform/test/support/databases.js";
+import { forgetRedisKeys } from "./redis-keys.js";
 
 export const DEMO_PASSWORD = "demo-password";
 export const ALICE = { tenant: "acme", email: "alice@acme.test" } as const; // admin of acme
@@ -186,6 +187,8 @@ export interface E2eMesh {
  */
 export async function startE2eMesh(name: string, extra: Pick<MeshOptions, "env" | "envFor" | "envForReplica" | "replicas" | "metrics"> = {}): Promise<E2eMesh> {
   const dataDir = mkdtempSync(join(tmpdir(), `switchyard-e2e-${name}-`));
+  // Counters in a shared Redis (REDIS_URL in CI) are this mesh's own, never another run's.
+  const redisPrefixes = [extra.env?.GATEWAY_RATE_LIMIT_PREFIX ?? `switchyard:test:${name}:${randomUUID()}:rl`, extra.env?.LOGIN_THROTTLE_PREFIX ?? `switchyard:test:${name}:${randomUUID()}:login`] as const;
   let mesh: Mesh;
   try {
     // Embedded databases initialised once per test run, not once per process of every mesh.
@@ -197,14 +200,13 @@ export async function startE2eMesh(name: string, extra: Pick<MeshOptions, "env" 
       // Tests make many requests with one token, some in bursts, and fail logins on purpose, all from
       // 127.0.0.1: a quota, a concurrency limit and a login throttle that never bite, except in the
       // tests of rate limits, shedding and login throttling.
-      // Counters in a shared Redis (REDIS_URL in CI) are this mesh's own, never another run's.
       env: {
         DATABASE_URL: "",
         LOG_LEVEL: "info",
         GATEWAY_RATE_LIMIT: "1000000",
         LOGIN_FAILURES_ALLOWED: "1000",
-        GATEWAY_RATE_LIMIT_PREFIX: `switchyard:test:${name}:${randomUUID()}:rl`,
-        LOGIN_THROTTLE_PREFIX: `switchyard:test:${name}:${randomUUID()}:login`,
+        GATEWAY_RATE_LIMIT_PREFIX: redisPrefixes[0],
+        LOGIN_THROTTLE_PREFIX: redisPrefixes[1],
         ...NO_SHEDDING,
         ...extra.env,
       },
@@ -229,6 +231,9 @@ export async function startE2eMesh(name: string, extra: Pick<MeshOptions, "env" 
         await mesh.stop();
       } finally {
         rmSync(dataDir, { recursive: true, force: true });
+        // A login's known address lives 30 days: a shared Redis keeps none of this mesh's counters.
+        const redisUrl = extra.env?.REDIS_URL ?? process.env.REDIS_URL;
+        if (redisUrl) await forgetRedisKeys(redisUrl, redisPrefixes).catch(() => {});
       }
     },
   };

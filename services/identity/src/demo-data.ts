@@ -16,11 +16,17 @@ const DEMO_TENANTS = [
   { id: "globex", displayName: "Globex Corporation" },
 ];
 
-/** Idempotent: a second start finds the demo users and leaves them as they are. */
+/**
+ * Idempotent: a second start finds the demo users and leaves them as they are — also when replicas
+ * starting together on one (test) server race to make the same user: the loser finds it made.
+ */
 export async function seedDemoData(store: IdentityStore): Promise<void> {
   for (const tenant of DEMO_TENANTS) await store.upsertTenant(tenant);
   for (const user of DEMO_USERS) {
     if (await store.findUserByEmail(user.tenantId, user.email)) continue;
-    await store.createUser({ ...user, passwordHash: await hashPassword(DEMO_PASSWORD) });
+    const passwordHash = await hashPassword(DEMO_PASSWORD);
+    await store.createUser({ ...user, passwordHash }).catch(async (err: unknown) => {
+      if (!(await store.findUserByEmail(user.tenantId, user.email))) throw err;
+    });
   }
 }

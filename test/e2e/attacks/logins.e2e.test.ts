@@ -1,15 +1,13 @@
 // Attacks on logins from outside, through the gateway, as issue 33 found them: parallel guesses that
 // all passed the throttle's check before any was counted, and a stranger's five failures locking the
 // owner out of every address. The gateway trusts one proxy hop here, so X-Forwarded-For is the client
-// address. With REDIS_URL, identity runs as two replicas sharing the counts (each on its own embedded
-// database: the attempts only need to be counted, and both replicas have the demo accounts).
+// address. With REDIS_URL and DATABASE_URL, identity runs as two replicas, as deployed: one database
+// (its users and signing keys: each replica verifies the gateway's token that vouches for the
+// address) and the counts shared through Redis.
 import { expect } from "chai";
-import { randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { randomBytes, randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { seedPgliteDataDirs } from "../../../services/platform/test/support/databases.js";
+import pg from "pg";
 import { DEMO_PASSWORD, expectError, startE2eMesh, type E2eMesh } from "../../support/http.js";
 import { forgetRedisKeys } from "../../support/redis-keys.js";
 
@@ -19,27 +17,31 @@ const GUESSES = 36;
 describe("e2e attacks: logins", function () {
   this.timeout(60_000);
   const redisUrl = process.env.REDIS_URL;
+  const databaseUrl = process.env.DATABASE_URL;
+  const replicated = redisUrl !== undefined && databaseUrl !== undefined;
+  const identitySchema = `t_${randomBytes(4).toString("hex")}_identity`;
   let env: E2eMesh;
-  let secondDataDir: string | undefined;
   const throttlePrefix = `switchyard:test:attacks-logins:${randomUUID()}:login`;
 
   before(async function () {
     this.timeout(120_000);
-    if (redisUrl) {
-      secondDataDir = mkdtempSync(join(tmpdir(), "switchyard-e2e-attacks-identity-"));
-      await seedPgliteDataDirs(secondDataDir, ["identity"]);
-    }
+    const identityOnServer = { DATABASE_URL: databaseUrl, IDENTITY_DB_SCHEMA: identitySchema, SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64"), DEMO_DATA_FORCE: "true" };
     env = await startE2eMesh("attacks-logins", {
       env: { LOGIN_FAILURES_ALLOWED: String(ALLOWED), LOGIN_BLOCK_SECONDS: "30", LOGIN_THROTTLE_PREFIX: throttlePrefix, ...(redisUrl ? { REDIS_URL: redisUrl } : {}) },
       // Every answered call is logged at debug level: which identity replica judged it.
-      envFor: { gateway: { GATEWAY_TRUSTED_PROXY_HOPS: "1" }, identity: { LOG_LEVEL: "debug" } },
-      ...(secondDataDir ? { replicas: { identity: 2 }, envForReplica: { identity: [{}, { DATA_DIR: secondDataDir }] } } : {}),
+      envFor: { gateway: { GATEWAY_TRUSTED_PROXY_HOPS: "1" }, identity: { LOG_LEVEL: "debug", ...(replicated ? identityOnServer : {}) } },
+      ...(replicated ? { replicas: { identity: 2 } } : {}),
     });
   });
   after(async () => {
     await env?.stop();
-    if (secondDataDir) rmSync(secondDataDir, { recursive: true, force: true });
     if (redisUrl) await forgetRedisKeys(redisUrl, [throttlePrefix]);
+    if (replicated) {
+      const admin = new pg.Client({ connectionString: databaseUrl });
+      await admin.connect();
+      await admin.query(`DROP SCHEMA IF EXISTS ${identitySchema} CASCADE`);
+      await admin.end();
+    }
   });
 
   const login = (tenant: string, email: string, password: string, address: string) =>
@@ -72,9 +74,9 @@ describe("e2e attacks: logins", function () {
     expect((await login("acme", "bob@acme.test", DEMO_PASSWORD, fresh)).status, "the owner elsewhere: 5 failures are not the account's 20").to.equal(201);
   });
 
-  it(`judges at most ${ALLOWED} of parallel guesses spread over two identity replicas (REDIS_URL)`, async function () {
-    if (!redisUrl) {
-      console.log("      (two-replica attack skipped: REDIS_URL is not set — replicas share the counts through Redis)");
+  it(`judges at most ${ALLOWED} of parallel guesses spread over two identity replicas (REDIS_URL, DATABASE_URL)`, async function () {
+    if (!replicated) {
+      console.log("      (two-replica attack skipped: REDIS_URL and DATABASE_URL are both needed — replicas share the counts through Redis, their users and keys through the server)");
       this.skip();
     }
     const judgedBy = () => [0, 1].map((r) => env.mesh.logsOf("identity", r).join("").split("\n").filter((l) => l.includes("IdentityService/CreateSession")).length);
