@@ -170,7 +170,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const streamSlots = new StreamSlots(config.maxStreamsPerCaller);
   const fanout = new LiveFanout(logger);
   reportGatewayGauges({
-    limit: () => concurrency.limit,
+    limit: () => concurrency.sheddingLimit,
+    shedding: () => (concurrency.shedding ? 1 : 0),
     inflight: () => concurrency.inflight,
     minRttMs: () => concurrency.minRtt,
     liveStreams: () => streamSlots.size,

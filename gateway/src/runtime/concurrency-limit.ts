@@ -1,9 +1,19 @@
 // Adaptive concurrency limit, after Envoy's adaptive concurrency filter (its gradient controller)
-// and Netflix's Gradient2: the gateway admits at most `limit` requests at once and sheds the rest at
-// once with 503 instead of queueing them. Each window compares its latency with the latency without
-// a queue (minRTT) plus a buffer and scales the limit by that gradient, plus a square-root headroom
-// that keeps probing upward while no queue forms; a queue shows up as latency above the target, so
-// the limit settles where requests stop queueing.
+// and Netflix's Gradient2 — applied only to overload. Each window compares its latency with the
+// latency without a queue (minRTT) plus a buffer and scales a limit by that gradient, plus a
+// square-root headroom that keeps probing upward while no queue forms; a queue shows up as latency
+// above the target, so the limit settles where requests stop queueing.
+//
+// Latency alone cannot tell overload from a busy, healthy load: 64 clients that each send their next
+// request when the last is answered (a closed loop) wait behind one another as long as requests
+// arriving three times faster than they are served would — but their backlog never grows, and
+// shedding them only makes them ask again at once. So beyond the gradient's limit the gateway keeps
+// a backlog of up to `growthToShed` more requests (the initial limit, 100: a closed loop of that many
+// clients, a burst, the calls piled up while a replica fails over) and sheds only when that fills —
+// arrivals have outpaced completions that far, which a closed loop never does — and then everything
+// beyond the limit itself, until a second passes without a shed (the load fits under the limit
+// again). A backlog that does not grow is served, however slow; one that grows is cut back to the
+// limit, so admitted requests keep their latency.
 //
 // minRTT is learned from live traffic only, never by cutting admissions to the minimum:
 // - quiet requests — ones that had at most `minLimit` requests in flight all their life — cannot
@@ -42,6 +52,8 @@ export interface ConcurrencyLimitOptions {
   minRttIntervalMs?: number;
   /** Nothing in flight for this long: the limit returns to at least the initial limit. */
   idleResetMs?: number;
+  /** The backlog admitted beyond the limit before shedding begins; default: the initial limit. */
+  growthToShed?: number;
   now?: () => number;
   random?: () => number;
 }
@@ -70,6 +82,8 @@ const SHEDDING_MEMORY_WINDOWS = 10;
 const WINDOWS_AT_MINIMUM_BEFORE_RAISE = 5;
 /** The first window above the target moves the limit this share of the way to its gradient (Gradient2's smoothing): at most -25%. */
 const SHRINK_SMOOTHING = 0.5;
+/** Shedding stops after this many windows in a row without a shed request: the load fits under the limit again. */
+const WINDOWS_WITHOUT_SHED_TO_STOP = 10;
 
 function percentileOf(values: number[], p: number): number {
   // A typed array sorts numerically without a comparator call per comparison (once per window, on the hot path).
@@ -109,6 +123,9 @@ export class AdaptiveConcurrencyLimit {
   /** The most and the fewest requests in flight at once during the current window. */
   private windowPeakInflight = 0;
   private windowLowInflight = 0;
+  /** The backlog grew beyond the limit: requests beyond it are shed (see the top of the file). */
+  private overloaded = false;
+  private windowsWithoutShed = 0;
   /** A request was shed during the current window. */
   private windowShed = false;
   private sustainedWindows = 0;
@@ -121,6 +138,7 @@ export class AdaptiveConcurrencyLimit {
   private readonly minRttSamples: number;
   private readonly minRttIntervalMs: number;
   private readonly idleResetMs: number;
+  private readonly growthToShed: number;
   private readonly now: () => number;
   private readonly random: () => number;
 
@@ -131,14 +149,26 @@ export class AdaptiveConcurrencyLimit {
     this.minRttSamples = options.minRttSamples ?? 25;
     this.minRttIntervalMs = options.minRttIntervalMs ?? 60_000;
     this.idleResetMs = options.idleResetMs ?? 5_000;
+    this.growthToShed = Math.max(1, options.growthToShed ?? options.initialLimit);
     this.now = options.now ?? (() => performance.now());
     this.random = options.random ?? Math.random;
     this.limitValue = this.clamp(options.initialLimit);
     this.idleSince = this.now();
   }
 
+  /** The requests admitted at once now: the gradient's limit while shedding, else the maximum. */
   get limit(): number {
+    return this.overloaded ? this.sheddingLimit : this.options.maxLimit;
+  }
+
+  /** The limit the gradient has found (a probe's, while one runs): what shedding holds the requests in flight to. */
+  get sheddingLimit(): number {
     return Math.floor(this.probe?.limit ?? this.limitValue);
+  }
+
+  /** Requests beyond the limit are being shed: the backlog grew (see the top of the file). */
+  get shedding(): boolean {
+    return this.overloaded;
   }
 
   get inflight(): number {
@@ -160,6 +190,11 @@ export class AdaptiveConcurrencyLimit {
     const now = this.now();
     if (this.inflightCount === 0 && this.idleSince !== undefined && now - this.idleSince >= this.idleResetMs) this.forget();
     if (this.probe && now >= this.probe.endsBy) this.endProbe(now);
+    if (!this.overloaded && this.inflightCount >= this.sheddingLimit + this.growthToShed) {
+      // The backlog beyond the limit filled: arrivals outpace completions — overload.
+      this.overloaded = true;
+      this.windowsWithoutShed = 0;
+    }
     if (this.inflightCount >= this.limit) {
       this.windowShed = true;
       this.lastShedAt = now;
@@ -215,6 +250,7 @@ export class AdaptiveConcurrencyLimit {
   /** Nothing in flight for a while: what the limit learned about load is stale; minRTT is kept. */
   private forget(): void {
     this.limitValue = Math.max(this.limitValue, this.clamp(this.options.initialLimit));
+    this.overloaded = false;
     this.probe = undefined;
     this.sustainedWindows = 0;
     this.windowsAboveTarget = 0;
@@ -253,6 +289,8 @@ export class AdaptiveConcurrencyLimit {
     const sustained = this.windowLowInflight > this.options.minLimit;
     const peak = this.windowPeakInflight;
     const shed = this.windowShed;
+    this.windowsWithoutShed = shed ? 0 : this.windowsWithoutShed + 1;
+    if (this.overloaded && this.windowsWithoutShed >= WINDOWS_WITHOUT_SHED_TO_STOP) this.overloaded = false;
     this.resetWindow();
     this.windowStartedAt = now;
     // Until quiet requests or a probe confirmed minRTT, the fastest window so far stands in for it.
@@ -286,9 +324,10 @@ export class AdaptiveConcurrencyLimit {
     this.windowsAtMinimum = Math.floor(this.limitValue) <= this.options.minLimit ? this.windowsAtMinimum + 1 : 0;
     this.sustainedWindows = sustained ? this.sustainedWindows + 1 : 0;
     // A probe sheds: only while minRTT looks stale, or under sustained load while minRTT is
-    // unconfirmed (a start into load) or the limit sheds anyway (now and then).
+    // unconfirmed (a start into load) or the limit sheds anyway (now and then) — and only in
+    // overload: a backlog that does not grow is never shed, so a probe could not hold it at half.
     const due = this.sustainedWindows >= SUSTAINED_WINDOWS_BEFORE_PROBE && now >= this.nextProbeAt && (!this.confirmed || shed);
-    if (stale || due) this.startProbe(windowRtt, windowAdmittedWith, now);
+    if (this.overloaded && (stale || due)) this.startProbe(windowRtt, windowAdmittedWith, now);
   }
 
   private startProbe(rttBefore: number, admittedWithBefore: number, now: number): void {

@@ -55,7 +55,10 @@ export const gatewayDeprecatedRequests = new Counter({
 
 /** What the gateway reads its gauges from (set once it started). */
 export interface GatewayGauges {
+  /** The adaptive limit shedding holds requests to. */
   limit(): number;
+  /** 1 while requests beyond the limit are shed (the backlog grew), else 0. */
+  shedding(): number;
   inflight(): number;
   minRttMs(): number;
   liveStreams(): number;
@@ -74,7 +77,8 @@ const gatewayGauge = (name: string, help: string, read: (g: GatewayGauges) => nu
       if (gatewayGauges) this.set(read(gatewayGauges));
     },
   });
-gatewayGauge("switchyard_gateway_concurrency_limit", "The adaptive concurrency limit: requests admitted at once", (g) => g.limit());
+gatewayGauge("switchyard_gateway_concurrency_limit", "The adaptive concurrency limit: the requests in flight shedding holds the gateway to, once its backlog beyond the limit has filled", (g) => g.limit());
+gatewayGauge("switchyard_gateway_shedding", "1 while the gateway sheds requests beyond its adaptive limit (its backlog grew: arrivals outpaced completions), else 0", (g) => g.shedding());
 gatewayGauge("switchyard_gateway_inflight_requests", "Requests admitted by the concurrency limit and not yet answered", (g) => g.inflight());
 gatewayGauge("switchyard_gateway_min_rtt_seconds", "The latency without a queue (minRTT) the concurrency limit has learned from quiet requests and probes", (g) => g.minRttMs() / 1000);
 gatewayGauge("switchyard_gateway_live_streams", "Live streams (text/event-stream) open at the gateway", (g) => g.liveStreams());
