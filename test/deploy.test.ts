@@ -8,8 +8,9 @@
 // Envoy's config is checked in deploy-envoy.test.ts.
 import { expect } from "chai";
 import { isDeepStrictEqual } from "node:util";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { builtinModules } from "node:module";
+import { tmpdir } from "node:os";
 import { dirname, join, posix, relative } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { identitySettings } from "@switchyard/identity";
@@ -179,6 +180,31 @@ function jobOf(name: Overlay["name"]): { objects: K8sObject[]; job: Workload } {
   return { objects, job: jobs[0]! };
 }
 
+/** The optional components (deploy/k8s/components/ that no overlay includes: each needs something in the cluster). */
+const OPTIONAL_COMPONENTS = readdirSync(join(K8S, "components")).filter((c) => !["process-defaults", "redis-in-cluster"].includes(c));
+
+/** An overlay with the optional components added, as an operator adds them (a kustomization of its own). */
+function renderedWithComponents(name: Overlay["name"]): { objects: K8sObject[]; how: string } {
+  const key = `${name}+components`;
+  if (!rendered.has(key)) {
+    const dir = mkdtempSync(join(tmpdir(), "switchyard-components-"));
+    try {
+      const from = (path: string) => relative(dir, path).split("\\").join("/");
+      writeFileSync(join(dir, "kustomization.yaml"), [
+        "apiVersion: kustomize.config.k8s.io/v1beta1",
+        "kind: Kustomization",
+        `namespace: ${overlay(name).namespace}`,
+        `resources: [${from(join(K8S, "overlays", name))}]`,
+        `components: [${OPTIONAL_COMPONENTS.map((c) => from(join(K8S, "components", c))).join(", ")}]`,
+      ].join("\n"));
+      rendered.set(key, render(dir));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }
+  return rendered.get(key)!;
+}
+
 const ofKind = <T extends K8sObject>(o: Overlay, kind: string) => o.objects.filter((x) => x.kind === kind) as T[];
 const named = <T extends K8sObject>(o: Overlay, kind: string, name: string) => required(ofKind<T>(o, kind).find((x) => x.metadata.name === name), `${o.name}: ${kind} ${name}`);
 
@@ -259,6 +285,32 @@ describe("deploy/ (Kubernetes)", function () {
         expect(problems).to.deep.equal([]);
       });
     }
+
+    it("the optional components render onto either overlay, and every object is valid against the Kubernetes schemas and its CRD's", async () => {
+      expect(OPTIONAL_COMPONENTS).to.include("cert-manager");
+      for (const name of OVERLAY_NAMES) {
+        const { objects, how } = renderedWithComponents(name);
+        const added = objects.filter((o) => !overlay(name).objects.some((x) => objectId(x) === objectId(o)));
+        console.log(`      (overlays/${name} + ${OPTIONAL_COMPONENTS.join(", ")}: ${added.map((o) => `${o.kind}/${o.metadata.name}`).join(", ")}, rendered with ${how})`);
+        expect(added.length).to.be.greaterThan(0);
+        const problems: string[] = [];
+        for (const o of objects) for (const p of await schemaProblems(o)) problems.push(`${o.kind}/${o.metadata.name}${p.path}: ${p.message}`);
+        expect(problems).to.deep.equal([]);
+      }
+      // The schemas of the custom resources refuse unknown fields too.
+      const certificate = structuredClone(renderedWithComponents("production").objects.find((o) => o.kind === "Certificate")!) as any;
+      certificate.spec.secretNmae = certificate.spec.secretName;
+      expect((await schemaProblems(certificate)).map((p) => p.path)).to.include("/spec/secretNmae");
+    });
+
+    it("cert-manager keeps the Secret Envoy mounts", () => {
+      const objects = renderedWithComponents("production").objects;
+      const certificate = objects.find((o) => o.kind === "Certificate") as K8sObject & { spec: { secretName: string; privateKey?: { rotationPolicy?: string } } };
+      const envoy = objects.find((o) => o.kind === "Deployment" && o.metadata.name === "envoy") as Workload;
+      const secretVolumes = (envoy.spec.template.spec.volumes ?? []).filter((v) => v.secret).map((v) => v.secret!.secretName);
+      expect(secretVolumes).to.include(certificate.spec.secretName);
+      expect(certificate.spec.privateKey?.rotationPolicy, "a new key with each renewal").to.equal("Always");
+    });
 
     it("the schema check refuses a misspelt field, a wrong type and a missing required field", async () => {
       const deployment = structuredClone(named<Workload>(overlay("production"), "Deployment", "gateway"));
@@ -346,9 +398,9 @@ describe("deploy/ (Kubernetes)", function () {
             expect(service.spec.ports).to.have.length(1);
             expect(service.spec.ports[0]!.port, "Service port").to.equal(port);
             expect(resolvePort(container, service.spec.ports[0]!.targetPort ?? service.spec.ports[0]!.port), "Service targetPort").to.equal(port);
-            // gRPC clients resolve a headless Service to every ready pod and balance over them.
-            if (p.probes === "grpc") expect(service.spec.clusterIP, "headless").to.equal("None");
-            else expect(service.spec.clusterIP, "the gateway's Service keeps its virtual IP (Envoy's upstream)").to.equal(undefined);
+            // gRPC clients (and Envoy, for the gateway) resolve a headless Service to every ready pod and
+            // balance over them.
+            expect(service.spec.clusterIP, "headless").to.equal("None");
           });
 
           it("is scraped by Prometheus where it serves /metrics (annotations), and not on its gRPC port", () => {
@@ -483,10 +535,10 @@ describe("deploy/ (Kubernetes)", function () {
         });
       }
 
-      it("every Deployment of a process has an autoscaler; nothing else does", () => {
+      it("every Deployment of a process, and Envoy's, has an autoscaler; nothing else does", () => {
         const o = overlay(overlayName);
         const targets = ofKind<Autoscaler>(o, "HorizontalPodAutoscaler").map((a) => a.spec.scaleTargetRef.name).sort();
-        expect(targets).to.deep.equal(PROCESSES.map((p) => p.name).sort());
+        expect(targets).to.deep.equal([...PROCESSES.map((p) => p.name), "envoy"].sort());
         for (const d of ofKind<Workload>(o, "Deployment").filter((d) => !targets.includes(d.metadata.name))) {
           expect(d.spec.replicas, `${d.metadata.name} (no autoscaler) runs one replica`).to.equal(1);
         }
@@ -517,7 +569,7 @@ describe("deploy/ (Kubernetes)", function () {
         } else {
           // Managed: the operator creates the Secret; nothing secret is written in the overlay.
           expect(secrets, "production writes no Secret").to.deep.equal([]);
-          expect(ofKind(o, "ConfigMap"), "production writes no ConfigMap").to.deep.equal([]);
+          expect(ofKind(o, "ConfigMap").map((c) => c.metadata.name), "production's one ConfigMap is Envoy's configuration").to.have.length(1).and.to.satisfy((names: string[]) => names[0]!.startsWith("envoy-config-"));
           expect(JSON.stringify(to)).to.include("ipBlock");
         }
       });
@@ -533,7 +585,7 @@ describe("deploy/ (Kubernetes)", function () {
         const podOf = (name: string): Pod => ({ namespace: ns, labels: named<Workload>(o, "Deployment", name).spec.template.metadata.labels });
         const pods: Record<string, Endpoint> = Object.fromEntries(PROCESSES.map((p) => [p.name, podOf(p.name)]));
         pods.admin = { namespace: ns, labels: jobOf(overlayName).job.spec.template.metadata.labels };
-        pods.envoy = { namespace: ns, labels: { "app.kubernetes.io/name": "envoy" } };
+        pods.envoy = podOf("envoy");
         pods.stranger = { namespace: ns, labels: { "app.kubernetes.io/name": "something-else" } };
         // The scraper: Prometheus in the "monitoring" namespace.
         pods.prometheus = { namespace: "monitoring", labels: { "app.kubernetes.io/name": "prometheus" } };
@@ -551,8 +603,8 @@ describe("deploy/ (Kubernetes)", function () {
           ...(overlayName === "local" ? ["gateway→redis", "identity→redis"] : []),
           // Envoy is the public edge: a pod outside the namespace reaches it as the internet does.
           "impostor→envoy", "prometheus→envoy",
-          // The scrape: each service's metrics port, the gateway's /metrics on its port; nothing else.
-          "prometheus→gateway", "prometheus→identity:9464", "prometheus→payments:9464", "prometheus→orders:9464", "prometheus→content:9464",
+          // The scrape: each service's and Envoy's metrics port, the gateway's /metrics on its port; nothing else.
+          "prometheus→envoy:9464", "prometheus→gateway", "prometheus→identity:9464", "prometheus→payments:9464", "prometheus→orders:9464", "prometheus→content:9464",
         ]);
         const actual: string[] = [];
         for (const [from, fromPod] of Object.entries(pods)) {
