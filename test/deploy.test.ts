@@ -8,17 +8,17 @@
 // Envoy's config is checked in deploy-envoy.test.ts.
 import { expect } from "chai";
 import { isDeepStrictEqual } from "node:util";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { builtinModules } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join, posix, relative } from "node:path";
-import { parse as parseYaml } from "yaml";
+import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { identitySettings } from "@switchyard/identity";
 import { paymentsSettings } from "@switchyard/payments";
 import { ordersSettings } from "@switchyard/orders";
 import { contentSettings } from "@switchyard/content";
 import { gatewaySettings } from "@switchyard/gateway";
-import type { Setting } from "@switchyard/platform/config.js";
+import { otlpEndpointSetting, type Setting } from "@switchyard/platform/config.js";
 import { adminSettings } from "../scripts/admin-cli.js";
 import { ENTRIES } from "../scripts/build.mjs";
 import { kubectlKustomize, objectId, render, renderLite, renderWithKubectl, type K8sObject } from "./support/kustomize.js";
@@ -183,23 +183,29 @@ function jobOf(name: Overlay["name"]): { objects: K8sObject[]; job: Workload } {
 /** The optional components (deploy/k8s/components/ that no overlay includes: each needs something in the cluster). */
 const OPTIONAL_COMPONENTS = readdirSync(join(K8S, "components")).filter((c) => !["process-defaults", "redis-in-cluster"].includes(c));
 
-/** An overlay with the optional components added, as an operator adds them (a kustomization of its own). */
+/**
+ * An overlay with the optional components added as deploy/README.md tells an operator to: a copy of the
+ * overlay's directory whose kustomization lists them before its `release` component.
+ */
 function renderedWithComponents(name: Overlay["name"]): { objects: K8sObject[]; how: string } {
   const key = `${name}+components`;
   if (!rendered.has(key)) {
-    const dir = mkdtempSync(join(tmpdir(), "switchyard-components-"));
+    const source = join(K8S, "overlays", name);
+    const dir = join(mkdtempSync(join(tmpdir(), "switchyard-components-")), name);
     try {
-      const from = (path: string) => relative(dir, path).split("\\").join("/");
-      writeFileSync(join(dir, "kustomization.yaml"), [
-        "apiVersion: kustomize.config.k8s.io/v1beta1",
-        "kind: Kustomization",
-        `namespace: ${overlay(name).namespace}`,
-        `resources: [${from(join(K8S, "overlays", name))}]`,
-        `components: [${OPTIONAL_COMPONENTS.map((c) => from(join(K8S, "components", c))).join(", ")}]`,
-      ].join("\n"));
+      cpSync(source, dir, { recursive: true });
+      const k = parseYaml(read(join(source, "kustomization.yaml"))) as { resources?: string[]; components?: string[] };
+      // Paths that leave the overlay's directory point back into the repository.
+      const outside = (path: string) => (path.startsWith("../") ? relative(dir, join(source, path)).split("\\").join("/") : path);
+      k.resources = (k.resources ?? []).map(outside);
+      const release = (k.components ?? []).indexOf("release");
+      expect(release, `overlays/${name} has a release component`).to.be.at.least(0);
+      const optional = OPTIONAL_COMPONENTS.map((c) => relative(dir, join(K8S, "components", c)).split("\\").join("/"));
+      k.components = [...k.components!.slice(0, release).map(outside), ...optional, ...k.components!.slice(release).map(outside)];
+      writeFileSync(join(dir, "kustomization.yaml"), stringifyYaml(k));
       rendered.set(key, render(dir));
     } finally {
-      rmSync(dir, { recursive: true, force: true });
+      rmSync(dirname(dir), { recursive: true, force: true });
     }
   }
   return rendered.get(key)!;
@@ -340,6 +346,96 @@ describe("deploy/ (Kubernetes)", function () {
         expect([...lite.keys()].sort(), rel(dir)).to.deep.equal([...real.keys()].sort());
         for (const [id, o] of real) expect(isDeepStrictEqual(lite.get(id), o), `${rel(dir)}: ${id} rendered alike`).to.equal(true);
       }
+    });
+  });
+
+  describe("Kubernetes habits", () => {
+    const RECOMMENDED = ["name", "instance", "version", "component", "part-of", "managed-by"].map((l) => `app.kubernetes.io/${l}`);
+    /** Every rendering an operator applies: each overlay, its create-tenant Job, and it with the optional components. */
+    const renderings = () => OVERLAY_NAMES.flatMap((name) => [
+      { what: `overlays/${name}`, name, objects: overlay(name).objects },
+      { what: `overlays/${name}/create-tenant`, name, objects: jobOf(name).objects },
+      { what: `overlays/${name} + components`, name, objects: renderedWithComponents(name).objects },
+    ]);
+    const podTemplates = (objects: K8sObject[]) => objects.filter((o) => ["Deployment", "StatefulSet", "Job"].includes(o.kind)) as Workload[];
+
+    it("every object and pod template carries the recommended labels; version is the release's image tag, instance the overlay's", () => {
+      for (const { what, name, objects } of renderings()) {
+        const image = manifestOf(overlay(name), PROCESSES[0]!).container.image!;
+        const tag = /:([\w.-]+)(@|$)/.exec(image.split("/").pop()!)?.[1];
+        for (const o of objects) {
+          const labels = o.metadata.labels ?? {};
+          for (const l of RECOMMENDED) expect(labels[l], `${what}: ${o.kind}/${o.metadata.name} ${l}`).to.be.a("string").and.not.equal("");
+          expect(labels["app.kubernetes.io/part-of"]).to.equal("switchyard");
+          expect(labels["app.kubernetes.io/version"], `${what}: ${o.kind}/${o.metadata.name} runs the release's version`).to.equal(tag);
+          expect(labels["app.kubernetes.io/instance"]).to.equal(`switchyard-${name}`);
+        }
+        for (const w of podTemplates(objects)) {
+          for (const l of RECOMMENDED) expect(w.spec.template.metadata.labels[l], `${what}: ${w.kind}/${w.metadata.name}'s pods: ${l}`).to.be.a("string");
+        }
+      }
+    });
+
+    it("every container requests and limits ephemeral storage", () => {
+      for (const { what, objects } of renderings()) {
+        for (const w of podTemplates(objects)) {
+          const pod = w.spec.template.spec as PodSpec & { initContainers?: Container[] };
+          for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
+            expect(c.resources?.requests?.["ephemeral-storage"], `${what}: ${w.metadata.name}/${c.name} requests`).to.be.a("string");
+            expect(c.resources?.limits?.["ephemeral-storage"], `${what}: ${w.metadata.name}/${c.name} limits`).to.be.a("string");
+          }
+        }
+      }
+    });
+
+    it("every workload runs as a ServiceAccount of its own that mounts no token", () => {
+      for (const name of OVERLAY_NAMES) {
+        const objects = overlay(name).objects;
+        const accounts = new Map(objects.filter((o) => o.kind === "ServiceAccount").map((o) => [o.metadata.name, o as K8sObject & { automountServiceAccountToken?: boolean }]));
+        const used = new Map<string, string>();
+        for (const w of [...podTemplates(objects), jobOf(name).job]) {
+          const pod = w.spec.template.spec as PodSpec & { serviceAccountName?: string };
+          const account = required(pod.serviceAccountName, `overlays/${name}: ${w.kind}/${w.metadata.name} names its ServiceAccount`);
+          expect(used.get(account), `${account} serves ${w.metadata.name} alone`).to.equal(undefined);
+          used.set(account, w.metadata.name);
+          expect(account, "named as its workload's app").to.equal(w.spec.template.metadata.labels["app.kubernetes.io/name"]);
+          expect(accounts.get(account)?.automountServiceAccountToken, `overlays/${name}: ServiceAccount ${account} exists, no token`).to.equal(false);
+          expect(pod.automountServiceAccountToken, `${w.metadata.name}: no token in the pod`).to.equal(false);
+        }
+      }
+    });
+
+    it("production spreads every Deployment of the mesh over nodes and zones", () => {
+      for (const d of ofKind<Workload>(overlay("production"), "Deployment")) {
+        const keys = ((d.spec.template.spec as PodSpec & { topologySpreadConstraints?: { topologyKey: string }[] }).topologySpreadConstraints ?? []).map((t) => t.topologyKey);
+        expect(keys, d.metadata.name).to.include.members(["kubernetes.io/hostname", "topology.kubernetes.io/zone"]);
+      }
+    });
+
+    it("the Prometheus Operator component scrapes what the annotations name, and its rules are the alert file's", () => {
+      const objects = renderedWithComponents("production").objects;
+      const monitor = objects.find((o) => o.kind === "PodMonitor") as K8sObject & { spec: { selector: { matchLabels: Labels }; podMetricsEndpoints: { port: string; path: string }[] } };
+      for (const w of podTemplates(objects).filter((x) => x.spec.template.metadata.annotations?.["prometheus.io/scrape"] === "true")) {
+        const annotations = w.spec.template.metadata.annotations!;
+        expect(selects(monitor.spec.selector.matchLabels, w.spec.template.metadata.labels), `the PodMonitor selects ${w.metadata.name}`).to.equal(true);
+        const ports = w.spec.template.spec.containers[0]!.ports ?? [];
+        const endpoint = monitor.spec.podMetricsEndpoints.find((e) => ports.some((p) => p.name === e.port));
+        expect(endpoint, `${w.metadata.name}: an endpoint for a port it has`).to.not.equal(undefined);
+        expect(String(ports.find((p) => p.name === endpoint!.port)!.containerPort), `${w.metadata.name}: the annotated port`).to.equal(annotations["prometheus.io/port"]);
+        expect(endpoint!.path).to.equal(annotations["prometheus.io/path"]);
+      }
+      const rule = objects.find((o) => o.kind === "PrometheusRule") as K8sObject & { spec: { groups: unknown } };
+      const alerts = parseYaml(read(join(DEPLOY, "observability", "switchyard-alerts.yaml"))) as { groups: unknown };
+      expect(rule.spec.groups).to.deep.equal(alerts.groups);
+    });
+
+    it("the tracing component sets every process's OTLP endpoint, a value each accepts", () => {
+      const o = { ...overlay("production"), ...renderedWithComponents("production") };
+      for (const p of PROCESSES) {
+        const endpoint = required(manifestOf(o, p).env.get(otlpEndpointSetting.env)?.value, `${p.name}: ${otlpEndpointSetting.env}`);
+        expect(() => p.settings.otlpEndpoint!.parse(endpoint)).to.not.throw();
+      }
+      for (const p of PROCESSES) expect(manifestOf(overlay("production"), p).env.has(otlpEndpointSetting.env), `${p.name}: no tracing as shipped`).to.equal(false);
     });
   });
 
@@ -574,8 +670,9 @@ describe("deploy/ (Kubernetes)", function () {
         }
       });
 
-      it("the NetworkPolicies allow exactly the mesh's edges", () => {
-        const o = overlay(overlayName);
+      for (const variant of ["as shipped", "with the optional components"] as const) it(`the NetworkPolicies allow exactly the mesh's edges, the call graph of the code (${variant})`, () => {
+        const o: Overlay = variant === "as shipped" ? overlay(overlayName) : { ...overlay(overlayName), ...renderedWithComponents(overlayName) };
+        const tracing = variant !== "as shipped";
         const ns = o.namespace;
         const policies = ofKind<NetworkPolicy & K8sObject>(o, "NetworkPolicy");
         const deny = required(policies.find((p) => isDeepStrictEqual(p.spec.podSelector, {})
@@ -592,17 +689,19 @@ describe("deploy/ (Kubernetes)", function () {
         // A pod elsewhere wearing the gateway's labels is not the gateway.
         pods.impostor = { namespace: "elsewhere", labels: podOf("gateway").labels };
         if (overlayName === "local") pods.redis = podOf("redis");
-        const ports = { envoy: 8443, gateway: 8080, identity: 50051, payments: 50052, orders: 50053, content: 50054, redis: 6379, metrics: 9464 } as Record<string, number>;
+        // The OpenTelemetry collector the tracing component names.
+        pods.collector = { namespace: "monitoring", labels: { "app.kubernetes.io/name": "opentelemetry-collector" } };
+        const ports = { envoy: 8443, gateway: 8080, identity: 50051, payments: 50052, orders: 50053, content: 50054, redis: 6379, metrics: 9464, collector: 4318 } as Record<string, number>;
 
+        // The call graph, from the code: each process's *_ADDRESS settings, its REDIS_URL, its exporter.
         const expected = new Set([
           "envoy→gateway",
-          "gateway→identity", "gateway→payments", "gateway→orders", "gateway→content",
-          "payments→identity", "orders→identity", "content→identity",
-          "orders→payments", "orders→content",
+          ...PROCESSES.flatMap((p) => p.calls.map((callee) => `${p.name}→${callee}`)),
           "admin→identity",
-          ...(overlayName === "local" ? ["gateway→redis", "identity→redis"] : []),
+          ...(overlayName === "local" ? PROCESSES.filter((p) => p.usesRedis).map((p) => `${p.name}→redis`) : []),
+          ...(tracing ? PROCESSES.map((p) => `${p.name}→collector`) : []),
           // Envoy is the public edge: a pod outside the namespace reaches it as the internet does.
-          "impostor→envoy", "prometheus→envoy",
+          "impostor→envoy", "prometheus→envoy", "collector→envoy",
           // The scrape: each service's and Envoy's metrics port, the gateway's /metrics on its port; nothing else.
           "prometheus→envoy:9464", "prometheus→gateway", "prometheus→identity:9464", "prometheus→payments:9464", "prometheus→orders:9464", "prometheus→content:9464",
         ]);
@@ -610,6 +709,9 @@ describe("deploy/ (Kubernetes)", function () {
         for (const [from, fromPod] of Object.entries(pods)) {
           for (const [to, toPod] of Object.entries(pods)) {
             if (from === to || !(to in ports)) continue;
+            // The collector is outside the namespace, open to anyone its own policies admit: only the
+            // mesh's way to it is this namespace's to say.
+            if (to === "collector" && (fromPod as Pod).namespace !== ns) continue;
             for (const port of new Set(Object.values(ports))) {
               if (allows(policies, fromPod, toPod, port, "TCP", ns)) actual.push(port === ports[to] ? `${from}→${to}` : `${from}→${to}:${port}`);
             }
@@ -619,7 +721,8 @@ describe("deploy/ (Kubernetes)", function () {
 
         // From outside: the edge only.
         const internet = { ip: "203.0.113.7" };
-        for (const [to, toPod] of Object.entries(pods).filter(([to]) => to in ports)) {
+        const inNamespace = Object.entries(pods).filter(([, pod]) => (pod as Pod).namespace === ns);
+        for (const [to, toPod] of inNamespace.filter(([to]) => to in ports)) {
           expect(allows(policies, internet, toPod, ports[to]!, "TCP", ns), `internet → ${to}`).to.equal(to === "envoy");
         }
 
@@ -630,7 +733,7 @@ describe("deploy/ (Kubernetes)", function () {
         if (overlayName === "production") expect(dbCidr, "production names the database's address range").to.be.a("string");
         const dbAddress = { ip: dbCidr ? addressIn(dbCidr) : "192.0.2.10" };
         const redisCidr = named<NetworkPolicy & K8sObject>(o, "NetworkPolicy", "redis-clients").spec.egress?.[0]?.to?.find((t) => t.ipBlock)?.ipBlock?.cidr;
-        for (const [name, pod] of Object.entries(pods).filter(([name]) => name !== "impostor" && name !== "prometheus")) {
+        for (const [name, pod] of inNamespace) {
           expect(allows(policies, pod, dns, 53, "UDP", ns), `${name} → DNS`).to.equal(true);
           const service = SERVICES.some((s) => s.name === name);
           expect(allows(policies, pod, dbAddress, 5432, "TCP", ns), `${name} → PostgreSQL`).to.equal(service);
