@@ -180,8 +180,9 @@ function jobOf(name: Overlay["name"]): { objects: K8sObject[]; job: Workload } {
   return { objects, job: jobs[0]! };
 }
 
-/** The optional components (deploy/k8s/components/ that no overlay includes: each needs something in the cluster). */
-const OPTIONAL_COMPONENTS = readdirSync(join(K8S, "components")).filter((c) => !["process-defaults", "redis-in-cluster"].includes(c));
+/** The optional components: those of deploy/k8s/components/ that neither the base nor an overlay includes (each needs something in the cluster). */
+const OPTIONAL_COMPONENTS = readdirSync(join(K8S, "components")).filter((c) =>
+  !["base", ...OVERLAY_NAMES.map((n) => `overlays/${n}`)].some((dir) => ((parseYaml(read(join(K8S, dir, "kustomization.yaml"))) as { components?: string[] }).components ?? []).some((used) => used.endsWith(`/components/${c}`))));
 
 /**
  * An overlay with the optional components added as deploy/README.md tells an operator to: a copy of the
@@ -688,10 +689,13 @@ describe("deploy/ (Kubernetes)", function () {
         pods.prometheus = { namespace: "monitoring", labels: { "app.kubernetes.io/name": "prometheus" } };
         // A pod elsewhere wearing the gateway's labels is not the gateway.
         pods.impostor = { namespace: "elsewhere", labels: podOf("gateway").labels };
-        if (overlayName === "local") pods.redis = podOf("redis");
+        if (overlayName === "local") {
+          pods.redis = podOf("redis");
+          pods.postgres = { namespace: ns, labels: named<Workload>(o, "StatefulSet", "postgres").spec.template.metadata.labels };
+        }
         // The OpenTelemetry collector the tracing component names.
         pods.collector = { namespace: "monitoring", labels: { "app.kubernetes.io/name": "opentelemetry-collector" } };
-        const ports = { envoy: 8443, gateway: 8080, identity: 50051, payments: 50052, orders: 50053, content: 50054, redis: 6379, metrics: 9464, collector: 4318 } as Record<string, number>;
+        const ports = { envoy: 8443, gateway: 8080, identity: 50051, payments: 50052, orders: 50053, content: 50054, redis: 6379, postgres: 5432, metrics: 9464, collector: 4318 } as Record<string, number>;
 
         // The call graph, from the code: each process's *_ADDRESS settings, its REDIS_URL, its exporter.
         const expected = new Set([
@@ -699,6 +703,7 @@ describe("deploy/ (Kubernetes)", function () {
           ...PROCESSES.flatMap((p) => p.calls.map((callee) => `${p.name}→${callee}`)),
           "admin→identity",
           ...(overlayName === "local" ? PROCESSES.filter((p) => p.usesRedis).map((p) => `${p.name}→redis`) : []),
+          ...(overlayName === "local" ? PROCESSES.filter((p) => p.hasDatabase).map((p) => `${p.name}→postgres`) : []),
           ...(tracing ? PROCESSES.map((p) => `${p.name}→collector`) : []),
           // Envoy is the public edge: a pod outside the namespace reaches it as the internet does.
           "impostor→envoy", "prometheus→envoy", "collector→envoy",
@@ -726,7 +731,8 @@ describe("deploy/ (Kubernetes)", function () {
           expect(allows(policies, internet, toPod, ports[to]!, "TCP", ns), `internet → ${to}`).to.equal(to === "envoy");
         }
 
-        // Out: DNS for everyone; PostgreSQL for the services; nothing else.
+        // Out: DNS for everyone; PostgreSQL outside the cluster for the services in production (local: the
+        // in-cluster one above); nothing else.
         const dns: Pod = { namespace: "kube-system", labels: { "k8s-app": "kube-dns" } };
         const database = named<NetworkPolicy & K8sObject>(o, "NetworkPolicy", "database");
         const dbCidr = database.spec.egress?.[0]?.to?.find((t) => t.ipBlock)?.ipBlock?.cidr;
@@ -736,7 +742,7 @@ describe("deploy/ (Kubernetes)", function () {
         for (const [name, pod] of inNamespace) {
           expect(allows(policies, pod, dns, 53, "UDP", ns), `${name} → DNS`).to.equal(true);
           const service = SERVICES.some((s) => s.name === name);
-          expect(allows(policies, pod, dbAddress, 5432, "TCP", ns), `${name} → PostgreSQL`).to.equal(service);
+          expect(allows(policies, pod, dbAddress, 5432, "TCP", ns), `${name} → PostgreSQL`).to.equal(service && overlayName === "production");
           expect(allows(policies, pod, internet, 443, "TCP", ns), `${name} → the internet`).to.equal(false);
           if (overlayName === "production") {
             expect(allows(policies, pod, internet, 5432, "TCP", ns), `${name} → PostgreSQL elsewhere`).to.equal(false);
@@ -752,6 +758,87 @@ describe("deploy/ (Kubernetes)", function () {
       });
     });
   }
+
+  describe("overlays/local stands alone", () => {
+    const o = () => overlay("local");
+    const secretData = (objects: K8sObject[], name: string): Record<string, string> => {
+      const secret = required(objects.find((x) => x.kind === "Secret" && x.metadata.name === name), `Secret ${name}`) as Secret;
+      return Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, "base64").toString("utf8")]));
+    };
+
+    it("has a namespace of its own, and makes every Secret and ConfigMap its pods and its create-tenant Job read", () => {
+      const namespace = named(o(), "Namespace", o().namespace);
+      expect(o().namespace, "not the cluster's default namespace").to.not.equal("default");
+      expect(namespace.metadata.labels?.["pod-security.kubernetes.io/enforce"]).to.equal("restricted");
+      const { objects: jobObjects, job } = jobOf("local");
+      const available = [...o().objects, ...jobObjects];
+      const has = (kind: string, name: string) => available.some((x) => x.kind === kind && x.metadata.name === name);
+      for (const w of [...o().objects.filter((x) => ["Deployment", "StatefulSet"].includes(x.kind)) as Workload[], job]) {
+        const pod = w.spec.template.spec;
+        for (const c of pod.containers) {
+          for (const e of c.env ?? []) {
+            if (e.valueFrom?.secretKeyRef) expect(has("Secret", e.valueFrom.secretKeyRef.name), `${w.metadata.name}: ${e.name} from Secret ${e.valueFrom.secretKeyRef.name}`).to.equal(true);
+            if (e.valueFrom?.configMapKeyRef) expect(has("ConfigMap", e.valueFrom.configMapKeyRef.name), `${w.metadata.name}: ${e.name} from ConfigMap ${e.valueFrom.configMapKeyRef.name}`).to.equal(true);
+          }
+        }
+        for (const v of (pod.volumes ?? []) as { name: string; secret?: { secretName: string }; configMap?: { name: string } }[]) {
+          if (v.secret) expect(has("Secret", v.secret.secretName), `${w.metadata.name}: volume ${v.name}`).to.equal(true);
+          if (v.configMap) expect(has("ConfigMap", v.configMap.name), `${w.metadata.name}: volume ${v.name}`).to.equal(true);
+        }
+      }
+      expect((named<Secret>(o(), "Secret", "envoy-tls") as Secret & { type?: string }).type).to.equal("kubernetes.io/tls");
+    });
+
+    it("runs PostgreSQL, made at its first start by deploy/postgres/roles.sql, and each service's URL names its own role there", () => {
+      const postgres = named<Workload>(o(), "StatefulSet", "postgres");
+      const container = postgres.spec.template.spec.containers[0]!;
+      const env = envOf(container);
+      const passwords = secretData(o().objects, "switchyard-postgres");
+      // The roles ConfigMap is roles.sql, and the init script runs it with every password it asks for.
+      const volumes = postgres.spec.template.spec.volumes as { name: string; configMap?: { name: string } }[];
+      const mountOf = (path: string) => required(container.volumeMounts?.find((m) => path.startsWith(`${m.mountPath}/`) || path === m.mountPath), `a mount holds ${path}`);
+      const configMapAt = (path: string) => named<K8sObject & { data: Record<string, string> }>(o(), "ConfigMap", required(volumes.find((v) => v.name === mountOf(path).name)?.configMap?.name, `ConfigMap at ${path}`));
+      const init = configMapAt("/docker-entrypoint-initdb.d");
+      const script = Object.values(init.data).join("\n");
+      const rolesPath = required(/-f\s+(\S+)/.exec(script)?.[1], "the script runs a file");
+      const rolesSql = read(join(DEPLOY, "postgres", "roles.sql"));
+      expect(configMapAt(rolesPath).data[posix.basename(rolesPath)], "the file is deploy/postgres/roles.sql").to.equal(rolesSql);
+      const asked = [...new Set([...rolesSql.matchAll(/:'(\w+_password)'/g)].map((m) => m[1]!))];
+      expect(asked.sort()).to.deep.equal(SERVICES.map((p) => `${p.name}_password`).sort());
+      for (const variable of asked) {
+        const from = required(new RegExp(`-v ${variable}="\\$(\\w+)"`).exec(script)?.[1], `init script passes ${variable}`);
+        const ref = required(env.get(from)?.valueFrom?.secretKeyRef, `${from} from a Secret`);
+        expect(ref.name).to.equal("switchyard-postgres");
+        const service = variable.replace(/_password$/, "");
+        // Each service's URL: its role (roles.sql's default name), that password, this server and database.
+        const url = new URL(secretData(o().objects, "switchyard-database")[`${service}-url`]!);
+        expect(decodeURIComponent(url.username)).to.equal(`switchyard_${service}`);
+        expect(decodeURIComponent(url.password), `${service}'s password`).to.equal(passwords[ref.key]);
+        const svc = named<Service>(o(), "Service", url.hostname);
+        expect(selects(svc.spec.selector, postgres.spec.template.metadata.labels), `${url.hostname} is PostgreSQL's Service`).to.equal(true);
+        expect(svc.spec.ports.map((sp) => sp.port)).to.include(Number(url.port));
+        expect(url.pathname.slice(1)).to.equal(env.get("POSTGRES_DB")?.value);
+        const p = SERVICES.find((x) => x.name === service)!;
+        expect(() => p.settings.databaseUrl!.parse(url.href), `${service} accepts its URL`).to.not.throw();
+      }
+    });
+
+    it("its throwaway service credentials are ones the processes accept, and identity lists the gateway's, orders' and the operator's", () => {
+      const credentials = secretData(o().objects, "switchyard-service-credentials");
+      expect(() => identitySettings.serviceClients.parse(credentials["identity-service-clients"]!)).to.not.throw();
+      const listed = new Set(credentials["identity-service-clients"]!.split(","));
+      for (const [client, key] of [["orders", "orders-secret"], ["gateway", "gateway-secret"], ["operator", "operator-secret"]] as const) {
+        expect(listed.has(`${client}:${credentials[key]}`), `identity lists ${client}'s secret`).to.equal(true);
+      }
+      expect(() => ordersSettings.serviceSecret.parse(credentials["orders-secret"]!)).to.not.throw();
+      expect(() => gatewaySettings.serviceSecret.parse(credentials["gateway-secret"]!)).to.not.throw();
+      expect(() => adminSettings.operatorSecret.parse(credentials["operator-secret"]!)).to.not.throw();
+      const signing = secretData(o().objects, "switchyard-signing-key")["encryption-key"]!;
+      expect(() => identitySettings.keyEncryptionKey.parse(signing)).to.not.throw();
+      // Named as throwaway where they are written.
+      expect(read(join(K8S, "overlays", "local", "kustomization.yaml"))).to.include("THROWAWAY");
+    });
+  });
 
   describe("the create-tenant Job", () => {
     for (const overlayName of OVERLAY_NAMES) {

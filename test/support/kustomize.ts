@@ -47,7 +47,12 @@ export function renderWithKubectl(dir: string): K8sObject[] {
   const built = spawnSync("kubectl", ["kustomize", dir], { encoding: "utf8", timeout: 30_000, maxBuffer: 64 * 1024 * 1024 });
   if (built.error) throw built.error;
   if (built.status !== 0) throw new Error(`kubectl kustomize ${dir} failed: ${built.stderr}`);
-  return parseObjects(built.stdout, `kubectl kustomize ${dir}`);
+  // kubectl writes a long base64 value in lines; the API server's decoder skips the line breaks.
+  return parseObjects(built.stdout, `kubectl kustomize ${dir}`).map((o) => {
+    const data = o.kind === "Secret" ? (o as { data?: Record<string, string> }).data : undefined;
+    for (const key of Object.keys(data ?? {})) data![key] = data![key]!.replace(/\s+/g, "");
+    return o;
+  });
 }
 
 /** kubectl when it can, else the renderer below; `how` says which. */
@@ -69,7 +74,7 @@ function parseObjects(text: string, what: string): K8sObject[] {
 // ---- the small renderer -----------------------------------------------------------------------------
 
 const KUSTOMIZATION_FIELDS = new Set(["apiVersion", "kind", "resources", "components", "configMapGenerator", "secretGenerator", "patches", "labels", "images", "namespace"]);
-const GENERATOR_FIELDS = new Set(["name", "files", "literals", "type"]);
+const GENERATOR_FIELDS = new Set(["name", "files", "literals", "type", "options"]);
 
 interface Target {
   kind?: string;
@@ -96,6 +101,8 @@ interface Generator {
   /** `key=value` */
   literals?: string[];
   type?: string;
+  /** disableNameSuffixHash: the object keeps its given name; labels: the object's. */
+  options?: { disableNameSuffixHash?: boolean; labels?: Record<string, string> };
 }
 
 function readKustomization(dir: string, expectKind: "Kustomization" | "Component"): Kustomization {
@@ -123,10 +130,11 @@ function build(dir: string, kind: "Kustomization" | "Component", accumulated: K8
     if (statSync(path).isDirectory()) objects.push(...build(path, "Kustomization", []));
     else objects.push(...parseObjects(readFileSync(path, "utf8"), path).map((o) => structuredClone(o)));
   }
-  // A component works on everything accumulated so far: its resources join, then its transformers run.
-  for (const c of k.components ?? []) build(join(dir, c), "Component", objects);
+  // The kustomization's own generators, then its components (kustomize runs them in this order).
   for (const g of k.configMapGenerator ?? []) objects.push(generate(dir, g, "ConfigMap"));
   for (const g of k.secretGenerator ?? []) objects.push(generate(dir, g, "Secret"));
+  // A component works on everything accumulated so far: its resources join, then its transformers run.
+  for (const c of k.components ?? []) build(join(dir, c), "Component", objects);
   // kustomize's order of the built-in transformers used here.
   for (const p of k.patches ?? []) applyPatch(dir, p, objects);
   if (k.namespace) for (const o of objects) if (!CLUSTER_SCOPED.has(o.kind)) o.metadata.namespace = k.namespace;
@@ -146,6 +154,9 @@ function generate(dir: string, g: Generator, kind: "ConfigMap" | "Secret"): K8sO
   for (const field of Object.keys(g)) {
     if (!GENERATOR_FIELDS.has(field) || (field === "type" && kind !== "Secret")) throw new Error(`${dir}: the test's kustomize renderer does not implement ${kind} generator field "${field}"`);
   }
+  for (const option of Object.keys(g.options ?? {})) {
+    if (option !== "disableNameSuffixHash" && option !== "labels") throw new Error(`${dir}: the test's kustomize renderer does not implement generator option "${option}"`);
+  }
   const data: Record<string, string> = {};
   const put = (key: string, value: string) => {
     if (key in data) throw new Error(`${dir}: ${kind} ${g.name} has key ${key} twice`);
@@ -164,9 +175,11 @@ function generate(dir: string, g: Generator, kind: "ConfigMap" | "Secret"): K8sO
     put(l.slice(0, at), l.slice(at + 1));
   }
   const content = kind === "Secret" ? { kind, type: g.type ?? "Opaque", name: "", data } : { kind, name: "", data };
+  const name = g.options?.disableNameSuffixHash ? g.name : `${g.name}-${contentHash(content)}`;
+  const metadata = g.options?.labels ? { name, labels: { ...g.options.labels } } : { name };
   const object = (kind === "Secret"
-    ? { apiVersion: "v1", kind, metadata: { name: `${g.name}-${contentHash(content)}` }, type: g.type ?? "Opaque", data }
-    : { apiVersion: "v1", kind, metadata: { name: `${g.name}-${contentHash(content)}` }, data }) as K8sObject;
+    ? { apiVersion: "v1", kind, metadata, type: g.type ?? "Opaque", data }
+    : { apiVersion: "v1", kind, metadata, data }) as K8sObject;
   generatedFrom.set(object, g.name);
   return object;
 }
@@ -240,6 +253,13 @@ function applyLabels(l: NonNullable<Kustomization["labels"]>[number], objects: K
       const template = ((o.spec as JsonObject | undefined)?.template ?? undefined) as JsonObject | undefined;
       if (template) {
         const metadata = (template.metadata ??= {}) as JsonObject;
+        metadata.labels = { ...((metadata.labels as Record<string, string> | undefined) ?? {}), ...l.pairs };
+      }
+    }
+    // kustomize labels a StatefulSet's volume claim templates as it labels its pod template.
+    if (l.includeTemplates && o.kind === "StatefulSet") {
+      for (const claim of (((o.spec as JsonObject | undefined)?.volumeClaimTemplates ?? []) as JsonObject[])) {
+        const metadata = (claim.metadata ??= {}) as JsonObject;
         metadata.labels = { ...((metadata.labels as Record<string, string> | undefined) ?? {}), ...l.pairs };
       }
     }
