@@ -752,6 +752,30 @@ describe("deploy/ (Kubernetes)", function () {
         }
       });
 
+      it("the services' connections at the autoscalers' ceiling fit in the database's max_connections", () => {
+        const o = overlay(overlayName);
+        const database = named<NetworkPolicy & K8sObject>(o, "NetworkPolicy", "database");
+        const limit = Number(required((database.metadata as { annotations?: Record<string, string> }).annotations?.["switchyard/database-max-connections"], "the limit the overlay was sized for"));
+        // PostgreSQL keeps 3 for superusers (superuser_reserved_connections); one more for an operator's psql.
+        let budget = 3 + 1;
+        const rows: string[] = [];
+        for (const p of SERVICES) {
+          const { env, autoscaler } = manifestOf(o, p);
+          const pool = Number(env.get(p.settings.databasePoolMax!.env)?.value ?? p.settings.databasePoolMax!.fallback);
+          // A process that LISTENs holds one connection for it beside its pool (sql.ts: PostgresDatabase.listen).
+          const listens = read(join(ROOT, "services", p.name, "src", "store", "sql-store.ts")).includes(".listen(") ? 1 : 0;
+          budget += autoscaler.spec.maxReplicas * (pool + listens);
+          rows.push(`${p.name} ${autoscaler.spec.maxReplicas}×(${pool}+${listens})`);
+        }
+        expect(budget, `${rows.join(" + ")} + 4 reserved ≤ ${limit}`).to.be.at.most(limit);
+        if (overlayName === "local") {
+          const args = named<Workload>(o, "StatefulSet", "postgres").spec.template.spec.containers[0]!.args ?? [];
+          expect(args.join(" "), "the in-cluster server's limit is the one named").to.include(`max_connections=${limit}`);
+        }
+        // The README's table says the same.
+        expect(read(join(DEPLOY, "README.md")), "deploy/README.md states the sum").to.include(`| ${overlayName} | ${rows.join(" + ")} + 4 | ${budget} | ${limit} |`);
+      });
+
       it("the gateway trusts exactly one proxy hop (Envoy's), and only Envoy reaches it", () => {
         const { env } = manifestOf(overlay(overlayName), PROCESSES.find((p) => p.name === "gateway")!);
         expect(env.get(gatewaySettings.trustedProxyHops.env)?.value).to.equal("1");

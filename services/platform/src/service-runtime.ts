@@ -16,6 +16,8 @@ export interface CommonServiceConfig {
   host: string;
   port: number;
   databaseUrl: string | undefined;
+  /** Connections of its pool on a PostgreSQL server (DATABASE_POOL_MAX; default 10). */
+  databasePoolMax?: number;
   databaseSchema: string;
   dataDir: string;
   drainTimeoutMs: number;
@@ -68,7 +70,7 @@ export async function startServiceRuntime<P extends string>(options: {
   };
   let db: SqlDatabase;
   try {
-    db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, name), schema: config.databaseSchema, migrations: options.migrations });
+    db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, name), schema: config.databaseSchema, migrations: options.migrations, maxConnections: config.databasePoolMax });
   } catch (err) {
     await stopTelemetry();
     throw err;

@@ -50,8 +50,8 @@ export interface OpenSqlOptions {
   /** Schema owned by the service (a lower-case identifier). */
   schema: string;
   migrations: readonly Migration[];
-  /** Pool size for a PostgreSQL server. */
-  maxConnections?: number;
+  /** Pool size for a PostgreSQL server (DATABASE_POOL_MAX); the LISTEN connection is one more. */
+  maxConnections?: number | undefined;
 }
 
 const INT8_OID = 20;
@@ -64,6 +64,8 @@ const STATEMENT_TIMEOUT_MS = 30_000;
 const LOCK_TIMEOUT_MS = 10_000;
 /** How long a call waits for a free connection before it is answered 503 (the pool is exhausted). */
 const CONNECTION_WAIT_MS = 2_000;
+/** A pool's size when none is given (DATABASE_POOL_MAX's default). */
+export const DEFAULT_POOL_MAX = 10;
 
 // Node's and pg's ways of saying the server cannot be reached or went away mid-query.
 const CONNECTION_LOST = /ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|server closed the connection/i;
@@ -403,7 +405,7 @@ export async function openSqlDatabase(options: OpenSqlOptions): Promise<SqlDatab
   if (options.databaseUrl) {
     const pool = new pg.Pool({
       connectionString: options.databaseUrl,
-      max: options.maxConnections ?? 10,
+      max: options.maxConnections ?? DEFAULT_POOL_MAX,
       options: `-c search_path=${options.schema}`,
       statement_timeout: STATEMENT_TIMEOUT_MS,
       lock_timeout: LOCK_TIMEOUT_MS,
