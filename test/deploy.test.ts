@@ -20,6 +20,7 @@ import { contentSettings } from "@switchyard/content";
 import { gatewaySettings } from "@switchyard/gateway";
 import { otlpEndpointSetting, type Setting } from "@switchyard/platform/config.js";
 import { adminSettings } from "../scripts/admin-cli.js";
+import { migrateSettings, SERVICE_MIGRATIONS } from "../scripts/migrate-cli.js";
 import { ENTRIES } from "../scripts/build.mjs";
 import { kubectlKustomize, objectId, render, renderLite, renderWithKubectl, type K8sObject } from "./support/kustomize.js";
 import { schemaProblems } from "./support/k8s-schema.js";
@@ -568,6 +569,32 @@ describe("deploy/ (Kubernetes)", function () {
             });
           }
 
+          if (p.hasDatabase) {
+            it("migrates its schema in an init container (dist/migrate.js, the same URL and schema, no probe's clock), then only verifies it at start", () => {
+              const { deployment, env } = manifestOf(overlay(overlayName), p);
+              const pod = deployment.spec.template.spec as PodSpec & { initContainers?: Container[] };
+              expect(pod.initContainers?.map((c) => c.name)).to.deep.equal(["migrate"]);
+              const init = pod.initContainers![0]!;
+              expect(init.image, "the service's image").to.equal(deployment.spec.template.spec.containers[0]!.image);
+              expect(init.command).to.deep.equal(["node", "--enable-source-maps", "dist/migrate.js", p.name]);
+              expect(Object.keys(SERVICE_MIGRATIONS)).to.include(p.name);
+              // Its variables are the command's settings, valued as the service's own.
+              const initEnv = envOf(init);
+              const known = settingByEnv(migrateSettings(p.name) as unknown as Spec);
+              for (const [name, e] of initEnv) {
+                const setting = required(known.get(name), `${name} is a setting of migrate.js`);
+                if (e.value !== undefined) expect(() => setting.parse(e.value!)).to.not.throw();
+                expect(e, `${name} as the service has it`).to.deep.equal(env.get(name));
+              }
+              expect([...initEnv.keys()].sort()).to.deep.equal(["DATABASE_URL", p.settings.databaseSchema!.env].sort());
+              expect(init.securityContext?.readOnlyRootFilesystem).to.equal(true);
+              expect(init.securityContext?.allowPrivilegeEscalation).to.equal(false);
+              expect(init.securityContext?.capabilities?.drop).to.deep.equal(["ALL"]);
+              expect(init.readinessProbe ?? init.livenessProbe ?? init.startupProbe, "no probe cuts a long migration off").to.equal(undefined);
+              expect(env.get(p.settings.databaseMigrations!.env)?.value, "the service only verifies").to.equal("verify");
+            });
+          }
+
           it(p.usesRedis ? "reads REDIS_URL from the Secret switchyard-redis" : "has no Redis", () => {
             const { env } = manifestOf(overlay(overlayName), p);
             const redis = env.get("REDIS_URL");
@@ -760,12 +787,15 @@ describe("deploy/ (Kubernetes)", function () {
         let budget = 3 + 1;
         const rows: string[] = [];
         for (const p of SERVICES) {
-          const { env, autoscaler } = manifestOf(o, p);
+          const { env, autoscaler, deployment } = manifestOf(o, p);
           const pool = Number(env.get(p.settings.databasePoolMax!.env)?.value ?? p.settings.databasePoolMax!.fallback);
+          // During a rollout at the ceiling, the surge pod runs beside them (its migrate init container
+          // holds one connection before the service starts: within its pool's share).
+          const surge = Number((deployment.spec as { strategy?: { rollingUpdate?: { maxSurge?: number } } }).strategy?.rollingUpdate?.maxSurge ?? 0);
           // A process that LISTENs holds one connection for it beside its pool (sql.ts: PostgresDatabase.listen).
           const listens = read(join(ROOT, "services", p.name, "src", "store", "sql-store.ts")).includes(".listen(") ? 1 : 0;
-          budget += autoscaler.spec.maxReplicas * (pool + listens);
-          rows.push(`${p.name} ${autoscaler.spec.maxReplicas}×(${pool}+${listens})`);
+          budget += (autoscaler.spec.maxReplicas + surge) * (pool + listens);
+          rows.push(`${p.name} ${autoscaler.spec.maxReplicas + surge}×(${pool}+${listens})`);
         }
         expect(budget, `${rows.join(" + ")} + 4 reserved ≤ ${limit}`).to.be.at.most(limit);
         if (overlayName === "local") {
@@ -1037,13 +1067,16 @@ describe("deploy/ (Kubernetes)", function () {
 
     it("the bundles the manifests run are the ones npm run build makes", () => {
       const bundles = Object.keys(ENTRIES).map((name) => `dist/${name}.js`);
-      for (const name of [...PROCESSES.map((p) => p.name), "admin"]) expect(bundles, `npm run build makes dist/${name}.js`).to.include(`dist/${name}.js`);
+      for (const name of [...PROCESSES.map((p) => p.name), "admin", "migrate"]) expect(bundles, `npm run build makes dist/${name}.js`).to.include(`dist/${name}.js`);
       for (const o of [...OVERLAY_NAMES.map((n) => overlay(n).objects), ...OVERLAY_NAMES.map((n) => jobOf(n).objects)]) {
         for (const w of o.filter((x) => x.kind === "Deployment" || x.kind === "Job") as Workload[]) {
-          const command = w.spec.template.spec.containers[0]!.command ?? [];
-          // node, its flags, then the bundle.
-          const bundle = command.find((arg, i) => i > 0 && !arg.startsWith("-"));
-          if (command[0] === "node") expect(bundles, `${w.kind} ${w.metadata.name} runs ${bundle}`).to.include(bundle);
+          const pod = w.spec.template.spec as PodSpec & { initContainers?: Container[] };
+          for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
+            const command = c.command ?? [];
+            // node, its flags, then the bundle.
+            const bundle = command.find((arg, i) => i > 0 && !arg.startsWith("-"));
+            if (command[0] === "node") expect(bundles, `${w.kind} ${w.metadata.name}/${c.name} runs ${bundle}`).to.include(bundle);
+          }
         }
       }
     });
