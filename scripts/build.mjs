@@ -24,6 +24,7 @@ export const ENTRIES = {
   gateway: "gateway/src/main.ts",
   start: "scripts/start.ts",
   admin: "scripts/admin.ts",
+  migrate: "scripts/migrate.ts",
 };
 
 /**

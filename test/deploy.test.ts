@@ -8,17 +8,19 @@
 // Envoy's config is checked in deploy-envoy.test.ts.
 import { expect } from "chai";
 import { isDeepStrictEqual } from "node:util";
-import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { builtinModules } from "node:module";
+import { tmpdir } from "node:os";
 import { dirname, join, posix, relative } from "node:path";
-import { parse as parseYaml } from "yaml";
+import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { identitySettings } from "@switchyard/identity";
 import { paymentsSettings } from "@switchyard/payments";
 import { ordersSettings } from "@switchyard/orders";
 import { contentSettings } from "@switchyard/content";
 import { gatewaySettings } from "@switchyard/gateway";
-import type { Setting } from "@switchyard/platform/config.js";
+import { otlpEndpointSetting, type Setting } from "@switchyard/platform/config.js";
 import { adminSettings } from "../scripts/admin-cli.js";
+import { migrateSettings, SERVICE_MIGRATIONS } from "../scripts/migrate-cli.js";
 import { ENTRIES } from "../scripts/build.mjs";
 import { kubectlKustomize, objectId, render, renderLite, renderWithKubectl, type K8sObject } from "./support/kustomize.js";
 import { schemaProblems } from "./support/k8s-schema.js";
@@ -179,6 +181,38 @@ function jobOf(name: Overlay["name"]): { objects: K8sObject[]; job: Workload } {
   return { objects, job: jobs[0]! };
 }
 
+/** The optional components: those of deploy/k8s/components/ that neither the base nor an overlay includes (each needs something in the cluster). */
+const OPTIONAL_COMPONENTS = readdirSync(join(K8S, "components")).filter((c) =>
+  !["base", ...OVERLAY_NAMES.map((n) => `overlays/${n}`)].some((dir) => ((parseYaml(read(join(K8S, dir, "kustomization.yaml"))) as { components?: string[] }).components ?? []).some((used) => used.endsWith(`/components/${c}`))));
+
+/**
+ * An overlay with the optional components added as deploy/README.md tells an operator to: a copy of the
+ * overlay's directory whose kustomization lists them before its `release` component.
+ */
+function renderedWithComponents(name: Overlay["name"]): { objects: K8sObject[]; how: string } {
+  const key = `${name}+components`;
+  if (!rendered.has(key)) {
+    const source = join(K8S, "overlays", name);
+    const dir = join(mkdtempSync(join(tmpdir(), "switchyard-components-")), name);
+    try {
+      cpSync(source, dir, { recursive: true });
+      const k = parseYaml(read(join(source, "kustomization.yaml"))) as { resources?: string[]; components?: string[] };
+      // Paths that leave the overlay's directory point back into the repository.
+      const outside = (path: string) => (path.startsWith("../") ? relative(dir, join(source, path)).split("\\").join("/") : path);
+      k.resources = (k.resources ?? []).map(outside);
+      const release = (k.components ?? []).indexOf("release");
+      expect(release, `overlays/${name} has a release component`).to.be.at.least(0);
+      const optional = OPTIONAL_COMPONENTS.map((c) => relative(dir, join(K8S, "components", c)).split("\\").join("/"));
+      k.components = [...k.components!.slice(0, release).map(outside), ...optional, ...k.components!.slice(release).map(outside)];
+      writeFileSync(join(dir, "kustomization.yaml"), stringifyYaml(k));
+      rendered.set(key, render(dir));
+    } finally {
+      rmSync(dirname(dir), { recursive: true, force: true });
+    }
+  }
+  return rendered.get(key)!;
+}
+
 const ofKind = <T extends K8sObject>(o: Overlay, kind: string) => o.objects.filter((x) => x.kind === kind) as T[];
 const named = <T extends K8sObject>(o: Overlay, kind: string, name: string) => required(ofKind<T>(o, kind).find((x) => x.metadata.name === name), `${o.name}: ${kind} ${name}`);
 
@@ -260,6 +294,32 @@ describe("deploy/ (Kubernetes)", function () {
       });
     }
 
+    it("the optional components render onto either overlay, and every object is valid against the Kubernetes schemas and its CRD's", async () => {
+      expect(OPTIONAL_COMPONENTS).to.include("cert-manager");
+      for (const name of OVERLAY_NAMES) {
+        const { objects, how } = renderedWithComponents(name);
+        const added = objects.filter((o) => !overlay(name).objects.some((x) => objectId(x) === objectId(o)));
+        console.log(`      (overlays/${name} + ${OPTIONAL_COMPONENTS.join(", ")}: ${added.map((o) => `${o.kind}/${o.metadata.name}`).join(", ")}, rendered with ${how})`);
+        expect(added.length).to.be.greaterThan(0);
+        const problems: string[] = [];
+        for (const o of objects) for (const p of await schemaProblems(o)) problems.push(`${o.kind}/${o.metadata.name}${p.path}: ${p.message}`);
+        expect(problems).to.deep.equal([]);
+      }
+      // The schemas of the custom resources refuse unknown fields too.
+      const certificate = structuredClone(renderedWithComponents("production").objects.find((o) => o.kind === "Certificate")!) as any;
+      certificate.spec.secretNmae = certificate.spec.secretName;
+      expect((await schemaProblems(certificate)).map((p) => p.path)).to.include("/spec/secretNmae");
+    });
+
+    it("cert-manager keeps the Secret Envoy mounts", () => {
+      const objects = renderedWithComponents("production").objects;
+      const certificate = objects.find((o) => o.kind === "Certificate") as K8sObject & { spec: { secretName: string; privateKey?: { rotationPolicy?: string } } };
+      const envoy = objects.find((o) => o.kind === "Deployment" && o.metadata.name === "envoy") as Workload;
+      const secretVolumes = (envoy.spec.template.spec.volumes ?? []).filter((v) => v.secret).map((v) => v.secret!.secretName);
+      expect(secretVolumes).to.include(certificate.spec.secretName);
+      expect(certificate.spec.privateKey?.rotationPolicy, "a new key with each renewal").to.equal("Always");
+    });
+
     it("the schema check refuses a misspelt field, a wrong type and a missing required field", async () => {
       const deployment = structuredClone(named<Workload>(overlay("production"), "Deployment", "gateway"));
       expect(await schemaProblems(deployment)).to.deep.equal([]);
@@ -288,6 +348,96 @@ describe("deploy/ (Kubernetes)", function () {
         expect([...lite.keys()].sort(), rel(dir)).to.deep.equal([...real.keys()].sort());
         for (const [id, o] of real) expect(isDeepStrictEqual(lite.get(id), o), `${rel(dir)}: ${id} rendered alike`).to.equal(true);
       }
+    });
+  });
+
+  describe("Kubernetes habits", () => {
+    const RECOMMENDED = ["name", "instance", "version", "component", "part-of", "managed-by"].map((l) => `app.kubernetes.io/${l}`);
+    /** Every rendering an operator applies: each overlay, its create-tenant Job, and it with the optional components. */
+    const renderings = () => OVERLAY_NAMES.flatMap((name) => [
+      { what: `overlays/${name}`, name, objects: overlay(name).objects },
+      { what: `overlays/${name}/create-tenant`, name, objects: jobOf(name).objects },
+      { what: `overlays/${name} + components`, name, objects: renderedWithComponents(name).objects },
+    ]);
+    const podTemplates = (objects: K8sObject[]) => objects.filter((o) => ["Deployment", "StatefulSet", "Job"].includes(o.kind)) as Workload[];
+
+    it("every object and pod template carries the recommended labels; version is the release's image tag, instance the overlay's", () => {
+      for (const { what, name, objects } of renderings()) {
+        const image = manifestOf(overlay(name), PROCESSES[0]!).container.image!;
+        const tag = /:([\w.-]+)(@|$)/.exec(image.split("/").pop()!)?.[1];
+        for (const o of objects) {
+          const labels = o.metadata.labels ?? {};
+          for (const l of RECOMMENDED) expect(labels[l], `${what}: ${o.kind}/${o.metadata.name} ${l}`).to.be.a("string").and.not.equal("");
+          expect(labels["app.kubernetes.io/part-of"]).to.equal("switchyard");
+          expect(labels["app.kubernetes.io/version"], `${what}: ${o.kind}/${o.metadata.name} runs the release's version`).to.equal(tag);
+          expect(labels["app.kubernetes.io/instance"]).to.equal(`switchyard-${name}`);
+        }
+        for (const w of podTemplates(objects)) {
+          for (const l of RECOMMENDED) expect(w.spec.template.metadata.labels[l], `${what}: ${w.kind}/${w.metadata.name}'s pods: ${l}`).to.be.a("string");
+        }
+      }
+    });
+
+    it("every container requests and limits ephemeral storage", () => {
+      for (const { what, objects } of renderings()) {
+        for (const w of podTemplates(objects)) {
+          const pod = w.spec.template.spec as PodSpec & { initContainers?: Container[] };
+          for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
+            expect(c.resources?.requests?.["ephemeral-storage"], `${what}: ${w.metadata.name}/${c.name} requests`).to.be.a("string");
+            expect(c.resources?.limits?.["ephemeral-storage"], `${what}: ${w.metadata.name}/${c.name} limits`).to.be.a("string");
+          }
+        }
+      }
+    });
+
+    it("every workload runs as a ServiceAccount of its own that mounts no token", () => {
+      for (const name of OVERLAY_NAMES) {
+        const objects = overlay(name).objects;
+        const accounts = new Map(objects.filter((o) => o.kind === "ServiceAccount").map((o) => [o.metadata.name, o as K8sObject & { automountServiceAccountToken?: boolean }]));
+        const used = new Map<string, string>();
+        for (const w of [...podTemplates(objects), jobOf(name).job]) {
+          const pod = w.spec.template.spec as PodSpec & { serviceAccountName?: string };
+          const account = required(pod.serviceAccountName, `overlays/${name}: ${w.kind}/${w.metadata.name} names its ServiceAccount`);
+          expect(used.get(account), `${account} serves ${w.metadata.name} alone`).to.equal(undefined);
+          used.set(account, w.metadata.name);
+          expect(account, "named as its workload's app").to.equal(w.spec.template.metadata.labels["app.kubernetes.io/name"]);
+          expect(accounts.get(account)?.automountServiceAccountToken, `overlays/${name}: ServiceAccount ${account} exists, no token`).to.equal(false);
+          expect(pod.automountServiceAccountToken, `${w.metadata.name}: no token in the pod`).to.equal(false);
+        }
+      }
+    });
+
+    it("production spreads every Deployment of the mesh over nodes and zones", () => {
+      for (const d of ofKind<Workload>(overlay("production"), "Deployment")) {
+        const keys = ((d.spec.template.spec as PodSpec & { topologySpreadConstraints?: { topologyKey: string }[] }).topologySpreadConstraints ?? []).map((t) => t.topologyKey);
+        expect(keys, d.metadata.name).to.include.members(["kubernetes.io/hostname", "topology.kubernetes.io/zone"]);
+      }
+    });
+
+    it("the Prometheus Operator component scrapes what the annotations name, and its rules are the alert file's", () => {
+      const objects = renderedWithComponents("production").objects;
+      const monitor = objects.find((o) => o.kind === "PodMonitor") as K8sObject & { spec: { selector: { matchLabels: Labels }; podMetricsEndpoints: { port: string; path: string }[] } };
+      for (const w of podTemplates(objects).filter((x) => x.spec.template.metadata.annotations?.["prometheus.io/scrape"] === "true")) {
+        const annotations = w.spec.template.metadata.annotations!;
+        expect(selects(monitor.spec.selector.matchLabels, w.spec.template.metadata.labels), `the PodMonitor selects ${w.metadata.name}`).to.equal(true);
+        const ports = w.spec.template.spec.containers[0]!.ports ?? [];
+        const endpoint = monitor.spec.podMetricsEndpoints.find((e) => ports.some((p) => p.name === e.port));
+        expect(endpoint, `${w.metadata.name}: an endpoint for a port it has`).to.not.equal(undefined);
+        expect(String(ports.find((p) => p.name === endpoint!.port)!.containerPort), `${w.metadata.name}: the annotated port`).to.equal(annotations["prometheus.io/port"]);
+        expect(endpoint!.path).to.equal(annotations["prometheus.io/path"]);
+      }
+      const rule = objects.find((o) => o.kind === "PrometheusRule") as K8sObject & { spec: { groups: unknown } };
+      const alerts = parseYaml(read(join(DEPLOY, "observability", "switchyard-alerts.yaml"))) as { groups: unknown };
+      expect(rule.spec.groups).to.deep.equal(alerts.groups);
+    });
+
+    it("the tracing component sets every process's OTLP endpoint, a value each accepts", () => {
+      const o = { ...overlay("production"), ...renderedWithComponents("production") };
+      for (const p of PROCESSES) {
+        const endpoint = required(manifestOf(o, p).env.get(otlpEndpointSetting.env)?.value, `${p.name}: ${otlpEndpointSetting.env}`);
+        expect(() => p.settings.otlpEndpoint!.parse(endpoint)).to.not.throw();
+      }
+      for (const p of PROCESSES) expect(manifestOf(overlay("production"), p).env.has(otlpEndpointSetting.env), `${p.name}: no tracing as shipped`).to.equal(false);
     });
   });
 
@@ -346,9 +496,9 @@ describe("deploy/ (Kubernetes)", function () {
             expect(service.spec.ports).to.have.length(1);
             expect(service.spec.ports[0]!.port, "Service port").to.equal(port);
             expect(resolvePort(container, service.spec.ports[0]!.targetPort ?? service.spec.ports[0]!.port), "Service targetPort").to.equal(port);
-            // gRPC clients resolve a headless Service to every ready pod and balance over them.
-            if (p.probes === "grpc") expect(service.spec.clusterIP, "headless").to.equal("None");
-            else expect(service.spec.clusterIP, "the gateway's Service keeps its virtual IP (Envoy's upstream)").to.equal(undefined);
+            // gRPC clients (and Envoy, for the gateway) resolve a headless Service to every ready pod and
+            // balance over them.
+            expect(service.spec.clusterIP, "headless").to.equal("None");
           });
 
           it("is scraped by Prometheus where it serves /metrics (annotations), and not on its gRPC port", () => {
@@ -419,6 +569,32 @@ describe("deploy/ (Kubernetes)", function () {
             });
           }
 
+          if (p.hasDatabase) {
+            it("migrates its schema in an init container (dist/migrate.js, the same URL and schema, no probe's clock), then only verifies it at start", () => {
+              const { deployment, env } = manifestOf(overlay(overlayName), p);
+              const pod = deployment.spec.template.spec as PodSpec & { initContainers?: Container[] };
+              expect(pod.initContainers?.map((c) => c.name)).to.deep.equal(["migrate"]);
+              const init = pod.initContainers![0]!;
+              expect(init.image, "the service's image").to.equal(deployment.spec.template.spec.containers[0]!.image);
+              expect(init.command).to.deep.equal(["node", "--enable-source-maps", "dist/migrate.js", p.name]);
+              expect(Object.keys(SERVICE_MIGRATIONS)).to.include(p.name);
+              // Its variables are the command's settings, valued as the service's own.
+              const initEnv = envOf(init);
+              const known = settingByEnv(migrateSettings(p.name) as unknown as Spec);
+              for (const [name, e] of initEnv) {
+                const setting = required(known.get(name), `${name} is a setting of migrate.js`);
+                if (e.value !== undefined) expect(() => setting.parse(e.value!)).to.not.throw();
+                expect(e, `${name} as the service has it`).to.deep.equal(env.get(name));
+              }
+              expect([...initEnv.keys()].sort()).to.deep.equal(["DATABASE_URL", p.settings.databaseSchema!.env].sort());
+              expect(init.securityContext?.readOnlyRootFilesystem).to.equal(true);
+              expect(init.securityContext?.allowPrivilegeEscalation).to.equal(false);
+              expect(init.securityContext?.capabilities?.drop).to.deep.equal(["ALL"]);
+              expect(init.readinessProbe ?? init.livenessProbe ?? init.startupProbe, "no probe cuts a long migration off").to.equal(undefined);
+              expect(env.get(p.settings.databaseMigrations!.env)?.value, "the service only verifies").to.equal("verify");
+            });
+          }
+
           it(p.usesRedis ? "reads REDIS_URL from the Secret switchyard-redis" : "has no Redis", () => {
             const { env } = manifestOf(overlay(overlayName), p);
             const redis = env.get("REDIS_URL");
@@ -483,10 +659,10 @@ describe("deploy/ (Kubernetes)", function () {
         });
       }
 
-      it("every Deployment of a process has an autoscaler; nothing else does", () => {
+      it("every Deployment of a process, and Envoy's, has an autoscaler; nothing else does", () => {
         const o = overlay(overlayName);
         const targets = ofKind<Autoscaler>(o, "HorizontalPodAutoscaler").map((a) => a.spec.scaleTargetRef.name).sort();
-        expect(targets).to.deep.equal(PROCESSES.map((p) => p.name).sort());
+        expect(targets).to.deep.equal([...PROCESSES.map((p) => p.name), "envoy"].sort());
         for (const d of ofKind<Workload>(o, "Deployment").filter((d) => !targets.includes(d.metadata.name))) {
           expect(d.spec.replicas, `${d.metadata.name} (no autoscaler) runs one replica`).to.equal(1);
         }
@@ -517,13 +693,14 @@ describe("deploy/ (Kubernetes)", function () {
         } else {
           // Managed: the operator creates the Secret; nothing secret is written in the overlay.
           expect(secrets, "production writes no Secret").to.deep.equal([]);
-          expect(ofKind(o, "ConfigMap"), "production writes no ConfigMap").to.deep.equal([]);
+          expect(ofKind(o, "ConfigMap").map((c) => c.metadata.name), "production's one ConfigMap is Envoy's configuration").to.have.length(1).and.to.satisfy((names: string[]) => names[0]!.startsWith("envoy-config-"));
           expect(JSON.stringify(to)).to.include("ipBlock");
         }
       });
 
-      it("the NetworkPolicies allow exactly the mesh's edges", () => {
-        const o = overlay(overlayName);
+      for (const variant of ["as shipped", "with the optional components"] as const) it(`the NetworkPolicies allow exactly the mesh's edges, the call graph of the code (${variant})`, () => {
+        const o: Overlay = variant === "as shipped" ? overlay(overlayName) : { ...overlay(overlayName), ...renderedWithComponents(overlayName) };
+        const tracing = variant !== "as shipped";
         const ns = o.namespace;
         const policies = ofKind<NetworkPolicy & K8sObject>(o, "NetworkPolicy");
         const deny = required(policies.find((p) => isDeepStrictEqual(p.spec.podSelector, {})
@@ -533,31 +710,40 @@ describe("deploy/ (Kubernetes)", function () {
         const podOf = (name: string): Pod => ({ namespace: ns, labels: named<Workload>(o, "Deployment", name).spec.template.metadata.labels });
         const pods: Record<string, Endpoint> = Object.fromEntries(PROCESSES.map((p) => [p.name, podOf(p.name)]));
         pods.admin = { namespace: ns, labels: jobOf(overlayName).job.spec.template.metadata.labels };
-        pods.envoy = { namespace: ns, labels: { "app.kubernetes.io/name": "envoy" } };
+        pods.envoy = podOf("envoy");
         pods.stranger = { namespace: ns, labels: { "app.kubernetes.io/name": "something-else" } };
         // The scraper: Prometheus in the "monitoring" namespace.
         pods.prometheus = { namespace: "monitoring", labels: { "app.kubernetes.io/name": "prometheus" } };
         // A pod elsewhere wearing the gateway's labels is not the gateway.
         pods.impostor = { namespace: "elsewhere", labels: podOf("gateway").labels };
-        if (overlayName === "local") pods.redis = podOf("redis");
-        const ports = { envoy: 8443, gateway: 8080, identity: 50051, payments: 50052, orders: 50053, content: 50054, redis: 6379, metrics: 9464 } as Record<string, number>;
+        if (overlayName === "local") {
+          pods.redis = podOf("redis");
+          pods.postgres = { namespace: ns, labels: named<Workload>(o, "StatefulSet", "postgres").spec.template.metadata.labels };
+        }
+        // The OpenTelemetry collector the tracing component names.
+        pods.collector = { namespace: "monitoring", labels: { "app.kubernetes.io/name": "opentelemetry-collector" } };
+        const ports = { envoy: 8443, gateway: 8080, identity: 50051, payments: 50052, orders: 50053, content: 50054, redis: 6379, postgres: 5432, metrics: 9464, collector: 4318 } as Record<string, number>;
 
+        // The call graph, from the code: each process's *_ADDRESS settings, its REDIS_URL, its exporter.
         const expected = new Set([
           "envoy→gateway",
-          "gateway→identity", "gateway→payments", "gateway→orders", "gateway→content",
-          "payments→identity", "orders→identity", "content→identity",
-          "orders→payments", "orders→content",
+          ...PROCESSES.flatMap((p) => p.calls.map((callee) => `${p.name}→${callee}`)),
           "admin→identity",
-          ...(overlayName === "local" ? ["gateway→redis", "identity→redis"] : []),
+          ...(overlayName === "local" ? PROCESSES.filter((p) => p.usesRedis).map((p) => `${p.name}→redis`) : []),
+          ...(overlayName === "local" ? PROCESSES.filter((p) => p.hasDatabase).map((p) => `${p.name}→postgres`) : []),
+          ...(tracing ? PROCESSES.map((p) => `${p.name}→collector`) : []),
           // Envoy is the public edge: a pod outside the namespace reaches it as the internet does.
-          "impostor→envoy", "prometheus→envoy",
-          // The scrape: each service's metrics port, the gateway's /metrics on its port; nothing else.
-          "prometheus→gateway", "prometheus→identity:9464", "prometheus→payments:9464", "prometheus→orders:9464", "prometheus→content:9464",
+          "impostor→envoy", "prometheus→envoy", "collector→envoy",
+          // The scrape: each service's and Envoy's metrics port, the gateway's /metrics on its port; nothing else.
+          "prometheus→envoy:9464", "prometheus→gateway", "prometheus→identity:9464", "prometheus→payments:9464", "prometheus→orders:9464", "prometheus→content:9464",
         ]);
         const actual: string[] = [];
         for (const [from, fromPod] of Object.entries(pods)) {
           for (const [to, toPod] of Object.entries(pods)) {
             if (from === to || !(to in ports)) continue;
+            // The collector is outside the namespace, open to anyone its own policies admit: only the
+            // mesh's way to it is this namespace's to say.
+            if (to === "collector" && (fromPod as Pod).namespace !== ns) continue;
             for (const port of new Set(Object.values(ports))) {
               if (allows(policies, fromPod, toPod, port, "TCP", ns)) actual.push(port === ports[to] ? `${from}→${to}` : `${from}→${to}:${port}`);
             }
@@ -567,21 +753,23 @@ describe("deploy/ (Kubernetes)", function () {
 
         // From outside: the edge only.
         const internet = { ip: "203.0.113.7" };
-        for (const [to, toPod] of Object.entries(pods).filter(([to]) => to in ports)) {
+        const inNamespace = Object.entries(pods).filter(([, pod]) => (pod as Pod).namespace === ns);
+        for (const [to, toPod] of inNamespace.filter(([to]) => to in ports)) {
           expect(allows(policies, internet, toPod, ports[to]!, "TCP", ns), `internet → ${to}`).to.equal(to === "envoy");
         }
 
-        // Out: DNS for everyone; PostgreSQL for the services; nothing else.
+        // Out: DNS for everyone; PostgreSQL outside the cluster for the services in production (local: the
+        // in-cluster one above); nothing else.
         const dns: Pod = { namespace: "kube-system", labels: { "k8s-app": "kube-dns" } };
         const database = named<NetworkPolicy & K8sObject>(o, "NetworkPolicy", "database");
         const dbCidr = database.spec.egress?.[0]?.to?.find((t) => t.ipBlock)?.ipBlock?.cidr;
         if (overlayName === "production") expect(dbCidr, "production names the database's address range").to.be.a("string");
         const dbAddress = { ip: dbCidr ? addressIn(dbCidr) : "192.0.2.10" };
         const redisCidr = named<NetworkPolicy & K8sObject>(o, "NetworkPolicy", "redis-clients").spec.egress?.[0]?.to?.find((t) => t.ipBlock)?.ipBlock?.cidr;
-        for (const [name, pod] of Object.entries(pods).filter(([name]) => name !== "impostor" && name !== "prometheus")) {
+        for (const [name, pod] of inNamespace) {
           expect(allows(policies, pod, dns, 53, "UDP", ns), `${name} → DNS`).to.equal(true);
           const service = SERVICES.some((s) => s.name === name);
-          expect(allows(policies, pod, dbAddress, 5432, "TCP", ns), `${name} → PostgreSQL`).to.equal(service);
+          expect(allows(policies, pod, dbAddress, 5432, "TCP", ns), `${name} → PostgreSQL`).to.equal(service && overlayName === "production");
           expect(allows(policies, pod, internet, 443, "TCP", ns), `${name} → the internet`).to.equal(false);
           if (overlayName === "production") {
             expect(allows(policies, pod, internet, 5432, "TCP", ns), `${name} → PostgreSQL elsewhere`).to.equal(false);
@@ -591,12 +779,120 @@ describe("deploy/ (Kubernetes)", function () {
         }
       });
 
+      it("the services' connections at the autoscalers' ceiling fit in the database's max_connections", () => {
+        const o = overlay(overlayName);
+        const database = named<NetworkPolicy & K8sObject>(o, "NetworkPolicy", "database");
+        const limit = Number(required((database.metadata as { annotations?: Record<string, string> }).annotations?.["switchyard/database-max-connections"], "the limit the overlay was sized for"));
+        // PostgreSQL keeps 3 for superusers (superuser_reserved_connections); one more for an operator's psql.
+        let budget = 3 + 1;
+        const rows: string[] = [];
+        for (const p of SERVICES) {
+          const { env, autoscaler, deployment } = manifestOf(o, p);
+          const pool = Number(env.get(p.settings.databasePoolMax!.env)?.value ?? p.settings.databasePoolMax!.fallback);
+          // During a rollout at the ceiling, the surge pod runs beside them (its migrate init container
+          // holds one connection before the service starts: within its pool's share).
+          const surge = Number((deployment.spec as { strategy?: { rollingUpdate?: { maxSurge?: number } } }).strategy?.rollingUpdate?.maxSurge ?? 0);
+          // A process that LISTENs holds one connection for it beside its pool (sql.ts: PostgresDatabase.listen).
+          const listens = read(join(ROOT, "services", p.name, "src", "store", "sql-store.ts")).includes(".listen(") ? 1 : 0;
+          budget += (autoscaler.spec.maxReplicas + surge) * (pool + listens);
+          rows.push(`${p.name} ${autoscaler.spec.maxReplicas + surge}×(${pool}+${listens})`);
+        }
+        expect(budget, `${rows.join(" + ")} + 4 reserved ≤ ${limit}`).to.be.at.most(limit);
+        if (overlayName === "local") {
+          const args = named<Workload>(o, "StatefulSet", "postgres").spec.template.spec.containers[0]!.args ?? [];
+          expect(args.join(" "), "the in-cluster server's limit is the one named").to.include(`max_connections=${limit}`);
+        }
+        // The README's table says the same.
+        expect(read(join(DEPLOY, "README.md")), "deploy/README.md states the sum").to.include(`| ${overlayName} | ${rows.join(" + ")} + 4 | ${budget} | ${limit} |`);
+      });
+
       it("the gateway trusts exactly one proxy hop (Envoy's), and only Envoy reaches it", () => {
         const { env } = manifestOf(overlay(overlayName), PROCESSES.find((p) => p.name === "gateway")!);
         expect(env.get(gatewaySettings.trustedProxyHops.env)?.value).to.equal("1");
       });
     });
   }
+
+  describe("overlays/local stands alone", () => {
+    const o = () => overlay("local");
+    const secretData = (objects: K8sObject[], name: string): Record<string, string> => {
+      const secret = required(objects.find((x) => x.kind === "Secret" && x.metadata.name === name), `Secret ${name}`) as Secret;
+      return Object.fromEntries(Object.entries(secret.data ?? {}).map(([k, v]) => [k, Buffer.from(v, "base64").toString("utf8")]));
+    };
+
+    it("has a namespace of its own, and makes every Secret and ConfigMap its pods and its create-tenant Job read", () => {
+      const namespace = named(o(), "Namespace", o().namespace);
+      expect(o().namespace, "not the cluster's default namespace").to.not.equal("default");
+      expect(namespace.metadata.labels?.["pod-security.kubernetes.io/enforce"]).to.equal("restricted");
+      const { objects: jobObjects, job } = jobOf("local");
+      const available = [...o().objects, ...jobObjects];
+      const has = (kind: string, name: string) => available.some((x) => x.kind === kind && x.metadata.name === name);
+      for (const w of [...o().objects.filter((x) => ["Deployment", "StatefulSet"].includes(x.kind)) as Workload[], job]) {
+        const pod = w.spec.template.spec;
+        for (const c of pod.containers) {
+          for (const e of c.env ?? []) {
+            if (e.valueFrom?.secretKeyRef) expect(has("Secret", e.valueFrom.secretKeyRef.name), `${w.metadata.name}: ${e.name} from Secret ${e.valueFrom.secretKeyRef.name}`).to.equal(true);
+            if (e.valueFrom?.configMapKeyRef) expect(has("ConfigMap", e.valueFrom.configMapKeyRef.name), `${w.metadata.name}: ${e.name} from ConfigMap ${e.valueFrom.configMapKeyRef.name}`).to.equal(true);
+          }
+        }
+        for (const v of (pod.volumes ?? []) as { name: string; secret?: { secretName: string }; configMap?: { name: string } }[]) {
+          if (v.secret) expect(has("Secret", v.secret.secretName), `${w.metadata.name}: volume ${v.name}`).to.equal(true);
+          if (v.configMap) expect(has("ConfigMap", v.configMap.name), `${w.metadata.name}: volume ${v.name}`).to.equal(true);
+        }
+      }
+      expect((named<Secret>(o(), "Secret", "envoy-tls") as Secret & { type?: string }).type).to.equal("kubernetes.io/tls");
+    });
+
+    it("runs PostgreSQL, made at its first start by deploy/postgres/roles.sql, and each service's URL names its own role there", () => {
+      const postgres = named<Workload>(o(), "StatefulSet", "postgres");
+      const container = postgres.spec.template.spec.containers[0]!;
+      const env = envOf(container);
+      const passwords = secretData(o().objects, "switchyard-postgres");
+      // The roles ConfigMap is roles.sql, and the init script runs it with every password it asks for.
+      const volumes = postgres.spec.template.spec.volumes as { name: string; configMap?: { name: string } }[];
+      const mountOf = (path: string) => required(container.volumeMounts?.find((m) => path.startsWith(`${m.mountPath}/`) || path === m.mountPath), `a mount holds ${path}`);
+      const configMapAt = (path: string) => named<K8sObject & { data: Record<string, string> }>(o(), "ConfigMap", required(volumes.find((v) => v.name === mountOf(path).name)?.configMap?.name, `ConfigMap at ${path}`));
+      const init = configMapAt("/docker-entrypoint-initdb.d");
+      const script = Object.values(init.data).join("\n");
+      const rolesPath = required(/-f\s+(\S+)/.exec(script)?.[1], "the script runs a file");
+      const rolesSql = read(join(DEPLOY, "postgres", "roles.sql"));
+      expect(configMapAt(rolesPath).data[posix.basename(rolesPath)], "the file is deploy/postgres/roles.sql").to.equal(rolesSql);
+      const asked = [...new Set([...rolesSql.matchAll(/:'(\w+_password)'/g)].map((m) => m[1]!))];
+      expect(asked.sort()).to.deep.equal(SERVICES.map((p) => `${p.name}_password`).sort());
+      for (const variable of asked) {
+        const from = required(new RegExp(`-v ${variable}="\\$(\\w+)"`).exec(script)?.[1], `init script passes ${variable}`);
+        const ref = required(env.get(from)?.valueFrom?.secretKeyRef, `${from} from a Secret`);
+        expect(ref.name).to.equal("switchyard-postgres");
+        const service = variable.replace(/_password$/, "");
+        // Each service's URL: its role (roles.sql's default name), that password, this server and database.
+        const url = new URL(secretData(o().objects, "switchyard-database")[`${service}-url`]!);
+        expect(decodeURIComponent(url.username)).to.equal(`switchyard_${service}`);
+        expect(decodeURIComponent(url.password), `${service}'s password`).to.equal(passwords[ref.key]);
+        const svc = named<Service>(o(), "Service", url.hostname);
+        expect(selects(svc.spec.selector, postgres.spec.template.metadata.labels), `${url.hostname} is PostgreSQL's Service`).to.equal(true);
+        expect(svc.spec.ports.map((sp) => sp.port)).to.include(Number(url.port));
+        expect(url.pathname.slice(1)).to.equal(env.get("POSTGRES_DB")?.value);
+        const p = SERVICES.find((x) => x.name === service)!;
+        expect(() => p.settings.databaseUrl!.parse(url.href), `${service} accepts its URL`).to.not.throw();
+      }
+    });
+
+    it("its throwaway service credentials are ones the processes accept, and identity lists the gateway's, orders' and the operator's", () => {
+      const credentials = secretData(o().objects, "switchyard-service-credentials");
+      expect(() => identitySettings.serviceClients.parse(credentials["identity-service-clients"]!)).to.not.throw();
+      const listed = new Set(credentials["identity-service-clients"]!.split(","));
+      for (const [client, key] of [["orders", "orders-secret"], ["gateway", "gateway-secret"], ["operator", "operator-secret"]] as const) {
+        expect(listed.has(`${client}:${credentials[key]}`), `identity lists ${client}'s secret`).to.equal(true);
+      }
+      expect(() => ordersSettings.serviceSecret.parse(credentials["orders-secret"]!)).to.not.throw();
+      expect(() => gatewaySettings.serviceSecret.parse(credentials["gateway-secret"]!)).to.not.throw();
+      expect(() => adminSettings.operatorSecret.parse(credentials["operator-secret"]!)).to.not.throw();
+      const signing = secretData(o().objects, "switchyard-signing-key")["encryption-key"]!;
+      expect(() => identitySettings.keyEncryptionKey.parse(signing)).to.not.throw();
+      // Named as throwaway where they are written.
+      expect(read(join(K8S, "overlays", "local", "kustomization.yaml"))).to.include("THROWAWAY");
+    });
+  });
 
   describe("the create-tenant Job", () => {
     for (const overlayName of OVERLAY_NAMES) {
@@ -771,13 +1067,16 @@ describe("deploy/ (Kubernetes)", function () {
 
     it("the bundles the manifests run are the ones npm run build makes", () => {
       const bundles = Object.keys(ENTRIES).map((name) => `dist/${name}.js`);
-      for (const name of [...PROCESSES.map((p) => p.name), "admin"]) expect(bundles, `npm run build makes dist/${name}.js`).to.include(`dist/${name}.js`);
+      for (const name of [...PROCESSES.map((p) => p.name), "admin", "migrate"]) expect(bundles, `npm run build makes dist/${name}.js`).to.include(`dist/${name}.js`);
       for (const o of [...OVERLAY_NAMES.map((n) => overlay(n).objects), ...OVERLAY_NAMES.map((n) => jobOf(n).objects)]) {
         for (const w of o.filter((x) => x.kind === "Deployment" || x.kind === "Job") as Workload[]) {
-          const command = w.spec.template.spec.containers[0]!.command ?? [];
-          // node, its flags, then the bundle.
-          const bundle = command.find((arg, i) => i > 0 && !arg.startsWith("-"));
-          if (command[0] === "node") expect(bundles, `${w.kind} ${w.metadata.name} runs ${bundle}`).to.include(bundle);
+          const pod = w.spec.template.spec as PodSpec & { initContainers?: Container[] };
+          for (const c of [...(pod.initContainers ?? []), ...pod.containers]) {
+            const command = c.command ?? [];
+            // node, its flags, then the bundle.
+            const bundle = command.find((arg, i) => i > 0 && !arg.startsWith("-"));
+            if (command[0] === "node") expect(bundles, `${w.kind} ${w.metadata.name}/${c.name} runs ${bundle}`).to.include(bundle);
+          }
         }
       }
     });

@@ -1,6 +1,8 @@
 // Validates Kubernetes objects against the Kubernetes OpenAPI schemas, offline: the validators that
 // the `kubernetes-models` package compiles from them (types, required fields, enums, formats such as
-// int32 and quantities), one per apiVersion and kind.
+// int32 and quantities), one per apiVersion and kind; the custom resources deploy/ uses against their
+// CRDs' schemas, from the same project's packages (cert-manager's Certificate, the Prometheus
+// Operator's PodMonitor and PrometheusRule).
 //
 // The Kubernetes schemas do not forbid unknown fields (the API server drops them, or refuses them
 // under strict field validation), so a misspelt field would pass them. To catch it here as
@@ -22,10 +24,17 @@ interface ModelClass {
 
 const modules = new Map<string, Promise<Record<string, unknown>>>();
 
+/** The package that has a custom resource group's models (the Kubernetes API's own are in kubernetes-models). */
+const CUSTOM_RESOURCE_PACKAGES: Record<string, string> = {
+  "cert-manager.io": "@kubernetes-models/cert-manager",
+  "monitoring.coreos.com": "@kubernetes-models/prometheus-operator",
+};
+
 async function modelFor(apiVersion: string, kind: string): Promise<ModelClass | undefined> {
   // core/v1 is "kubernetes-models/v1"; a group's is "kubernetes-models/<group>/<version>".
-  const specifier = `kubernetes-models/${apiVersion}`;
   if (!/^[a-z0-9.-]+(\/[a-z0-9]+)?$/.test(apiVersion)) return undefined;
+  const group = apiVersion.includes("/") ? apiVersion.split("/")[0]! : "";
+  const specifier = `${CUSTOM_RESOURCE_PACKAGES[group] ?? "kubernetes-models"}/${apiVersion}`;
   if (!modules.has(specifier)) modules.set(specifier, import(specifier).catch(() => ({})) as Promise<Record<string, unknown>>);
   const candidate = (await modules.get(specifier)!)[kind] as ModelClass | undefined;
   return candidate && candidate.apiVersion === apiVersion && candidate.kind === kind ? candidate : undefined;

@@ -2,13 +2,15 @@
 //
 // With `kubectl` (kustomize v4 or later built in) on PATH, `kubectl kustomize` renders it. Without, a
 // small renderer here does: it implements exactly the kustomize features deploy/k8s uses — resources,
-// components, JSON 6902 patches with targets (kind, name, label selector), labels, images, namespace —
-// in kustomize's order, and refuses any other field, so a kustomization it cannot render fails the
-// test instead of rendering wrong. Where kubectl is present the tests also hold the two renderings
+// components, ConfigMap and Secret generators (files and literals; names suffixed with kustomize's
+// content hash, references to them renamed), JSON 6902 patches with targets (kind, name, label
+// selector), labels, images, namespace — in kustomize's order, and refuses any other field, so a
+// kustomization it cannot render fails the test instead of rendering wrong. Where kubectl is present the tests also hold the two renderings
 // equal, object for object, so the small renderer stays true to kustomize.
 import { spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { existsSync, readFileSync, statSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { basename, join, resolve } from "node:path";
 import { parse as parseYaml, parseAllDocuments } from "yaml";
 
 export interface K8sObject {
@@ -45,7 +47,12 @@ export function renderWithKubectl(dir: string): K8sObject[] {
   const built = spawnSync("kubectl", ["kustomize", dir], { encoding: "utf8", timeout: 30_000, maxBuffer: 64 * 1024 * 1024 });
   if (built.error) throw built.error;
   if (built.status !== 0) throw new Error(`kubectl kustomize ${dir} failed: ${built.stderr}`);
-  return parseObjects(built.stdout, `kubectl kustomize ${dir}`);
+  // kubectl writes a long base64 value in lines; the API server's decoder skips the line breaks.
+  return parseObjects(built.stdout, `kubectl kustomize ${dir}`).map((o) => {
+    const data = o.kind === "Secret" ? (o as { data?: Record<string, string> }).data : undefined;
+    for (const key of Object.keys(data ?? {})) data![key] = data![key]!.replace(/\s+/g, "");
+    return o;
+  });
 }
 
 /** kubectl when it can, else the renderer below; `how` says which. */
@@ -66,7 +73,8 @@ function parseObjects(text: string, what: string): K8sObject[] {
 
 // ---- the small renderer -----------------------------------------------------------------------------
 
-const KUSTOMIZATION_FIELDS = new Set(["apiVersion", "kind", "resources", "components", "patches", "labels", "images", "namespace"]);
+const KUSTOMIZATION_FIELDS = new Set(["apiVersion", "kind", "resources", "components", "configMapGenerator", "secretGenerator", "patches", "labels", "images", "namespace"]);
+const GENERATOR_FIELDS = new Set(["name", "files", "literals", "type", "options"]);
 
 interface Target {
   kind?: string;
@@ -83,6 +91,18 @@ interface Kustomization {
   labels?: { pairs: Record<string, string>; includeSelectors?: boolean; includeTemplates?: boolean }[];
   images?: { name: string; newName?: string; newTag?: string; digest?: string }[];
   namespace?: string;
+  configMapGenerator?: Generator[];
+  secretGenerator?: Generator[];
+}
+interface Generator {
+  name: string;
+  /** `path` (the key is the file's name) or `key=path` */
+  files?: string[];
+  /** `key=value` */
+  literals?: string[];
+  type?: string;
+  /** disableNameSuffixHash: the object keeps its given name; labels: the object's. */
+  options?: { disableNameSuffixHash?: boolean; labels?: Record<string, string> };
 }
 
 function readKustomization(dir: string, expectKind: "Kustomization" | "Component"): Kustomization {
@@ -110,6 +130,9 @@ function build(dir: string, kind: "Kustomization" | "Component", accumulated: K8
     if (statSync(path).isDirectory()) objects.push(...build(path, "Kustomization", []));
     else objects.push(...parseObjects(readFileSync(path, "utf8"), path).map((o) => structuredClone(o)));
   }
+  // The kustomization's own generators, then its components (kustomize runs them in this order).
+  for (const g of k.configMapGenerator ?? []) objects.push(generate(dir, g, "ConfigMap"));
+  for (const g of k.secretGenerator ?? []) objects.push(generate(dir, g, "Secret"));
   // A component works on everything accumulated so far: its resources join, then its transformers run.
   for (const c of k.components ?? []) build(join(dir, c), "Component", objects);
   // kustomize's order of the built-in transformers used here.
@@ -117,8 +140,93 @@ function build(dir: string, kind: "Kustomization" | "Component", accumulated: K8
   if (k.namespace) for (const o of objects) if (!CLUSTER_SCOPED.has(o.kind)) o.metadata.namespace = k.namespace;
   for (const l of k.labels ?? []) applyLabels(l, objects);
   for (const image of k.images ?? []) for (const o of objects) setImages(o as unknown as Json, image);
+  renameReferences(objects);
   checkUnique(objects, dir);
   return objects;
+}
+
+// ---- generators -------------------------------------------------------------------------------------
+
+/** Generated objects and the name their references use (kustomize renames those to the hashed one). */
+const generatedFrom = new WeakMap<K8sObject, string>();
+
+function generate(dir: string, g: Generator, kind: "ConfigMap" | "Secret"): K8sObject {
+  for (const field of Object.keys(g)) {
+    if (!GENERATOR_FIELDS.has(field) || (field === "type" && kind !== "Secret")) throw new Error(`${dir}: the test's kustomize renderer does not implement ${kind} generator field "${field}"`);
+  }
+  for (const option of Object.keys(g.options ?? {})) {
+    if (option !== "disableNameSuffixHash" && option !== "labels") throw new Error(`${dir}: the test's kustomize renderer does not implement generator option "${option}"`);
+  }
+  const data: Record<string, string> = {};
+  const put = (key: string, value: string) => {
+    if (key in data) throw new Error(`${dir}: ${kind} ${g.name} has key ${key} twice`);
+    data[key] = kind === "Secret" ? Buffer.from(value, "utf8").toString("base64") : value;
+  };
+  for (const f of g.files ?? []) {
+    const [key, path] = f.includes("=") ? [f.slice(0, f.indexOf("=")), f.slice(f.indexOf("=") + 1)] : [basename(f), f];
+    const file = resolve(dir, path);
+    // kustomize's load restrictor: a kustomization reads no file outside its own directory.
+    if (!file.startsWith(`${resolve(dir)}/`)) throw new Error(`${dir}: ${f} is outside the kustomization's directory`);
+    put(key, readFileSync(file, "utf8"));
+  }
+  for (const l of g.literals ?? []) {
+    const at = l.indexOf("=");
+    if (at <= 0) throw new Error(`${dir}: literal "${l.split("=")[0]}" of ${kind} ${g.name} is not key=value`);
+    put(l.slice(0, at), l.slice(at + 1));
+  }
+  const content = kind === "Secret" ? { kind, type: g.type ?? "Opaque", name: "", data } : { kind, name: "", data };
+  const name = g.options?.disableNameSuffixHash ? g.name : `${g.name}-${contentHash(content)}`;
+  const metadata = g.options?.labels ? { name, labels: { ...g.options.labels } } : { name };
+  const object = (kind === "Secret"
+    ? { apiVersion: "v1", kind, metadata, type: g.type ?? "Opaque", data }
+    : { apiVersion: "v1", kind, metadata, data }) as K8sObject;
+  generatedFrom.set(object, g.name);
+  return object;
+}
+
+/**
+ * kustomize's name suffix: the first 10 hex digits of the SHA-256 of the object's kind, type, data and
+ * name as Go's json.Marshal writes them (keys sorted, <>& escaped), with 0 1 3 a e spelled g h k m t.
+ * (Its hasher looks the name up under a key that does not exist, so the name it hashes is always "".)
+ */
+function contentHash(content: object): string {
+  const goJson = (v: unknown): string =>
+    v !== null && typeof v === "object"
+      ? `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${goJson((v as Record<string, unknown>)[k])}`).join(",")}}`
+      : JSON.stringify(v).replace(/</g, "\\u003c").replace(/>/g, "\\u003e").replace(/&/g, "\\u0026").replace(/\u2028/g, "\\u2028").replace(/\u2029/g, "\\u2029");
+  const hex = createHash("sha256").update(goJson(content)).digest("hex");
+  return [...hex.slice(0, 10)].map((c) => ({ "0": "g", "1": "h", "3": "k", a: "m", e: "t" })[c] ?? c).join("");
+}
+
+/** Every reference to a generated ConfigMap or Secret by its given name now names the generated one. */
+function renameReferences(objects: K8sObject[]): void {
+  const renamed = { ConfigMap: new Map<string, string>(), Secret: new Map<string, string>() };
+  for (const o of objects) {
+    const original = generatedFrom.get(o);
+    if (original !== undefined) renamed[o.kind as "ConfigMap" | "Secret"].set(original, o.metadata.name);
+  }
+  if (renamed.ConfigMap.size + renamed.Secret.size === 0) return;
+  // Where a pod names a ConfigMap or a Secret: the key that holds the reference, and the field with the name.
+  const references: Record<string, ["ConfigMap" | "Secret", string]> = {
+    configMap: ["ConfigMap", "name"], configMapKeyRef: ["ConfigMap", "name"], configMapRef: ["ConfigMap", "name"],
+    secret: ["Secret", "secretName"], secretKeyRef: ["Secret", "name"], secretRef: ["Secret", "name"],
+  };
+  const walk = (node: Json, inProjected: boolean): void => {
+    if (Array.isArray(node)) return node.forEach((n) => walk(n, inProjected));
+    if (node === null || typeof node !== "object") return;
+    for (const [key, value] of Object.entries(node)) {
+      const reference = references[key];
+      if (reference && value && typeof value === "object" && !Array.isArray(value)) {
+        // A projected volume's secret source names it `name`, a secret volume `secretName`.
+        const field = key === "secret" && inProjected ? "name" : reference[1];
+        const name = value[field];
+        const to = typeof name === "string" ? renamed[reference[0]].get(name) : undefined;
+        if (to !== undefined) value[field] = to;
+      }
+      walk(value, inProjected || key === "projected");
+    }
+  };
+  for (const o of objects) if (!generatedFrom.has(o)) walk(o as unknown as Json, false);
 }
 
 const CLUSTER_SCOPED = new Set(["Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "PriorityClass", "StorageClass", "PersistentVolume"]);
@@ -145,6 +253,13 @@ function applyLabels(l: NonNullable<Kustomization["labels"]>[number], objects: K
       const template = ((o.spec as JsonObject | undefined)?.template ?? undefined) as JsonObject | undefined;
       if (template) {
         const metadata = (template.metadata ??= {}) as JsonObject;
+        metadata.labels = { ...((metadata.labels as Record<string, string> | undefined) ?? {}), ...l.pairs };
+      }
+    }
+    // kustomize labels a StatefulSet's volume claim templates as it labels its pod template.
+    if (l.includeTemplates && o.kind === "StatefulSet") {
+      for (const claim of (((o.spec as JsonObject | undefined)?.volumeClaimTemplates ?? []) as JsonObject[])) {
+        const metadata = (claim.metadata ??= {}) as JsonObject;
         metadata.labels = { ...((metadata.labels as Record<string, string> | undefined) ?? {}), ...l.pairs };
       }
     }

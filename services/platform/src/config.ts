@@ -121,6 +121,8 @@ export function serviceSettings(prefix: string, defaultPort: number) {
     port: setting(`${prefix}_PORT`, parse.port, "gRPC port", defaultPort),
     logLevel: setting("LOG_LEVEL", parse.oneOf("fatal", "error", "warn", "info", "debug", "trace", "silent"), "log level", "info" as string),
     databaseUrl: optionalSetting("DATABASE_URL", parse.url("postgres:", "postgresql:"), "PostgreSQL server; unset = embedded PGlite under DATA_DIR"),
+    databaseMigrations: setting("DATABASE_MIGRATIONS", parse.oneOf("apply", "verify"), "apply = the process migrates its schema at start; verify = a migration step ran before (node dist/migrate.js): it refuses to start on a schema that lacks one of its migrations, and serves on a newer one", "apply" as "apply" | "verify"),
+    databasePoolMax: setting("DATABASE_POOL_MAX", parse.int(1, 1_000), "most connections the process opens to a PostgreSQL server for its work (one more carries its LISTENs, where it has any): replicas × this, summed over the services, must stay within the server's max_connections", 10),
     dataDir: setting("DATA_DIR", parse.string, "where embedded databases persist (one folder per service)", "./data"),
     drainTimeoutMs: setting("SHUTDOWN_DRAIN_MS", parse.int(0, 600_000), "how long SIGTERM waits for in-flight calls", 10_000),
     maxConnectionAgeMs: setting("GRPC_MAX_CONNECTION_AGE_MS", parse.int(1_000, 86_400_000), "the server asks a client to reconnect after this long (then GRPC_MAX_CONNECTION_AGE_GRACE_MS for its calls to finish), so clients balancing over DNS find new replicas", 300_000),

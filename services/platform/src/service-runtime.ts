@@ -7,7 +7,7 @@ import type { DescService } from "@bufbuild/protobuf";
 import { openChannel } from "./grpc/client.js";
 import type { Logger } from "./logger.js";
 import { startGrpcServer, type RunningServer, type ServiceRegistration } from "./server.js";
-import { openSqlDatabase, type Migration, type SqlDatabase } from "./store/sql.js";
+import { openSqlDatabase, type Migration, type SchemaAtStart, type SqlDatabase } from "./store/sql.js";
 import { startMetricsServer, startProcessMetrics, type MetricsServer } from "./metrics.js";
 import { startTracing } from "./tracing.js";
 
@@ -16,6 +16,10 @@ export interface CommonServiceConfig {
   host: string;
   port: number;
   databaseUrl: string | undefined;
+  /** Migrate the schema at start, or only verify it was (DATABASE_MIGRATIONS; default apply). */
+  databaseMigrations?: SchemaAtStart;
+  /** Connections of its pool on a PostgreSQL server (DATABASE_POOL_MAX; default 10). */
+  databasePoolMax?: number;
   databaseSchema: string;
   dataDir: string;
   drainTimeoutMs: number;
@@ -68,7 +72,7 @@ export async function startServiceRuntime<P extends string>(options: {
   };
   let db: SqlDatabase;
   try {
-    db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, name), schema: config.databaseSchema, migrations: options.migrations });
+    db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, name), schema: config.databaseSchema, migrations: options.migrations, schemaAtStart: config.databaseMigrations, maxConnections: config.databasePoolMax });
   } catch (err) {
     await stopTelemetry();
     throw err;

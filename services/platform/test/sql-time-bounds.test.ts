@@ -1,7 +1,8 @@
 // Time bounds in the database (PostgreSQL server): a call's statements get no more time than the
 // call has left, server side too (the statement is cancelled, not left running after the 504); a lock
 // wait ends the same way; a pool with no free connection answers 503 instead of hanging; a database
-// that cannot be reached answers 503, not 500.
+// that cannot be reached answers 503, not 500; a pool never opens more connections than it is given
+// (DATABASE_POOL_MAX).
 import { expect } from "chai";
 import { randomBytes } from "node:crypto";
 import pg from "pg";
@@ -104,5 +105,23 @@ describe("database time bounds (PostgreSQL server)", function () {
     } finally {
       await gate.close();
     }
+  });
+
+  it("opens no more connections than its pool is given (DATABASE_POOL_MAX): the rest wait their turn", async () => {
+    const db = await open({ maxConnections: 2 });
+    const marker = `pooled_${randomBytes(4).toString("hex")}`;
+    const work = Array.from({ length: 5 }, () => db.transaction((tx) => tx.query(`SELECT pg_sleep(0.3), '${marker}'`)));
+    await new Promise((r) => setTimeout(r, 150));
+    const pooled = db as SqlDatabase & { inUse: number; waiting: number };
+    expect([pooled.inUse, pooled.waiting], "in use, waiting").to.deep.equal([2, 3]);
+    const client = new pg.Client(url);
+    await client.connect();
+    try {
+      const running = await client.query<{ n: string }>(`SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE $1 AND pid <> pg_backend_pid()`, [`%${marker}%`]);
+      expect(Number(running.rows[0]!.n), "connections on the server").to.equal(2);
+    } finally {
+      await client.end();
+    }
+    await Promise.all(work);
   });
 });

@@ -1,7 +1,10 @@
 // The PostgreSQL-family store adapter: embedded PGlite (a real PostgreSQL engine, persisted under
 // ./data/<service>) when no DATABASE_URL is given, a PostgreSQL server through `pg` when it is.
 // Each service owns one schema; versioned migrations are applied at start under an advisory lock
-// so that replicas starting together do not race.
+// so that replicas starting together do not race — or, where a deployment runs them as a step of their
+// own before its rollout (`node dist/migrate.js`), only checked at start: a process refuses a schema
+// older than its migrations and serves on a newer one (migrations are additive: expand, then contract
+// a release later), so the previous release keeps working while the next one rolls out.
 import { mkdirSync } from "node:fs";
 import pg from "pg";
 import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
@@ -40,6 +43,29 @@ export interface Migration {
   readonly version: number;
   readonly name: string;
   readonly sql: string;
+  /**
+   * Only for a migration that drops or renames a table or column (a contract step): why no release
+   * that can still be running uses it — the release that stopped using it, shipped before this one.
+   * test/migrations.test.ts refuses such a step without it, or while the code still names what it drops.
+   */
+  readonly contract?: string;
+}
+
+/**
+ * What a process does with its schema at start: `apply` its migrations (the default: `npm start`, the
+ * tests, a deployment without a migration step), or `verify` that they were applied (deploy/: a
+ * migration step runs first) and refuse to start when one is missing.
+ */
+export type SchemaAtStart = "apply" | "verify";
+
+/** The schema lacks migrations this code needs: run them first (`node dist/migrate.js <service>`). */
+export class SchemaBehindError extends Error {
+  constructor(readonly schema: string, readonly missing: readonly Migration[], readonly appliedVersion: number) {
+    super(
+      `schema "${schema}" is at version ${appliedVersion} and lacks ${missing.map((m) => `${m.version} (${m.name})`).join(", ")}: ` +
+        `this release needs version ${Math.max(...missing.map((m) => m.version))}. Run the migrations first (node dist/migrate.js), or start with DATABASE_MIGRATIONS=apply`,
+    );
+  }
 }
 
 export interface OpenSqlOptions {
@@ -50,8 +76,10 @@ export interface OpenSqlOptions {
   /** Schema owned by the service (a lower-case identifier). */
   schema: string;
   migrations: readonly Migration[];
-  /** Pool size for a PostgreSQL server. */
-  maxConnections?: number;
+  /** Apply the migrations (default), or only verify they were applied (see SchemaAtStart). */
+  schemaAtStart?: SchemaAtStart | undefined;
+  /** Pool size for a PostgreSQL server (DATABASE_POOL_MAX); the LISTEN connection is one more. */
+  maxConnections?: number | undefined;
 }
 
 const INT8_OID = 20;
@@ -64,6 +92,8 @@ const STATEMENT_TIMEOUT_MS = 30_000;
 const LOCK_TIMEOUT_MS = 10_000;
 /** How long a call waits for a free connection before it is answered 503 (the pool is exhausted). */
 const CONNECTION_WAIT_MS = 2_000;
+/** A pool's size when none is given (DATABASE_POOL_MAX's default). */
+export const DEFAULT_POOL_MAX = 10;
 
 // Node's and pg's ways of saying the server cannot be reached or went away mid-query.
 const CONNECTION_LOST = /ECONNREFUSED|ECONNRESET|EPIPE|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|server closed the connection/i;
@@ -349,10 +379,15 @@ class PostgresDatabase implements SqlDatabase {
   }
 }
 
-async function migrate(db: SqlDatabase, migrations: readonly Migration[]): Promise<void> {
+function checkVersions(migrations: readonly Migration[]): void {
   const versions = migrations.map((m) => m.version);
   if (new Set(versions).size !== versions.length) throw new Error("duplicate migration version");
-  await db.transaction(async (tx) => {
+}
+
+/** Applies the migrations not applied yet, in order, in one transaction; resolves to those it applied. */
+async function migrate(db: SqlDatabase, migrations: readonly Migration[]): Promise<Migration[]> {
+  checkVersions(migrations);
+  return db.transaction(async (tx) => {
     // Replicas of one service starting together apply each migration once.
     await tx.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`switchyard.migrations.${db.schema}`]);
     // Created only when missing: a service's own role may own its schema without the right to create schemas.
@@ -362,13 +397,41 @@ async function migrate(db: SqlDatabase, migrations: readonly Migration[]): Promi
       version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
     const applied = await tx.query<{ version: number }>(`SELECT version FROM ${db.schema}.schema_migrations`);
     const done = new Set(applied.rows.map((r) => Number(r.version)));
+    const applying: Migration[] = [];
     for (const m of [...migrations].sort((a, b) => a.version - b.version)) {
       if (done.has(m.version)) continue;
       await tx.query(`SET LOCAL search_path TO ${db.schema}`);
       await tx.exec(m.sql);
       await tx.query(`INSERT INTO ${db.schema}.schema_migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
+      applying.push(m);
     }
+    return applying;
   });
+}
+
+/** Applies the migrations an open database lacks (as a start in `apply` mode does); resolves to those applied. */
+export function applyMigrations(db: SqlDatabase, migrations: readonly Migration[]): Promise<Migration[]> {
+  return migrate(db, migrations);
+}
+
+/** The versions applied to the schema (none when it was never migrated). */
+export async function appliedVersions(db: SqlExecutor, schema: string): Promise<number[]> {
+  const table = await db.query<{ present: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS present`, [`${schema}.schema_migrations`]);
+  if (!table.rows[0]?.present) return [];
+  const rows = await db.query<{ version: number }>(`SELECT version FROM ${schema}.schema_migrations ORDER BY version`);
+  return rows.rows.map((r) => Number(r.version));
+}
+
+/**
+ * Refuses a schema that lacks any of the migrations (SchemaBehindError). One with migrations beyond
+ * them is a newer release's, made additive: this release serves on it.
+ */
+async function verify(db: SqlDatabase, migrations: readonly Migration[]): Promise<void> {
+  checkVersions(migrations);
+  const applied = await appliedVersions(db, db.schema);
+  const done = new Set(applied);
+  const missing = migrations.filter((m) => !done.has(m.version)).sort((a, b) => a.version - b.version);
+  if (missing.length > 0) throw new SchemaBehindError(db.schema, missing, applied.length > 0 ? Math.max(...applied) : 0);
 }
 
 /**
@@ -403,7 +466,7 @@ export async function openSqlDatabase(options: OpenSqlOptions): Promise<SqlDatab
   if (options.databaseUrl) {
     const pool = new pg.Pool({
       connectionString: options.databaseUrl,
-      max: options.maxConnections ?? 10,
+      max: options.maxConnections ?? DEFAULT_POOL_MAX,
       options: `-c search_path=${options.schema}`,
       statement_timeout: STATEMENT_TIMEOUT_MS,
       lock_timeout: LOCK_TIMEOUT_MS,
@@ -417,7 +480,8 @@ export async function openSqlDatabase(options: OpenSqlOptions): Promise<SqlDatab
     db = new PgliteDatabase(await openPglite(options.dataDir), options.schema);
   }
   try {
-    await migrate(db, options.migrations);
+    if (options.schemaAtStart === "verify") await verify(db, options.migrations);
+    else await migrate(db, options.migrations);
     if (db.engine === "pglite") await db.query(`SET search_path TO ${options.schema}`);
   } catch (err) {
     await db.close();
@@ -432,4 +496,30 @@ export async function openSqlDatabase(options: OpenSqlOptions): Promise<SqlDatab
     return close();
   };
   return db;
+}
+
+/**
+ * Migrates a schema and closes the connection: the migration step of a deployment (node dist/migrate.js),
+ * run before a rollout with no probe's clock on it. Resolves to the migrations it applied and the
+ * versions the schema then has.
+ */
+export async function migrateSchema(options: { databaseUrl: string; schema: string; migrations: readonly Migration[] }): Promise<{ applied: Migration[]; versions: number[] }> {
+  assertIdentifier(options.schema);
+  const pool = new pg.Pool({
+    connectionString: options.databaseUrl,
+    max: 1,
+    options: `-c search_path=${options.schema}`,
+    // A migration may rewrite a large table: no statement timeout; a lock it waits for still times out.
+    lock_timeout: LOCK_TIMEOUT_MS,
+    connectionTimeoutMillis: 10_000,
+    types: { getTypeParser: ((oid: number, format?: "text" | "binary") => (oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as "text"))) as typeof pg.types.getTypeParser },
+  });
+  pool.on("error", () => {});
+  const db = new PostgresDatabase(pool, options.schema, options.databaseUrl);
+  try {
+    const applied = await migrate(db, options.migrations);
+    return { applied, versions: await appliedVersions(db, options.schema) };
+  } finally {
+    await db.close();
+  }
 }

@@ -1,5 +1,8 @@
 // The store adapters every contract suite runs against: PGlite in memory, PGlite persisted under
-// os.tmpdir(), and the PostgreSQL server at DATABASE_URL when it is set (a set but unreachable
+// os.tmpdir(), and the PostgreSQL server at DATABASE_URL when it is set. On PGlite in memory a
+// service's schema is not made fresh but upgraded: the previous release's migrations first
+// (test/fixtures/previous-release-migrations.json), then the ones given — so each service's store
+// tests also run on a schema that came through the upgrade a deployment makes (a set but unreachable
 // server fails the suite; an unset one is announced once on stdout). Usage:
 //
 //   forEachDatabase("payments store", (dbs) => {       // describe(title), one nested per target
@@ -20,7 +23,17 @@ import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { openSqlDatabase, type Migration, type SqlDatabase } from "@switchyard/platform/store";
+import { readFileSync } from "node:fs";
+import { applyMigrations, openSqlDatabase, type Migration, type SchemaAtStart, type SqlDatabase } from "@switchyard/platform/store";
+
+/** The previous release's migrations per service (scripts/freeze-migrations.ts wrote them). */
+export const PREVIOUS_RELEASE = JSON.parse(readFileSync(new URL("../../../../test/fixtures/previous-release-migrations.json", import.meta.url), "utf8")) as { commit: string; services: Record<string, Migration[]> };
+
+/** The previous release's migrations of the service whose list `migrations` continues, if any. */
+export function previousReleaseOf(migrations: readonly Migration[]): Migration[] | undefined {
+  const same = (a: Migration, b: Migration | undefined) => b !== undefined && a.version === b.version && a.name === b.name && a.sql === b.sql;
+  return Object.values(PREVIOUS_RELEASE.services).find((previous) => previous.length > 0 && previous.every((m, i) => same(m, migrations[i])));
+}
 
 export interface DatabaseTarget {
   /** Shown as the nested describe's title. */
@@ -35,8 +48,8 @@ export interface DatabaseTarget {
 export interface DatabasePlace {
   /** The schema every open of this place uses. */
   readonly schema: string;
-  /** Opens the place with these migrations (applied at open, like a service start). */
-  open(migrations: readonly Migration[], options?: { maxConnections?: number }): Promise<SqlDatabase>;
+  /** Opens the place with these migrations (applied at open, like a service start; or only verified). */
+  open(migrations: readonly Migration[], options?: OpenOptions): Promise<SqlDatabase>;
 }
 
 export interface TestDatabases {
@@ -44,7 +57,13 @@ export interface TestDatabases {
   /** A new, empty place: its own schema, and for PGlite on disk its own data directory. */
   place(): DatabasePlace;
   /** Shorthand for `place().open(migrations)`. */
-  open(migrations: readonly Migration[], options?: { maxConnections?: number }): Promise<SqlDatabase>;
+  open(migrations: readonly Migration[], options?: OpenOptions): Promise<SqlDatabase>;
+}
+
+export interface OpenOptions {
+  maxConnections?: number;
+  /** As DATABASE_MIGRATIONS: apply (default) or only verify the migrations. */
+  schemaAtStart?: SchemaAtStart;
 }
 
 const SKIPPED_NOTICE = "  (PostgreSQL server suites skipped: DATABASE_URL is not set)";
@@ -83,7 +102,7 @@ interface Backend {
   /** Runs first in the target's describe. */
   prepare(): Promise<void>;
   /** Opens the place named by `schema`. */
-  open(schema: string, migrations: readonly Migration[], maxConnections: number | undefined): Promise<SqlDatabase>;
+  open(schema: string, migrations: readonly Migration[], options: OpenOptions): Promise<SqlDatabase>;
   /** Runs last: removes what the places left behind. */
   cleanUp(schemas: readonly string[]): Promise<void>;
 }
@@ -91,9 +110,15 @@ interface Backend {
 function backends(): Backend[] {
   const list: Backend[] = [
     {
-      target: { name: "PGlite (in memory)", engine: "pglite", persistent: false, sharedOpens: false },
+      target: { name: "PGlite (in memory; a service's schema upgraded from the previous release's)", engine: "pglite", persistent: false, sharedOpens: false },
       prepare: async () => {},
-      open: (schema, migrations) => openSqlDatabase({ schema, migrations }),
+      open: async (schema, migrations, { schemaAtStart }) => {
+        const previous = previousReleaseOf(migrations);
+        if (!previous || schemaAtStart === "verify") return openSqlDatabase({ schema, migrations, schemaAtStart });
+        const db = await openSqlDatabase({ schema, migrations: previous });
+        await applyMigrations(db, migrations);
+        return db;
+      },
       cleanUp: async () => {},
     },
     {
@@ -101,14 +126,14 @@ function backends(): Backend[] {
       prepare: async () => {
         await pgliteTemplate();
       },
-      open: async (schema, migrations) => {
+      open: async (schema, migrations, { schemaAtStart }) => {
         const dataDir = join(scratch(), schema);
         // A place's first open starts from the template: an initialised cluster, not yet migrated.
         if (!placesSeeded.has(schema)) {
           cpSync(await pgliteTemplate(), dataDir, { recursive: true });
           placesSeeded.add(schema);
         }
-        return openSqlDatabase({ dataDir, schema, migrations });
+        return openSqlDatabase({ dataDir, schema, migrations, schemaAtStart });
       },
       cleanUp: async (schemas) => {
         for (const schema of schemas) if (placesSeeded.has(schema)) rmSync(join(scratch(), schema), { recursive: true, force: true });
@@ -130,8 +155,8 @@ function backends(): Backend[] {
           await client.end().catch(() => {});
         }
       },
-      open: (schema, migrations, maxConnections) =>
-        openSqlDatabase({ databaseUrl: url, schema, migrations, ...(maxConnections === undefined ? {} : { maxConnections }) }),
+      open: (schema, migrations, { maxConnections, schemaAtStart }) =>
+        openSqlDatabase({ databaseUrl: url, schema, migrations, schemaAtStart, ...(maxConnections === undefined ? {} : { maxConnections }) }),
       cleanUp: async (schemas) => {
         if (schemas.length === 0) return;
         const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
@@ -182,7 +207,7 @@ export function forEachDatabase(title: string, body: (dbs: TestDatabases) => voi
           return {
             schema,
             open: async (migrations, options) => {
-              const db = await backend.open(schema, migrations, options?.maxConnections);
+              const db = await backend.open(schema, migrations, options ?? {});
               (inTest ? testScoped : suiteScoped).push(db);
               return db;
             },
