@@ -63,6 +63,28 @@ export function oneStepBreaks(sql: string): string[] {
   return breaks;
 }
 
+/**
+ * What a statement does that the previous release's writers cannot live with during a rolling
+ * update: a column they do not write becomes required (added NOT NULL without a default, set NOT
+ * NULL, its default dropped). Checked on migrations after the previous release's (earlier ones shipped).
+ */
+export function writerBreaks(sql: string): string[] {
+  const text = sql.replace(/\$([A-Za-z_]*)\$[\s\S]*?\$\1\$/g, "''").replace(/--[^\n]*/g, " ").replace(/\/\*[\s\S]*?\*\//g, " ");
+  const breaks: string[] = [];
+  for (const raw of text.split(";")) {
+    const statement = raw.replace(/\s+/g, " ").trim();
+    const alter = /^ALTER TABLE (?:IF EXISTS )?(?:ONLY )?(\S+) ([\s\S]*)$/i.exec(statement);
+    if (!alter) continue;
+    for (const action of alter[2]!.split(/,(?![^(]*\))/).map((a) => a.trim())) {
+      let a: RegExpExecArray | null;
+      if ((a = /^ADD (?:COLUMN )?(?:IF NOT EXISTS )?(\w+) (.*)$/i.exec(action)) && /\bNOT NULL\b/i.test(a[2]!) && !/\bDEFAULT\b/i.test(a[2]!)) breaks.push(`adds required column ${alter[1]}.${a[1]} without a default`);
+      else if ((a = /^ALTER (?:COLUMN )?(\w+) SET NOT NULL\b/i.exec(action))) breaks.push(`makes ${alter[1]}.${a[1]} required`);
+      else if ((a = /^ALTER (?:COLUMN )?(\w+) DROP DEFAULT\b/i.exec(action))) breaks.push(`drops the default of ${alter[1]}.${a[1]}`);
+    }
+  }
+  return breaks;
+}
+
 /** The service's code, migrations aside: where a dropped name would still be used. */
 function codeOf(service: string): string {
   const dir = join(ROOT, "services", service, "src");
@@ -100,6 +122,24 @@ describe("migrations", function () {
       ];
       for (const sql of allowed) expect(oneStepBreaks(sql), sql).to.deep.equal([]);
     });
+
+    it("the check finds every column the previous release's writers would fail on, and nothing else", () => {
+      const refused: [string, string][] = [
+        ["ALTER TABLE t ADD COLUMN c text NOT NULL", "adds required column t.c without a default"],
+        ["ALTER TABLE t ADD c bigint NOT NULL REFERENCES u (id)", "adds required column t.c without a default"],
+        ["ALTER TABLE t ALTER COLUMN c SET NOT NULL", "makes t.c required"],
+        ["ALTER TABLE t ALTER c DROP DEFAULT", "drops the default of t.c"],
+      ];
+      for (const [sql, what] of refused) expect(writerBreaks(sql), sql).to.include(what);
+      for (const sql of ["ALTER TABLE t ADD COLUMN c text NOT NULL DEFAULT ''", "ALTER TABLE t ADD COLUMN c text", "ALTER TABLE t ALTER COLUMN c DROP NOT NULL", "ALTER TABLE t ADD PRIMARY KEY (a, b)"]) expect(writerBreaks(sql), sql).to.deep.equal([]);
+    });
+
+    for (const [service, migrations] of Object.entries(SERVICE_MIGRATIONS)) {
+      it(`${service}: no migration after the previous release's makes a column required that its writers do not fill`, () => {
+        const shipped = PREVIOUS_RELEASE.services[service]!.length;
+        for (const m of migrations.slice(shipped)) expect(writerBreaks(m.sql), `${service} migration ${m.version} (${m.name})`).to.deep.equal([]);
+      });
+    }
 
     for (const [service, migrations] of Object.entries(SERVICE_MIGRATIONS)) {
       it(`${service}: every migration keeps the previous release working, or is a contract step of what the code no longer uses`, () => {

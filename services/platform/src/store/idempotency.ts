@@ -31,12 +31,13 @@ CREATE INDEX idempotency_keys_created_at ON idempotency_keys (created_at);
  * Brings a table made by IDEMPOTENCY_TABLE_SQL to keys scoped by principal (include it in a service's
  * next migration). Keys stored before keep the principal '' and are honoured only where the service
  * says the stored result is the caller's (IdempotencyScope.ownsUnscoped); they age out with the TTL.
+ * The default stays: pods of the release before, still running during a rolling update, insert
+ * without a principal — their keys land as '' too, and are treated like the ones stored before.
  */
 export const IDEMPOTENCY_PRINCIPAL_SQL = `
 ALTER TABLE idempotency_keys ADD COLUMN principal text NOT NULL DEFAULT '';
 ALTER TABLE idempotency_keys DROP CONSTRAINT idempotency_keys_pkey;
 ALTER TABLE idempotency_keys ADD PRIMARY KEY (tenant_id, principal, operation, key);
-ALTER TABLE idempotency_keys ALTER COLUMN principal DROP DEFAULT;
 `;
 
 /** The principal of keys stored before keys had principals. */
