@@ -2,6 +2,9 @@
 // once every cache holding a lease has applied it, or its lease has ended (a cache serves from memory
 // only within its lease, so one that did not apply the write has stopped serving by then).
 //
+// A cache that keeps renewing without applying (its stream broken) is extended no more once a change
+// has waited on it a whole lease: a write waits at most about two leases.
+//
 // Why this suffices (the store orders both under one lock): a lease renewed before the write's change
 // committed is visible to the wait, which then waits for that cache; a lease renewed after it answers
 // a required position at or past the change, and the cache serves only once it has applied that far.
@@ -32,13 +35,13 @@ export class CacheLeases {
     for (const wake of this.waiting) wake();
   }
 
-  renew(subscriberId: string, appliedPosition: bigint): Promise<{ requiredPosition: bigint }> {
+  renew(subscriberId: string, appliedPosition: bigint): Promise<{ requiredPosition: bigint; extended: boolean }> {
     return this.store.renewCacheLease(subscriberId, appliedPosition, this.leaseMs);
   }
 
   /**
    * Resolves once every cache holding a lease has applied every change committed before the call (or
-   * its lease has ended): at once with no cache behind, at most about one lease later. Call it after
+   * its lease has ended): at once with no cache behind, at most about two leases later. Call it after
    * the write's transaction committed and before answering.
    */
   async applied(): Promise<void> {

@@ -223,8 +223,8 @@ export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, 
     async renewCacheLease(req, ctx) {
       requireEdgeCache(serviceCallerOf(ctx).service);
       const { subscriberId, appliedPosition } = cacheLeaseRenewal(req);
-      const { requiredPosition } = await cacheLeases.renew(subscriberId, appliedPosition);
-      return { leaseMs: cacheLeases.leaseMs, requiredPosition };
+      const { requiredPosition, extended } = await cacheLeases.renew(subscriberId, appliedPosition);
+      return { leaseMs: extended ? cacheLeases.leaseMs : 0, requiredPosition };
     },
   };
 }

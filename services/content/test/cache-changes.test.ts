@@ -203,6 +203,25 @@ for (const engine of serviceEngines()) {
       expect(performance.now() - again).to.be.below(500);
     });
 
+    it("extends no more the lease of a cache that keeps renewing without applying a change: a write waits about two leases at most", async () => {
+      const w = await watch();
+      const doc = (await writer().createDocument({ title: "t", body: "b" }, alice)).document!;
+      const { subscriberId } = await leaseHolder(w);
+      const behind = w.position;
+      const started = performance.now();
+      let answered = false;
+      const update = writer().updateDocument({ documentId: doc.id, title: "t2", body: "b2", ifMatch: "" }, alice).then(() => (answered = true));
+      const leases: number[] = [];
+      while (!answered && performance.now() - started < 4 * LEASE_MS) {
+        leases.push((await watcher().renewCacheLease({ subscriberId, appliedPosition: behind }, asGateway)).leaseMs);
+        await sleep(LEASE_MS / 5);
+      }
+      await update;
+      expect(leases[0], "extended while the change is young").to.equal(LEASE_MS);
+      expect(leases, "not extended once the change waited a whole lease").to.include(0);
+      expect(performance.now() - started).to.be.below(2 * LEASE_MS + 700);
+    });
+
     it("marks an import job succeeded only once the caches holding a lease applied its items", async () => {
       const w = await watch();
       const { subscriberId } = await leaseHolder(w);

@@ -947,7 +947,9 @@ export const RenewCacheLeaseRequestSchema: GenMessage<RenewCacheLeaseRequest> = 
  */
 export type RenewCacheLeaseResponse = Message<"switchyard.content.v1.RenewCacheLeaseResponse"> & {
   /**
-   * The lease runs this long from when the cache sent the request.
+   * The lease runs this long from when the cache sent the request. 0: not extended — the cache is
+   * still behind a change committed a whole lease ago (its stream is not delivering): it must
+   * resynchronise.
    *
    * @generated from field: int32 lease_ms = 1;
    */

@@ -96,10 +96,11 @@ export interface ContentStore extends CatalogWriter {
   pruneCacheLog(olderThanMs: number): Promise<void>;
   /**
    * Records that cache `subscriberId` applied every change up to `appliedPosition` (never moving it
-   * back) and extends its lease by `leaseMs` from now; answers the last change committed then. Taken
-   * under the lock every change is recorded under: a change committed after it sees this lease.
+   * back) and extends its lease to `leaseMs` from now — unless it is still behind a change committed
+   * more than `leaseMs` ago (extended: false); answers the last change committed then. Taken under the
+   * lock every change is recorded under: a change committed after it sees this lease.
    */
-  renewCacheLease(subscriberId: string, appliedPosition: bigint, leaseMs: number): Promise<{ requiredPosition: bigint }>;
+  renewCacheLease(subscriberId: string, appliedPosition: bigint, leaseMs: number): Promise<{ requiredPosition: bigint; extended: boolean }>;
   /**
    * The caches whose lease is running and that have not applied `position` (the last change committed,
    * when undefined): how many, and in how many ms the last of their leases ends.

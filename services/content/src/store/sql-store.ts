@@ -182,21 +182,26 @@ export class SqlContentStore implements ContentStore {
     await this.db.query(`DELETE FROM cache_subscribers WHERE lease_until < clock_timestamp() - $1::integer * interval '1 millisecond'`, [olderThanMs]);
   }
 
-  renewCacheLease(subscriberId: string, appliedPosition: bigint, leaseMs: number): Promise<{ requiredPosition: bigint }> {
+  renewCacheLease(subscriberId: string, appliedPosition: bigint, leaseMs: number): Promise<{ requiredPosition: bigint; extended: boolean }> {
     return this.db.transaction(async (tx) => {
       // Under the changes' lock: every change committed before is visible to the next statement, and
       // every change committed after it finds this lease when its writer checks the caches.
       await tx.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [this.cacheLogLock]);
-      const { rows } = await tx.query<{ required: bigint | null }>(
-        `WITH renewed AS (
-           INSERT INTO cache_subscribers (id, applied_position, lease_until) VALUES ($1, $2, clock_timestamp() + $3::integer * interval '1 millisecond')
+      // A cache still behind a change committed a whole lease ago is not extended: its stream is not
+      // delivering, and a write must not wait on it for longer than its lease.
+      const { rows } = await tx.query<{ required: bigint | null; extended: boolean }>(
+        `WITH behind AS (
+           SELECT EXISTS (SELECT 1 FROM cache_changes WHERE position > $2 AND created_at < clock_timestamp() - $3::integer * interval '1 millisecond') AS stuck),
+         renewed AS (
+           INSERT INTO cache_subscribers (id, applied_position, lease_until)
+           VALUES ($1, $2, CASE WHEN (SELECT stuck FROM behind) THEN '-infinity' ELSE clock_timestamp() + $3::integer * interval '1 millisecond' END)
            ON CONFLICT (id) DO UPDATE SET applied_position = greatest(cache_subscribers.applied_position, EXCLUDED.applied_position),
              lease_until = greatest(cache_subscribers.lease_until, EXCLUDED.lease_until)
            RETURNING 1)
-         SELECT (SELECT max(position) FROM cache_changes) AS required, pg_notify($4, '') FROM renewed`,
+         SELECT (SELECT max(position) FROM cache_changes) AS required, NOT (SELECT stuck FROM behind) AS extended, pg_notify($4, '') FROM renewed`,
         [subscriberId, appliedPosition, leaseMs, this.cacheAcksChannel],
       );
-      return { requiredPosition: BigInt(rows[0]?.required ?? 0n) };
+      return { requiredPosition: BigInt(rows[0]?.required ?? 0n), extended: rows[0]?.extended ?? false };
     });
   }
 
