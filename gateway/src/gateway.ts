@@ -529,15 +529,19 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     stop: () =>
       (stopping ??= new Promise<void>((resolve) => {
         draining = true;
+        // The edge cache gives its lease up first: no write in content waits for a gateway that is leaving.
+        const cacheStopped = cacheFollower?.stop();
         const timer = setTimeout(() => server.closeAllConnections(), config.drainTimeoutMs);
         server.close(() => {
           clearTimeout(timer);
           failures.stop();
           deprecatedUsage.stop();
           follower.stop();
-          void cacheFollower?.stop();
-          upstreams.close();
-          void rateLimiter.close().then(stopTracing).then(resolve);
+          void Promise.resolve(cacheStopped)
+            .then(() => upstreams.close())
+            .then(() => rateLimiter.close())
+            .then(stopTracing)
+            .then(resolve);
         });
         server.closeIdleConnections();
       })),

@@ -71,8 +71,26 @@ export class CacheFollower {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
+    this.lease.lost();
     this.current?.abort();
     await this.loop;
+    await this.release();
+  }
+
+  /**
+   * Gives the lease of the subscription just lost up at once (memory answers nothing already), so no
+   * write waits for this cache until its lease runs out. Best effort: that is only the bound.
+   */
+  private async release(): Promise<void> {
+    const subscriberId = this.subscriberId;
+    if (subscriberId === "") return;
+    this.subscriberId = "";
+    try {
+      const headers = { [SERVICE_AUTHORIZATION]: `Bearer ${await this.serviceToken()}` };
+      await this.content.renewCacheLease({ subscriberId, appliedPosition: 0n, release: true }, { headers, timeoutMs: 500 });
+    } catch {
+      // Its lease runs out by itself.
+    }
   }
 
   private lastRenewalAt = 0;
@@ -114,6 +132,7 @@ export class CacheFollower {
       this.cache.clear();
       this.current = undefined;
       if (this.stopped) return;
+      void this.release();
       failures++;
       await sleep(this.retryMs * Math.min(8, 2 ** Math.min(3, failures - 1)));
     }

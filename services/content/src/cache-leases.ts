@@ -39,6 +39,10 @@ export class CacheLeases {
     return this.store.renewCacheLease(subscriberId, appliedPosition, this.leaseMs);
   }
 
+  release(subscriberId: string): Promise<void> {
+    return this.store.releaseCacheLease(subscriberId);
+  }
+
   /**
    * Resolves once every cache holding a lease has applied every change committed before the call (or
    * its lease has ended): at once with no cache behind, at most about two leases later. Call it after

@@ -223,6 +223,10 @@ export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, 
     async renewCacheLease(req, ctx) {
       requireEdgeCache(serviceCallerOf(ctx).service);
       const { subscriberId, appliedPosition } = cacheLeaseRenewal(req);
+      if (req.release) {
+        await cacheLeases.release(subscriberId);
+        return { leaseMs: 0, requiredPosition: 0n };
+      }
       const { requiredPosition, extended } = await cacheLeases.renew(subscriberId, appliedPosition);
       return { leaseMs: extended ? cacheLeases.leaseMs : 0, requiredPosition };
     },

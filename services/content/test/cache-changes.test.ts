@@ -203,6 +203,19 @@ for (const engine of serviceEngines()) {
       expect(performance.now() - again).to.be.below(500);
     });
 
+    it("waits no more for a cache that gave its lease up", async () => {
+      const w = await watch();
+      const doc = (await writer().createDocument({ title: "t", body: "b" }, alice)).document!;
+      const { subscriberId } = await leaseHolder(w);
+      const started = performance.now();
+      const update = writer().updateDocument({ documentId: doc.id, title: "t2", body: "b2", ifMatch: "" }, alice);
+      await sleep(200);
+      const released = await watcher().renewCacheLease({ subscriberId, appliedPosition: 0n, release: true }, asGateway);
+      expect(released.leaseMs, "a release grants nothing").to.equal(0);
+      await update;
+      expect(performance.now() - started, "answered on the release, not at the lease's end").to.be.below(LEASE_MS - 300);
+    });
+
     it("extends no more the lease of a cache that keeps renewing without applying a change: a write waits about two leases at most", async () => {
       const w = await watch();
       const doc = (await writer().createDocument({ title: "t", body: "b" }, alice)).document!;

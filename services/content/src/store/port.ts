@@ -101,6 +101,8 @@ export interface ContentStore extends CatalogWriter {
    * lock every change is recorded under: a change committed after it sees this lease.
    */
   renewCacheLease(subscriberId: string, appliedPosition: bigint, leaseMs: number): Promise<{ requiredPosition: bigint; extended: boolean }>;
+  /** Ends the lease of cache `subscriberId` now (it stopped answering from memory). */
+  releaseCacheLease(subscriberId: string): Promise<void>;
   /**
    * The caches whose lease is running and that have not applied `position` (the last change committed,
    * when undefined): how many, and in how many ms the last of their leases ends.

@@ -205,6 +205,11 @@ export class SqlContentStore implements ContentStore {
     });
   }
 
+  async releaseCacheLease(subscriberId: string): Promise<void> {
+    // Shortening a lease needs no lock: the cache has already stopped answering. The writes waiting wake up.
+    await this.db.query(`WITH released AS (UPDATE cache_subscribers SET lease_until = '-infinity' WHERE id = $1 RETURNING 1) SELECT pg_notify($2, '') FROM released`, [subscriberId, this.cacheAcksChannel]);
+  }
+
   async cachesBehind(position: bigint | undefined): Promise<{ position: bigint; behind: number; untilMs: number }> {
     const { rows } = await this.db.query<{ position: bigint; behind: bigint; until_ms: number | null }>(
       `WITH target AS (SELECT coalesce($1::bigint, (SELECT max(position) FROM cache_changes), 0) AS position)
