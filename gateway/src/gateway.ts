@@ -282,8 +282,9 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       // A client that goes away cancels the gRPC call and everything below it.
       gone = !res.writableFinished;
       if (gone) cancellation?.abort();
-      // Only answers that did the upstream work teach the concurrency limit their latency.
-      release?.(cancellation !== undefined && res.statusCode < 500);
+      // Only answers that did the upstream work teach the concurrency limit their latency (an answer
+      // from the edge cache's memory would teach it a latency no upstream call has).
+      release?.(cancellation !== undefined && record.cache !== "hit" && res.statusCode < 500);
     };
     try {
       // Who is asking: a presented token is verified before anything is drawn on a quota, so only a
