@@ -48,7 +48,7 @@ export const gatewayRateLimited = new Counter({
 
 export const gatewayCacheResults = new Counter({
   name: "switchyard_gateway_cache_total",
-  help: "Reads of cacheable routes by the edge cache's part in them: hit (answered from memory), miss (read upstream, kept), bypass (read upstream while the cache could not answer: resynchronising, or turned off), by route template",
+  help: "Reads of cacheable routes by the edge cache's part in them: hit (answered from memory), miss (read upstream, kept), bypass (read upstream while the cache could not answer: no lease, or resynchronising), by route template; nothing when the cache is turned off",
   labelNames: ["result", "route"] as const,
   registers: [registry],
 });
