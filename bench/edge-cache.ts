@@ -62,7 +62,9 @@ export function formatEdgeCatalog(r: EdgeCatalogResult | { error: string } | und
   const out = ["", "G. GET /v1/catalog/items from the gateway's edge cache against raw node:http, one run"];
   if (!r) return [...out, "  not run this time (BENCH_ONLY)"];
   if ("error" in r) return [...out, `  FAILED: ${r.error}`];
-  const line = (name: string, h: HttpLoadResult) => `  ${name.padEnd(28)} ${h.reqPerSec.toFixed(0).padStart(7)} req/s  p50 ${h.p50Ms.toFixed(2)} ms  p99 ${h.p99Ms.toFixed(2)} ms`;
+  // Others' CPU meanwhile: a ratio of two runs is only as good as the quiet of the machine during both.
+  const others = (h: HttpLoadResult) => (h.otherCpuPct === undefined ? "" : `  (others' CPU ${h.otherCpuPct.toFixed(0)} %)`);
+  const line = (name: string, h: HttpLoadResult) => `  ${name.padEnd(28)} ${h.reqPerSec.toFixed(0).padStart(7)} req/s  p50 ${h.p50Ms.toFixed(2)} ms  p99 ${h.p99Ms.toFixed(2)} ms${others(h)}`;
   return [
     ...out,
     line("raw node:http", r.raw),
