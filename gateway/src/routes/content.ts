@@ -14,7 +14,7 @@ import type { Upstreams } from "../upstreams.js";
 import { bearerOf } from "../runtime/upstream-headers.js";
 import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
 import { catalogItemJson, documentJson, importJobJson, postJson } from "../representations/content.js";
-import { CATALOG_GROUP, documentGroup, type CachedAnswer } from "../runtime/edge-cache.js";
+import { CATALOG_GROUP, documentGroup, type CachedAnswer, type FillTicket } from "../runtime/edge-cache.js";
 import type { RouteResult } from "../runtime/route.js";
 
 interface CatalogItemImport { sku: string; name: string; price: number; currency: string }
@@ -70,7 +70,7 @@ function fromEdge(ctx: RouteContext, key: string): CachedAnswer | undefined {
 }
 
 /** An upstream's answer, serialized once, kept when nothing of its group changed while it was read. */
-function keep(ctx: RouteContext, ticket: ReturnType<NonNullable<RouteContext["edgeCache"]>["ticket"]> | undefined, key: string, body: unknown, headers: Record<string, string> = {}, etag?: string): CachedAnswer {
+function keep(ctx: RouteContext, ticket: FillTicket | undefined, key: string, body: unknown, headers: Record<string, string> = {}, etag?: string): CachedAnswer {
   const answer: CachedAnswer = { status: 200, headers, body: Buffer.from(JSON.stringify(body)), ...(etag !== undefined ? { etag } : {}) };
   if (ticket) ctx.edgeCache!.fill(ticket, key, answer);
   return answer;

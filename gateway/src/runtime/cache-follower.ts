@@ -42,6 +42,7 @@ export class CacheFollower {
   private renewing = false;
   private renewAgain = false;
   private lastMessageAt = 0;
+  private lastRenewalAt = 0;
   private timer: NodeJS.Timeout | undefined;
   private readonly silenceMs: number;
   private readonly retryMs: number;
@@ -93,7 +94,6 @@ export class CacheFollower {
     }
   }
 
-  private lastRenewalAt = 0;
   private tick(): void {
     if (!this.current) return;
     if (this.lease.expired()) return this.lose("the cache's lease ran out");
