@@ -16,6 +16,7 @@ import { measureFeedDepth, type FeedDepthResult } from "./feed-depth.js";
 import { formatFootprint, measureFootprint, TARGETS as FOOTPRINT_TARGETS, type Footprint } from "./footprint.js";
 import { formatLiveFeed, LIVE_FEED_TARGET, measureLiveFeed, type LiveFeedResult } from "./live-feed.js";
 import { formatSummary, type SummaryRow } from "./summary.js";
+import { edgeCatalogSummaryRow, formatEdgeCatalog, measureEdgeCatalog, type EdgeCatalogResult } from "./edge-cache.js";
 import { serverSchemas } from "./server-schemas.js";
 import { NODE_FLAGS } from "../scripts/mesh.js";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -31,6 +32,7 @@ const extra: {
   feedDepth?: FeedDepthResult[] | { error: string };
   footprint?: Footprint[] | { error: string };
   liveFeed?: LiveFeedResult[] | { error: string };
+  edgeCatalog?: EdgeCatalogResult | { error: string };
 } = {};
 
 // BENCH_SECONDS / BENCH_WARMUP_SECONDS shorten a run while developing; the defaults are the benchmark.
@@ -682,15 +684,16 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
   }
   const depth = extra.feedDepth && !("error" in extra.feedDepth) ? extra.feedDepth : [];
   for (const d of depth) rows.push({ issue: "earlier", figure: `feed page ~90 % deep ÷ near the top (${d.engine})`, value: `${fixed(d.keysetDepthRatio)}×`, target: `≤ ${d.target}×`, pass: d.pass });
+  rows.push(edgeCatalogSummaryRow(extra.edgeCatalog));
   return rows;
 }
 
 const fmt = (ms: number | undefined) => (ms === undefined || Number.isNaN(ms) ? "–" : ms.toFixed(1)).padStart(6);
 
 /** What each BENCH_ONLY value runs: A; B and C; D, F and E; one comparison of B alone; or C alone. */
-type Section = "library" | "paths" | "rest" | "samework" | "observability" | "overload" | "baseline";
+type Section = "library" | "paths" | "rest" | "samework" | "observability" | "overload" | "baseline" | "edgecache";
 const BENCH_MODES: Record<string, Section[]> = {
-  all: ["library", "paths", "rest"],
+  all: ["library", "paths", "rest", "edgecache"],
   library: ["library"],
   http: ["paths", "rest"],
   paths: ["paths"],
@@ -698,6 +701,7 @@ const BENCH_MODES: Record<string, Section[]> = {
   observability: ["observability"],
   overload: ["overload"],
   baseline: ["baseline"],
+  edgecache: ["edgecache"],
 };
 
 async function main(): Promise<number> {
@@ -783,9 +787,14 @@ async function main(): Promise<number> {
       extra.footprint = { error: message(err) };
     }
   }
+  if (runs("edgecache")) {
+    console.error("G. the catalog from the gateway's edge cache against raw node:http");
+    extra.edgeCatalog = await measureEdgeCatalog(load).catch((err: unknown) => ({ error: message(err) }));
+  }
   console.log("");
   printReport(settings, library, http);
   printExtra(http);
+  console.log(formatEdgeCatalog(extra.edgeCatalog).join("\n"));
   console.log(tracingCost(http).join("\n"));
   const againstRef = baselineRef ? againstBaseline(http, baselineRef) : [];
   if (againstRef.length > 0) console.log(againstRef.join("\n"));
@@ -798,6 +807,7 @@ async function main(): Promise<number> {
   if (extra.feedDepth && "error" in extra.feedDepth) failed.push({ label: "feed depth" });
   if (extra.footprint && "error" in extra.footprint) failed.push({ label: "footprint" });
   if (extra.liveFeed && "error" in extra.liveFeed) failed.push({ label: "live feed" });
+  if (extra.edgeCatalog && "error" in extra.edgeCatalog) failed.push({ label: "edge cache catalog" });
   if (failed.length > 0) console.error(`\n${failed.length} scenario(s) could not run: ${failed.map((o) => o.label).join("; ")}`);
   return failed.length > 0 ? 1 : 0;
 }

@@ -14,7 +14,11 @@ import { readRequestBody } from "./runtime/body.js";
 import { edgeError, toHttpError } from "./runtime/errors.js";
 import { describeBodyError, describeParamError, loadApiDocument, representationsOf, servedApiPath, type ApiDocument, type CompiledOperation } from "./runtime/openapi.js";
 import { addMonths, checkSunset, DeprecatedRouteUsage, deprecatedOperations, deprecationHeaders, negotiateVersion, publishedVersions, SUNSET_MONTHS, V1_DEPRECATED_AT, versionsJson } from "./runtime/versions.js";
-import { addHeaders, appendHeader, sendError, sendJson, setHeaders, type ResponseHeaders } from "./runtime/respond.js";
+import { addHeaders, appendHeader, sendError, sendJson, sendSerialized, setHeaders, type ResponseHeaders } from "./runtime/respond.js";
+import { EdgeCache } from "./runtime/edge-cache.js";
+import { CacheLease } from "./runtime/cache-lease.js";
+import { CACHE_FAULT_POINTS, CacheFollower } from "./runtime/cache-follower.js";
+import { Faults, faultsSetting } from "@switchyard/platform/faults.js";
 import { writeEventStream } from "./runtime/sse.js";
 import { clientAddress } from "./runtime/client-address.js";
 import { StreamSlots, wantsEventStream } from "./runtime/streams.js";
@@ -81,6 +85,10 @@ export const gatewaySettings = {
     parse.secretMatching(/^[\x21-\x7e]{32,}$/, "a secret of at least 32 visible ASCII characters"),
     "the secret the gateway presents to identity for its own service token (its entry gateway:<secret> in identity's IDENTITY_SERVICE_CREDENTIALS): it vouches for the client addresses the gateway forwards",
   ),
+  edgeCache: setting("GATEWAY_EDGE_CACHE", parse.bool, "answer GET /v<N>/catalog/items and GET /v<N>/docs/{doc_id} from memory, kept coherent with content's writes by its change stream and a lease (false: every read goes to content)", true),
+  edgeCacheEntries: setting("GATEWAY_EDGE_CACHE_ENTRIES", parse.int(1, 10_000_000), "the most answers the edge cache keeps (least recently used out first)", 10_000),
+  edgeCacheMb: setting("GATEWAY_EDGE_CACHE_MB", parse.int(1, 64 * 1024), "the most memory the edge cache's answers take, in MiB (bodies and bookkeeping)", 64),
+  faults: faultsSetting(CACHE_FAULT_POINTS),
   deprecationLogIntervalMs: setting("GATEWAY_DEPRECATION_LOG_INTERVAL_MS", parse.int(100, 3_600_000), "how often the counts of deprecated routes used (per tenant and route) are logged", 60_000),
 };
 export type GatewayConfig = ConfigOf<typeof gatewaySettings>;
@@ -177,6 +185,11 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     liveStreams: () => streamSlots.size,
     sharedLiveStreams: () => fanout.size,
   });
+  // The edge cache: answers from memory only under a lease from content, dropped by its change stream.
+  const cacheLease = new CacheLease();
+  const edgeCache = config.edgeCache ? new EdgeCache({ maxEntries: config.edgeCacheEntries, maxBytes: config.edgeCacheMb * 1024 * 1024 }, () => cacheLease.serves()) : undefined;
+  const cacheFollower = edgeCache && new CacheFollower(upstreams.content, () => ownCredentials.token(), edgeCache, cacheLease, logger, { faults: new Faults(config.faults, logger) });
+  cacheFollower?.start();
   const rateLimitedMessage = `rate limit of ${config.rateLimit} requests per ${config.rateWindowSeconds} s reached; retry after the Retry-After delay`;
   const RATE_LIMITED = edgeError("RATE_LIMITED", rateLimitedMessage);
   const cors = corsPolicy(config.corsOrigins ?? []);
@@ -270,8 +283,9 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       // A client that goes away cancels the gRPC call and everything below it.
       gone = !res.writableFinished;
       if (gone) cancellation?.abort();
-      // Only answers that did the upstream work teach the concurrency limit their latency.
-      release?.(cancellation !== undefined && res.statusCode < 500);
+      // Only answers that did the upstream work teach the concurrency limit their latency (an answer
+      // from the edge cache's memory would teach it a latency no upstream call has).
+      release?.(cancellation !== undefined && record.cache !== "hit" && res.statusCode < 500);
     };
     try {
       // Who is asking: a presented token is verified before anything is drawn on a quota, so only a
@@ -409,6 +423,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         callOptions: () => ({ signal: cancel.callSignal, timeoutMs: deadlineAt - Date.now(), headers: callHeaders }),
         streamCallOptions: () => ({ signal: cancel.signal, headers: callHeaders }),
         fanout,
+        edgeCache,
+        cacheResult: (result) => (record.cache = result),
       });
       if (result.events) {
         const admitted = release;
@@ -430,7 +446,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
           cancel.abort();
         }
       }
-      sendJson(res, result.status, result.body, headers, result.headers);
+      if (result.serialized) sendSerialized(res, result.status, result.serialized, headers, result.headers);
+      else sendJson(res, result.status, result.body, headers, result.headers);
     } catch (err) {
       const httpError = toHttpError(err, upstream);
       if (httpError.status >= 500) {
@@ -514,14 +531,19 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     stop: () =>
       (stopping ??= new Promise<void>((resolve) => {
         draining = true;
+        // The edge cache gives its lease up first: no write in content waits for a gateway that is leaving.
+        const cacheStopped = cacheFollower?.stop();
         const timer = setTimeout(() => server.closeAllConnections(), config.drainTimeoutMs);
         server.close(() => {
           clearTimeout(timer);
           failures.stop();
           deprecatedUsage.stop();
           follower.stop();
-          upstreams.close();
-          void rateLimiter.close().then(stopTracing).then(resolve);
+          void Promise.resolve(cacheStopped)
+            .then(() => upstreams.close())
+            .then(() => rateLimiter.close())
+            .then(stopTracing)
+            .then(resolve);
         });
         server.closeIdleConnections();
       })),

@@ -1,6 +1,8 @@
 // /v1/docs, /v1/posts (JSON pages, or a live Server-Sent Events feed), /v1/catalog/items and
 // /v1/catalog/imports, translated to ContentService calls. Entity tags travel in ETag / If-Match /
 // If-None-Match. An import is a job of the content service: the gateway hands it the lines and reads it back.
+// Catalog pages and documents are answered from the edge cache when it holds them (runtime/edge-cache.ts),
+// serialized once per version of the representation.
 import { create, toBinary } from "@bufbuild/protobuf";
 import { CreateImportJobRequestSchema, type Post, type WatchPostsResponse } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { MAX_MESSAGE_BYTES } from "@switchyard/platform/message-limits.js";
@@ -12,6 +14,8 @@ import type { Upstreams } from "../upstreams.js";
 import { bearerOf } from "../runtime/upstream-headers.js";
 import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
 import { catalogItemJson, documentJson, importJobJson, postJson } from "../representations/content.js";
+import { CATALOG_GROUP, documentGroup, type CachedAnswer, type FillTicket } from "../runtime/edge-cache.js";
+import type { RouteResult } from "../runtime/route.js";
 
 interface CatalogItemImport { sku: string; name: string; price: number; currency: string }
 
@@ -52,6 +56,32 @@ async function* catchUp(own: AsyncIterator<WatchPostsResponse>, sent: Set<string
   while (!(await own.next()).done);
 }
 
+/** The answer kept under `key` when the edge cache may answer now, noting the cache's part in the request. */
+function fromEdge(ctx: RouteContext, key: string): CachedAnswer | undefined {
+  const cache = ctx.edgeCache;
+  if (!cache) return undefined;
+  if (!cache.active) {
+    ctx.cacheResult("bypass");
+    return undefined;
+  }
+  const hit = cache.lookup(key);
+  ctx.cacheResult(hit ? "hit" : "miss");
+  return hit;
+}
+
+/** An upstream's answer, serialized once, kept when nothing of its group changed while it was read. */
+function keep(ctx: RouteContext, ticket: FillTicket | undefined, key: string, body: unknown, headers: Record<string, string> = {}, etag?: string): CachedAnswer {
+  const answer: CachedAnswer = { status: 200, headers, body: Buffer.from(JSON.stringify(body)), ...(etag !== undefined ? { etag } : {}) };
+  if (ticket) ctx.edgeCache!.fill(ticket, key, answer);
+  return answer;
+}
+
+/** A kept answer as the pipeline sends it: 304 when If-None-Match names its tag. */
+function answerWith(answer: CachedAnswer, ifNoneMatch: unknown): RouteResult {
+  if (answer.etag !== undefined && noneMatchHits(ifNoneMatch, answer.etag)) return { status: 304, headers: answer.headers };
+  return { status: answer.status, serialized: answer.body, headers: answer.headers };
+}
+
 export const contentRoutes: RouteGroup = {
   upstream: "content",
   handlers: {
@@ -63,10 +93,17 @@ export const contentRoutes: RouteGroup = {
     },
 
     async getDocument(ctx) {
-      const { document } = await ctx.upstreams.content.getDocument({ documentId: ctx.params.doc_id as string }, ctx.callOptions());
+      const documentId = ctx.params.doc_id as string;
+      // Kept per tenant: the verified token's tenant is the only one whose documents a caller may read
+      // (content's rule, applied here too), and a caller of another tenant finds nothing under this key.
+      const { tenantId } = ctx.caller!;
+      const key = `doc\u0000${tenantId}\u0000${documentId}\u0000v${ctx.version}`;
+      const kept = fromEdge(ctx, key);
+      if (kept) return answerWith(kept, ctx.params["if-none-match"]);
+      const ticket = ctx.edgeCache?.ticket(documentGroup(tenantId, documentId));
+      const { document } = await ctx.upstreams.content.getDocument({ documentId }, ctx.callOptions());
       const headers = { etag: document!.etag, "cache-control": "private, no-cache" };
-      if (noneMatchHits(ctx.params["if-none-match"], document!.etag)) return { status: 304, headers };
-      return { status: 200, body: documentJson(document!), headers };
+      return answerWith(keep(ctx, ticket, key, documentJson(document!), headers, document!.etag), ctx.params["if-none-match"]);
     },
 
     async updateDocument(ctx) {
@@ -140,8 +177,16 @@ export const contentRoutes: RouteGroup = {
     },
 
     async listCatalogItems(ctx) {
-      const res = await ctx.upstreams.content.listCatalogItems({ page: (ctx.params.page as number | undefined) ?? 0, pageSize: (ctx.params.page_size as number | undefined) ?? 0 }, ctx.callOptions());
-      return { status: 200, body: { items: res.items.map(catalogItemJson), page: res.page, page_size: res.pageSize, total: Number(res.total) } };
+      const page = (ctx.params.page as number | undefined) ?? 0;
+      const pageSize = (ctx.params.page_size as number | undefined) ?? 0;
+      const key = `catalog\u0000v${ctx.version}\u0000${page}\u0000${pageSize}`;
+      const kept = fromEdge(ctx, key);
+      if (kept) return answerWith(kept, undefined);
+      const ticket = ctx.edgeCache?.ticket(CATALOG_GROUP);
+      const res = await ctx.upstreams.content.listCatalogItems({ page, pageSize }, ctx.callOptions());
+      const body = { items: res.items.map(catalogItemJson), page: res.page, page_size: res.pageSize, total: Number(res.total) };
+      if (!ctx.edgeCache) return { status: 200, body };
+      return answerWith(keep(ctx, ticket, key, body), undefined);
     },
   },
 };

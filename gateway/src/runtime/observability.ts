@@ -5,7 +5,7 @@
 // the OpenAPI path template (or one of the fixed paths, else "unmatched"), never the raw path.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "@switchyard/platform/logger.js";
-import { gatewayRateLimited, gatewayStreamsOpened, httpRequestDuration, statusClass } from "@switchyard/platform/metrics.js";
+import { gatewayCacheResults, gatewayRateLimited, gatewayStreamsOpened, httpRequestDuration, statusClass } from "@switchyard/platform/metrics.js";
 import { acceptedRequestId, newRequestId, REQUEST_ID_HEADER } from "@switchyard/platform/request-id.js";
 import { context, extractContext, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, tracer, tracingEnabled, type Span } from "@switchyard/platform/tracing.js";
 
@@ -23,11 +23,16 @@ export interface RequestRecord {
   quotaKind: "user" | "address" | "streams" | undefined;
   /** The answer is a live stream (text/event-stream): it lasts minutes, so it is counted apart from the latencies. */
   eventStream: boolean;
+  /** The edge cache's part in the answer, on cacheable routes (edge-cache.ts). */
+  cache: CacheResult | undefined;
   /** Runs the request's work with its span active (when tracing). */
   run<A extends unknown[], T>(work: (...args: A) => T, ...args: A): T;
   /** Called once when the response closes (finished or not), before it is recorded: one listener per response, not two. */
   onClose: (() => void) | undefined;
 }
+
+/** hit: answered from memory; miss: read upstream and kept; bypass: read upstream, the cache not answering. */
+export type CacheResult = "hit" | "miss" | "bypass";
 
 const headerGetter = {
   get: (carrier: IncomingMessage["headers"], key: string) => carrier[key],
@@ -46,6 +51,14 @@ function observeDuration(method: string, route: string, status: number, seconds:
   let child = durationChildren.get(key);
   if (!child) durationChildren.set(key, (child = httpRequestDuration.labels({ method, route, status_class: cls })));
   child.observe(seconds);
+}
+
+const cacheChildren = new Map<string, { inc(): void }>();
+function cacheCounter(result: CacheResult, route: string): { inc(): void } {
+  const key = `${result} ${route}`;
+  let child = cacheChildren.get(key);
+  if (!child) cacheChildren.set(key, (child = gatewayCacheResults.labels({ result, route })));
+  return child;
 }
 
 function pathOf(url: string | undefined): string {
@@ -73,6 +86,7 @@ export function observeRequest(req: IncomingMessage, res: ServerResponse, truste
     route: undefined,
     quotaKind: undefined,
     eventStream: false,
+    cache: undefined,
     run: (work, ...args) => (spanContext ? context.with(spanContext, work, undefined, ...args) : work(...args)),
     onClose: undefined,
   };
@@ -89,6 +103,7 @@ export function observeRequest(req: IncomingMessage, res: ServerResponse, truste
     // other 429 is identity's failed-login throttle, passed on.
     const refusedBy = record.quotaKind ?? (status === 429 ? "login" : undefined);
     if (refusedBy) gatewayRateLimited.labels({ kind: refusedBy }).inc();
+    if (record.cache) cacheCounter(record.cache, route).inc();
     const traceId = span?.spanContext().traceId;
     if (span) {
       span.setAttribute("http.route", route);
@@ -100,6 +115,7 @@ export function observeRequest(req: IncomingMessage, res: ServerResponse, truste
     if (accessLog) {
       const line: Record<string, unknown> = { request_id: requestId, method, route, status, ms: Math.round(seconds * 10_000) / 10, bytes: socket.bytesWritten - bytesBefore };
       if (traceId) line.trace_id = traceId;
+      if (record.cache) line.cache = record.cache;
       logger.info(line, "request");
     }
   });

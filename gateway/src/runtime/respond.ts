@@ -39,6 +39,21 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   sendJsonText(res, status, JSON.stringify(body), headers);
 }
 
+/** A JSON answer whose body is already serialized (the edge cache's): no JSON work at all. */
+export function sendSerialized(res: ServerResponse, status: number, body: Buffer, headers: ResponseHeaders, extra?: Record<string, string>): void {
+  if (res.headersSent || res.destroyed) return;
+  if (extra) addHeaders(headers, extra);
+  if (status === 304) {
+    res.writeHead(status, headers);
+    res.end();
+    return;
+  }
+  headers["content-type"] ??= "application/json; charset=utf-8";
+  headers["content-length"] = String(body.length);
+  res.writeHead(status, headers);
+  res.end(body);
+}
+
 export function sendError(res: ServerResponse, err: HttpError, presentedToken: boolean, headers: ResponseHeaders = {}): void {
   if (res.headersSent || res.destroyed) return;
   addHeaders(headers, err.headers);

@@ -4,6 +4,8 @@ import type { CallOptions } from "@connectrpc/connect";
 import type { Caller } from "@switchyard/platform/caller.js";
 import type { UpstreamName, Upstreams } from "../upstreams.js";
 import type { LiveFanout } from "./live-fanout.js";
+import type { EdgeCache } from "./edge-cache.js";
+import type { CacheResult } from "./observability.js";
 import type { ValidationProblem } from "./openapi.js";
 
 /** One element of a body checked line by line (`x-switchyard-per-line-items`): its value, or its problem. */
@@ -31,6 +33,10 @@ export interface RouteContext {
   streamCallOptions(): CallOptions;
   /** Upstream live streams shared by every subscriber of a key on this gateway (runtime/live-fanout.ts). */
   fanout: LiveFanout;
+  /** The edge cache of the catalog and documents (runtime/edge-cache.ts); undefined when turned off. */
+  edgeCache: EdgeCache | undefined;
+  /** Says how the edge cache took part in the answer (metrics, access log). */
+  cacheResult(result: CacheResult): void;
   /** The request headers (lower-case names), for content negotiation and conditional requests. */
   headers: IncomingHttpHeaders;
   upstreams: Upstreams;
@@ -53,6 +59,8 @@ export interface ServerSentEvent {
 export interface RouteResult {
   status: number;
   body?: unknown;
+  /** The JSON body already serialized (an edge cache's answer): sent as it is, instead of `body`. */
+  serialized?: Buffer;
   headers?: Record<string, string>;
   /** Answer with a text/event-stream of these events instead of a JSON body. */
   events?: AsyncIterable<ServerSentEvent>;

@@ -3,17 +3,20 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { ContentService, ImportItemsRequestSchema, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
-import { callerOf, type AuthenticationPolicy, type Authenticator } from "@switchyard/platform/grpc";
+import { callerOf, serviceCallerOf, type AuthenticationPolicy, type Authenticator } from "@switchyard/platform/grpc";
 import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { isIdOf } from "@switchyard/platform/ids.js";
 import { decodeCursor, pageOf, pageSizeOf, type Keyset } from "@switchyard/platform/paging.js";
 import { principalOf, requireRole } from "@switchyard/platform/caller.js";
 import { batchSkus, catalogPage, entityTag, requireCatalogOwner, validateText } from "./domain/content.js";
+import { cacheLeaseRenewal, requireEdgeCache } from "./domain/cache-leases.js";
+import type { CacheChangeLog } from "./cache-changes.js";
+import type { CacheLeases } from "./cache-leases.js";
 import { importLines, linesFingerprint } from "./domain/imports.js";
 import { importCatalogItems } from "./catalog-import.js";
 import type { PostFeed } from "./feed.js";
-import { catalogItemToProto, documentToProto, importJobToProto, postBytes, postKeyset, postsCollection, postToProto } from "./proto-mapping.js";
-import type { ContentStore, PostRecord } from "./store/port.js";
+import { cacheChangeToProto, catalogItemToProto, documentToProto, importJobToProto, postBytes, postKeyset, postsCollection, postToProto } from "./proto-mapping.js";
+import type { CacheChangeRecord, ContentStore, PostRecord } from "./store/port.js";
 
 export interface ContentDeps {
   store: ContentStore;
@@ -24,19 +27,30 @@ export interface ContentDeps {
   catalogOwnerTenant: string | undefined;
   /** Told when a job is queued, so that it starts now rather than at the next poll. */
   importJobQueued?: () => void;
+  /** This replica's reader of the cache change log (WatchCacheChanges). */
+  cacheLog: CacheChangeLog;
+  /** The edge caches' leases: a write of cached data answers once they applied it. */
+  cacheLeases: CacheLeases;
 }
 
 /** Documents and posts are a user's; the catalog is public (writing it needs a user, below). */
-export const contentAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof ContentService> => ({ authenticator, anyone: ["listCatalogItems", "batchGetCatalogItems"] });
+export const contentAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof ContentService> => ({
+  authenticator,
+  anyone: ["listCatalogItems", "batchGetCatalogItems"],
+  // The edge caches' change stream and leases: the gateway's own token only (domain/cache-leases.ts).
+  services: ["watchCacheChanges", "renewCacheLease"],
+});
 
 const REPLAY_PAGE = 200;
+/** A cache that falls this many changes behind its stream is ended (it resynchronises) rather than buffered for. */
+export const MAX_CACHE_BACKLOG = 100_000;
 /** A watcher that falls this far behind (the posts' encoded size) is ended rather than buffered without bound. */
 export const MAX_WATCH_BACKLOG_BYTES = 1024 * 1024;
 export { MAX_IMPORT_ITEMS } from "./catalog-import.js";
 
 const after = (p: PostRecord, k: Keyset) => p.createdAt.getTime() > k.createdAt.getTime() || (p.createdAt.getTime() === k.createdAt.getTime() && p.id > k.id);
 
-export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, importJobQueued }: ContentDeps): ServiceImpl<typeof ContentService> {
+export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, importJobQueued, cacheLog, cacheLeases }: ContentDeps): ServiceImpl<typeof ContentService> {
   return {
     async createDocument(req, ctx) {
       const caller = callerOf(ctx);
@@ -66,6 +80,8 @@ export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, 
       const updated = await store.updateDocument(caller.tenantId, current.id, text, expected);
       // The version moved between our read and our write: another save won.
       if (!updated) throw fail("ETAG_MISMATCH", "the document changed while saving: fetch it again and reconcile");
+      // No edge cache serves the old version once this answers.
+      await cacheLeases.applied();
       return { document: documentToProto(updated) };
     },
 
@@ -151,7 +167,10 @@ export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, 
     async importItems(requests, ctx) {
       const caller = callerOf(ctx);
       requireCatalogOwner(caller, catalogOwnerTenant);
-      return importCatalogItems(requests, store);
+      const summary = await importCatalogItems(requests, store);
+      // No edge cache serves a catalog page from before the import once this answers.
+      await cacheLeases.applied();
+      return summary;
     },
 
     async createImportJob(req, ctx) {
@@ -179,6 +198,37 @@ export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, 
       const job = isIdOf("imp", req.jobId) ? await store.getImportJob(caller.tenantId, req.jobId) : undefined;
       if (!job) throw fail("NOT_FOUND", "import job not found");
       return { job: importJobToProto(job) };
+    },
+
+    async *watchCacheChanges(_req, ctx) {
+      requireEdgeCache(serviceCallerOf(ctx).service);
+      type Batch = { changes: readonly CacheChangeRecord[]; position: bigint };
+      const queue = new AsyncQueue<Batch>({
+        maxBuffered: MAX_CACHE_BACKLOG,
+        sizeOf: (b) => b.changes.length + 1,
+        overflow: () => fail("STREAM_READER_TOO_SLOW", "the cache fell too far behind the change stream and was ended; resynchronise"),
+      });
+      const { position, unsubscribe } = cacheLog.subscribe((changes, at) => queue.push({ changes, position: at }));
+      const end = () => queue.close();
+      ctx.signal.addEventListener("abort", end, { once: true });
+      try {
+        yield { subscribed: true, position };
+        for await (const batch of queue) yield { changes: batch.changes.map(cacheChangeToProto), position: batch.position };
+      } finally {
+        unsubscribe();
+        ctx.signal.removeEventListener("abort", end);
+      }
+    },
+
+    async renewCacheLease(req, ctx) {
+      requireEdgeCache(serviceCallerOf(ctx).service);
+      const { subscriberId, appliedPosition } = cacheLeaseRenewal(req);
+      if (req.release) {
+        await cacheLeases.release(subscriberId);
+        return { leaseMs: 0, requiredPosition: 0n };
+      }
+      const { requiredPosition, extended } = await cacheLeases.renew(subscriberId, appliedPosition);
+      return { leaseMs: extended ? cacheLeases.leaseMs : 0, requiredPosition };
     },
   };
 }

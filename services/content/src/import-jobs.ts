@@ -29,6 +29,8 @@ export interface ImportJobRunnerOptions {
   maxInterruptions?: number;
   /** Embedded storage: this process is the only one running jobs, so jobs running at start were interrupted. */
   soleRunner?: boolean;
+  /** Resolves once the edge caches applied every change committed so far (cache-leases.ts). */
+  cachesApplied?: () => Promise<void>;
 }
 
 /** One chunk of a job through ImportItems' implementation: the items imported, and every line refused. */
@@ -132,7 +134,11 @@ export class ImportJobRunner {
         return;
       }
       if (step === "done") {
-        this.logger.info({ job: id }, "import job finished");
+        // Succeeded only once no edge cache serves a catalog page from before it: a client that
+        // polls the job and then reads the catalog sees its items.
+        await this.options.cachesApplied?.();
+        if (await this.store.completeImportJob(id, this.runnerId)) this.logger.info({ job: id }, "import job finished");
+        else this.logger.warn({ job: id }, "import job: the claim was lost to another runner");
         return;
       }
     }

@@ -1,10 +1,10 @@
 // Internal records → proto messages, field by field.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { CatalogItemSchema, DocumentSchema, ImportJobSchema, ImportJobStatus, PostSchema, type CatalogItem, type Document, type ImportJob, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import { CacheChangeKind, CacheChangeSchema, CatalogItemSchema, DocumentSchema, ImportJobSchema, ImportJobStatus, PostSchema, type CacheChange, type CatalogItem, type Document, type ImportJob, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { encodeCursor } from "@switchyard/platform/paging.js";
 import { entityTag } from "./domain/content.js";
-import type { CatalogItemRecord, DocumentRecord, ImportJobRecord, PostRecord } from "./store/port.js";
+import type { CacheChangeRecord, CatalogItemRecord, DocumentRecord, ImportJobRecord, PostRecord } from "./store/port.js";
 
 export const postsCollection = (tenantId: string) => `posts:${tenantId}`;
 export const postKeyset = (p: PostRecord) => ({ createdAt: p.createdAt, id: p.id });
@@ -53,4 +53,10 @@ export function importJobToProto(j: ImportJobRecord): ImportJob {
     updateTime: timestampFromDate(j.updatedAt),
     failureMessage: j.failureMessage ?? "",
   });
+}
+
+const CHANGE_KIND = { catalog: CacheChangeKind.CATALOG, document: CacheChangeKind.DOCUMENT } as const;
+
+export function cacheChangeToProto(c: CacheChangeRecord): CacheChange {
+  return create(CacheChangeSchema, { position: c.position, kind: CHANGE_KIND[c.kind], tenantId: c.tenantId, id: c.id });
 }

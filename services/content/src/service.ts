@@ -11,6 +11,8 @@ import { contentAuthentication, contentHandlers } from "./connect.js";
 import { seedDemoCatalog } from "./demo-data.js";
 import { PostFeed } from "./feed.js";
 import { ImportJobRunner, type ImportJobRunnerOptions } from "./import-jobs.js";
+import { CacheChangeLog, type CacheChangeLogOptions } from "./cache-changes.js";
+import { CacheLeases } from "./cache-leases.js";
 import { contentMigrations } from "./store/migrations.js";
 import { SqlContentStore } from "./store/sql-store.js";
 
@@ -20,6 +22,7 @@ export const contentSettings = {
   ...demoDataSettings("CONTENT_DEMO_DATA", "seed the demo catalog (npm start sets it; refused with DATABASE_URL unless DEMO_DATA_FORCE)"),
   replayLimit: setting("CONTENT_REPLAY_LIMIT", parse.int(1, 100_000), "the most posts a live feed resuming from a position (Last-Event-ID) replays; an older position is refused (409 REPLAY_TOO_LONG)", 1_000),
   idempotencyKeyTtlHours: idempotencyKeyTtlSetting,
+  cacheLeaseMs: setting("CONTENT_CACHE_LEASE_MS", parse.int(300, 60_000), "how long an edge cache's lease holds without renewal: the longest a write of cached data (a document, the catalog) waits for a cache that stopped acknowledging", 2_000),
   catalogOwnerTenant: optionalSetting("CATALOG_OWNER_TENANT", parse.matching(/^[a-z0-9][a-z0-9-]{0,62}$/, "a tenant id"), "the tenant whose admins may write the global catalog (ImportItems); unset: nobody"),
 };
 export type ContentConfig = ConfigOf<typeof contentSettings>;
@@ -33,15 +36,18 @@ export function contentConfigFrom(env: NodeJS.ProcessEnv): ContentConfig {
 
 export interface ContentRuntime extends ServiceRuntime {
   feed: PostFeed;
+  cacheLog: CacheChangeLog;
 }
 
 /** Tests only: how the import job runner is tuned (its lease, poll interval, chunk size). */
 export interface ContentTestOptions {
-  importJobs?: Omit<ImportJobRunnerOptions, "soleRunner">;
+  importJobs?: Omit<ImportJobRunnerOptions, "soleRunner" | "cachesApplied">;
+  cacheLog?: CacheChangeLogOptions;
 }
 
 export async function startContentService(config: ContentConfig, logger: Logger, testOptions: ContentTestOptions = {}): Promise<ContentRuntime> {
   let feed: PostFeed | undefined;
+  let cacheLog: CacheChangeLog | undefined;
   const runtime = await startServiceRuntime({
     name: "content",
     config,
@@ -54,16 +60,22 @@ export async function startContentService(config: ContentConfig, logger: Logger,
       const live = new PostFeed(store, logger);
       feed = live;
       await live.start();
+      // The edge caches' change stream (read by this replica, for the caches connected here) and leases.
+      const changes = new CacheChangeLog(store, logger, testOptions.cacheLog);
+      cacheLog = changes;
+      await changes.start();
+      const leases = new CacheLeases(store, config.cacheLeaseMs);
+      await leases.start();
       const trust = await verifierFromIdentity(channels.identity, logger);
       // Import jobs run here, in the background; on embedded storage this process is their only runner.
-      const imports = new ImportJobRunner(store, logger, { ...testOptions.importJobs, soleRunner: db.engine === "pglite" });
+      const imports = new ImportJobRunner(store, logger, { ...testOptions.importJobs, soleRunner: db.engine === "pglite", cachesApplied: () => leases.applied() });
       imports.start();
       const purge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
       return {
         services: [
           registration(
             ContentService,
-            contentHandlers({ store, feed: live, catalogOwnerTenant: config.catalogOwnerTenant, replayLimit: config.replayLimit, importJobQueued: () => imports.wake() }),
+            contentHandlers({ store, feed: live, catalogOwnerTenant: config.catalogOwnerTenant, replayLimit: config.replayLimit, importJobQueued: () => imports.wake(), cacheLog: changes, cacheLeases: leases }),
             contentAuthentication(trust.verifier),
           ),
         ],
@@ -72,9 +84,11 @@ export async function startContentService(config: ContentConfig, logger: Logger,
           await imports.stop();
           trust.follower.stop();
           await live.stop();
+          await changes.stop();
+          await leases.stop();
         },
       };
     },
   });
-  return { ...runtime, feed: feed! };
+  return { ...runtime, feed: feed!, cacheLog: cacheLog! };
 }

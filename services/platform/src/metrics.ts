@@ -46,6 +46,13 @@ export const gatewayRateLimited = new Counter({
   registers: [registry],
 });
 
+export const gatewayCacheResults = new Counter({
+  name: "switchyard_gateway_cache_total",
+  help: "Reads of cacheable routes by the edge cache's part in them: hit (answered from memory), miss (read upstream, kept), bypass (read upstream while the cache could not answer: no lease, or resynchronising), by route template; nothing when the cache is turned off",
+  labelNames: ["result", "route"] as const,
+  registers: [registry],
+});
+
 export const gatewayDeprecatedRequests = new Counter({
   name: "switchyard_gateway_deprecated_requests_total",
   help: "Requests to deprecated routes, by tenant and route template (tenants are bounded by the tenants that exist)",

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file switchyard/content/v1/content.proto.
  */
 export const file_switchyard_content_v1_content: GenFile = /*@__PURE__*/
-  fileDesc("CiNzd2l0Y2h5YXJkL2NvbnRlbnQvdjEvY29udGVudC5wcm90bxIVc3dpdGNoeWFyZC5jb250ZW50LnYxIqMBCghEb2N1bWVudBIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIMCgRib2R5GAMgASgJEgwKBGV0YWcYBCABKAkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKDAQoEUG9zdBIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIMCgRib2R5GAMgASgJEhEKCWF1dGhvcl9pZBgEIAEoAxIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGY3Vyc29yGAYgASgJInoKC0NhdGFsb2dJdGVtEgsKA3NrdRgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBXByaWNlGAMgASgDEhAKCGN1cnJlbmN5GAQgASgJEi8KC3VwZGF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI0ChVDcmVhdGVEb2N1bWVudFJlcXVlc3QSDQoFdGl0bGUYASABKAkSDAoEYm9keRgCIAEoCSJLChZDcmVhdGVEb2N1bWVudFJlc3BvbnNlEjEKCGRvY3VtZW50GAEgASgLMh8uc3dpdGNoeWFyZC5jb250ZW50LnYxLkRvY3VtZW50IikKEkdldERvY3VtZW50UmVxdWVzdBITCgtkb2N1bWVudF9pZBgBIAEoCSJIChNHZXREb2N1bWVudFJlc3BvbnNlEjEKCGRvY3VtZW50GAEgASgLMh8uc3dpdGNoeWFyZC5jb250ZW50LnYxLkRvY3VtZW50IlsKFVVwZGF0ZURvY3VtZW50UmVxdWVzdBITCgtkb2N1bWVudF9pZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIMCgRib2R5GAMgASgJEhAKCGlmX21hdGNoGAQgASgJIksKFlVwZGF0ZURvY3VtZW50UmVzcG9uc2USMQoIZG9jdW1lbnQYASABKAsyHy5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuRG9jdW1lbnQiMAoRQ3JlYXRlUG9zdFJlcXVlc3QSDQoFdGl0bGUYASABKAkSDAoEYm9keRgCIAEoCSI/ChJDcmVhdGVQb3N0UmVzcG9uc2USKQoEcG9zdBgBIAEoCzIbLnN3aXRjaHlhcmQuY29udGVudC52MS5Qb3N0IiEKDkdldFBvc3RSZXF1ZXN0Eg8KB3Bvc3RfaWQYASABKAkiPAoPR2V0UG9zdFJlc3BvbnNlEikKBHBvc3QYASABKAsyGy5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuUG9zdCI5ChBMaXN0UG9zdHNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlgKEUxpc3RQb3N0c1Jlc3BvbnNlEioKBXBvc3RzGAEgAygLMhsuc3dpdGNoeWFyZC5jb250ZW50LnYxLlBvc3QSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIkIKEVdhdGNoUG9zdHNSZXF1ZXN0EhQKDGFmdGVyX2N1cnNvchgBIAEoCRIXCg91bnRpbF9jYXVnaHRfdXAYAiABKAgiZgoSV2F0Y2hQb3N0c1Jlc3BvbnNlEikKBHBvc3QYASABKAsyGy5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuUG9zdBISCgpzdWJzY3JpYmVkGAIgASgIEhEKCWNhdWdodF91cBgDIAEoCCI6ChdMaXN0Q2F0YWxvZ0l0ZW1zUmVxdWVzdBIMCgRwYWdlGAEgASgFEhEKCXBhZ2Vfc2l6ZRgCIAEoBSJ9ChhMaXN0Q2F0YWxvZ0l0ZW1zUmVzcG9uc2USMQoFaXRlbXMYASADKAsyIi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ2F0YWxvZ0l0ZW0SDAoEcGFnZRgCIAEoBRIRCglwYWdlX3NpemUYAyABKAUSDQoFdG90YWwYBCABKAMiKwobQmF0Y2hHZXRDYXRhbG9nSXRlbXNSZXF1ZXN0EgwKBHNrdXMYASADKAkiUQocQmF0Y2hHZXRDYXRhbG9nSXRlbXNSZXNwb25zZRIxCgVpdGVtcxgBIAMoCzIiLnN3aXRjaHlhcmQuY29udGVudC52MS5DYXRhbG9nSXRlbSJGChJJbXBvcnRJdGVtc1JlcXVlc3QSMAoEaXRlbRgBIAEoCzIiLnN3aXRjaHlhcmQuY29udGVudC52MS5DYXRhbG9nSXRlbSI9Cg9JbXBvcnRSZWplY3Rpb24SDQoFaW5kZXgYASABKAUSCwoDc2t1GAIgASgJEg4KBnJlYXNvbhgDIAEoCSJxChNJbXBvcnRJdGVtc1Jlc3BvbnNlEg8KB2NyZWF0ZWQYASABKAUSDwoHdXBkYXRlZBgCIAEoBRI4CghyZWplY3RlZBgDIAMoCzImLnN3aXRjaHlhcmQuY29udGVudC52MS5JbXBvcnRSZWplY3Rpb24iewoKSW1wb3J0TGluZRIMCgRsaW5lGAEgASgFEjAKBGl0ZW0YAiABKAsyIi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ2F0YWxvZ0l0ZW0SFAoMcHJvYmxlbV9jb2RlGAMgASgJEhcKD3Byb2JsZW1fbWVzc2FnZRgEIAEoCSI+Cg9JbXBvcnRMaW5lRXJyb3ISDAoEbGluZRgBIAEoBRIMCgRjb2RlGAIgASgJEg8KB21lc3NhZ2UYAyABKAkitgIKCUltcG9ydEpvYhIKCgJpZBgBIAEoCRI2CgZzdGF0dXMYAiABKA4yJi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuSW1wb3J0Sm9iU3RhdHVzEhAKCHJlY2VpdmVkGAMgASgFEhAKCGltcG9ydGVkGAQgASgFEg4KBmZhaWxlZBgFIAEoBRI2CgZlcnJvcnMYBiADKAsyJi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuSW1wb3J0TGluZUVycm9yEi8KC2NyZWF0ZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPZmFpbHVyZV9tZXNzYWdlGAkgASgJImMKFkNyZWF0ZUltcG9ydEpvYlJlcXVlc3QSFwoPaWRlbXBvdGVuY3lfa2V5GAEgASgJEjAKBWxpbmVzGAIgAygLMiEuc3dpdGNoeWFyZC5jb250ZW50LnYxLkltcG9ydExpbmUiWgoXQ3JlYXRlSW1wb3J0Sm9iUmVzcG9uc2USLQoDam9iGAEgASgLMiAuc3dpdGNoeWFyZC5jb250ZW50LnYxLkltcG9ydEpvYhIQCghyZXBsYXllZBgCIAEoCCIlChNHZXRJbXBvcnRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSJFChRHZXRJbXBvcnRKb2JSZXNwb25zZRItCgNqb2IYASABKAsyIC5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuSW1wb3J0Sm9iKrABCg9JbXBvcnRKb2JTdGF0dXMSIQodSU1QT1JUX0pPQl9TVEFUVVNfVU5TUEVDSUZJRUQQABIcChhJTVBPUlRfSk9CX1NUQVRVU19RVUVVRUQQARIdChlJTVBPUlRfSk9CX1NUQVRVU19SVU5OSU5HEAISHwobSU1QT1JUX0pPQl9TVEFUVVNfU1VDQ0VFREVEEAMSHAoYSU1QT1JUX0pPQl9TVEFUVVNfRkFJTEVEEAQyswoKDkNvbnRlbnRTZXJ2aWNlEm0KDkNyZWF0ZURvY3VtZW50Eiwuc3dpdGNoeWFyZC5jb250ZW50LnYxLkNyZWF0ZURvY3VtZW50UmVxdWVzdBotLnN3aXRjaHlhcmQuY29udGVudC52MS5DcmVhdGVEb2N1bWVudFJlc3BvbnNlEmkKC0dldERvY3VtZW50Eikuc3dpdGNoeWFyZC5jb250ZW50LnYxLkdldERvY3VtZW50UmVxdWVzdBoqLnN3aXRjaHlhcmQuY29udGVudC52MS5HZXREb2N1bWVudFJlc3BvbnNlIgOQAgESbQoOVXBkYXRlRG9jdW1lbnQSLC5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuVXBkYXRlRG9jdW1lbnRSZXF1ZXN0Gi0uc3dpdGNoeWFyZC5jb250ZW50LnYxLlVwZGF0ZURvY3VtZW50UmVzcG9uc2USYQoKQ3JlYXRlUG9zdBIoLnN3aXRjaHlhcmQuY29udGVudC52MS5DcmVhdGVQb3N0UmVxdWVzdBopLnN3aXRjaHlhcmQuY29udGVudC52MS5DcmVhdGVQb3N0UmVzcG9uc2USXQoHR2V0UG9zdBIlLnN3aXRjaHlhcmQuY29udGVudC52MS5HZXRQb3N0UmVxdWVzdBomLnN3aXRjaHlhcmQuY29udGVudC52MS5HZXRQb3N0UmVzcG9uc2UiA5ACARJjCglMaXN0UG9zdHMSJy5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuTGlzdFBvc3RzUmVxdWVzdBooLnN3aXRjaHlhcmQuY29udGVudC52MS5MaXN0UG9zdHNSZXNwb25zZSIDkAIBEmgKCldhdGNoUG9zdHMSKC5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuV2F0Y2hQb3N0c1JlcXVlc3QaKS5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuV2F0Y2hQb3N0c1Jlc3BvbnNlIgOQAgEwARJ4ChBMaXN0Q2F0YWxvZ0l0ZW1zEi4uc3dpdGNoeWFyZC5jb250ZW50LnYxLkxpc3RDYXRhbG9nSXRlbXNSZXF1ZXN0Gi8uc3dpdGNoeWFyZC5jb250ZW50LnYxLkxpc3RDYXRhbG9nSXRlbXNSZXNwb25zZSIDkAIBEoQBChRCYXRjaEdldENhdGFsb2dJdGVtcxIyLnN3aXRjaHlhcmQuY29udGVudC52MS5CYXRjaEdldENhdGFsb2dJdGVtc1JlcXVlc3QaMy5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQmF0Y2hHZXRDYXRhbG9nSXRlbXNSZXNwb25zZSIDkAIBEmYKC0ltcG9ydEl0ZW1zEikuc3dpdGNoeWFyZC5jb250ZW50LnYxLkltcG9ydEl0ZW1zUmVxdWVzdBoqLnN3aXRjaHlhcmQuY29udGVudC52MS5JbXBvcnRJdGVtc1Jlc3BvbnNlKAEScAoPQ3JlYXRlSW1wb3J0Sm9iEi0uc3dpdGNoeWFyZC5jb250ZW50LnYxLkNyZWF0ZUltcG9ydEpvYlJlcXVlc3QaLi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ3JlYXRlSW1wb3J0Sm9iUmVzcG9uc2USbAoMR2V0SW1wb3J0Sm9iEiouc3dpdGNoeWFyZC5jb250ZW50LnYxLkdldEltcG9ydEpvYlJlcXVlc3QaKy5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuR2V0SW1wb3J0Sm9iUmVzcG9uc2UiA5ACAWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("CiNzd2l0Y2h5YXJkL2NvbnRlbnQvdjEvY29udGVudC5wcm90bxIVc3dpdGNoeWFyZC5jb250ZW50LnYxIqMBCghEb2N1bWVudBIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIMCgRib2R5GAMgASgJEgwKBGV0YWcYBCABKAkSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKDAQoEUG9zdBIKCgJpZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIMCgRib2R5GAMgASgJEhEKCWF1dGhvcl9pZBgEIAEoAxIvCgtjcmVhdGVfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGY3Vyc29yGAYgASgJInoKC0NhdGFsb2dJdGVtEgsKA3NrdRgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBXByaWNlGAMgASgDEhAKCGN1cnJlbmN5GAQgASgJEi8KC3VwZGF0ZV90aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI0ChVDcmVhdGVEb2N1bWVudFJlcXVlc3QSDQoFdGl0bGUYASABKAkSDAoEYm9keRgCIAEoCSJLChZDcmVhdGVEb2N1bWVudFJlc3BvbnNlEjEKCGRvY3VtZW50GAEgASgLMh8uc3dpdGNoeWFyZC5jb250ZW50LnYxLkRvY3VtZW50IikKEkdldERvY3VtZW50UmVxdWVzdBITCgtkb2N1bWVudF9pZBgBIAEoCSJIChNHZXREb2N1bWVudFJlc3BvbnNlEjEKCGRvY3VtZW50GAEgASgLMh8uc3dpdGNoeWFyZC5jb250ZW50LnYxLkRvY3VtZW50IlsKFVVwZGF0ZURvY3VtZW50UmVxdWVzdBITCgtkb2N1bWVudF9pZBgBIAEoCRINCgV0aXRsZRgCIAEoCRIMCgRib2R5GAMgASgJEhAKCGlmX21hdGNoGAQgASgJIksKFlVwZGF0ZURvY3VtZW50UmVzcG9uc2USMQoIZG9jdW1lbnQYASABKAsyHy5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuRG9jdW1lbnQiMAoRQ3JlYXRlUG9zdFJlcXVlc3QSDQoFdGl0bGUYASABKAkSDAoEYm9keRgCIAEoCSI/ChJDcmVhdGVQb3N0UmVzcG9uc2USKQoEcG9zdBgBIAEoCzIbLnN3aXRjaHlhcmQuY29udGVudC52MS5Qb3N0IiEKDkdldFBvc3RSZXF1ZXN0Eg8KB3Bvc3RfaWQYASABKAkiPAoPR2V0UG9zdFJlc3BvbnNlEikKBHBvc3QYASABKAsyGy5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuUG9zdCI5ChBMaXN0UG9zdHNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIlgKEUxpc3RQb3N0c1Jlc3BvbnNlEioKBXBvc3RzGAEgAygLMhsuc3dpdGNoeWFyZC5jb250ZW50LnYxLlBvc3QSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIkIKEVdhdGNoUG9zdHNSZXF1ZXN0EhQKDGFmdGVyX2N1cnNvchgBIAEoCRIXCg91bnRpbF9jYXVnaHRfdXAYAiABKAgiZgoSV2F0Y2hQb3N0c1Jlc3BvbnNlEikKBHBvc3QYASABKAsyGy5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuUG9zdBISCgpzdWJzY3JpYmVkGAIgASgIEhEKCWNhdWdodF91cBgDIAEoCCI6ChdMaXN0Q2F0YWxvZ0l0ZW1zUmVxdWVzdBIMCgRwYWdlGAEgASgFEhEKCXBhZ2Vfc2l6ZRgCIAEoBSJ9ChhMaXN0Q2F0YWxvZ0l0ZW1zUmVzcG9uc2USMQoFaXRlbXMYASADKAsyIi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ2F0YWxvZ0l0ZW0SDAoEcGFnZRgCIAEoBRIRCglwYWdlX3NpemUYAyABKAUSDQoFdG90YWwYBCABKAMiKwobQmF0Y2hHZXRDYXRhbG9nSXRlbXNSZXF1ZXN0EgwKBHNrdXMYASADKAkiUQocQmF0Y2hHZXRDYXRhbG9nSXRlbXNSZXNwb25zZRIxCgVpdGVtcxgBIAMoCzIiLnN3aXRjaHlhcmQuY29udGVudC52MS5DYXRhbG9nSXRlbSJGChJJbXBvcnRJdGVtc1JlcXVlc3QSMAoEaXRlbRgBIAEoCzIiLnN3aXRjaHlhcmQuY29udGVudC52MS5DYXRhbG9nSXRlbSI9Cg9JbXBvcnRSZWplY3Rpb24SDQoFaW5kZXgYASABKAUSCwoDc2t1GAIgASgJEg4KBnJlYXNvbhgDIAEoCSJxChNJbXBvcnRJdGVtc1Jlc3BvbnNlEg8KB2NyZWF0ZWQYASABKAUSDwoHdXBkYXRlZBgCIAEoBRI4CghyZWplY3RlZBgDIAMoCzImLnN3aXRjaHlhcmQuY29udGVudC52MS5JbXBvcnRSZWplY3Rpb24iewoKSW1wb3J0TGluZRIMCgRsaW5lGAEgASgFEjAKBGl0ZW0YAiABKAsyIi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ2F0YWxvZ0l0ZW0SFAoMcHJvYmxlbV9jb2RlGAMgASgJEhcKD3Byb2JsZW1fbWVzc2FnZRgEIAEoCSI+Cg9JbXBvcnRMaW5lRXJyb3ISDAoEbGluZRgBIAEoBRIMCgRjb2RlGAIgASgJEg8KB21lc3NhZ2UYAyABKAkitgIKCUltcG9ydEpvYhIKCgJpZBgBIAEoCRI2CgZzdGF0dXMYAiABKA4yJi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuSW1wb3J0Sm9iU3RhdHVzEhAKCHJlY2VpdmVkGAMgASgFEhAKCGltcG9ydGVkGAQgASgFEg4KBmZhaWxlZBgFIAEoBRI2CgZlcnJvcnMYBiADKAsyJi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuSW1wb3J0TGluZUVycm9yEi8KC2NyZWF0ZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFwoPZmFpbHVyZV9tZXNzYWdlGAkgASgJImMKFkNyZWF0ZUltcG9ydEpvYlJlcXVlc3QSFwoPaWRlbXBvdGVuY3lfa2V5GAEgASgJEjAKBWxpbmVzGAIgAygLMiEuc3dpdGNoeWFyZC5jb250ZW50LnYxLkltcG9ydExpbmUiWgoXQ3JlYXRlSW1wb3J0Sm9iUmVzcG9uc2USLQoDam9iGAEgASgLMiAuc3dpdGNoeWFyZC5jb250ZW50LnYxLkltcG9ydEpvYhIQCghyZXBsYXllZBgCIAEoCCIlChNHZXRJbXBvcnRKb2JSZXF1ZXN0Eg4KBmpvYl9pZBgBIAEoCSJFChRHZXRJbXBvcnRKb2JSZXNwb25zZRItCgNqb2IYASABKAsyIC5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuSW1wb3J0Sm9iInQKC0NhY2hlQ2hhbmdlEhAKCHBvc2l0aW9uGAEgASgDEjQKBGtpbmQYAiABKA4yJi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ2FjaGVDaGFuZ2VLaW5kEhEKCXRlbmFudF9pZBgDIAEoCRIKCgJpZBgEIAEoCSIaChhXYXRjaENhY2hlQ2hhbmdlc1JlcXVlc3QidgoZV2F0Y2hDYWNoZUNoYW5nZXNSZXNwb25zZRISCgpzdWJzY3JpYmVkGAEgASgIEjMKB2NoYW5nZXMYAiADKAsyIi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ2FjaGVDaGFuZ2USEAoIcG9zaXRpb24YAyABKAMiWgoWUmVuZXdDYWNoZUxlYXNlUmVxdWVzdBIVCg1zdWJzY3JpYmVyX2lkGAEgASgJEhgKEGFwcGxpZWRfcG9zaXRpb24YAiABKAMSDwoHcmVsZWFzZRgDIAEoCCJGChdSZW5ld0NhY2hlTGVhc2VSZXNwb25zZRIQCghsZWFzZV9tcxgBIAEoBRIZChFyZXF1aXJlZF9wb3NpdGlvbhgCIAEoAyqwAQoPSW1wb3J0Sm9iU3RhdHVzEiEKHUlNUE9SVF9KT0JfU1RBVFVTX1VOU1BFQ0lGSUVEEAASHAoYSU1QT1JUX0pPQl9TVEFUVVNfUVVFVUVEEAESHQoZSU1QT1JUX0pPQl9TVEFUVVNfUlVOTklORxACEh8KG0lNUE9SVF9KT0JfU1RBVFVTX1NVQ0NFRURFRBADEhwKGElNUE9SVF9KT0JfU1RBVFVTX0ZBSUxFRBAEKnMKD0NhY2hlQ2hhbmdlS2luZBIhCh1DQUNIRV9DSEFOR0VfS0lORF9VTlNQRUNJRklFRBAAEh0KGUNBQ0hFX0NIQU5HRV9LSU5EX0NBVEFMT0cQARIeChpDQUNIRV9DSEFOR0VfS0lORF9ET0NVTUVOVBACMp8MCg5Db250ZW50U2VydmljZRJtCg5DcmVhdGVEb2N1bWVudBIsLnN3aXRjaHlhcmQuY29udGVudC52MS5DcmVhdGVEb2N1bWVudFJlcXVlc3QaLS5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ3JlYXRlRG9jdW1lbnRSZXNwb25zZRJpCgtHZXREb2N1bWVudBIpLnN3aXRjaHlhcmQuY29udGVudC52MS5HZXREb2N1bWVudFJlcXVlc3QaKi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuR2V0RG9jdW1lbnRSZXNwb25zZSIDkAIBEm0KDlVwZGF0ZURvY3VtZW50Eiwuc3dpdGNoeWFyZC5jb250ZW50LnYxLlVwZGF0ZURvY3VtZW50UmVxdWVzdBotLnN3aXRjaHlhcmQuY29udGVudC52MS5VcGRhdGVEb2N1bWVudFJlc3BvbnNlEmEKCkNyZWF0ZVBvc3QSKC5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ3JlYXRlUG9zdFJlcXVlc3QaKS5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQ3JlYXRlUG9zdFJlc3BvbnNlEl0KB0dldFBvc3QSJS5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuR2V0UG9zdFJlcXVlc3QaJi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuR2V0UG9zdFJlc3BvbnNlIgOQAgESYwoJTGlzdFBvc3RzEicuc3dpdGNoeWFyZC5jb250ZW50LnYxLkxpc3RQb3N0c1JlcXVlc3QaKC5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuTGlzdFBvc3RzUmVzcG9uc2UiA5ACARJoCgpXYXRjaFBvc3RzEiguc3dpdGNoeWFyZC5jb250ZW50LnYxLldhdGNoUG9zdHNSZXF1ZXN0Gikuc3dpdGNoeWFyZC5jb250ZW50LnYxLldhdGNoUG9zdHNSZXNwb25zZSIDkAIBMAESeAoQTGlzdENhdGFsb2dJdGVtcxIuLnN3aXRjaHlhcmQuY29udGVudC52MS5MaXN0Q2F0YWxvZ0l0ZW1zUmVxdWVzdBovLnN3aXRjaHlhcmQuY29udGVudC52MS5MaXN0Q2F0YWxvZ0l0ZW1zUmVzcG9uc2UiA5ACARKEAQoUQmF0Y2hHZXRDYXRhbG9nSXRlbXMSMi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuQmF0Y2hHZXRDYXRhbG9nSXRlbXNSZXF1ZXN0GjMuc3dpdGNoeWFyZC5jb250ZW50LnYxLkJhdGNoR2V0Q2F0YWxvZ0l0ZW1zUmVzcG9uc2UiA5ACARJmCgtJbXBvcnRJdGVtcxIpLnN3aXRjaHlhcmQuY29udGVudC52MS5JbXBvcnRJdGVtc1JlcXVlc3QaKi5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuSW1wb3J0SXRlbXNSZXNwb25zZSgBEnAKD0NyZWF0ZUltcG9ydEpvYhItLnN3aXRjaHlhcmQuY29udGVudC52MS5DcmVhdGVJbXBvcnRKb2JSZXF1ZXN0Gi4uc3dpdGNoeWFyZC5jb250ZW50LnYxLkNyZWF0ZUltcG9ydEpvYlJlc3BvbnNlEmwKDEdldEltcG9ydEpvYhIqLnN3aXRjaHlhcmQuY29udGVudC52MS5HZXRJbXBvcnRKb2JSZXF1ZXN0Gisuc3dpdGNoeWFyZC5jb250ZW50LnYxLkdldEltcG9ydEpvYlJlc3BvbnNlIgOQAgESeAoRV2F0Y2hDYWNoZUNoYW5nZXMSLy5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuV2F0Y2hDYWNoZUNoYW5nZXNSZXF1ZXN0GjAuc3dpdGNoeWFyZC5jb250ZW50LnYxLldhdGNoQ2FjaGVDaGFuZ2VzUmVzcG9uc2UwARJwCg9SZW5ld0NhY2hlTGVhc2USLS5zd2l0Y2h5YXJkLmNvbnRlbnQudjEuUmVuZXdDYWNoZUxlYXNlUmVxdWVzdBouLnN3aXRjaHlhcmQuY29udGVudC52MS5SZW5ld0NhY2hlTGVhc2VSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message switchyard.content.v1.Document
@@ -835,6 +835,151 @@ export const GetImportJobResponseSchema: GenMessage<GetImportJobResponse> = /*@_
   messageDesc(file_switchyard_content_v1_content, 30);
 
 /**
+ * @generated from message switchyard.content.v1.CacheChange
+ */
+export type CacheChange = Message<"switchyard.content.v1.CacheChange"> & {
+  /**
+   * The change's position in the log: strictly increasing in commit order.
+   *
+   * @generated from field: int64 position = 1;
+   */
+  position: bigint;
+
+  /**
+   * @generated from field: switchyard.content.v1.CacheChangeKind kind = 2;
+   */
+  kind: CacheChangeKind;
+
+  /**
+   * The document's tenant and id (empty for the catalog).
+   *
+   * @generated from field: string tenant_id = 3;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: string id = 4;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message switchyard.content.v1.CacheChange.
+ * Use `create(CacheChangeSchema)` to create a new message.
+ */
+export const CacheChangeSchema: GenMessage<CacheChange> = /*@__PURE__*/
+  messageDesc(file_switchyard_content_v1_content, 31);
+
+/**
+ * @generated from message switchyard.content.v1.WatchCacheChangesRequest
+ */
+export type WatchCacheChangesRequest = Message<"switchyard.content.v1.WatchCacheChangesRequest"> & {
+};
+
+/**
+ * Describes the message switchyard.content.v1.WatchCacheChangesRequest.
+ * Use `create(WatchCacheChangesRequestSchema)` to create a new message.
+ */
+export const WatchCacheChangesRequestSchema: GenMessage<WatchCacheChangesRequest> = /*@__PURE__*/
+  messageDesc(file_switchyard_content_v1_content, 32);
+
+/**
+ * @generated from message switchyard.content.v1.WatchCacheChangesResponse
+ */
+export type WatchCacheChangesResponse = Message<"switchyard.content.v1.WatchCacheChangesResponse"> & {
+  /**
+   * The first message only: the stream is live, starting after `position`.
+   *
+   * @generated from field: bool subscribed = 1;
+   */
+  subscribed: boolean;
+
+  /**
+   * Oldest first; empty in the first message and in heartbeats.
+   *
+   * @generated from field: repeated switchyard.content.v1.CacheChange changes = 2;
+   */
+  changes: CacheChange[];
+
+  /**
+   * Every change up to here has been sent on this stream.
+   *
+   * @generated from field: int64 position = 3;
+   */
+  position: bigint;
+};
+
+/**
+ * Describes the message switchyard.content.v1.WatchCacheChangesResponse.
+ * Use `create(WatchCacheChangesResponseSchema)` to create a new message.
+ */
+export const WatchCacheChangesResponseSchema: GenMessage<WatchCacheChangesResponse> = /*@__PURE__*/
+  messageDesc(file_switchyard_content_v1_content, 33);
+
+/**
+ * @generated from message switchyard.content.v1.RenewCacheLeaseRequest
+ */
+export type RenewCacheLeaseRequest = Message<"switchyard.content.v1.RenewCacheLeaseRequest"> & {
+  /**
+   * Chosen by the cache, new for every subscription (UUID).
+   *
+   * @generated from field: string subscriber_id = 1;
+   */
+  subscriberId: string;
+
+  /**
+   * The cache has applied every change up to this position.
+   *
+   * @generated from field: int64 applied_position = 2;
+   */
+  appliedPosition: bigint;
+
+  /**
+   * The cache stops answering from memory (it is stopping, or lost its stream) and gives its lease up
+   * at once, so that no write waits for it any longer. Nothing is granted.
+   *
+   * @generated from field: bool release = 3;
+   */
+  release: boolean;
+};
+
+/**
+ * Describes the message switchyard.content.v1.RenewCacheLeaseRequest.
+ * Use `create(RenewCacheLeaseRequestSchema)` to create a new message.
+ */
+export const RenewCacheLeaseRequestSchema: GenMessage<RenewCacheLeaseRequest> = /*@__PURE__*/
+  messageDesc(file_switchyard_content_v1_content, 34);
+
+/**
+ * @generated from message switchyard.content.v1.RenewCacheLeaseResponse
+ */
+export type RenewCacheLeaseResponse = Message<"switchyard.content.v1.RenewCacheLeaseResponse"> & {
+  /**
+   * The lease runs this long from when the cache sent the request. 0: not extended — the cache is
+   * still behind a change committed a whole lease ago (its stream is not delivering): it must
+   * resynchronise.
+   *
+   * @generated from field: int32 lease_ms = 1;
+   */
+  leaseMs: number;
+
+  /**
+   * The last change committed when the lease was granted: the cache serves from memory only once it
+   * has applied every change up to here.
+   *
+   * @generated from field: int64 required_position = 2;
+   */
+  requiredPosition: bigint;
+};
+
+/**
+ * Describes the message switchyard.content.v1.RenewCacheLeaseResponse.
+ * Use `create(RenewCacheLeaseResponseSchema)` to create a new message.
+ */
+export const RenewCacheLeaseResponseSchema: GenMessage<RenewCacheLeaseResponse> = /*@__PURE__*/
+  messageDesc(file_switchyard_content_v1_content, 35);
+
+/**
  * @generated from enum switchyard.content.v1.ImportJobStatus
  */
 export enum ImportJobStatus {
@@ -875,6 +1020,36 @@ export enum ImportJobStatus {
  */
 export const ImportJobStatusSchema: GenEnum<ImportJobStatus> = /*@__PURE__*/
   enumDesc(file_switchyard_content_v1_content, 0);
+
+/**
+ * @generated from enum switchyard.content.v1.CacheChangeKind
+ */
+export enum CacheChangeKind {
+  /**
+   * @generated from enum value: CACHE_CHANGE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A catalog item was created or replaced: every cached catalog page is stale.
+   *
+   * @generated from enum value: CACHE_CHANGE_KIND_CATALOG = 1;
+   */
+  CATALOG = 1,
+
+  /**
+   * A document was saved: its cached representations are stale.
+   *
+   * @generated from enum value: CACHE_CHANGE_KIND_DOCUMENT = 2;
+   */
+  DOCUMENT = 2,
+}
+
+/**
+ * Describes the enum switchyard.content.v1.CacheChangeKind.
+ */
+export const CacheChangeKindSchema: GenEnum<CacheChangeKind> = /*@__PURE__*/
+  enumDesc(file_switchyard_content_v1_content, 1);
 
 /**
  * ContentService scopes documents and posts to the caller's tenant (from the bearer token); the
@@ -1005,6 +1180,33 @@ export const ContentService: GenService<{
     methodKind: "unary";
     input: typeof GetImportJobRequestSchema;
     output: typeof GetImportJobResponseSchema;
+  },
+  /**
+   * WatchCacheChanges streams to an edge cache (internal: the gateway's own service token only, never
+   * through the browser proxy) every change of cached data — catalog items, documents — committed
+   * after the position it starts at, in commit order. The first message carries subscribed = true and
+   * the starting position (the cache starts empty there); then changes, and heartbeats (no changes)
+   * at least every second. Every message's position says the cache has been sent every change up to it.
+   *
+   * @generated from rpc switchyard.content.v1.ContentService.WatchCacheChanges
+   */
+  watchCacheChanges: {
+    methodKind: "server_streaming";
+    input: typeof WatchCacheChangesRequestSchema;
+    output: typeof WatchCacheChangesResponseSchema;
+  },
+  /**
+   * RenewCacheLease records how far a cache has applied the changes and extends its lease. A write
+   * answers only once every cache holding a lease has applied it (or its lease has ended): a cache
+   * serves from memory only within its lease, counted from when it sent the renewal, and only once
+   * it has applied every change up to required_position.
+   *
+   * @generated from rpc switchyard.content.v1.ContentService.RenewCacheLease
+   */
+  renewCacheLease: {
+    methodKind: "unary";
+    input: typeof RenewCacheLeaseRequestSchema;
+    output: typeof RenewCacheLeaseResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_switchyard_content_v1_content, 0);

@@ -82,4 +82,26 @@ ${IDEMPOTENCY_TABLE_SQL}`,
     name: "idempotency keys scoped by principal",
     sql: IDEMPOTENCY_PRINCIPAL_SQL,
   },
+  {
+    version: 4,
+    name: "cache change log and cache leases",
+    sql: `
+-- Every change of data an edge cache holds (catalog items, documents), written in the transaction of
+-- the change under one advisory lock, so positions increase in commit order (cache-changes.ts).
+CREATE TABLE cache_changes (
+  position   bigserial PRIMARY KEY,
+  kind       text NOT NULL CHECK (kind IN ('catalog', 'document')),
+  tenant_id  text NOT NULL DEFAULT '',
+  id         text NOT NULL DEFAULT '',
+  created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+-- Each live edge cache: how far it has applied the log, and until when it may serve from memory.
+CREATE TABLE cache_subscribers (
+  id               text PRIMARY KEY,
+  applied_position bigint NOT NULL,
+  lease_until      timestamptz NOT NULL
+);
+CREATE INDEX cache_subscribers_live ON cache_subscribers (lease_until);
+`,
+  },
 ];

@@ -49,12 +49,25 @@ export interface ImportChunkOutcome {
   errors: ImportLineError[];
 }
 
+/** "done": the job's last lines ran; it stays running, held, until completeImportJob. */
 export type ImportChunkStep = "more" | "done" | "lost";
+
+/** What an edge cache must drop: every catalog page, or one document's representations. */
+export type CacheChangeKind = "catalog" | "document";
+
+export interface CacheChangeRecord {
+  /** Strictly increasing in commit order. */
+  position: bigint;
+  kind: CacheChangeKind;
+  /** The document's tenant and id ("" for the catalog). */
+  tenantId: string;
+  id: string;
+}
 
 export interface ContentStore extends CatalogWriter {
   createDocument(tenantId: string, doc: { title: string; body: string }): Promise<DocumentRecord>;
   getDocument(tenantId: string, id: string): Promise<DocumentRecord | undefined>;
-  /** The conditional write: applied only while the stored version is `expectedVersion` (any version when undefined). */
+  /** The conditional write: applied only while the stored version is `expectedVersion` (any version when undefined). Records a cache change with it. */
   updateDocument(tenantId: string, id: string, doc: { title: string; body: string }, expectedVersion: number | undefined): Promise<DocumentRecord | undefined>;
   /** Inserts the post and announces it on the store's notification channel in the same transaction. */
   createPost(tenantId: string, authorId: bigint, post: { title: string; body: string }): Promise<PostRecord>;
@@ -70,8 +83,33 @@ export interface ContentStore extends CatalogWriter {
   listCatalogItems(offset: number, limit: number): Promise<{ items: CatalogItemRecord[]; total: number }>;
   /** The catalog items with these skus (any order; skus not in the catalog are absent). */
   getCatalogItems(skus: readonly string[]): Promise<CatalogItemRecord[]>;
-  /** Creates or replaces by sku; true when it was created. */
+  /** Creates or replaces by sku, recording a cache change with it; true when it was created. */
   upsertCatalogItem(item: CatalogItemInput): Promise<boolean>;
+
+  /** The position of the last cache change committed (0 when none). */
+  latestCacheChange(): Promise<bigint>;
+  /** The cache changes after `position`, oldest first, at most `limit`. */
+  cacheChangesAfter(position: bigint, limit: number): Promise<CacheChangeRecord[]>;
+  /** Calls `onChange` when a cache change may have been committed by any replica (a wake-up: read the log); resolves to the stop function. */
+  watchCacheChanges(onChange: () => void): Promise<() => Promise<void>>;
+  /** Forgets changes older than `olderThanMs` (never the last one) and caches whose lease ended that long ago. */
+  pruneCacheLog(olderThanMs: number): Promise<void>;
+  /**
+   * Records that cache `subscriberId` applied every change up to `appliedPosition` (never moving it
+   * back) and extends its lease to `leaseMs` from now — unless it is still behind a change committed
+   * more than `leaseMs` ago (extended: false); answers the last change committed then. Taken under the
+   * lock every change is recorded under: a change committed after it sees this lease.
+   */
+  renewCacheLease(subscriberId: string, appliedPosition: bigint, leaseMs: number): Promise<{ requiredPosition: bigint; extended: boolean }>;
+  /** Ends the lease of cache `subscriberId` now (it stopped answering from memory). */
+  releaseCacheLease(subscriberId: string): Promise<void>;
+  /**
+   * The caches whose lease is running and that have not applied `position` (the last change committed,
+   * when undefined): how many, and in how many ms the last of their leases ends.
+   */
+  cachesBehind(position: bigint | undefined): Promise<{ position: bigint; behind: number; untilMs: number }>;
+  /** Calls `onAck` when a cache renewed its lease on any replica; resolves to the stop function. */
+  watchCacheAcks(onAck: () => void): Promise<() => Promise<void>>;
 
   /**
    * Records a queued job with its lines, once per (tenant, idempotency key): a retry with the same
@@ -92,6 +130,8 @@ export interface ContentStore extends CatalogWriter {
    * "done" when that was the last of them (the job succeeded), "lost" when the runner no longer holds the job.
    */
   runImportChunk(jobId: string, runner: string, leaseMs: number, limit: number, work: (lines: ImportLineInput[], catalog: CatalogWriter) => Promise<ImportChunkOutcome>): Promise<ImportChunkStep>;
+  /** Marks a job `runner` holds, whose lines have all run, succeeded; false when it no longer holds it. */
+  completeImportJob(jobId: string, runner: string): Promise<boolean>;
   /** Gives a job `runner` holds back to the queue (a runner stopping cleanly). */
   releaseImportJob(jobId: string, runner: string): Promise<void>;
 }

@@ -6,7 +6,7 @@ import type { Keyset } from "@switchyard/platform/paging.js";
 import type { CatalogItemInput } from "../domain/content.js";
 import { MAX_JOB_ERRORS, type ImportJobStatus, type ImportLineInput, type LineErrorCode } from "../domain/imports.js";
 import type { CatalogWriter } from "../catalog-import.js";
-import type { CatalogItemRecord, ContentStore, DocumentRecord, ImportChunkOutcome, ImportChunkStep, ImportJobRecord, PostRecord } from "./port.js";
+import type { CacheChangeKind, CacheChangeRecord, CatalogItemRecord, ContentStore, DocumentRecord, ImportChunkOutcome, ImportChunkStep, ImportJobRecord, PostRecord } from "./port.js";
 
 const DOC_COLUMNS = "id, tenant_id, title, body, version, created_at, updated_at";
 const POST_COLUMNS = "id, tenant_id, author_id, title, body, created_at";
@@ -37,9 +37,28 @@ const toPost = (r: PostRow): PostRecord => ({ id: r.id, tenantId: r.tenant_id, a
 
 export class SqlContentStore implements ContentStore {
   private readonly postsChannel: string;
+  private readonly cacheChangesChannel: string;
+  private readonly cacheAcksChannel: string;
+  /** The advisory lock every cache change and every lease renewal is taken under (see recordCacheChange). */
+  private readonly cacheLogLock: string;
 
   constructor(private readonly db: SqlDatabase) {
     this.postsChannel = `${db.schema}_new_posts`;
+    this.cacheChangesChannel = `${db.schema}_cache_changes`;
+    this.cacheAcksChannel = `${db.schema}_cache_acks`;
+    this.cacheLogLock = `${db.schema}.cache_changes`;
+  }
+
+  /**
+   * Records a change of cached data in the writer's transaction, as its last statements. The lock,
+   * held until commit, serialises changes (positions then increase in commit order, so a reader
+   * following "after position p" never passes one that commits late) and orders them against lease
+   * renewals (renewCacheLease).
+   */
+  private async recordCacheChange(tx: SqlExecutor, kind: CacheChangeKind, tenantId = "", id = ""): Promise<void> {
+    await tx.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [this.cacheLogLock]);
+    // Delivered to every replica's listener when the transaction commits: a wake-up to read the log.
+    await tx.query(`WITH c AS (INSERT INTO cache_changes (kind, tenant_id, id) VALUES ($1, $2, $3) RETURNING position) SELECT pg_notify($4, position::text) FROM c`, [kind, tenantId, id, this.cacheChangesChannel]);
   }
 
   async createDocument(tenantId: string, doc: { title: string; body: string }): Promise<DocumentRecord> {
@@ -52,14 +71,18 @@ export class SqlContentStore implements ContentStore {
     return rows[0] && toDoc(rows[0]);
   }
 
-  async updateDocument(tenantId: string, id: string, doc: { title: string; body: string }, expectedVersion: number | undefined): Promise<DocumentRecord | undefined> {
-    const { rows } = await this.db.query<DocRow>(
-      `UPDATE documents SET title = $3, body = $4, version = version + 1, updated_at = date_trunc('milliseconds', clock_timestamp())
-       WHERE id = $1 AND tenant_id = $2 AND ($5::integer IS NULL OR version = $5)
-       RETURNING ${DOC_COLUMNS}`,
-      [id, tenantId, doc.title, doc.body, expectedVersion ?? null],
-    );
-    return rows[0] && toDoc(rows[0]);
+  updateDocument(tenantId: string, id: string, doc: { title: string; body: string }, expectedVersion: number | undefined): Promise<DocumentRecord | undefined> {
+    return this.db.transaction(async (tx) => {
+      const { rows } = await tx.query<DocRow>(
+        `UPDATE documents SET title = $3, body = $4, version = version + 1, updated_at = date_trunc('milliseconds', clock_timestamp())
+         WHERE id = $1 AND tenant_id = $2 AND ($5::integer IS NULL OR version = $5)
+         RETURNING ${DOC_COLUMNS}`,
+        [id, tenantId, doc.title, doc.body, expectedVersion ?? null],
+      );
+      if (!rows[0]) return undefined;
+      await this.recordCacheChange(tx, "document", tenantId, id);
+      return toDoc(rows[0]);
+    });
   }
 
   createPost(tenantId: string, authorId: bigint, post: { title: string; body: string }): Promise<PostRecord> {
@@ -130,7 +153,77 @@ export class SqlContentStore implements ContentStore {
   }
 
   upsertCatalogItem(item: CatalogItemInput): Promise<boolean> {
-    return upsertCatalogItemWith(this.db, item);
+    return this.db.transaction(async (tx) => {
+      const created = await upsertCatalogItemWith(tx, item);
+      await this.recordCacheChange(tx, "catalog");
+      return created;
+    });
+  }
+
+  async latestCacheChange(): Promise<bigint> {
+    const { rows } = await this.db.query<{ position: bigint | null }>(`SELECT max(position) AS position FROM cache_changes`);
+    return BigInt(rows[0]?.position ?? 0n);
+  }
+
+  async cacheChangesAfter(position: bigint, limit: number): Promise<CacheChangeRecord[]> {
+    const { rows } = await this.db.query<{ position: bigint; kind: CacheChangeKind; tenant_id: string; id: string }>(
+      `SELECT position, kind, tenant_id, id FROM cache_changes WHERE position > $1 ORDER BY position LIMIT $2`,
+      [position, limit],
+    );
+    return rows.map((r) => ({ position: BigInt(r.position), kind: r.kind, tenantId: r.tenant_id, id: r.id }));
+  }
+
+  watchCacheChanges(onChange: () => void): Promise<() => Promise<void>> {
+    return this.db.listen(this.cacheChangesChannel, () => onChange());
+  }
+
+  async pruneCacheLog(olderThanMs: number): Promise<void> {
+    await this.db.query(`DELETE FROM cache_changes WHERE created_at < clock_timestamp() - $1::integer * interval '1 millisecond' AND position < (SELECT max(position) FROM cache_changes)`, [olderThanMs]);
+    await this.db.query(`DELETE FROM cache_subscribers WHERE lease_until < clock_timestamp() - $1::integer * interval '1 millisecond'`, [olderThanMs]);
+  }
+
+  renewCacheLease(subscriberId: string, appliedPosition: bigint, leaseMs: number): Promise<{ requiredPosition: bigint; extended: boolean }> {
+    return this.db.transaction(async (tx) => {
+      // Under the changes' lock: every change committed before is visible to the next statement, and
+      // every change committed after it finds this lease when its writer checks the caches.
+      await tx.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [this.cacheLogLock]);
+      // A cache still behind a change committed a whole lease ago is not extended: its stream is not
+      // delivering, and a write must not wait on it for longer than its lease.
+      const { rows } = await tx.query<{ required: bigint | null; extended: boolean }>(
+        `WITH behind AS (
+           SELECT EXISTS (SELECT 1 FROM cache_changes WHERE position > $2 AND created_at < clock_timestamp() - $3::integer * interval '1 millisecond') AS stuck),
+         renewed AS (
+           INSERT INTO cache_subscribers (id, applied_position, lease_until)
+           VALUES ($1, $2, CASE WHEN (SELECT stuck FROM behind) THEN '-infinity' ELSE clock_timestamp() + $3::integer * interval '1 millisecond' END)
+           ON CONFLICT (id) DO UPDATE SET applied_position = greatest(cache_subscribers.applied_position, EXCLUDED.applied_position),
+             lease_until = greatest(cache_subscribers.lease_until, EXCLUDED.lease_until)
+           RETURNING 1)
+         SELECT (SELECT max(position) FROM cache_changes) AS required, NOT (SELECT stuck FROM behind) AS extended, pg_notify($4, '') FROM renewed`,
+        [subscriberId, appliedPosition, leaseMs, this.cacheAcksChannel],
+      );
+      return { requiredPosition: BigInt(rows[0]?.required ?? 0n), extended: rows[0]?.extended ?? false };
+    });
+  }
+
+  async releaseCacheLease(subscriberId: string): Promise<void> {
+    // Shortening a lease needs no lock: the cache has already stopped answering. The writes waiting wake up.
+    await this.db.query(`WITH released AS (UPDATE cache_subscribers SET lease_until = '-infinity' WHERE id = $1 RETURNING 1) SELECT pg_notify($2, '') FROM released`, [subscriberId, this.cacheAcksChannel]);
+  }
+
+  async cachesBehind(position: bigint | undefined): Promise<{ position: bigint; behind: number; untilMs: number }> {
+    const { rows } = await this.db.query<{ position: bigint; behind: bigint; until_ms: number | null }>(
+      `WITH target AS (SELECT coalesce($1::bigint, (SELECT max(position) FROM cache_changes), 0) AS position)
+       SELECT (SELECT position FROM target) AS position, count(*)::bigint AS behind,
+         ceil(extract(epoch FROM max(lease_until) - clock_timestamp()) * 1000)::integer AS until_ms
+       FROM cache_subscribers WHERE lease_until > clock_timestamp() AND applied_position < (SELECT position FROM target)`,
+      [position ?? null],
+    );
+    const row = rows[0]!;
+    return { position: BigInt(row.position), behind: Number(row.behind), untilMs: Math.max(0, row.until_ms ?? 0) };
+  }
+
+  watchCacheAcks(onAck: () => void): Promise<() => Promise<void>> {
+    return this.db.listen(this.cacheAcksChannel, () => onAck());
   }
 
   async createImportJob(tenantId: string, createdBy: bigint, idempotency: KeyedRequest<{ id: string }>, lines: readonly ImportLineInput[]): Promise<{ job: ImportJobRecord; replayed: boolean }> {
@@ -240,17 +333,27 @@ export class SqlContentStore implements ContentStore {
       }
       const next = job.next_position + lines.length;
       const done = next >= job.received || lines.length === 0;
+      // A job whose lines have all run stays running (held) until completeImportJob: it succeeds only
+      // once the edge caches have applied its changes (import-jobs.ts).
       await tx.query(
         `UPDATE import_jobs SET next_position = $2, imported = imported + $3, failed = failed + $4, updated_at = ${NOW},
-           status = CASE WHEN $5::boolean THEN 'succeeded' ELSE status END,
-           lease_owner = CASE WHEN $5::boolean THEN NULL ELSE lease_owner END,
-           lease_until = CASE WHEN $5::boolean THEN NULL ELSE clock_timestamp() + $6::integer * interval '1 millisecond' END
+           lease_until = clock_timestamp() + $5::integer * interval '1 millisecond'
          WHERE id = $1`,
-        [jobId, next, outcome.imported, outcome.errors.length, done, leaseMs],
+        [jobId, next, outcome.imported, outcome.errors.length, leaseMs],
       );
       if (done) await tx.query(`DELETE FROM import_job_lines WHERE job_id = $1`, [jobId]);
+      if (outcome.imported > 0) await this.recordCacheChange(tx, "catalog");
       return done ? "done" : "more";
     });
+  }
+
+  async completeImportJob(jobId: string, runner: string): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      `UPDATE import_jobs SET status = 'succeeded', lease_owner = NULL, lease_until = NULL, updated_at = ${NOW}
+       WHERE id = $1 AND status = 'running' AND lease_owner = $2`,
+      [jobId, runner],
+    );
+    return rowCount > 0;
   }
 
   async releaseImportJob(jobId: string, runner: string): Promise<void> {

@@ -1,0 +1,17 @@
+// Rules for the edge caches' change stream and leases, without I/O.
+import { fail } from "@switchyard/platform/errors.js";
+import { GATEWAY_SERVICE } from "@switchyard/platform/caller.js";
+
+/** Only the gateway keeps an edge cache: the change stream names tenants' documents, so nobody else follows it. */
+export function requireEdgeCache(service: string): void {
+  if (service !== GATEWAY_SERVICE) throw fail("ROLE_REQUIRED", "only the gateway follows the cache change stream");
+}
+
+const SUBSCRIBER_ID = /^[A-Za-z0-9_-]{8,64}$/;
+
+/** A renewal as asked: a subscriber id of the cache's choosing and a position from 0. */
+export function cacheLeaseRenewal(req: { subscriberId: string; appliedPosition: bigint }): { subscriberId: string; appliedPosition: bigint } {
+  if (!SUBSCRIBER_ID.test(req.subscriberId)) throw fail("INVALID_REQUEST", "subscriber_id must be 8 to 64 letters, digits, '_' or '-'");
+  if (req.appliedPosition < 0n) throw fail("INVALID_REQUEST", "applied_position must be from 0");
+  return req;
+}
