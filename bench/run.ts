@@ -16,11 +16,8 @@ import { measureFeedDepth, type FeedDepthResult } from "./feed-depth.js";
 import { formatFootprint, measureFootprint, TARGETS as FOOTPRINT_TARGETS, type Footprint } from "./footprint.js";
 import { formatLiveFeed, LIVE_FEED_TARGET, measureLiveFeed, type LiveFeedResult } from "./live-feed.js";
 import { formatSummary, type SummaryRow } from "./summary.js";
-import { serverSchemas } from "./server-schemas.js";
 import { NODE_FLAGS } from "../scripts/mesh.js";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { prepareReferenceData, startSameWorkReference, type ReferenceData } from "./same-work-reference.js";
 import { pinGeneratorAndMesh, type Pinning } from "./pinning.js";
 import { BEFORE_OBSERVABILITY, prepareBaseline, type Baseline, type BaselineFixture } from "./baseline.js";
 
@@ -179,9 +176,14 @@ const COMPARISON = {
   connections: settings.inFlight,
 };
 
-/** The engines the read paths are compared on: embedded PGlite, and the PostgreSQL server when DATABASE_URL is set. */
-function comparedEngines(): { engine: "pglite" | "postgres"; databaseUrl?: string }[] {
-  return process.env.DATABASE_URL ? [{ engine: "pglite" }, { engine: "postgres", databaseUrl: process.env.DATABASE_URL }] : [{ engine: "pglite" }];
+/**
+ * The engines the read paths are compared on: embedded PGlite, and the PostgreSQL server when
+ * DATABASE_URL is set — there with REDIS_URL too when it is set, as deployed (the gateways count
+ * quotas in Redis). A comparison with an earlier commit leaves Redis out: its fixture may not know it.
+ */
+function comparedEngines(): { engine: "pglite" | "postgres"; databaseUrl?: string; redisUrl?: string }[] {
+  const { DATABASE_URL: databaseUrl, REDIS_URL: redisUrl } = process.env;
+  return databaseUrl ? [{ engine: "pglite" }, { engine: "postgres", databaseUrl, ...(redisUrl ? { redisUrl } : {}) }] : [{ engine: "pglite" }];
 }
 
 /** The mesh's two read paths, by their target name in a comparison. */
@@ -190,57 +192,49 @@ const READ_PATHS = [
   ["document", "GET /v1/docs/{id}"],
 ] as const;
 
-/** The same-work reference's processes for one read: a grpc-js server doing that one store read, behind the bare hop. */
-async function startReference(read: "payment" | "document", databaseUrl: string | undefined, answer: "id" | "record" = "id"): Promise<Setup> {
-  const dataDir = await mkdtemp(join(tmpdir(), "switchyard-bench-ref-"));
-  const schemas = databaseUrl ? serverSchemas(databaseUrl, "ref") : undefined;
-  let store: ServerProcess | undefined;
-  let hop: ServerProcess | undefined;
-  const stop = async () => {
-    await release(hop, store);
-    await rm(dataDir, { recursive: true, force: true });
-    await schemas?.drop();
-  };
-  try {
-    const schema = schemas?.env[read === "payment" ? "PAYMENTS_DB_SCHEMA" : "CONTENT_DB_SCHEMA"] ?? (read === "payment" ? "payments" : "content");
-    store = await hold(startServer("store-read-grpcjs.ts", { READ: read, ANSWER: answer, DATA_DIR: dataDir, DB_SCHEMA: schema, DATABASE_URL: databaseUrl ?? "" }, NODE_FLAGS));
-    hop = await hold(startServer("bare-hop.ts", { ECHO_ADDRESS: store.address, READ: read, ANSWER: answer }, NODE_FLAGS));
-    return { targets: { [read]: { url: `http://${hop.address}/` } }, processes: { "bare-hop": hop.pid, "store-read": store.pid }, stop };
-  } catch (err) {
-    await stop();
-    throw err;
-  }
+/** The reference's rows, held (so that a signal removes them too) until `release`. */
+async function holdReferenceData(databaseUrl: string | undefined): Promise<ReferenceData & { stop(): Promise<void> }> {
+  return hold(prepareReferenceData(databaseUrl).then((data) => ({ ...data, stop: () => data.remove() })));
+}
+
+/** One start of the same-work reference as a setup of an interleaved comparison, held until it stops. */
+async function referenceReads(data: ReferenceData): Promise<Setup> {
+  const reference = await hold(startSameWorkReference(data));
+  return { ...reference, stop: () => release(reference) };
 }
 
 /**
- * Issue 15's reference: the same work with nothing else — node:http → grpc-js → a grpc-js server
- * doing the one store read the real path does (payments' getPayment, content's getDocument) on the
- * same engine, through the same adapter, with the node flags of the mesh's processes — against
- * GET /v1/payments/{id} and GET /v1/docs/{id} through the mesh on that engine. Embedded PGlite, and
- * the PostgreSQL server when DATABASE_URL is set. Beside them R+ (no target): the same read answering
- * the whole record, as the services map it and the gateway represents it, with no policy — what the
- * record itself costs, apart from everything else the mesh does. The mesh and the references run at
- * once and are loaded in turn (load/interleaved.ts), on fresh processes several times over.
+ * Issue 34's reference, the same work with the libraries alone (same-work-reference.ts):
+ * node:http → @grpc/grpc-js → a @grpc/grpc-js server doing the stores' one prepared-statement read
+ * by id and tenant (pg, or PGlite directly), JSON out, on the same engine with the mesh's node flags —
+ * against GET /v1/payments/{id} and GET /v1/docs/{id} through the mesh on that engine (on the
+ * PostgreSQL server with its quotas in Redis when REDIS_URL is set, as deployed; the reference has
+ * no quota). Beside them R+ (no target): the same read answering the whole record as the gateway
+ * represents it, still libraries only and with no policy — what the record itself costs, apart from
+ * everything else the mesh does. The mesh and the reference run at once and are loaded in turn
+ * (load/interleaved.ts), on fresh processes several times over; the reference's rows are read only,
+ * so every start reads the same ones.
  */
 async function sameWork(outcomes: HttpOutcome[]): Promise<void> {
-  for (const { engine, databaseUrl } of comparedEngines()) {
+  for (const { engine, databaseUrl, redisUrl } of comparedEngines()) {
+    const on = redisUrl ? `${engine}, quotas in Redis` : engine;
     const labels = {
-      "reference/payment": [`ref-payment-${engine}`, `R same-work reference: node:http → grpc-js → one payment read (${engine})`],
-      "reference-doc/document": [`ref-document-${engine}`, `R same-work reference: node:http → grpc-js → one document read (${engine})`],
-      "record/payment": [`rec-payment-${engine}`, `R+ the same read answering the whole record, as JSON, no policy: one payment read (${engine})`],
-      "record-doc/document": [`rec-document-${engine}`, `R+ the same read answering the whole record, as JSON, no policy: one document read (${engine})`],
-      "mesh/payment": [`sw-read-${engine}`, `3${engine === "pglite" ? "" : "p"} GET /v1/payments/{id} (mesh, ${engine}, interleaved with R)`],
-      "mesh/document": [`sw-docs-${engine}`, `5${engine === "pglite" ? "" : "p"} GET /v1/docs/{id} (mesh, ${engine}, interleaved with R)`],
+      "reference/payment": [`ref-payment-${engine}`, `R same-work reference, libraries only: node:http → grpc-js → one payment read (${engine})`],
+      "reference/document": [`ref-document-${engine}`, `R same-work reference, libraries only: node:http → grpc-js → one document read (${engine})`],
+      "reference/payment-record": [`rec-payment-${engine}`, `R+ the same read answering the whole record, as JSON, no policy: one payment read (${engine})`],
+      "reference/document-record": [`rec-document-${engine}`, `R+ the same read answering the whole record, as JSON, no policy: one document read (${engine})`],
+      "mesh/payment": [`sw-read-${engine}`, `3${engine === "pglite" ? "" : "p"} GET /v1/payments/{id} (mesh, ${on}, interleaved with R)`],
+      "mesh/document": [`sw-docs-${engine}`, `5${engine === "pglite" ? "" : "p"} GET /v1/docs/{id} (mesh, ${on}, interleaved with R)`],
     } as const;
-    console.error(`  the read paths and the same-work references on ${engine}: ${COMPARISON.starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`);
+    console.error(`  the read paths and the same-work reference on ${on}: ${COMPARISON.starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`);
+    let data: (ReferenceData & { stop(): Promise<void> }) | undefined;
     try {
+      data = await holdReferenceData(databaseUrl);
+      const rows = data;
       const results = await measureInterleaved(
         {
-          mesh: () => meshReads(startMeshFixture({ limit: "none", databaseUrl })),
-          reference: () => startReference("payment", databaseUrl),
-          "reference-doc": () => startReference("document", databaseUrl),
-          record: () => startReference("payment", databaseUrl, "record"),
-          "record-doc": () => startReference("document", databaseUrl, "record"),
+          mesh: () => meshReads(startMeshFixture({ limit: "none", databaseUrl, redisUrl })),
+          reference: () => referenceReads(rows),
         },
         { ...COMPARISON, onStart: (n) => console.error(`    start ${n + 1} of ${COMPARISON.starts} …`) },
       );
@@ -251,11 +245,13 @@ async function sameWork(outcomes: HttpOutcome[]): Promise<void> {
     } catch (err) {
       if (interrupted) throw err;
       for (const [id, label] of Object.values(labels)) outcomes.push({ id, label, error: message(err).split("\n")[0]! });
+    } finally {
+      await release(data);
     }
   }
 }
 
-/** The read paths against the same-work reference, per engine (the summary's issue 15 rows). */
+/** The read paths against the same-work reference, per engine (the summary's issue 34 rows). */
 function sameWorkRatios(http: HttpOutcome[]): { path: string; engine: string; ratio: number | undefined; spread: string | undefined; payload: Ratio; policy: Ratio }[] {
   const result = (id: string) => http.find((o) => o.id === id)?.result as InterleavedResult | undefined;
   const ratioOf = (a: InterleavedResult | undefined, b: InterleavedResult | undefined): Ratio => ({
@@ -499,20 +495,23 @@ async function overload(): Promise<void> {
     } finally {
       await release(floor);
     }
-    // The same work with nothing else (B's same-work reference for the payment read, on embedded
-    // storage as the mesh here), alone on the mesh's core: does any path doing this work serve what
+    // The same work with the libraries alone (B's same-work reference for the payment read, on
+    // embedded storage as the mesh here), alone on the mesh's core: does any path doing this work serve what
     // the goodput target asks with its p99 within the target's multiple of its own unloaded p99?
+    let data: (ReferenceData & { stop(): Promise<void> }) | undefined;
     let reference: Setup | undefined;
     try {
       console.error(`  the same open loop against the same-work reference, unloaded and at ${GOODPUT_TARGET}× …`);
-      reference = await hold(startReference("payment", undefined));
+      data = await holdReferenceData(undefined);
+      reference = await referenceReads(data);
       pinGeneratorAndMesh(Object.values(reference.processes));
       result.sameWork = await measureServedReference({ url: reference.targets.payment!.url, headers: {} }, result.capacityPerSec, settings.seconds);
     } catch (err) {
       if (interrupted) throw err;
       result.sameWork = { error: message(err) };
     } finally {
-      await release(reference);
+      await reference?.stop();
+      await release(data);
     }
   } finally {
     pinning?.undo();
@@ -527,17 +526,17 @@ function printExtra(http: HttpOutcome[]): void {
   const docs = http.find((o) => o.id === "docs")?.result;
   const read = http.find((o) => o.id === "read")?.result;
   if (docs && hop) out.push(`  target: GET /v1/docs/{id} ≥ ${READ_PATH_TARGET} × bare hop req/s → ${(docs.reqPerSec / hop.reqPerSec).toFixed(2)} → ${docs.reqPerSec / hop.reqPerSec >= READ_PATH_TARGET ? "PASS" : "MISS"}`);
-  out.push("", "  The read paths against the same-work reference (node:http → grpc-js → the same one store read, same engine and node flags):");
+  out.push("", "  The read paths against the same-work reference, libraries only (node:http → @grpc/grpc-js → a grpc-js server doing the stores' one prepared-statement read, JSON out; same engine, node flags and engine settings; no module of the project):");
   const rows = sameWorkRatios(http);
   for (const { path, engine, ratio, spread } of rows) {
     out.push(`  ${path} on ${engine}: ${ratio === undefined ? "not measured" : `${ratio.toFixed(2)} × the reference's req/s (target ≥ ${READ_PATH_TARGET} → ${ratio >= READ_PATH_TARGET ? "PASS" : "MISS"}); each start alone: ${spread}`}`);
   }
   // No target: where the read path's gap to the reference goes. The reference answers an id; the
-  // mesh carries the whole record through gRPC and JSON. R+ carries it too, with no policy at all.
+  // mesh carries the whole record through gRPC and JSON. R+ carries it too, libraries only, with no policy.
   out.push("", "  Where the gap goes (no target): the reference answers an id; R+ does the same read but carries and represents the whole record, as the mesh must:");
   const part = (r: Ratio) => (r.ratio === undefined ? "not measured" : `${r.ratio.toFixed(2)} (starts ${r.spread})`);
   for (const { path, engine, payload, policy } of rows) {
-    out.push(`  ${path} on ${engine}: R+ ÷ reference (the payload) ${part(payload)}; mesh ÷ R+ (auth, quota, limits, validation, headers, metrics) ${part(policy)}`);
+    out.push(`  ${path} on ${engine}: R+ ÷ reference (the payload) ${part(payload)}; mesh ÷ R+ (everything the project adds: auth, quota, limits, validation, headers, metrics, its own server, client and store code) ${part(policy)}`);
   }
   const store = extra.storeRead;
   out.push("", "  What one store read costs here, alone (payments' getPayment on embedded PGlite, in process, one at a time):");
@@ -644,7 +643,8 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
   const rows: SummaryRow[] = [];
   const fixed = (v: number, digits = 2) => v.toFixed(digits);
   for (const { path, engine, ratio } of sameWorkRatios(http)) {
-    rows.push({ issue: "#15", figure: `${path} ÷ same-work reference (${engine === "pglite" ? "PGlite" : "PostgreSQL server"})`, value: ratio === undefined ? undefined : fixed(ratio), target: `≥ ${READ_PATH_TARGET}`, pass: ratio !== undefined && ratio >= READ_PATH_TARGET });
+    const on = engine === "pglite" ? "PGlite" : process.env.REDIS_URL ? "PostgreSQL server, quotas in Redis" : "PostgreSQL server";
+    rows.push({ issue: "#34", figure: `${path} ÷ same-work reference, libraries only (${on})`, value: ratio === undefined ? undefined : fixed(ratio), target: `≥ ${READ_PATH_TARGET}`, pass: ratio !== undefined && ratio >= READ_PATH_TARGET });
   }
   const o = extra.overload;
   const ok = o && !("error" in o) ? o : undefined;
@@ -711,7 +711,7 @@ async function main(): Promise<number> {
   const runs = (section: Section) => sections.includes(section);
   const baselineRef = process.env.BENCH_BASELINE;
   if (runs("samework")) {
-    // The read paths and their same-work references only (issue 15, part 1), as the full run measures them.
+    // The read paths and their same-work reference only (issues 15 and 34), as the full run measures them.
     console.error("B. the read paths against the same-work reference");
     await sameWork(http);
   }
