@@ -4,6 +4,7 @@ import { randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Redis } from "ioredis";
 import { NO_SHEDDING, SERVICES, startMesh, type Mesh, type ServiceName } from "../scripts/mesh.js";
 import { track } from "./processes.js";
 import { serverSchemas } from "./server-schemas.js";
@@ -60,6 +61,17 @@ export interface MeshFixtureOptions {
   replicas?: Partial<Record<ServiceName, number>>;
 }
 
+/** Deletes this run's keys (the login counters' known addresses live 30 days) from a Redis others use too. */
+async function forgetKeys(redisUrl: string, pattern: string): Promise<void> {
+  const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await redis.connect();
+    for await (const keys of redis.scanStream({ match: pattern, count: 500 }) as AsyncIterable<string[]>) if (keys.length > 0) await redis.del(...keys);
+  } finally {
+    redis.disconnect();
+  }
+}
+
 const replicaName = (name: ServiceName, replica: number) => (replica === 0 ? name : `${name} ${replica + 1}`);
 
 export async function startMeshFixture({ limit, env = {}, databaseUrl, redisUrl, replicas = {} }: MeshFixtureOptions): Promise<MeshFixture> {
@@ -75,6 +87,8 @@ export async function startMeshFixture({ limit, env = {}, databaseUrl, redisUrl,
     await mesh?.stop();
     await rm(dataDir, { recursive: true, force: true });
     await server?.drop();
+    // Best effort: what is left expires in time.
+    if (redisUrl) await forgetKeys(redisUrl, `switchyard:bench:${run}:*`).catch(() => {});
   };
   try {
     // Embedded storage unless a server is given, and a quota the load never reaches.
