@@ -15,19 +15,21 @@ import { measureStoreRead, type StoreReadResult } from "./store-read.js";
 import { measureFeedDepth, type FeedDepthResult } from "./feed-depth.js";
 import { formatFootprint, measureFootprint, TARGETS as FOOTPRINT_TARGETS, type Footprint } from "./footprint.js";
 import { formatLiveFeed, LIVE_FEED_TARGET, measureLiveFeed, type LiveFeedResult } from "./live-feed.js";
-import { formatSummary, type SummaryRow } from "./summary.js";
+import { formatSummary, NO_TARGET, type SummaryRow } from "./summary.js";
 import { NODE_FLAGS } from "../scripts/mesh.js";
 import { prepareReferenceData, startSameWorkReference, type ReferenceData } from "./same-work-reference.js";
+import { formatRequestCost, measureRequestCost, processesOf, REQUEST_KINDS, type RequestCostResult, type RequestKind } from "./request-cost.js";
 import { pinGeneratorAndMesh, type Pinning } from "./pinning.js";
 import { BEFORE_OBSERVABILITY, prepareBaseline, type Baseline, type BaselineFixture } from "./baseline.js";
 
-/** Extra sections: a store read alone, overload, feed paging at depth, and startup and memory. */
+/** Extra sections: a store read alone, overload, feed paging at depth, startup and memory, the live feed and cost per request. */
 const extra: {
   storeRead?: StoreReadResult | { error: string };
   overload?: (OverloadResult & { cpus?: { generator: string; mesh: string } }) | { error: string };
   feedDepth?: FeedDepthResult[] | { error: string };
   footprint?: Footprint[] | { error: string };
   liveFeed?: LiveFeedResult[] | { error: string };
+  requestCost?: (RequestCostResult | { engine: string; error: string })[];
 } = {};
 
 // BENCH_SECONDS / BENCH_WARMUP_SECONDS shorten a run while developing; the defaults are the benchmark.
@@ -518,6 +520,20 @@ async function overload(): Promise<void> {
   }
 }
 
+/** G: what one read, one write and one paid order cost each process (request-cost.ts), on each compared engine. */
+async function requestCost(): Promise<void> {
+  extra.requestCost = [];
+  for (const { engine, databaseUrl, redisUrl } of comparedEngines()) {
+    console.error(`  one read, one write and one paid order: each process's CPU, on ${redisUrl ? `${engine}, quotas in Redis` : engine} …`);
+    try {
+      extra.requestCost.push(await measureRequestCost({ databaseUrl, redisUrl, connections: settings.inFlight, seconds: settings.seconds, warmupSeconds: settings.warmupSeconds }));
+    } catch (err) {
+      if (interrupted) throw err;
+      extra.requestCost.push({ engine, error: message(err).split("\n")[0]! });
+    }
+  }
+}
+
 const readTarget = (mesh: MeshFixture) => ({ url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers: { authorization: `Bearer ${mesh.token}` } });
 
 function printExtra(http: HttpOutcome[]): void {
@@ -635,6 +651,11 @@ function printExtra(http: HttpOutcome[]): void {
   if (!lf) out.push("  not run this time (BENCH_ONLY)");
   else if ("error" in lf) out.push(`  FAILED: ${lf.error}`);
   else out.push(...lf.map(formatLiveFeed));
+
+  out.push("", `G. Cost per request, per process — one read (${REQUEST_KINDS.read}), one write (${REQUEST_KINDS.write}, a fresh Idempotency-Key) and one paid order (${REQUEST_KINDS.pay}: orders → payments); closed loop, ${settings.inFlight} connections; CPU time from /proc; per core = 1000 ÷ CPU ms`);
+  const rc = extra.requestCost;
+  if (!rc) out.push("  not run this time (BENCH_ONLY)");
+  else for (const r of rc) out.push(...("error" in r ? [`  ${r.engine}: FAILED: ${r.error}`] : formatRequestCost(r)));
   console.log(out.join("\n"));
 }
 
@@ -682,17 +703,42 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
   }
   const depth = extra.feedDepth && !("error" in extra.feedDepth) ? extra.feedDepth : [];
   for (const d of depth) rows.push({ issue: "earlier", figure: `feed page ~90 % deep ÷ near the top (${d.engine})`, value: `${fixed(d.keysetDepthRatio)}×`, target: `≤ ${d.target}×`, pass: d.pass });
+  rows.push(...sizingRows());
+  return rows;
+}
+
+/** Issue 34's figures without a target: CPU per request per process and what a core buys. */
+function sizingRows(): SummaryRow[] {
+  const rows: SummaryRow[] = [];
+  // A process spending less than 0.05 ms on a request is left out of its summary line (section G lists every one).
+  const shown = (result: RequestCostResult, by: Record<string, number>, format: (ms: number) => string) =>
+    processesOf(result)
+      .filter((name) => (by[name] ?? 0) >= 0.05)
+      .map((name) => `${name} ${format(by[name]!)}`)
+      .join(" · ");
+  for (const { engine, redisUrl } of comparedEngines()) {
+    const name = engine === "pglite" ? "PGlite" : redisUrl ? "PostgreSQL server, quotas in Redis" : "PostgreSQL server";
+    const found = extra.requestCost?.find((r) => r.engine === engine);
+    const result = found && !("error" in found) ? found : undefined;
+    for (const kind of Object.keys(REQUEST_KINDS) as RequestKind[]) {
+      const cost = result?.kinds[kind];
+      const ok = cost && !("error" in cost) ? cost : undefined;
+      rows.push({ issue: "#34", figure: `CPU ms per ${REQUEST_KINDS[kind]}, by process (${name})`, value: ok && shown(result!, ok.cpuMsPerRequest, (ms) => ms.toFixed(2)), target: NO_TARGET, pass: undefined });
+      if (kind === "read") rows.push({ issue: "#34", figure: `reads/s one core of each process buys (${name})`, value: ok && shown(result!, ok.cpuMsPerRequest, (ms) => Math.round(1000 / ms).toLocaleString("en")), target: NO_TARGET, pass: undefined });
+    }
+  }
   return rows;
 }
 
 const fmt = (ms: number | undefined) => (ms === undefined || Number.isNaN(ms) ? "–" : ms.toFixed(1)).padStart(6);
 
-/** What each BENCH_ONLY value runs: A; B and C; D, F and E; one comparison of B alone; or C alone. */
-type Section = "library" | "paths" | "rest" | "samework" | "observability" | "overload" | "baseline";
+/** What each BENCH_ONLY value runs: A; B and C; D, F and E; G; one comparison of B alone; C or G alone. */
+type Section = "library" | "paths" | "rest" | "samework" | "observability" | "overload" | "baseline" | "cost";
 const BENCH_MODES: Record<string, Section[]> = {
-  all: ["library", "paths", "rest"],
+  all: ["library", "paths", "rest", "cost"],
   library: ["library"],
-  http: ["paths", "rest"],
+  http: ["paths", "rest", "cost"],
+  cost: ["cost"],
   paths: ["paths"],
   samework: ["samework"],
   observability: ["observability"],
@@ -783,6 +829,10 @@ async function main(): Promise<number> {
       extra.footprint = { error: message(err) };
     }
   }
+  if (runs("cost")) {
+    console.error("G. cost per request, per process");
+    await requestCost();
+  }
   console.log("");
   printReport(settings, library, http);
   printExtra(http);
@@ -798,6 +848,10 @@ async function main(): Promise<number> {
   if (extra.feedDepth && "error" in extra.feedDepth) failed.push({ label: "feed depth" });
   if (extra.footprint && "error" in extra.footprint) failed.push({ label: "footprint" });
   if (extra.liveFeed && "error" in extra.liveFeed) failed.push({ label: "live feed" });
+  for (const r of extra.requestCost ?? []) {
+    if ("error" in r) failed.push({ label: `cost per request (${r.engine})` });
+    else for (const [kind, cost] of Object.entries(r.kinds)) if (cost && "error" in cost) failed.push({ label: `cost per request: ${kind} (${r.engine})` });
+  }
   if (failed.length > 0) console.error(`\n${failed.length} scenario(s) could not run: ${failed.map((o) => o.label).join("; ")}`);
   return failed.length > 0 ? 1 : 0;
 }

@@ -11,6 +11,8 @@ export interface HttpTarget {
   body?: string;
   /** Called for every request: headers to add (a fresh Idempotency-Key, …). */
   perRequestHeaders?: () => Record<string, string>;
+  /** Called for every request: its path, in place of the URL's (the next of many orders to pay, …). */
+  perRequestPath?: () => string;
   /** Every response must have this status (default 200). */
   expectStatus?: number;
 }
@@ -41,11 +43,19 @@ export interface HttpLoadResult {
   otherCpuPct?: number | undefined;
 }
 
-/** One closed-loop run: every response must have the expected status. */
-export function fire(target: HttpTarget, connections: number, seconds: number): Promise<HttpLoadResult> {
+/**
+ * One closed-loop run: every response must have the expected status. For `seconds`, or — given
+ * `amount` — until that many requests are answered (autocannon prepares up to one more per
+ * connection than it sends: a target whose requests use something up needs that much spare).
+ */
+export function fire(target: HttpTarget, connections: number, seconds: number, amount?: number): Promise<HttpLoadResult> {
   const latencies = new Latencies();
   const statusCodes: Record<string, number> = {};
-  const perRequest = target.perRequestHeaders;
+  const { perRequestHeaders: headersOf, perRequestPath: pathOf } = target;
+  const setupRequest =
+    headersOf || pathOf
+      ? (req: autocannon.Request) => ({ ...req, ...(headersOf ? { headers: { ...req.headers, ...headersOf() } } : {}), ...(pathOf ? { path: pathOf() } : {}) })
+      : undefined;
   return new Promise((resolve, reject) => {
     const instance = autocannon(
       {
@@ -53,13 +63,14 @@ export function fire(target: HttpTarget, connections: number, seconds: number): 
         connections,
         pipelining: 1,
         duration: seconds,
+        ...(amount === undefined ? {} : { amount }),
         timeout: 10,
         requests: [
           {
             method: target.method ?? "GET",
             headers: target.headers ?? {},
             ...(target.body === undefined ? {} : { body: target.body }),
-            ...(perRequest ? { setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...req.headers, ...perRequest() } }) } : {}),
+            ...(setupRequest ? { setupRequest } : {}),
           },
         ],
       },
