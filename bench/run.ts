@@ -19,10 +19,12 @@ import { formatSummary, NO_TARGET, type SummaryRow } from "./summary.js";
 import { NODE_FLAGS } from "../scripts/mesh.js";
 import { prepareReferenceData, startSameWorkReference, type ReferenceData } from "./same-work-reference.js";
 import { formatRequestCost, measureRequestCost, processesOf, REQUEST_KINDS, type RequestCostResult, type RequestKind } from "./request-cost.js";
+import { againstSingle, formatScaleOut, measureScaleOut, SCALE_OUT_SHAPES, shapeName, type ScaleOutResult } from "./scale-out.js";
+import { availableParallelism } from "node:os";
 import { pinGeneratorAndMesh, type Pinning } from "./pinning.js";
 import { BEFORE_OBSERVABILITY, prepareBaseline, type Baseline, type BaselineFixture } from "./baseline.js";
 
-/** Extra sections: a store read alone, overload, feed paging at depth, startup and memory, the live feed and cost per request. */
+/** Extra sections: a store read alone, overload, feed paging at depth, startup and memory, the live feed, cost per request and scale-out. */
 const extra: {
   storeRead?: StoreReadResult | { error: string };
   overload?: (OverloadResult & { cpus?: { generator: string; mesh: string } }) | { error: string };
@@ -30,6 +32,7 @@ const extra: {
   footprint?: Footprint[] | { error: string };
   liveFeed?: LiveFeedResult[] | { error: string };
   requestCost?: (RequestCostResult | { engine: string; error: string })[];
+  scaleOut?: ScaleOutResult | { error: string };
 } = {};
 
 // BENCH_SECONDS / BENCH_WARMUP_SECONDS shorten a run while developing; the defaults are the benchmark.
@@ -318,9 +321,11 @@ async function meshReads(start: Promise<BaselineFixture>, paths: ("payment" | "d
   const mesh = await hold(start);
   const headers = { authorization: `Bearer ${mesh.token}` };
   const targets: Setup["targets"] = {};
-  if (paths.includes("payment")) targets.payment = { url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers };
-  if (paths.includes("document") && mesh.docId) targets.document = { url: `${mesh.gatewayUrl}/v1/docs/${mesh.docId}`, headers };
-  return { targets, processes: mesh.pids, stop: () => release(mesh) };
+  // Several gateways share the load's connections.
+  const spreadOver = mesh.gatewayUrls && mesh.gatewayUrls.length > 1 ? { spreadOver: mesh.gatewayUrls } : {};
+  if (paths.includes("payment")) targets.payment = { url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers, ...spreadOver };
+  if (paths.includes("document") && mesh.docId) targets.document = { url: `${mesh.gatewayUrl}/v1/docs/${mesh.docId}`, headers, ...spreadOver };
+  return { targets, processes: mesh.processes ?? mesh.pids, stop: () => release(mesh) };
 }
 
 /**
@@ -534,6 +539,31 @@ async function requestCost(): Promise<void> {
   }
 }
 
+/**
+ * H: 1 or 2 gateways × 1 or 2 payments replicas on the PostgreSQL server (scale-out.ts), the four
+ * meshes interleaved as the same-work ratios are — 2 starts (BENCH_COMPARE_STARTS), four meshes each.
+ * Replicas need a shared database: without DATABASE_URL it is not run.
+ */
+async function scaleOut(): Promise<void> {
+  const { DATABASE_URL: databaseUrl, REDIS_URL: redisUrl } = process.env;
+  if (!databaseUrl) return;
+  const starts = Number(process.env.BENCH_COMPARE_STARTS ?? 2);
+  console.error(`  ${SCALE_OUT_SHAPES.length} meshes at once on the PostgreSQL server: ${starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`);
+  try {
+    const meshOf = (gateway: number, payments: number) => startMeshFixture({ limit: "none", databaseUrl, redisUrl: redisUrl || undefined, replicas: { gateway, payments } });
+    extra.scaleOut = await measureScaleOut((shape) => meshReads(meshOf(shape.gateways, shape.payments), ["payment"]), {
+      ...COMPARISON,
+      starts,
+      redis: Boolean(redisUrl),
+      cores: availableParallelism(),
+      onStart: (n) => console.error(`    start ${n + 1} of ${starts} …`),
+    });
+  } catch (err) {
+    if (interrupted) throw err;
+    extra.scaleOut = { error: message(err).split("\n")[0]! };
+  }
+}
+
 const readTarget = (mesh: MeshFixture) => ({ url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers: { authorization: `Bearer ${mesh.token}` } });
 
 function printExtra(http: HttpOutcome[]): void {
@@ -656,6 +686,12 @@ function printExtra(http: HttpOutcome[]): void {
   const rc = extra.requestCost;
   if (!rc) out.push("  not run this time (BENCH_ONLY)");
   else for (const r of rc) out.push(...("error" in r ? [`  ${r.engine}: FAILED: ${r.error}`] : formatRequestCost(r)));
+
+  out.push("", `H. Scale-out on the PostgreSQL server — ${REQUEST_KINDS.read} through 1 or 2 gateways × 1 or 2 payments replicas, four meshes interleaved, ${settings.inFlight} connections shared out over a mesh's gateways`);
+  const so = extra.scaleOut;
+  if (!so) out.push(`  not run this time (${process.env.DATABASE_URL ? "BENCH_ONLY" : "DATABASE_URL unset: replicas share a PostgreSQL server"})`);
+  else if ("error" in so) out.push(`  FAILED: ${so.error}`);
+  else out.push(`  quotas ${so.redis ? "in Redis, shared by the gateways" : "counted per gateway (REDIS_URL unset)"}`, ...formatScaleOut(so));
   console.log(out.join("\n"));
 }
 
@@ -707,7 +743,7 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
   return rows;
 }
 
-/** Issue 34's figures without a target: CPU per request per process and what a core buys. */
+/** Issue 34's figures without a target: CPU per request per process, what a core buys, and scale-out. */
 function sizingRows(): SummaryRow[] {
   const rows: SummaryRow[] = [];
   // A process spending less than 0.05 ms on a request is left out of its summary line (section G lists every one).
@@ -727,18 +763,26 @@ function sizingRows(): SummaryRow[] {
       if (kind === "read") rows.push({ issue: "#34", figure: `reads/s one core of each process buys (${name})`, value: ok && shown(result!, ok.cpuMsPerRequest, (ms) => Math.round(1000 / ms).toLocaleString("en")), target: NO_TARGET, pass: undefined });
     }
   }
+  const so = extra.scaleOut && !("error" in extra.scaleOut) ? extra.scaleOut : undefined;
+  for (const shape of SCALE_OUT_SHAPES) {
+    const r = so?.shapes.find((s) => s.gateways === shape.gateways && s.payments === shape.payments)?.result;
+    const vs = so && againstSingle(so, shape);
+    rows.push({ issue: "#34", figure: `scale-out, PostgreSQL server: ${shapeName(shape)}, ${REQUEST_KINDS.read}`, value: r && `${r.reqPerSec.toFixed(0)} req/s${vs && (shape.gateways > 1 || shape.payments > 1) ? ` (${vs.ratio.toFixed(2)}× 1 × 1)` : ""}`, target: NO_TARGET, pass: undefined });
+  }
   return rows;
 }
 
 const fmt = (ms: number | undefined) => (ms === undefined || Number.isNaN(ms) ? "–" : ms.toFixed(1)).padStart(6);
 
-/** What each BENCH_ONLY value runs: A; B and C; D, F and E; G; one comparison of B alone; C or G alone. */
-type Section = "library" | "paths" | "rest" | "samework" | "observability" | "overload" | "baseline" | "cost";
+/** What each BENCH_ONLY value runs: A; B and C; D, F and E; G and H; one comparison of B alone; C, G or H alone. */
+type Section = "library" | "paths" | "rest" | "samework" | "observability" | "overload" | "baseline" | "cost" | "scaleout";
 const BENCH_MODES: Record<string, Section[]> = {
-  all: ["library", "paths", "rest", "cost"],
+  all: ["library", "paths", "rest", "cost", "scaleout"],
   library: ["library"],
-  http: ["paths", "rest", "cost"],
+  http: ["paths", "rest", "cost", "scaleout"],
+  sizing: ["cost", "scaleout"],
   cost: ["cost"],
+  scaleout: ["scaleout"],
   paths: ["paths"],
   samework: ["samework"],
   observability: ["observability"],
@@ -833,6 +877,10 @@ async function main(): Promise<number> {
     console.error("G. cost per request, per process");
     await requestCost();
   }
+  if (runs("scaleout")) {
+    console.error("H. scale-out on the PostgreSQL server");
+    await scaleOut();
+  }
   console.log("");
   printReport(settings, library, http);
   printExtra(http);
@@ -852,6 +900,7 @@ async function main(): Promise<number> {
     if ("error" in r) failed.push({ label: `cost per request (${r.engine})` });
     else for (const [kind, cost] of Object.entries(r.kinds)) if (cost && "error" in cost) failed.push({ label: `cost per request: ${kind} (${r.engine})` });
   }
+  if (extra.scaleOut && "error" in extra.scaleOut) failed.push({ label: "scale-out" });
   if (failed.length > 0) console.error(`\n${failed.length} scenario(s) could not run: ${failed.map((o) => o.label).join("; ")}`);
   return failed.length > 0 ? 1 : 0;
 }

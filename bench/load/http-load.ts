@@ -15,6 +15,11 @@ export interface HttpTarget {
   perRequestPath?: () => string;
   /** Every response must have this status (default 200). */
   expectStatus?: number;
+  /**
+   * Origins (http://host:port) serving the same request — several gateways of one mesh: the
+   * connections are shared out evenly over them, each sent the URL's path. Unset: the URL's own.
+   */
+  spreadOver?: string[];
 }
 
 export interface HttpLoadOptions {
@@ -49,6 +54,23 @@ export interface HttpLoadResult {
  * connection than it sends: a target whose requests use something up needs that much spare).
  */
 export function fire(target: HttpTarget, connections: number, seconds: number, amount?: number): Promise<HttpLoadResult> {
+  if (target.spreadOver && target.spreadOver.length > 1) return fireSpread(target, target.spreadOver, connections, seconds, amount);
+  return fireOne(target, connections, seconds, amount);
+}
+
+/** One run over several origins at once: their answers added up, their latencies the worst of theirs. */
+async function fireSpread(target: HttpTarget, origins: string[], connections: number, seconds: number, amount?: number): Promise<HttpLoadResult> {
+  const { pathname, search } = new URL(target.url);
+  const share = (i: number, n: number) => Math.floor(n / origins.length) + (i < n % origins.length ? 1 : 0);
+  const parts = await Promise.all(origins.map((origin, i) => fireOne({ ...target, url: `${origin}${pathname}${search}` }, share(i, connections), seconds, amount === undefined ? undefined : share(i, amount))));
+  const statusCodes: Record<string, number> = {};
+  for (const part of parts) for (const [code, n] of Object.entries(part.statusCodes)) statusCodes[code] = (statusCodes[code] ?? 0) + n;
+  const requests = parts.reduce((sum, p) => sum + p.requests, 0);
+  const elapsed = Math.max(...parts.map((p) => p.seconds));
+  return { requests, seconds: elapsed, reqPerSec: requests / elapsed, p50Ms: Math.max(...parts.map((p) => p.p50Ms)), p99Ms: Math.max(...parts.map((p) => p.p99Ms)), non2xx: parts.reduce((sum, p) => sum + p.non2xx, 0), statusCodes };
+}
+
+function fireOne(target: HttpTarget, connections: number, seconds: number, amount?: number): Promise<HttpLoadResult> {
   const latencies = new Latencies();
   const statusCodes: Record<string, number> = {};
   const { perRequestHeaders: headersOf, perRequestPath: pathOf } = target;
