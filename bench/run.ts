@@ -650,7 +650,7 @@ function printExtra(http: HttpOutcome[]): void {
         );
     }
     const sameWork = o.sameWork;
-    out.push(`  reference, the same work with nothing else (node:http → grpc-js → one payment read, B's same-work reference), alone on the mesh's core, serving every request of the same open loop unloaded and at ${GOODPUT_TARGET}× the mesh's capacity — what the goodput target asks the mesh to serve at ${OVERLOAD_FACTOR}×`);
+    out.push(`  reference, the same work with the libraries alone (B's same-work reference: node:http → grpc-js → one payment read), alone on the mesh's core, serving every request of the same open loop unloaded and at ${GOODPUT_TARGET}× the mesh's capacity — what the goodput target asks the mesh to serve at ${OVERLOAD_FACTOR}×`);
     if (!sameWork || "error" in sameWork) out.push(`  FAILED: ${sameWork ? sameWork.error : "not run"}`);
     else {
       out.push(row(`${UNLOADED_FACTOR}×, same-work reference`, sameWork.unloaded), row(`${GOODPUT_TARGET}×, same-work reference`, sameWork.atGoodputTarget));
