@@ -51,7 +51,8 @@ function documentJson(d: DocumentRow) {
   return { id: d.id, title: d.title, body: d.body, created_at: d.created_at, updated_at: d.updated_at };
 }
 
-async function respond(client: grpc.Client, view: string, kind: string, id: string, res: ServerResponse): Promise<void> {
+async function respond(client: grpc.Client, view: string, kind: string, encodedId: string, res: ServerResponse): Promise<void> {
+  const id = decodeURIComponent(encodedId);
   if (kind === "payments") {
     if (view === "id") return answer(res, 200, { id: (await call<IdReply>(client, "payment", id)).id });
     return answer(res, 200, paymentJson(await call<PaymentRow>(client, "paymentRecord", id)));
@@ -71,7 +72,7 @@ serve("same-work-front", async () => {
   const server = createServer((req, res) => {
     const route = ROUTE.exec(req.url ?? "");
     if (!route) return answer(res, 404, { error: "no such route" });
-    respond(client, route[1]!, route[2]!, decodeURIComponent(route[3]!), res).catch((err: unknown) => {
+    respond(client, route[1]!, route[2]!, route[3]!, res).catch((err: unknown) => {
       const notFound = (err as { code?: unknown }).code === grpc.status.NOT_FOUND;
       answer(res, notFound ? 404 : 502, { error: String(err) });
     });
