@@ -25,6 +25,9 @@ export interface BaselineFixture {
   /** A document to read (fixtures from before it had one leave it out). */
   docId?: string;
   pids: Record<string, number | undefined>;
+  /** Every process, replicas too, and every gateway's URL (fixtures from before replicas leave them out). */
+  processes?: Record<string, number | undefined>;
+  gatewayUrls?: string[];
   stop(): Promise<void>;
 }
 

@@ -59,7 +59,7 @@ export async function measureEdgeCatalog(load: HttpLoadOptions): Promise<EdgeCat
 }
 
 export function formatEdgeCatalog(r: EdgeCatalogResult | { error: string } | undefined): string[] {
-  const out = ["", "G. GET /v1/catalog/items from the gateway's edge cache against raw node:http, one run"];
+  const out = ["", "I. GET /v1/catalog/items from the gateway's edge cache against raw node:http, one run"];
   if (!r) return [...out, "  not run this time (BENCH_ONLY)"];
   if ("error" in r) return [...out, `  FAILED: ${r.error}`];
   // Others' CPU meanwhile: a ratio of two runs is only as good as the quiet of the machine during both.

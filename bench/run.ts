@@ -15,23 +15,25 @@ import { measureStoreRead, type StoreReadResult } from "./store-read.js";
 import { measureFeedDepth, type FeedDepthResult } from "./feed-depth.js";
 import { formatFootprint, measureFootprint, TARGETS as FOOTPRINT_TARGETS, type Footprint } from "./footprint.js";
 import { formatLiveFeed, LIVE_FEED_TARGET, measureLiveFeed, type LiveFeedResult } from "./live-feed.js";
-import { formatSummary, type SummaryRow } from "./summary.js";
+import { formatSummary, NO_TARGET, type SummaryRow } from "./summary.js";
 import { edgeCatalogSummaryRow, formatEdgeCatalog, measureEdgeCatalog, type EdgeCatalogResult } from "./edge-cache.js";
-import { serverSchemas } from "./server-schemas.js";
 import { NODE_FLAGS } from "../scripts/mesh.js";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { prepareReferenceData, startSameWorkReference, type ReferenceData } from "./same-work-reference.js";
+import { formatRequestCost, measureRequestCost, processesOf, REQUEST_KINDS, type RequestCostResult, type RequestKind } from "./request-cost.js";
+import { againstSingle, formatScaleOut, measureScaleOut, SCALE_OUT_SHAPES, shapeName, type ScaleOutResult } from "./scale-out.js";
+import { availableParallelism } from "node:os";
 import { pinGeneratorAndMesh, type Pinning } from "./pinning.js";
 import { BEFORE_OBSERVABILITY, prepareBaseline, type Baseline, type BaselineFixture } from "./baseline.js";
 
-/** Extra sections: a store read alone, overload, feed paging at depth, and startup and memory. */
+/** Extra sections: a store read alone, overload, feed paging at depth, startup and memory, the live feed, cost per request and scale-out. */
 const extra: {
   storeRead?: StoreReadResult | { error: string };
   overload?: (OverloadResult & { cpus?: { generator: string; mesh: string } }) | { error: string };
   feedDepth?: FeedDepthResult[] | { error: string };
   footprint?: Footprint[] | { error: string };
   liveFeed?: LiveFeedResult[] | { error: string };
+  requestCost?: (RequestCostResult | { engine: string; error: string })[];
+  scaleOut?: ScaleOutResult | { error: string };
   edgeCatalog?: EdgeCatalogResult | { error: string };
 } = {};
 
@@ -181,9 +183,14 @@ const COMPARISON = {
   connections: settings.inFlight,
 };
 
-/** The engines the read paths are compared on: embedded PGlite, and the PostgreSQL server when DATABASE_URL is set. */
-function comparedEngines(): { engine: "pglite" | "postgres"; databaseUrl?: string }[] {
-  return process.env.DATABASE_URL ? [{ engine: "pglite" }, { engine: "postgres", databaseUrl: process.env.DATABASE_URL }] : [{ engine: "pglite" }];
+/**
+ * The engines the read paths are compared on: embedded PGlite, and the PostgreSQL server when
+ * DATABASE_URL is set — there with REDIS_URL too when it is set, as deployed (the gateways count
+ * quotas in Redis). A comparison with an earlier commit leaves Redis out: its fixture may not know it.
+ */
+function comparedEngines(): { engine: "pglite" | "postgres"; databaseUrl?: string; redisUrl?: string }[] {
+  const { DATABASE_URL: databaseUrl, REDIS_URL: redisUrl } = process.env;
+  return databaseUrl ? [{ engine: "pglite" }, { engine: "postgres", databaseUrl, ...(redisUrl ? { redisUrl } : {}) }] : [{ engine: "pglite" }];
 }
 
 /** The mesh's two read paths, by their target name in a comparison. */
@@ -192,57 +199,49 @@ const READ_PATHS = [
   ["document", "GET /v1/docs/{id}"],
 ] as const;
 
-/** The same-work reference's processes for one read: a grpc-js server doing that one store read, behind the bare hop. */
-async function startReference(read: "payment" | "document", databaseUrl: string | undefined, answer: "id" | "record" = "id"): Promise<Setup> {
-  const dataDir = await mkdtemp(join(tmpdir(), "switchyard-bench-ref-"));
-  const schemas = databaseUrl ? serverSchemas(databaseUrl, "ref") : undefined;
-  let store: ServerProcess | undefined;
-  let hop: ServerProcess | undefined;
-  const stop = async () => {
-    await release(hop, store);
-    await rm(dataDir, { recursive: true, force: true });
-    await schemas?.drop();
-  };
-  try {
-    const schema = schemas?.env[read === "payment" ? "PAYMENTS_DB_SCHEMA" : "CONTENT_DB_SCHEMA"] ?? (read === "payment" ? "payments" : "content");
-    store = await hold(startServer("store-read-grpcjs.ts", { READ: read, ANSWER: answer, DATA_DIR: dataDir, DB_SCHEMA: schema, DATABASE_URL: databaseUrl ?? "" }, NODE_FLAGS));
-    hop = await hold(startServer("bare-hop.ts", { ECHO_ADDRESS: store.address, READ: read, ANSWER: answer }, NODE_FLAGS));
-    return { targets: { [read]: { url: `http://${hop.address}/` } }, processes: { "bare-hop": hop.pid, "store-read": store.pid }, stop };
-  } catch (err) {
-    await stop();
-    throw err;
-  }
+/** The reference's rows, held (so that a signal removes them too) until `release`. */
+async function holdReferenceData(databaseUrl: string | undefined): Promise<ReferenceData & { stop(): Promise<void> }> {
+  return hold(prepareReferenceData(databaseUrl).then((data) => ({ ...data, stop: () => data.remove() })));
+}
+
+/** One start of the same-work reference as a setup of an interleaved comparison, held until it stops. */
+async function referenceReads(data: ReferenceData): Promise<Setup> {
+  const reference = await hold(startSameWorkReference(data));
+  return { ...reference, stop: () => release(reference) };
 }
 
 /**
- * Issue 15's reference: the same work with nothing else — node:http → grpc-js → a grpc-js server
- * doing the one store read the real path does (payments' getPayment, content's getDocument) on the
- * same engine, through the same adapter, with the node flags of the mesh's processes — against
- * GET /v1/payments/{id} and GET /v1/docs/{id} through the mesh on that engine. Embedded PGlite, and
- * the PostgreSQL server when DATABASE_URL is set. Beside them R+ (no target): the same read answering
- * the whole record, as the services map it and the gateway represents it, with no policy — what the
- * record itself costs, apart from everything else the mesh does. The mesh and the references run at
- * once and are loaded in turn (load/interleaved.ts), on fresh processes several times over.
+ * Issue 34's reference, the same work with the libraries alone (same-work-reference.ts):
+ * node:http → @grpc/grpc-js → a @grpc/grpc-js server doing the stores' one prepared-statement read
+ * by id and tenant (pg, or PGlite directly), JSON out, on the same engine with the mesh's node flags —
+ * against GET /v1/payments/{id} and GET /v1/docs/{id} through the mesh on that engine (on the
+ * PostgreSQL server with its quotas in Redis when REDIS_URL is set, as deployed; the reference has
+ * no quota). Beside them R+ (no target): the same read answering the whole record as the gateway
+ * represents it, still libraries only and with no policy — what the record itself costs, apart from
+ * everything else the mesh does. The mesh and the reference run at once and are loaded in turn
+ * (load/interleaved.ts), on fresh processes several times over; the reference's rows are read only,
+ * so every start reads the same ones.
  */
 async function sameWork(outcomes: HttpOutcome[]): Promise<void> {
-  for (const { engine, databaseUrl } of comparedEngines()) {
+  for (const { engine, databaseUrl, redisUrl } of comparedEngines()) {
+    const on = redisUrl ? `${engine}, quotas in Redis` : engine;
     const labels = {
-      "reference/payment": [`ref-payment-${engine}`, `R same-work reference: node:http → grpc-js → one payment read (${engine})`],
-      "reference-doc/document": [`ref-document-${engine}`, `R same-work reference: node:http → grpc-js → one document read (${engine})`],
-      "record/payment": [`rec-payment-${engine}`, `R+ the same read answering the whole record, as JSON, no policy: one payment read (${engine})`],
-      "record-doc/document": [`rec-document-${engine}`, `R+ the same read answering the whole record, as JSON, no policy: one document read (${engine})`],
-      "mesh/payment": [`sw-read-${engine}`, `3${engine === "pglite" ? "" : "p"} GET /v1/payments/{id} (mesh, ${engine}, interleaved with R)`],
-      "mesh/document": [`sw-docs-${engine}`, `5${engine === "pglite" ? "" : "p"} GET /v1/docs/{id} (mesh, ${engine}, interleaved with R)`],
+      "reference/payment": [`ref-payment-${engine}`, `R same-work reference, libraries only: node:http → grpc-js → one payment read (${engine})`],
+      "reference/document": [`ref-document-${engine}`, `R same-work reference, libraries only: node:http → grpc-js → one document read (${engine})`],
+      "reference/payment-record": [`rec-payment-${engine}`, `R+ the same read answering the whole record, as JSON, no policy: one payment read (${engine})`],
+      "reference/document-record": [`rec-document-${engine}`, `R+ the same read answering the whole record, as JSON, no policy: one document read (${engine})`],
+      "mesh/payment": [`sw-read-${engine}`, `3${engine === "pglite" ? "" : "p"} GET /v1/payments/{id} (mesh, ${on}, interleaved with R)`],
+      "mesh/document": [`sw-docs-${engine}`, `5${engine === "pglite" ? "" : "p"} GET /v1/docs/{id} (mesh, ${on}, interleaved with R)`],
     } as const;
-    console.error(`  the read paths and the same-work references on ${engine}: ${COMPARISON.starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`);
+    console.error(`  the read paths and the same-work reference on ${on}: ${COMPARISON.starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`);
+    let data: (ReferenceData & { stop(): Promise<void> }) | undefined;
     try {
+      data = await holdReferenceData(databaseUrl);
+      const rows = data;
       const results = await measureInterleaved(
         {
-          mesh: () => meshReads(startMeshFixture({ limit: "none", databaseUrl })),
-          reference: () => startReference("payment", databaseUrl),
-          "reference-doc": () => startReference("document", databaseUrl),
-          record: () => startReference("payment", databaseUrl, "record"),
-          "record-doc": () => startReference("document", databaseUrl, "record"),
+          mesh: () => meshReads(startMeshFixture({ limit: "none", databaseUrl, redisUrl })),
+          reference: () => referenceReads(rows),
         },
         { ...COMPARISON, onStart: (n) => console.error(`    start ${n + 1} of ${COMPARISON.starts} …`) },
       );
@@ -253,11 +252,13 @@ async function sameWork(outcomes: HttpOutcome[]): Promise<void> {
     } catch (err) {
       if (interrupted) throw err;
       for (const [id, label] of Object.values(labels)) outcomes.push({ id, label, error: message(err).split("\n")[0]! });
+    } finally {
+      await release(data);
     }
   }
 }
 
-/** The read paths against the same-work reference, per engine (the summary's issue 15 rows). */
+/** The read paths against the same-work reference, per engine (the summary's issue 34 rows). */
 function sameWorkRatios(http: HttpOutcome[]): { path: string; engine: string; ratio: number | undefined; spread: string | undefined; payload: Ratio; policy: Ratio }[] {
   const result = (id: string) => http.find((o) => o.id === id)?.result as InterleavedResult | undefined;
   const ratioOf = (a: InterleavedResult | undefined, b: InterleavedResult | undefined): Ratio => ({
@@ -322,9 +323,11 @@ async function meshReads(start: Promise<BaselineFixture>, paths: ("payment" | "d
   const mesh = await hold(start);
   const headers = { authorization: `Bearer ${mesh.token}` };
   const targets: Setup["targets"] = {};
-  if (paths.includes("payment")) targets.payment = { url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers };
-  if (paths.includes("document") && mesh.docId) targets.document = { url: `${mesh.gatewayUrl}/v1/docs/${mesh.docId}`, headers };
-  return { targets, processes: mesh.pids, stop: () => release(mesh) };
+  // Several gateways share the load's connections.
+  const spreadOver = mesh.gatewayUrls && mesh.gatewayUrls.length > 1 ? { spreadOver: mesh.gatewayUrls } : {};
+  if (paths.includes("payment")) targets.payment = { url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers, ...spreadOver };
+  if (paths.includes("document") && mesh.docId) targets.document = { url: `${mesh.gatewayUrl}/v1/docs/${mesh.docId}`, headers, ...spreadOver };
+  return { targets, processes: mesh.processes ?? mesh.pids, stop: () => release(mesh) };
 }
 
 /**
@@ -501,23 +504,65 @@ async function overload(): Promise<void> {
     } finally {
       await release(floor);
     }
-    // The same work with nothing else (B's same-work reference for the payment read, on embedded
-    // storage as the mesh here), alone on the mesh's core: does any path doing this work serve what
+    // The same work with the libraries alone (B's same-work reference for the payment read, on
+    // embedded storage as the mesh here), alone on the mesh's core: does any path doing this work serve what
     // the goodput target asks with its p99 within the target's multiple of its own unloaded p99?
+    let data: (ReferenceData & { stop(): Promise<void> }) | undefined;
     let reference: Setup | undefined;
     try {
       console.error(`  the same open loop against the same-work reference, unloaded and at ${GOODPUT_TARGET}× …`);
-      reference = await hold(startReference("payment", undefined));
+      data = await holdReferenceData(undefined);
+      reference = await referenceReads(data);
       pinGeneratorAndMesh(Object.values(reference.processes));
       result.sameWork = await measureServedReference({ url: reference.targets.payment!.url, headers: {} }, result.capacityPerSec, settings.seconds);
     } catch (err) {
       if (interrupted) throw err;
       result.sameWork = { error: message(err) };
     } finally {
-      await release(reference);
+      await reference?.stop();
+      await release(data);
     }
   } finally {
     pinning?.undo();
+  }
+}
+
+/** G: what one read, one write and one paid order cost each process (request-cost.ts), on each compared engine. */
+async function requestCost(): Promise<void> {
+  extra.requestCost = [];
+  for (const { engine, databaseUrl, redisUrl } of comparedEngines()) {
+    console.error(`  one read, one write and one paid order: each process's CPU, on ${redisUrl ? `${engine}, quotas in Redis` : engine} …`);
+    try {
+      extra.requestCost.push(await measureRequestCost({ databaseUrl, redisUrl, connections: settings.inFlight, seconds: settings.seconds, warmupSeconds: settings.warmupSeconds }));
+    } catch (err) {
+      if (interrupted) throw err;
+      extra.requestCost.push({ engine, error: message(err).split("\n")[0]! });
+    }
+  }
+}
+
+/**
+ * H: 1 or 2 gateways × 1 or 2 payments replicas on the PostgreSQL server (scale-out.ts), the four
+ * meshes interleaved as the same-work ratios are — 2 starts (BENCH_COMPARE_STARTS), four meshes each.
+ * Replicas need a shared database: without DATABASE_URL it is not run.
+ */
+async function scaleOut(): Promise<void> {
+  const { DATABASE_URL: databaseUrl, REDIS_URL: redisUrl } = process.env;
+  if (!databaseUrl) return;
+  const starts = Number(process.env.BENCH_COMPARE_STARTS ?? 2);
+  console.error(`  ${SCALE_OUT_SHAPES.length} meshes at once on the PostgreSQL server: ${starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`);
+  try {
+    const meshOf = (gateway: number, payments: number) => startMeshFixture({ limit: "none", databaseUrl, redisUrl: redisUrl || undefined, replicas: { gateway, payments } });
+    extra.scaleOut = await measureScaleOut((shape) => meshReads(meshOf(shape.gateways, shape.payments), ["payment"]), {
+      ...COMPARISON,
+      starts,
+      redis: Boolean(redisUrl),
+      cores: availableParallelism(),
+      onStart: (n) => console.error(`    start ${n + 1} of ${starts} …`),
+    });
+  } catch (err) {
+    if (interrupted) throw err;
+    extra.scaleOut = { error: message(err).split("\n")[0]! };
   }
 }
 
@@ -529,17 +574,17 @@ function printExtra(http: HttpOutcome[]): void {
   const docs = http.find((o) => o.id === "docs")?.result;
   const read = http.find((o) => o.id === "read")?.result;
   if (docs && hop) out.push(`  target: GET /v1/docs/{id} ≥ ${READ_PATH_TARGET} × bare hop req/s → ${(docs.reqPerSec / hop.reqPerSec).toFixed(2)} → ${docs.reqPerSec / hop.reqPerSec >= READ_PATH_TARGET ? "PASS" : "MISS"}`);
-  out.push("", "  The read paths against the same-work reference (node:http → grpc-js → the same one store read, same engine and node flags):");
+  out.push("", "  The read paths against the same-work reference, libraries only (node:http → @grpc/grpc-js → a grpc-js server doing the stores' one prepared-statement read, JSON out; same engine, node flags and engine settings; no module of the project):");
   const rows = sameWorkRatios(http);
   for (const { path, engine, ratio, spread } of rows) {
     out.push(`  ${path} on ${engine}: ${ratio === undefined ? "not measured" : `${ratio.toFixed(2)} × the reference's req/s (target ≥ ${READ_PATH_TARGET} → ${ratio >= READ_PATH_TARGET ? "PASS" : "MISS"}); each start alone: ${spread}`}`);
   }
   // No target: where the read path's gap to the reference goes. The reference answers an id; the
-  // mesh carries the whole record through gRPC and JSON. R+ carries it too, with no policy at all.
+  // mesh carries the whole record through gRPC and JSON. R+ carries it too, libraries only, with no policy.
   out.push("", "  Where the gap goes (no target): the reference answers an id; R+ does the same read but carries and represents the whole record, as the mesh must:");
   const part = (r: Ratio) => (r.ratio === undefined ? "not measured" : `${r.ratio.toFixed(2)} (starts ${r.spread})`);
   for (const { path, engine, payload, policy } of rows) {
-    out.push(`  ${path} on ${engine}: R+ ÷ reference (the payload) ${part(payload)}; mesh ÷ R+ (auth, quota, limits, validation, headers, metrics) ${part(policy)}`);
+    out.push(`  ${path} on ${engine}: R+ ÷ reference (the payload) ${part(payload)}; mesh ÷ R+ (everything the project adds: auth, quota, limits, validation, headers, metrics, its own server, client and store code) ${part(policy)}`);
   }
   const store = extra.storeRead;
   out.push("", "  What one store read costs here, alone (payments' getPayment on embedded PGlite, in process, one at a time):");
@@ -607,7 +652,7 @@ function printExtra(http: HttpOutcome[]): void {
         );
     }
     const sameWork = o.sameWork;
-    out.push(`  reference, the same work with nothing else (node:http → grpc-js → one payment read, B's same-work reference), alone on the mesh's core, serving every request of the same open loop unloaded and at ${GOODPUT_TARGET}× the mesh's capacity — what the goodput target asks the mesh to serve at ${OVERLOAD_FACTOR}×`);
+    out.push(`  reference, the same work with the libraries alone (B's same-work reference: node:http → grpc-js → one payment read), alone on the mesh's core, serving every request of the same open loop unloaded and at ${GOODPUT_TARGET}× the mesh's capacity — what the goodput target asks the mesh to serve at ${OVERLOAD_FACTOR}×`);
     if (!sameWork || "error" in sameWork) out.push(`  FAILED: ${sameWork ? sameWork.error : "not run"}`);
     else {
       out.push(row(`${UNLOADED_FACTOR}×, same-work reference`, sameWork.unloaded), row(`${GOODPUT_TARGET}×, same-work reference`, sameWork.atGoodputTarget));
@@ -638,6 +683,17 @@ function printExtra(http: HttpOutcome[]): void {
   if (!lf) out.push("  not run this time (BENCH_ONLY)");
   else if ("error" in lf) out.push(`  FAILED: ${lf.error}`);
   else out.push(...lf.map(formatLiveFeed));
+
+  out.push("", `G. Cost per request, per process — one read (${REQUEST_KINDS.read}), one write (${REQUEST_KINDS.write}, a fresh Idempotency-Key) and one paid order (${REQUEST_KINDS.pay}: orders → payments); closed loop, ${settings.inFlight} connections; CPU time from /proc; per core = 1000 ÷ CPU ms`);
+  const rc = extra.requestCost;
+  if (!rc) out.push("  not run this time (BENCH_ONLY)");
+  else for (const r of rc) out.push(...("error" in r ? [`  ${r.engine}: FAILED: ${r.error}`] : formatRequestCost(r)));
+
+  out.push("", `H. Scale-out on the PostgreSQL server — ${REQUEST_KINDS.read} through 1 or 2 gateways × 1 or 2 payments replicas, four meshes interleaved, ${settings.inFlight} connections shared out over a mesh's gateways`);
+  const so = extra.scaleOut;
+  if (!so) out.push(`  not run this time (${process.env.DATABASE_URL ? "BENCH_ONLY" : "DATABASE_URL unset: replicas share a PostgreSQL server"})`);
+  else if ("error" in so) out.push(`  FAILED: ${so.error}`);
+  else out.push(`  quotas ${so.redis ? "in Redis, shared by the gateways" : "counted per gateway (REDIS_URL unset)"}`, ...formatScaleOut(so));
   console.log(out.join("\n"));
 }
 
@@ -646,7 +702,8 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
   const rows: SummaryRow[] = [];
   const fixed = (v: number, digits = 2) => v.toFixed(digits);
   for (const { path, engine, ratio } of sameWorkRatios(http)) {
-    rows.push({ issue: "#15", figure: `${path} ÷ same-work reference (${engine === "pglite" ? "PGlite" : "PostgreSQL server"})`, value: ratio === undefined ? undefined : fixed(ratio), target: `≥ ${READ_PATH_TARGET}`, pass: ratio !== undefined && ratio >= READ_PATH_TARGET });
+    const on = engine === "pglite" ? "PGlite" : process.env.REDIS_URL ? "PostgreSQL server, quotas in Redis" : "PostgreSQL server";
+    rows.push({ issue: "#34", figure: `${path} ÷ same-work reference, libraries only (${on})`, value: ratio === undefined ? undefined : fixed(ratio), target: `≥ ${READ_PATH_TARGET}`, pass: ratio !== undefined && ratio >= READ_PATH_TARGET });
   }
   const o = extra.overload;
   const ok = o && !("error" in o) ? o : undefined;
@@ -685,17 +742,50 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
   const depth = extra.feedDepth && !("error" in extra.feedDepth) ? extra.feedDepth : [];
   for (const d of depth) rows.push({ issue: "earlier", figure: `feed page ~90 % deep ÷ near the top (${d.engine})`, value: `${fixed(d.keysetDepthRatio)}×`, target: `≤ ${d.target}×`, pass: d.pass });
   rows.push(edgeCatalogSummaryRow(extra.edgeCatalog));
+  rows.push(...sizingRows());
+  return rows;
+}
+
+/** Issue 34's figures without a target: CPU per request per process, what a core buys, and scale-out. */
+function sizingRows(): SummaryRow[] {
+  const rows: SummaryRow[] = [];
+  // A process spending less than 0.05 ms on a request is left out of its summary line (section G lists every one).
+  const shown = (result: RequestCostResult, by: Record<string, number>, format: (ms: number) => string) =>
+    processesOf(result)
+      .filter((name) => (by[name] ?? 0) >= 0.05)
+      .map((name) => `${name} ${format(by[name]!)}`)
+      .join(" · ");
+  for (const { engine, redisUrl } of comparedEngines()) {
+    const name = engine === "pglite" ? "PGlite" : redisUrl ? "PostgreSQL server, quotas in Redis" : "PostgreSQL server";
+    const found = extra.requestCost?.find((r) => r.engine === engine);
+    const result = found && !("error" in found) ? found : undefined;
+    for (const kind of Object.keys(REQUEST_KINDS) as RequestKind[]) {
+      const cost = result?.kinds[kind];
+      const ok = cost && !("error" in cost) ? cost : undefined;
+      rows.push({ issue: "#34", figure: `CPU ms per ${REQUEST_KINDS[kind]}, by process (${name})`, value: ok && shown(result!, ok.cpuMsPerRequest, (ms) => ms.toFixed(2)), target: NO_TARGET, pass: undefined });
+      if (kind === "read") rows.push({ issue: "#34", figure: `reads/s one core of each process buys (${name})`, value: ok && shown(result!, ok.cpuMsPerRequest, (ms) => Math.round(1000 / ms).toLocaleString("en")), target: NO_TARGET, pass: undefined });
+    }
+  }
+  const so = extra.scaleOut && !("error" in extra.scaleOut) ? extra.scaleOut : undefined;
+  for (const shape of SCALE_OUT_SHAPES) {
+    const r = so?.shapes.find((s) => s.gateways === shape.gateways && s.payments === shape.payments)?.result;
+    const vs = so && againstSingle(so, shape);
+    rows.push({ issue: "#34", figure: `scale-out, PostgreSQL server: ${shapeName(shape)}, ${REQUEST_KINDS.read}`, value: r && `${r.reqPerSec.toFixed(0)} req/s${vs && (shape.gateways > 1 || shape.payments > 1) ? ` (${vs.ratio.toFixed(2)}× 1 × 1)` : ""}`, target: NO_TARGET, pass: undefined });
+  }
   return rows;
 }
 
 const fmt = (ms: number | undefined) => (ms === undefined || Number.isNaN(ms) ? "–" : ms.toFixed(1)).padStart(6);
 
-/** What each BENCH_ONLY value runs: A; B and C; D, F and E; one comparison of B alone; or C alone. */
-type Section = "library" | "paths" | "rest" | "samework" | "observability" | "overload" | "baseline" | "edgecache";
+/** What each BENCH_ONLY value runs: A; B and C; D, F and E; G and H; I; one comparison of B alone; C, G, H or I alone. */
+type Section = "library" | "paths" | "rest" | "samework" | "observability" | "overload" | "baseline" | "cost" | "scaleout" | "edgecache";
 const BENCH_MODES: Record<string, Section[]> = {
-  all: ["library", "paths", "rest", "edgecache"],
+  all: ["library", "paths", "rest", "cost", "scaleout", "edgecache"],
   library: ["library"],
-  http: ["paths", "rest"],
+  http: ["paths", "rest", "cost", "scaleout"],
+  sizing: ["cost", "scaleout"],
+  cost: ["cost"],
+  scaleout: ["scaleout"],
   paths: ["paths"],
   samework: ["samework"],
   observability: ["observability"],
@@ -715,7 +805,7 @@ async function main(): Promise<number> {
   const runs = (section: Section) => sections.includes(section);
   const baselineRef = process.env.BENCH_BASELINE;
   if (runs("samework")) {
-    // The read paths and their same-work references only (issue 15, part 1), as the full run measures them.
+    // The read paths and their same-work reference only (issues 15 and 34), as the full run measures them.
     console.error("B. the read paths against the same-work reference");
     await sameWork(http);
   }
@@ -787,8 +877,16 @@ async function main(): Promise<number> {
       extra.footprint = { error: message(err) };
     }
   }
+  if (runs("cost")) {
+    console.error("G. cost per request, per process");
+    await requestCost();
+  }
+  if (runs("scaleout")) {
+    console.error("H. scale-out on the PostgreSQL server");
+    await scaleOut();
+  }
   if (runs("edgecache")) {
-    console.error("G. the catalog from the gateway's edge cache against raw node:http");
+    console.error("I. the catalog from the gateway's edge cache against raw node:http");
     extra.edgeCatalog = await measureEdgeCatalog(load).catch((err: unknown) => ({ error: message(err) }));
   }
   console.log("");
@@ -808,6 +906,11 @@ async function main(): Promise<number> {
   if (extra.footprint && "error" in extra.footprint) failed.push({ label: "footprint" });
   if (extra.liveFeed && "error" in extra.liveFeed) failed.push({ label: "live feed" });
   if (extra.edgeCatalog && "error" in extra.edgeCatalog) failed.push({ label: "edge cache catalog" });
+  for (const r of extra.requestCost ?? []) {
+    if ("error" in r) failed.push({ label: `cost per request (${r.engine})` });
+    else for (const [kind, cost] of Object.entries(r.kinds)) if (cost && "error" in cost) failed.push({ label: `cost per request: ${kind} (${r.engine})` });
+  }
+  if (extra.scaleOut && "error" in extra.scaleOut) failed.push({ label: "scale-out" });
   if (failed.length > 0) console.error(`\n${failed.length} scenario(s) could not run: ${failed.map((o) => o.label).join("; ")}`);
   return failed.length > 0 ? 1 : 0;
 }

@@ -11,8 +11,15 @@ export interface HttpTarget {
   body?: string;
   /** Called for every request: headers to add (a fresh Idempotency-Key, …). */
   perRequestHeaders?: () => Record<string, string>;
+  /** Called for every request: its path, in place of the URL's (the next of many orders to pay, …). */
+  perRequestPath?: () => string;
   /** Every response must have this status (default 200). */
   expectStatus?: number;
+  /**
+   * Origins (http://host:port) serving the same request — several gateways of one mesh: the
+   * connections are shared out evenly over them, each sent the URL's path. Unset: the URL's own.
+   */
+  spreadOver?: string[];
 }
 
 export interface HttpLoadOptions {
@@ -41,11 +48,36 @@ export interface HttpLoadResult {
   otherCpuPct?: number | undefined;
 }
 
-/** One closed-loop run: every response must have the expected status. */
-export function fire(target: HttpTarget, connections: number, seconds: number): Promise<HttpLoadResult> {
+/**
+ * One closed-loop run: every response must have the expected status. For `seconds`, or — given
+ * `amount` — until that many requests are answered (autocannon prepares up to one more per
+ * connection than it sends: a target whose requests use something up needs that much spare).
+ */
+export function fire(target: HttpTarget, connections: number, seconds: number, amount?: number): Promise<HttpLoadResult> {
+  if (target.spreadOver && target.spreadOver.length > 1) return fireSpread(target, target.spreadOver, connections, seconds, amount);
+  return fireOne(target, connections, seconds, amount);
+}
+
+/** One run over several origins at once: their answers added up, their latencies the worst of theirs. */
+async function fireSpread(target: HttpTarget, origins: string[], connections: number, seconds: number, amount?: number): Promise<HttpLoadResult> {
+  const { pathname, search } = new URL(target.url);
+  const share = (i: number, n: number) => Math.floor(n / origins.length) + (i < n % origins.length ? 1 : 0);
+  const parts = await Promise.all(origins.map((origin, i) => fireOne({ ...target, url: `${origin}${pathname}${search}` }, share(i, connections), seconds, amount === undefined ? undefined : share(i, amount))));
+  const statusCodes: Record<string, number> = {};
+  for (const part of parts) for (const [code, n] of Object.entries(part.statusCodes)) statusCodes[code] = (statusCodes[code] ?? 0) + n;
+  const requests = parts.reduce((sum, p) => sum + p.requests, 0);
+  const elapsed = Math.max(...parts.map((p) => p.seconds));
+  return { requests, seconds: elapsed, reqPerSec: requests / elapsed, p50Ms: Math.max(...parts.map((p) => p.p50Ms)), p99Ms: Math.max(...parts.map((p) => p.p99Ms)), non2xx: parts.reduce((sum, p) => sum + p.non2xx, 0), statusCodes };
+}
+
+function fireOne(target: HttpTarget, connections: number, seconds: number, amount?: number): Promise<HttpLoadResult> {
   const latencies = new Latencies();
   const statusCodes: Record<string, number> = {};
-  const perRequest = target.perRequestHeaders;
+  const { perRequestHeaders: headersOf, perRequestPath: pathOf } = target;
+  const setupRequest =
+    headersOf || pathOf
+      ? (req: autocannon.Request) => ({ ...req, ...(headersOf ? { headers: { ...req.headers, ...headersOf() } } : {}), ...(pathOf ? { path: pathOf() } : {}) })
+      : undefined;
   return new Promise((resolve, reject) => {
     const instance = autocannon(
       {
@@ -53,13 +85,14 @@ export function fire(target: HttpTarget, connections: number, seconds: number): 
         connections,
         pipelining: 1,
         duration: seconds,
+        ...(amount === undefined ? {} : { amount }),
         timeout: 10,
         requests: [
           {
             method: target.method ?? "GET",
             headers: target.headers ?? {},
             ...(target.body === undefined ? {} : { body: target.body }),
-            ...(perRequest ? { setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...req.headers, ...perRequest() } }) } : {}),
+            ...(setupRequest ? { setupRequest } : {}),
           },
         ],
       },
