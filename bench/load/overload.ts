@@ -6,6 +6,7 @@
 // "unloaded") and exactly the capacity.
 import { measureOpenLoop, type OpenLoopResult, type OpenLoopTarget } from "./open-loop.js";
 import { cpuSeconds } from "../machine.js";
+import type { ClosedLoopMixResult } from "./closed-loop-mix.js";
 
 export const OVERLOAD_FACTOR = 3;
 export const UNLOADED_FACTOR = 0.1;
@@ -36,7 +37,14 @@ export interface OverloadResult {
   shedFloor?: (OpenLoopResult & { serverCpuUsPerAnswer?: number }) | { error: string };
   /** The same-work reference (no limit, nothing shed) under the same open loop: unloaded, and at the goodput target's rate. */
   sameWork?: ServedReference | { error: string };
+  /** Closed-loop clients of the mixed load (4, 16, 64 connections) on the same mesh, after the open loop. */
+  closedLoops?: ClosedLoopMixResult[] | { error: string };
 }
+
+/** At 1× the capacity (open loop) the limit admits at least this share of the requests. */
+export const AT_CAPACITY_ADMITTED_TARGET = 0.9;
+/** A shed answer's p99 at 3× within this multiple of the floor's (a bare node:http server answering only the shed). */
+export const SHED_P99_FLOOR_TARGET = 2;
 
 export interface ServedReference {
   unloaded: OpenLoopResult;
