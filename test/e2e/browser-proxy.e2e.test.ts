@@ -94,11 +94,11 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
         let open = Number.NaN;
         while (Date.now() < until) {
           const scrape = await (await fetch(`http://127.0.0.1:${env.mesh.metricsPorts.content[0]}/metrics`)).text();
-          open = Number(/^switchyard_rpc_server_open_streams(?:\{[^}]*\})? (\S+)$/m.exec(scrape)?.[1]);
+          open = Number(/^switchyard_rpc_server_open_streams\{[^}]*rpc_method="WatchPosts"[^}]*\} (\S+)$/m.exec(scrape)?.[1]);
           if (open === 0) break;
           await new Promise((r) => setTimeout(r, 50));
         }
-        expect(open, "content's open streams once the page aborted").to.equal(0);
+        expect(open, "content's open WatchPosts streams once the page aborted").to.equal(0);
       });
 
       it("answers client and bidirectional streaming with unimplemented, saying they are not available through the browser proxy", async () => {

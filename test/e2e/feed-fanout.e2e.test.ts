@@ -72,9 +72,11 @@ describe("e2e: the live feed shared per tenant at the gateway", function () {
     expect(res.status, res.text).to.equal(201);
   }
 
-  async function scrape(url: string, name: string): Promise<number> {
+  /** A metric's value; with `method`, its series for that gRPC method. */
+  async function scrape(url: string, name: string, method?: string): Promise<number> {
     const text = await (await fetch(url)).text();
-    const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "m").exec(text);
+    const labels = method === undefined ? "(?:\\{[^}]*\\})?" : `\\{[^}]*rpc_method="${method}"[^}]*\\}`;
+    const m = new RegExp(`^${name}${labels} (\\S+)$`, "m").exec(text);
     expect(m, `${name} in ${url}`).to.not.equal(null);
     return Number(m![1]);
   }
@@ -94,7 +96,7 @@ describe("e2e: the live feed shared per tenant at the gateway", function () {
     const other = await subscribe(carol);
     for (const s of [...subs, other]) expect(s.status).to.equal(200);
     // Each subscriber's own (catch-up) stream is closed once it has caught up: one stream per tenant stays.
-    await until("content holds one stream per tenant", async () => (await scrape(contentMetrics(), "switchyard_rpc_server_open_streams")) === 2);
+    await until("content holds one stream per tenant", async () => (await scrape(contentMetrics(), "switchyard_rpc_server_open_streams", "WatchPosts")) === 2);
     expect(await scrape(gatewayMetrics(), "switchyard_gateway_shared_live_streams")).to.equal(2);
     expect(await scrape(gatewayMetrics(), "switchyard_gateway_live_streams")).to.equal(SUBSCRIBERS + 1);
 
@@ -108,7 +110,7 @@ describe("e2e: the live feed shared per tenant at the gateway", function () {
 
     for (const s of [...subs, other]) s.close();
     await until("the shared streams close with their last subscriber", async () => (await scrape(gatewayMetrics(), "switchyard_gateway_shared_live_streams")) === 0);
-    await until("content holds no stream", async () => (await scrape(contentMetrics(), "switchyard_rpc_server_open_streams")) === 0);
+    await until("content holds no stream", async () => (await scrape(contentMetrics(), "switchyard_rpc_server_open_streams", "WatchPosts")) === 0);
     // Each live stream is counted as one when it closes, apart from the latencies (it lasted the whole test).
     await until("every stream is counted", async () => (await scrape(gatewayMetrics(), "switchyard_gateway_streams_opened_total")) === SUBSCRIBERS + 1);
     const counts = (await (await fetch(gatewayMetrics())).text()).split("\n").filter((l) => l.startsWith("switchyard_http_request_duration_seconds_count{") && l.includes('route="/v1/posts"'));

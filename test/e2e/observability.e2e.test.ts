@@ -322,12 +322,12 @@ describe("observability (real mesh, tracing on)", function () {
     atLeastOne(sample(payments, "switchyard_db_statement_duration_seconds_count", { operation: "INSERT", outcome: "ok" }), "statements");
     expect(sample(payments, "switchyard_db_pool_connections_in_use", { service: "payments" })).to.be.a("number");
     expect(sample(payments, "switchyard_db_pool_waiting", {})).to.be.a("number");
-    expect(sample(payments, "switchyard_rpc_server_open_streams", {}), "payments follows no stream but serves none").to.equal(0);
+    expect(sample(payments, "switchyard_rpc_server_open_streams", { rpc_method: "ServerReflectionInfo" }), "payments follows no stream but serves none").to.equal(0);
     expect(sample(payments, "switchyard_event_loop_delay_p99_seconds", {})).to.be.a("number");
     const content = await metricsOf("content");
     const identity = await metricsOf("identity");
     // Identity serves the revocation watch every process follows: open streams.
-    atLeastOne(sample(identity, "switchyard_rpc_server_open_streams", {}), "identity's open streams");
+    atLeastOne(sample(identity, "switchyard_rpc_server_open_streams", { rpc_method: "WatchRevocations" }), "identity's open streams");
     // Bounded labels: templates, never a raw path or an id.
     for (const scrape of [gateway, orders, payments, content, identity]) {
       for (const [, labels] of scrape.matchAll(/^\w+\{([^}]*)\}/gm)) {

@@ -116,16 +116,19 @@ export const rpcClientDuration = new LabeledHistogram(
   registry,
 );
 
-let openStreams: (() => number) | undefined;
-export function reportOpenStreams(source: (() => number) | undefined): void {
+/** A server's open streams by service and method (every streaming method it serves, at 0 when none is open). */
+export type OpenStreamCounts = ReadonlyMap<string, { rpcService: string; rpcMethod: string; open: number }>;
+let openStreams: (() => OpenStreamCounts) | undefined;
+export function reportOpenStreams(source: (() => OpenStreamCounts) | undefined): void {
   openStreams = source;
 }
 new Gauge({
   name: "switchyard_rpc_server_open_streams",
-  help: "Streaming gRPC calls open on this server (live feeds, order tracking, revocation watches)",
+  help: "Streaming gRPC calls open on this server (live feeds, order tracking, revocation and cache-change watches), by service and method",
+  labelNames: ["rpc_service", "rpc_method"] as const,
   registers: [registry],
   collect() {
-    this.set(openStreams?.() ?? 0);
+    for (const { rpcService, rpcMethod, open } of openStreams?.().values() ?? []) this.labels({ rpc_service: rpcService, rpc_method: rpcMethod }).set(open);
   },
 });
 

@@ -124,7 +124,16 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   const openStreams = new Set<HandlerContext>();
   const admit = guard ? () => guard.admit() : undefined;
   if (guard) reportEventLoopLag(() => guard.lag);
-  reportOpenStreams(() => openStreams.size);
+  // Every streaming method served here counts, at 0 too: a method's series is there before its first stream.
+  const streamingMethods = all.flatMap(({ service }) => service.methods.filter((m) => m.methodKind === "server_streaming" || m.methodKind === "bidi_streaming").map((m) => ({ rpcService: service.typeName, rpcMethod: m.name })));
+  reportOpenStreams(() => {
+    const counts = new Map(streamingMethods.map((m) => [`${m.rpcService}/${m.rpcMethod}`, { ...m, open: 0 }]));
+    for (const context of openStreams) {
+      const count = counts.get(`${context.service.typeName}/${context.method.name}`);
+      if (count) count.open++;
+    }
+    return counts;
+  });
   for (const { service, impl, authentication } of all) {
     // Health and reflection always answer: an overloaded service must still say how it is.
     const business = options.services.some((s) => s.service === service);
