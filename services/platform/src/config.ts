@@ -112,6 +112,20 @@ export function loadConfig<S extends Spec>(spec: S, env: NodeJS.ProcessEnv): Con
  */
 export const otlpEndpointSetting = optionalSetting("OTEL_EXPORTER_OTLP_ENDPOINT", parse.url("http:", "https:"), "OTLP/HTTP collector the spans are exported to (<endpoint>/v1/traces); unset = no tracing");
 
+/**
+ * What every gRPC server holds its callers to beyond authentication (server.ts): who may list its
+ * methods, how often a connection may ping, how many calls one connection may run at once, and how
+ * long a call that answers once may take.
+ */
+export const grpcServerHardeningSettings = {
+  reflection: setting("GRPC_REFLECTION", parse.bool, "serve gRPC server reflection (the list of every service and method, for grpcurl and buf curl); npm start turns it on, deploy/ leaves it off", false),
+  minPingIntervalMs: setting("GRPC_MIN_PING_INTERVAL_WITHOUT_DATA_MS", parse.int(0, 86_400_000), "a client ping sooner than this after the previous one, with nothing sent to it in between, is a strike; 0 = pings are never policed", 10_000),
+  maxPingStrikes: setting("GRPC_MAX_PING_STRIKES", parse.int(0, 1_000), "strikes a connection may have before it is sent GOAWAY ENHANCE_YOUR_CALM (too_many_pings) and closed", 2),
+  maxConcurrentStreams: setting("GRPC_MAX_CONCURRENT_STREAMS", parse.int(1, 1_000_000), "calls one client connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); more wait in the client", 1_000),
+  defaultDeadlineMs: setting("GRPC_DEFAULT_DEADLINE_MS", parse.int(1, 3_600_000), "the deadline of a unary or client-streaming call that was sent without one, at most GRPC_MAX_DEADLINE_MS (streams that answer as they go have none)", 30_000),
+  maxDeadlineMs: setting("GRPC_MAX_DEADLINE_MS", parse.int(1, 86_400_000), "the longest deadline a unary or client-streaming call may ask for; a longer one is cut to this (streams that answer as they go are exempt)", 300_000),
+};
+
 /** Settings every service process has; each entrypoint adds its own. */
 export function serviceSettings(prefix: string, defaultPort: number) {
   const schema = prefix.toLowerCase();
@@ -127,6 +141,7 @@ export function serviceSettings(prefix: string, defaultPort: number) {
     drainTimeoutMs: setting("SHUTDOWN_DRAIN_MS", parse.int(0, 600_000), "how long SIGTERM waits for in-flight calls", 10_000),
     maxConnectionAgeMs: setting("GRPC_MAX_CONNECTION_AGE_MS", parse.int(1_000, 86_400_000), "the server asks a client to reconnect after this long (then GRPC_MAX_CONNECTION_AGE_GRACE_MS for its calls to finish), so clients balancing over DNS find new replicas", 300_000),
     maxConnectionAgeGraceMs: setting("GRPC_MAX_CONNECTION_AGE_GRACE_MS", parse.int(0, 3_600_000), "how long calls on a connection past its age may still run", 30_000),
+    ...grpcServerHardeningSettings,
     listenFd: optionalSetting("LISTEN_FD", parse.int(3, 65_535), "serve on this inherited, already listening socket instead of binding HOST:PORT (the mesh launcher hands sockets over so no other process can take a port first)"),
     otlpEndpoint: otlpEndpointSetting,
     metricsPort: setting(`${prefix}_METRICS_PORT`, parse.port, "port of the Prometheus metrics endpoint (GET /metrics, on the same interface as gRPC); 0 = none", 0),

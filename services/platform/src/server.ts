@@ -1,5 +1,6 @@
 // The one server bootstrap: every service is served through here with the same gRPC server,
-// health, reflection, error reporting and graceful shutdown.
+// health, reflection (when asked for), error reporting, limits on what a caller may do, and
+// graceful shutdown.
 import { createServer as createNetServer } from "node:net";
 import { Server, ServerCredentials, type ServerOptions } from "@grpc/grpc-js";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
@@ -14,6 +15,8 @@ import type { Logger } from "./logger.js";
 import { EventLoopGuard } from "./load-shed.js";
 import { reportEventLoopLag, reportOpenStreams } from "./metrics.js";
 import { MAX_MESSAGE_BYTES } from "./message-limits.js";
+import { onEveryConnection, policePings, type PingPolicy } from "./grpc/connection-policy.js";
+import type { DeadlineLimits } from "./grpc/deadline-policy.js";
 
 export interface ServiceRegistration {
   readonly service: DescService;
@@ -42,7 +45,20 @@ export interface GrpcServerOptions {
   /** Clients are asked to reconnect after this long, so DNS round robin finds new replicas. */
   maxConnectionAgeMs?: number;
   maxConnectionAgeGraceMs?: number;
+  /** Serve gRPC server reflection (every service and method, to anyone who asks); absent: not. */
+  reflection?: boolean;
+  /** How often a connection may ping while nothing is sent to it; absent: DEFAULT_PING_POLICY. */
+  pingPolicy?: PingPolicy;
+  /** Calls one connection may have open at once; absent: DEFAULT_MAX_CONCURRENT_STREAMS. */
+  maxConcurrentStreams?: number;
+  /** Default and ceiling of the deadline of calls that answer once; absent: DEFAULT_DEADLINE_LIMITS. */
+  deadlineLimits?: DeadlineLimits;
 }
+
+/** The settings' defaults (config.ts, grpcServerHardeningSettings), for servers made without them (tests). */
+export const DEFAULT_PING_POLICY: PingPolicy = { minIntervalMs: 10_000, maxStrikes: 2 };
+export const DEFAULT_MAX_CONCURRENT_STREAMS = 1_000;
+export const DEFAULT_DEADLINE_LIMITS: DeadlineLimits = { defaultMs: 30_000, maxMs: 300_000 };
 
 export interface RunningServer {
   readonly port: number;
@@ -57,7 +73,6 @@ const SERVER_OPTIONS: ServerOptions = {
   "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
   "grpc.keepalive_time_ms": 60_000,
   "grpc.keepalive_permit_without_calls": 1,
-  "grpc.http2.min_ping_interval_without_data_ms": 10_000,
   // Channelz is on by default: a tracker object with eight closures per call (~1.7 KB of a payments
   // read's ~55 KB allocated) for an introspection service nothing here registers.
   "grpc.enable_channelz": 0,
@@ -106,18 +121,23 @@ async function serveOnInheritedSocket(server: Server, fd: number): Promise<{ por
 export async function startGrpcServer(options: GrpcServerOptions): Promise<RunningServer> {
   const server = new Server({
     ...SERVER_OPTIONS,
+    "grpc.max_concurrent_streams": options.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS,
     ...(options.maxConnectionAgeMs ? { "grpc.max_connection_age_ms": options.maxConnectionAgeMs } : {}),
     ...(options.maxConnectionAgeGraceMs !== undefined ? { "grpc.max_connection_age_grace_ms": options.maxConnectionAgeGraceMs } : {}),
   });
+  const pingPolicy = options.pingPolicy ?? DEFAULT_PING_POLICY;
+  onEveryConnection(server, (session) =>
+    policePings(session, pingPolicy, () => options.logger.warn({ peer: session.socket?.remoteAddress }, "a client pinged too often: GOAWAY ENHANCE_YOUR_CALM (too_many_pings)")),
+  );
   const health = new HealthStatus();
   const observer = callObserver(options.logger);
-  const reflection = reflectionImpls([...options.services.map((s) => s.service), Health]);
-  const all: ServiceRegistration[] = [
-    ...options.services,
-    registration(Health, health.impl()),
-    registration(ReflectionV1, reflection.v1),
-    registration(ReflectionV1Alpha, reflection.v1alpha),
-  ];
+  const all: ServiceRegistration[] = [...options.services, registration(Health, health.impl())];
+  // Reflection lists every method to whoever asks: a convenience for development (npm start), off by default.
+  if (options.reflection) {
+    const reflection = reflectionImpls([...options.services.map((s) => s.service), Health]);
+    all.push(registration(ReflectionV1, reflection.v1), registration(ReflectionV1Alpha, reflection.v1alpha));
+  }
+  const deadlineLimits = options.deadlineLimits ?? DEFAULT_DEADLINE_LIMITS;
   const guard = options.shedEventLoopDelayMs ? new EventLoopGuard(options.shedEventLoopDelayMs) : undefined;
   // Streams are long by design: a drain cannot wait for them, so shutting down ends them (UNAVAILABLE:
   // their clients reconnect, to another replica when there is one).
@@ -128,7 +148,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   for (const { service, impl, authentication } of all) {
     // Health and reflection always answer: an overloaded service must still say how it is.
     const business = options.services.some((s) => s.service === service);
-    const adapted = adaptService(service, impl as never, observer, business ? admit : undefined, authentication, openStreams);
+    const adapted = adaptService(service, impl as never, observer, business ? admit : undefined, authentication, openStreams, deadlineLimits);
     server.addService(adapted.definition, adapted.implementation);
   }
   let stopListening = () => {};

@@ -6,7 +6,7 @@ import type { Client as GrpcChannel } from "@grpc/grpc-js";
 import type { DescService } from "@bufbuild/protobuf";
 import { openChannel } from "./grpc/client.js";
 import type { Logger } from "./logger.js";
-import { startGrpcServer, type RunningServer, type ServiceRegistration } from "./server.js";
+import { DEFAULT_DEADLINE_LIMITS, DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_PING_POLICY, startGrpcServer, type GrpcServerOptions, type RunningServer, type ServiceRegistration } from "./server.js";
 import { openSqlDatabase, type Migration, type SchemaAtStart, type SqlDatabase } from "./store/sql.js";
 import { startMetricsServer, startProcessMetrics, type MetricsServer } from "./metrics.js";
 import { startTracing } from "./tracing.js";
@@ -27,6 +27,13 @@ export interface CommonServiceConfig {
   maxConnectionAgeMs: number;
   maxConnectionAgeGraceMs: number;
   listenFd: number | undefined;
+  /** What callers are held to (config.ts, grpcServerHardeningSettings); absent: the settings' defaults. */
+  reflection?: boolean;
+  minPingIntervalMs?: number;
+  maxPingStrikes?: number;
+  maxConcurrentStreams?: number;
+  defaultDeadlineMs?: number;
+  maxDeadlineMs?: number;
   /** Metrics endpoint: this port (0 = none) or an inherited socket. */
   metricsPort?: number;
   metricsListenFd?: number | undefined;
@@ -46,6 +53,16 @@ export interface ServiceParts {
 export interface ServiceRuntime {
   server: RunningServer;
   stop(): Promise<void>;
+}
+
+/** The server's limits on its callers, as the settings say (each absent one: the server's default). */
+function hardeningOf(config: CommonServiceConfig): Pick<GrpcServerOptions, "reflection" | "pingPolicy" | "maxConcurrentStreams" | "deadlineLimits"> {
+  return {
+    reflection: config.reflection ?? false,
+    pingPolicy: { minIntervalMs: config.minPingIntervalMs ?? DEFAULT_PING_POLICY.minIntervalMs, maxStrikes: config.maxPingStrikes ?? DEFAULT_PING_POLICY.maxStrikes },
+    maxConcurrentStreams: config.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS,
+    deadlineLimits: { defaultMs: config.defaultDeadlineMs ?? DEFAULT_DEADLINE_LIMITS.defaultMs, maxMs: config.maxDeadlineMs ?? DEFAULT_DEADLINE_LIMITS.maxMs },
+  };
 }
 
 export async function startServiceRuntime<P extends string>(options: {
@@ -93,6 +110,7 @@ export async function startServiceRuntime<P extends string>(options: {
       maxConnectionAgeGraceMs: config.maxConnectionAgeGraceMs,
       listenFd: config.listenFd,
       services: parts.services,
+      ...hardeningOf(config),
     });
     const stopParts = parts.stop;
     return {

@@ -40,6 +40,7 @@ describe("gRPC adapter (grpc-js server, protobuf-es messages, Connect-shaped han
       services: [registration(EchoService, echoImpl((e) => events.push(e)))],
       logger: createLogger("test", "silent"),
       drainTimeoutMs: 2_000,
+      reflection: true,
     });
     address = `127.0.0.1:${server.port}`;
     channel = openChannel(address);

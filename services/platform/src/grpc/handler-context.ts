@@ -4,6 +4,7 @@ import type { Metadata } from "@grpc/grpc-js";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type HandlerContext } from "@connectrpc/connect";
 import { fail } from "../errors.js";
+import { answersOnce, deadlineWithin, type DeadlineLimits } from "./deadline-policy.js";
 
 export interface ServerCallLike {
   metadata: Metadata;
@@ -18,6 +19,11 @@ export interface ServerCallLike {
 
 export interface CallScope {
   context: HandlerContext;
+  /**
+   * The deadline (ms since the epoch) the server set, earlier than the caller's (none sent, or past
+   * the ceiling): grpc-js enforces only the caller's, so the adapter enforces this one.
+   */
+  serverDeadline: number | undefined;
   /** Ends the scope: aborts the signal (so lingering downstream calls stop) and clears timers. */
   done(): void;
 }
@@ -85,7 +91,7 @@ class CallAbort {
 }
 
 const cancelledByClient = () => new ConnectError("call cancelled by the client", Code.Canceled);
-const deadlineExceeded = () => fail("DEADLINE_EXCEEDED", "deadline exceeded");
+export const deadlineExceeded = () => fail("DEADLINE_EXCEEDED", "deadline exceeded");
 
 /**
  * A call's HandlerContext: a class, so that its getters are shared on the prototype. A literal with
@@ -110,13 +116,19 @@ class CallContext implements HandlerContext {
   readonly deadline: number;
   readonly abort: CallAbort;
 
+  /** Whether the deadline is the server's own, earlier than the caller's (see DeadlineLimits). */
+  readonly serverSetDeadline: boolean;
+
   constructor(
     readonly call: ServerCallLike,
     readonly service: DescService,
     readonly method: DescMethod,
+    limits?: DeadlineLimits,
   ) {
     const rawDeadline = call.getDeadline();
-    this.deadline = rawDeadline instanceof Date ? rawDeadline.getTime() : rawDeadline;
+    const asked = rawDeadline instanceof Date ? rawDeadline.getTime() : rawDeadline;
+    this.deadline = limits && answersOnce(method) ? deadlineWithin(asked, limits, Date.now()) : asked;
+    this.serverSetDeadline = this.deadline < asked;
     this.abort = new CallAbort(call, this.deadline);
     this.url = call.getPath();
   }
@@ -145,9 +157,9 @@ class CallContext implements HandlerContext {
   }
 }
 
-export function openCallScope(call: ServerCallLike, service: DescService, method: DescMethod): CallScope {
-  const context = new CallContext(call, service, method);
-  return { context, done: () => context.abort.done() };
+export function openCallScope(call: ServerCallLike, service: DescService, method: DescMethod, limits?: DeadlineLimits): CallScope {
+  const context = new CallContext(call, service, method, limits);
+  return { context, serverDeadline: context.serverSetDeadline ? context.deadline : undefined, done: () => context.abort.done() };
 }
 
 /** The context as this module made it (a context made elsewhere — a test's — has none of its state). */

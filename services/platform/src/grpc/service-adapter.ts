@@ -16,7 +16,8 @@ import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMet
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { authenticationFor, type AuthenticationPolicy } from "./authentication.js";
 import { withCallScope } from "../call-deadline.js";
-import { endCall, endedBy, openCallScope } from "./handler-context.js";
+import { deadlineExceeded, endCall, endedBy, openCallScope, type CallScope } from "./handler-context.js";
+import type { DeadlineLimits } from "./deadline-policy.js";
 import { statusFromError } from "./status-details.js";
 import { serverTelemetry, type ServerCallTelemetry } from "./telemetry.js";
 
@@ -155,6 +156,8 @@ export function adaptService<S extends DescService>(
   policy?: AuthenticationPolicy,
   /** Where the calls that stream answers are kept while open (a server shutting down ends them). */
   openStreams?: Set<HandlerContext>,
+  /** The server's default and ceiling of the deadline of calls that answer once. */
+  deadlineLimits?: DeadlineLimits,
 ) {
   const definition: Record<string, MethodDefinition<object, object>> = {};
   const implementation: UntypedServiceImplementation = {};
@@ -162,7 +165,7 @@ export function adaptService<S extends DescService>(
     const handler = (impl as Record<string, AnyImpl | undefined>)[method.localName];
     if (!handler) continue;
     definition[method.name] = methodDefinition(method);
-    implementation[method.name] = handlerFor(service, method, guard(method, handler.bind(impl), admit, policy), observer, openStreams);
+    implementation[method.name] = handlerFor(service, method, guard(method, handler.bind(impl), admit, policy), observer, openStreams, deadlineLimits);
   }
   return { definition: definition as ServiceDefinition, implementation };
 }
@@ -188,7 +191,36 @@ function inDeadline<T>(context: HandlerContext, telemetry: ServerCallTelemetry, 
   return withCallScope(remaining === undefined ? undefined : Date.now() + remaining, telemetry.requestId, () => telemetry.run(work));
 }
 
-function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, observer: RpcObserver, openStreams?: Set<HandlerContext>) {
+/**
+ * The answer of a call that answers once, by the server's deadline when it set one (grpc-js enforces
+ * only the caller's): past it the call ends with DEADLINE_EXCEEDED — its signal aborts, so the work
+ * beneath it stops — whenever the handler would have answered.
+ */
+function byServerDeadline(scope: CallScope, answer: () => unknown): unknown {
+  if (scope.serverDeadline === undefined) return answer();
+  const at = scope.serverDeadline;
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      const reason = deadlineExceeded();
+      endCall(scope.context, reason);
+      reject(reason);
+    }, Math.max(0, at - Date.now()));
+    Promise.resolve()
+      .then(answer)
+      .then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+  });
+}
+
+function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, observer: RpcObserver, openStreams?: Set<HandlerContext>, deadlineLimits?: DeadlineLimits) {
   const telemetryOf = serverTelemetry(method);
   const reportAndStatus = (err: unknown) => {
     observer.failed(err, method);
@@ -210,10 +242,10 @@ function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, obs
     case "unary": {
       const h: handleUnaryCall<object, object> = (call, callback) => {
         const started = performance.now();
-        const scope = openCallScope(call, service, method);
+        const scope = openCallScope(call, service, method, deadlineLimits);
         const telemetry = telemetryOf(call.metadata);
         inDeadline(scope.context, telemetry, () => Promise.resolve()
-          .then(() => impl(call.request as never, scope.context))
+          .then(() => byServerDeadline(scope, () => impl(call.request as never, scope.context)))
           .then(
             (res) => { scope.done(); telemetry.end(undefined); callback(null, toMessage(method.output, res)); observer.answered?.(method, performance.now() - started); },
             (err) => { scope.done(); telemetry.end(err); callback(reportAndStatus(err)); },
@@ -233,10 +265,10 @@ function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, obs
     }
     case "client_streaming": {
       const h: handleClientStreamingCall<object, object> = (call: ServerReadableStream<object, object>, callback) => {
-        const scope = openCallScope(call, service, method);
+        const scope = openCallScope(call, service, method, deadlineLimits);
         const telemetry = telemetryOf(call.metadata);
         inDeadline(scope.context, telemetry, () => Promise.resolve()
-          .then(() => impl(requestsOf(call, scope.context.signal) as never, scope.context))
+          .then(() => byServerDeadline(scope, () => impl(requestsOf(call, scope.context.signal) as never, scope.context)))
           .then(
             (res) => { scope.done(); telemetry.end(undefined); callback(null, toMessage(method.output, res)); },
             (err) => { scope.done(); telemetry.end(err); callback(reportAndStatus(err)); },
