@@ -126,6 +126,28 @@ export const grpcServerHardeningSettings = {
   maxDeadlineMs: setting("GRPC_MAX_DEADLINE_MS", parse.int(1, 86_400_000), "the longest deadline a unary or client-streaming call may ask for; a longer one is cut to this (streams that answer as they go are exempt)", 300_000),
 };
 
+const TLS_FILES = ["GRPC_TLS_CERT_FILE", "GRPC_TLS_KEY_FILE", "GRPC_TLS_CA_FILE"] as const;
+
+/** A file of the TLS trio, which is set whole or not at all. */
+const tlsFile: Parser<string> = (raw, env) => {
+  const missing = TLS_FILES.filter((name) => !env?.[name]);
+  if (missing.length > 0) throw new Error(`set with ${TLS_FILES.join(", ")} or not at all: ${missing.join(", ")} missing`);
+  return raw;
+};
+
+/**
+ * Mutual TLS on the internal gRPC network (grpc/tls.ts), for every process that serves or calls it:
+ * unset, plaintext (npm start, the tests); set, every server demands a client certificate from the CA
+ * and every client checks the server's SPIFFE ID, with the files reloaded when they change.
+ */
+export const grpcTlsSettings = {
+  tlsCertFile: optionalSetting("GRPC_TLS_CERT_FILE", tlsFile, "this process's certificate (PEM, chain after it), whose URI SAN is spiffe://<GRPC_TLS_TRUST_DOMAIN>/<service>; with GRPC_TLS_KEY_FILE and GRPC_TLS_CA_FILE turns on mutual TLS; unset = plaintext"),
+  tlsKeyFile: optionalSetting("GRPC_TLS_KEY_FILE", tlsFile, "the private key of GRPC_TLS_CERT_FILE (PEM)"),
+  tlsCaFile: optionalSetting("GRPC_TLS_CA_FILE", tlsFile, "the CA certificates (PEM) peers' certificates must chain to, server's and client's alike"),
+  tlsTrustDomain: setting("GRPC_TLS_TRUST_DOMAIN", parse.matching(/^[a-z0-9]([a-z0-9.-]{0,253}[a-z0-9])?$/, "a trust domain (lower-case DNS-like name)"), "the trust domain of the mesh's SPIFFE IDs: spiffe://<this>/<service>", "switchyard"),
+  tlsReloadIntervalMs: setting("GRPC_TLS_RELOAD_INTERVAL_MS", parse.int(100, 3_600_000), "how often the certificate, key and CA files are read again; a changed, consistent set is used for every new connection", 30_000),
+};
+
 /** Settings every service process has; each entrypoint adds its own. */
 export function serviceSettings(prefix: string, defaultPort: number) {
   const schema = prefix.toLowerCase();
@@ -142,6 +164,7 @@ export function serviceSettings(prefix: string, defaultPort: number) {
     maxConnectionAgeMs: setting("GRPC_MAX_CONNECTION_AGE_MS", parse.int(1_000, 86_400_000), "the server asks a client to reconnect after this long (then GRPC_MAX_CONNECTION_AGE_GRACE_MS for its calls to finish), so clients balancing over DNS find new replicas", 300_000),
     maxConnectionAgeGraceMs: setting("GRPC_MAX_CONNECTION_AGE_GRACE_MS", parse.int(0, 3_600_000), "how long calls on a connection past its age may still run", 30_000),
     ...grpcServerHardeningSettings,
+    ...grpcTlsSettings,
     listenFd: optionalSetting("LISTEN_FD", parse.int(3, 65_535), "serve on this inherited, already listening socket instead of binding HOST:PORT (the mesh launcher hands sockets over so no other process can take a port first)"),
     otlpEndpoint: otlpEndpointSetting,
     metricsPort: setting(`${prefix}_METRICS_PORT`, parse.port, "port of the Prometheus metrics endpoint (GET /metrics, on the same interface as gRPC); 0 = none", 0),

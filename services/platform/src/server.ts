@@ -53,6 +53,8 @@ export interface GrpcServerOptions {
   maxConcurrentStreams?: number;
   /** Default and ceiling of the deadline of calls that answer once; absent: DEFAULT_DEADLINE_LIMITS. */
   deadlineLimits?: DeadlineLimits;
+  /** The server's transport credentials (mutual TLS: grpc/tls.ts); absent: plaintext. */
+  credentials?: ServerCredentials;
 }
 
 /** The settings' defaults (config.ts, grpcServerHardeningSettings), for servers made without them (tests). */
@@ -107,8 +109,8 @@ function callObserver(logger: Logger): RpcObserver {
  * process) and handed it over, so between choosing a port and serving on it nobody else can take it.
  * grpc-js binds only addresses, so the connections are injected into it.
  */
-async function serveOnInheritedSocket(server: Server, fd: number): Promise<{ port: number; close(): void }> {
-  const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
+async function serveOnInheritedSocket(server: Server, fd: number, credentials: ServerCredentials): Promise<{ port: number; close(): void }> {
+  const injector = server.createConnectionInjector(credentials);
   const listener = createNetServer((socket) => injector.injectConnection(socket));
   await new Promise<void>((resolve, reject) => {
     listener.once("error", reject);
@@ -153,13 +155,14 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   }
   let stopListening = () => {};
   let port: number;
+  const credentials = options.credentials ?? ServerCredentials.createInsecure();
   if (options.listenFd !== undefined) {
-    const inherited = await serveOnInheritedSocket(server, options.listenFd);
+    const inherited = await serveOnInheritedSocket(server, options.listenFd, credentials);
     port = inherited.port;
     stopListening = inherited.close;
   } else {
     port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync(`${options.host}:${options.port}`, ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
+      server.bindAsync(`${options.host}:${options.port}`, credentials, (err, bound) => (err ? reject(err) : resolve(bound))),
     );
   }
   for (const { service } of options.services) health.set(service.typeName, ServingStatus.SERVING);

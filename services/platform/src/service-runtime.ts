@@ -5,6 +5,8 @@ import { join } from "node:path";
 import type { Client as GrpcChannel } from "@grpc/grpc-js";
 import type { DescService } from "@bufbuild/protobuf";
 import { openChannel } from "./grpc/client.js";
+import { openTransportSecurity, type TlsConfig, type TransportSecurity } from "./grpc/tls.js";
+import { grpcTlsSettings } from "./config.js";
 import type { Logger } from "./logger.js";
 import { DEFAULT_DEADLINE_LIMITS, DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_PING_POLICY, startGrpcServer, type GrpcServerOptions, type RunningServer, type ServiceRegistration } from "./server.js";
 import { openSqlDatabase, type Migration, type SchemaAtStart, type SqlDatabase } from "./store/sql.js";
@@ -12,7 +14,7 @@ import { startMetricsServer, startProcessMetrics, type MetricsServer } from "./m
 import { startTracing } from "./tracing.js";
 
 /** The settings every service has (see serviceSettings). */
-export interface CommonServiceConfig {
+export interface CommonServiceConfig extends Partial<TlsConfig> {
   host: string;
   port: number;
   databaseUrl: string | undefined;
@@ -39,6 +41,7 @@ export interface CommonServiceConfig {
   metricsListenFd?: number | undefined;
 }
 
+/** A service this one calls, by its name (its SPIFFE ID's last part, with mutual TLS). */
 export interface Peer {
   address: string;
   serves: readonly DescService[];
@@ -88,13 +91,18 @@ export async function startServiceRuntime<P extends string>(options: {
     await stopTracing();
   };
   let db: SqlDatabase;
+  let tls: TransportSecurity | undefined;
   try {
+    // Mutual TLS when GRPC_TLS_* are set: the certificate must name this service, or it does not start.
+    tls = openTransportSecurity({ ...config, tlsTrustDomain: config.tlsTrustDomain ?? grpcTlsSettings.tlsTrustDomain.fallback!, tlsReloadIntervalMs: config.tlsReloadIntervalMs ?? grpcTlsSettings.tlsReloadIntervalMs.fallback! }, name, options.logger);
     db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, name), schema: config.databaseSchema, migrations: options.migrations, schemaAtStart: config.databaseMigrations, maxConnections: config.databasePoolMax });
   } catch (err) {
     await stopTelemetry();
     throw err;
   }
-  const channels = Object.fromEntries(Object.entries<Peer>(options.peers ?? ({} as Record<P, Peer>)).map(([name, peer]) => [name, openChannel(peer.address, peer.serves)])) as Record<P, GrpcChannel>;
+  const channels = Object.fromEntries(
+    Object.entries<Peer>(options.peers ?? ({} as Record<P, Peer>)).map(([peerName, peer]) => [peerName, openChannel(peer.address, peer.serves, {}, tls?.forPeer(peerName))]),
+  ) as Record<P, GrpcChannel>;
   const closeChannels = () => Object.values<GrpcChannel>(channels).forEach((c) => c.close());
   let parts: ServiceParts | undefined;
   try {
@@ -111,6 +119,7 @@ export async function startServiceRuntime<P extends string>(options: {
       listenFd: config.listenFd,
       services: parts.services,
       ...hardeningOf(config),
+      ...(tls ? { credentials: tls.serverCredentials } : {}),
     });
     const stopParts = parts.stop;
     return {

@@ -6,3 +6,4 @@ export * from "./authentication.js";
 export { codecOf, methodPath } from "./service-adapter.js";
 export { errorFromStatus, statusFromError } from "./status-details.js";
 export { HealthStatus, ServingStatus } from "./health.js";
+export { channelSecurityFromFiles, openTransportSecurity, serviceNamedBy, spiffeId, tlsFilesOf, type ChannelSecurity, type TlsConfig, type TlsFiles, type TransportSecurity } from "./tls.js";

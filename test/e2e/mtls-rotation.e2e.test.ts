@@ -1,0 +1,165 @@
+// The whole mesh over mutual TLS (GRPC_TLS_*), each process with its own certificate naming it
+// (spiffe://switchyard/<service>) in a Secret mounted the kubelet's way (test/support/pki.ts). A
+// server refuses a client without a certificate from the CA; a client refuses a server whose
+// certificate names another service. Then every certificate and the CA are rotated while requests
+// flow through every hop — trust in the new CA added beside the old one, new certificates from it,
+// the old CA dropped — with servers closing connections every 1.5 s so that new handshakes happen
+// throughout: no request fails, and afterwards the old certificate is refused.
+import { expect } from "chai";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { credentials } from "@grpc/grpc-js";
+import { Code, ConnectError } from "@connectrpc/connect";
+import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
+import { createServiceClient, openChannel, type ChannelSecurity } from "@switchyard/platform/grpc";
+import type { ServiceName } from "../../scripts/mesh.js";
+import { ALICE, startE2eMesh, type E2eMesh } from "../support/http.js";
+import { TestCa, tlsEnv, writeMountedSecret, type Issued } from "../support/pki.js";
+
+const PROCESSES: ServiceName[] = ["identity", "payments", "orders", "content", "gateway"];
+const RELOAD_MS = 200;
+const CONNECTION_AGE_MS = 1_500;
+const spiffe = (service: string) => `spiffe://switchyard/${service}`;
+
+/** A workload's certificate from `ca`: its SPIFFE ID, and the names a tool would dial it by. */
+const issueFor = (ca: TestCa, service: string): Issued => ca.issue(service, { uris: [spiffe(service)], dnsNames: [service, "localhost"], ips: ["127.0.0.1"] });
+
+/** A channel's security with the given client pair (or none), trusting `caPem`, expecting `peer`'s SPIFFE ID. */
+function clientSecurity(caPem: string, peer: string, pair?: Issued): ChannelSecurity {
+  return {
+    credentials: credentials.createSsl(Buffer.from(caPem), pair ? Buffer.from(pair.keyPem) : null, pair ? Buffer.from(pair.certPem) : null, {
+      checkServerIdentity: (_host, cert) => (cert.subjectaltname?.split(/,\s*/).includes(`URI:${spiffe(peer)}`) ? undefined : new Error(`not ${peer}: ${cert.subjectaltname}`)),
+    }),
+    options: { "grpc.ssl_target_name_override": peer },
+  };
+}
+
+/** A health check of `port` with this security (none: plaintext): OK, or the code it failed with. */
+async function healthCheck(port: number, security?: ChannelSecurity): Promise<"SERVING" | Code> {
+  const channel = openChannel(`127.0.0.1:${port}`, [], { "grpc.initial_reconnect_backoff_ms": 100 }, security);
+  try {
+    const reply = await createServiceClient(Health, channel).check({ service: "" }, { timeoutMs: 3_000 });
+    return reply.status === HealthCheckResponse_ServingStatus.SERVING ? "SERVING" : Code.Unknown;
+  } catch (err) {
+    return ConnectError.from(err).code;
+  } finally {
+    channel.close();
+  }
+}
+
+describe("e2e: mutual TLS between every process, and a rotation of every certificate under load", function () {
+  this.timeout(120_000);
+  let env: E2eMesh;
+  let secrets: string;
+  let alice: string;
+  const oldCa = new TestCa("switchyard test CA 1");
+  const newCa = new TestCa("switchyard test CA 2");
+  const oldPairs = new Map(PROCESSES.map((p) => [p, issueFor(oldCa, p)] as const));
+  const dirOf = (p: ServiceName) => join(secrets, p);
+
+  before(async function () {
+    this.timeout(180_000);
+    secrets = mkdtempSync(join(tmpdir(), "switchyard-mtls-"));
+    for (const p of PROCESSES) writeMountedSecret(dirOf(p), { "tls.crt": oldPairs.get(p)!.certPem, "tls.key": oldPairs.get(p)!.keyPem, "ca.crt": oldCa.certPem });
+    env = await startE2eMesh("mtls", {
+      env: { GRPC_TLS_RELOAD_INTERVAL_MS: String(RELOAD_MS), GRPC_MAX_CONNECTION_AGE_MS: String(CONNECTION_AGE_MS), GRPC_MAX_CONNECTION_AGE_GRACE_MS: "1000" },
+      envFor: Object.fromEntries(PROCESSES.map((p) => [p, tlsEnv(dirOf(p))])),
+    });
+    alice = await env.api.login(ALICE);
+  });
+  after(async function () {
+    this.timeout(60_000);
+    await env?.stop();
+    if (secrets) rmSync(secrets, { recursive: true, force: true });
+  });
+
+  describe("who may connect", () => {
+    it("a plaintext client is refused by every service", async () => {
+      for (const p of ["identity", "payments", "orders", "content"] as const) expect(await healthCheck(env.mesh.ports[p]), p).to.equal(Code.Unavailable);
+    });
+
+    it("a TLS client without a certificate, or with one from another CA, is refused; with one from the CA it is served", async () => {
+      const port = env.mesh.ports.payments;
+      const stranger = new TestCa("not the mesh's CA");
+      expect(await healthCheck(port, clientSecurity(oldCa.certPem, "payments")), "no client certificate").to.equal(Code.Unavailable);
+      expect(await healthCheck(port, clientSecurity(oldCa.certPem, "payments", issueFor(stranger, "orders"))), "another CA's").to.equal(Code.Unavailable);
+      expect(await healthCheck(port, clientSecurity(oldCa.certPem, "payments", oldPairs.get("orders")))).to.equal("SERVING");
+    });
+
+    it("a client checks the server's name: a channel meant for identity refuses payments' certificate", async () => {
+      expect(await healthCheck(env.mesh.ports.payments, clientSecurity(oldCa.certPem, "identity", oldPairs.get("orders")))).to.equal(Code.Unavailable);
+    });
+  });
+
+  describe("rotation", () => {
+    it("rotates the CA and every certificate while requests cross every hop: none fails; then the old certificate is refused", async function () {
+      this.timeout(120_000);
+      const failures: string[] = [];
+      let answered = 0;
+      let stop = false;
+      /** One request after another until told to stop, each checked. */
+      const loop = async (request: () => Promise<{ status: number; text: string; what: string }>) => {
+        while (!stop) {
+          const res = await request().catch((err: unknown) => ({ status: 0, text: String(err), what: "fetch" }));
+          if (res.status >= 200 && res.status < 300) answered++;
+          else failures.push(`${res.what}: ${res.status} ${res.text.slice(0, 200)}`);
+        }
+      };
+      const get = (path: string) => async () => ({ ...(await env.api.get(path, { token: alice })), what: `GET ${path}` });
+      // An order paid: gateway → orders → content (prices) and → identity (orders' own token) and → payments.
+      const payOrder = async () => {
+        const order = await env.api.post("/v1/orders", { token: alice, json: { currency: "EUR", items: [{ sku: "PEN-1", quantity: 1 }] } });
+        if (order.status !== 201) return { ...order, what: "POST /v1/orders" };
+        return { ...(await env.api.post(`/v1/orders/${order.json.id}/payment`, { token: alice, json: { source: "tok_visa" } })), what: "POST /v1/orders/{id}/payment" };
+      };
+      const loops = [
+        loop(get("/v1/tenants/acme/users?limit=1")),
+        loop(get("/v1/payments?limit=1")),
+        loop(get("/v1/catalog/items?page_size=1")),
+        loop(payOrder),
+      ];
+      const everyone = (files: (p: ServiceName) => { "tls.crt": string; "tls.key": string; "ca.crt": string }) => {
+        for (const p of PROCESSES) writeMountedSecret(dirOf(p), files(p));
+      };
+      const settle = (ms: number) => sleep(ms);
+      try {
+        await settle(1_000);
+        const before = answered;
+        expect(before, "requests answered before the rotation").to.be.greaterThan(5);
+        // 1. Trust the new CA beside the old one, everywhere.
+        everyone((p) => ({ "tls.crt": oldPairs.get(p)!.certPem, "tls.key": oldPairs.get(p)!.keyPem, "ca.crt": oldCa.certPem + newCa.certPem }));
+        await settle(RELOAD_MS * 5);
+        // 2. Every process gets a new key and certificate from the new CA.
+        const newPairs = new Map(PROCESSES.map((p) => [p, issueFor(newCa, p)] as const));
+        everyone((p) => ({ "tls.crt": newPairs.get(p)!.certPem, "tls.key": newPairs.get(p)!.keyPem, "ca.crt": oldCa.certPem + newCa.certPem }));
+        await settle(CONNECTION_AGE_MS * 2);
+        // 3. The old CA is no longer trusted; connections made since carry only new certificates.
+        everyone((p) => ({ "tls.crt": newPairs.get(p)!.certPem, "tls.key": newPairs.get(p)!.keyPem, "ca.crt": newCa.certPem }));
+        await settle(CONNECTION_AGE_MS * 3);
+        expect(answered - before, "requests answered during the rotation").to.be.greaterThan(20);
+      } finally {
+        stop = true;
+        await Promise.all(loops);
+      }
+      expect(failures, "failed requests").to.deep.equal([]);
+
+      // Every process reloaded its files (three times), without a restart.
+      for (const p of PROCESSES) {
+        const reloads = env.mesh.logsOf(p).join("").split("\n").filter((line) => line.includes("TLS files reloaded")).length;
+        expect(reloads, `${p} reloads`).to.be.at.least(3);
+        expect(env.mesh.process(p).exitCode, `${p} still running`).to.equal(null);
+      }
+
+      // The old certificate is refused now, by every service; the new one is served.
+      for (const p of ["identity", "payments", "orders", "content"] as const) {
+        const port = env.mesh.ports[p];
+        expect(await healthCheck(port, clientSecurity(oldCa.certPem + newCa.certPem, p, oldPairs.get("gateway"))), `${p}: the gateway's old certificate`).to.equal(Code.Unavailable);
+        expect(await healthCheck(port, clientSecurity(newCa.certPem, p, issueFor(newCa, "gateway"))), `${p}: a new one`).to.equal("SERVING");
+        // And a client that trusts only the old CA no longer accepts the server.
+        expect(await healthCheck(port, clientSecurity(oldCa.certPem, p, oldPairs.get("gateway"))), `${p}: seen by a client of the old CA`).to.equal(Code.Unavailable);
+      }
+    });
+  });
+});
