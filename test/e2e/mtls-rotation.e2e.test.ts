@@ -4,21 +4,33 @@
 // certificate names another service. Then every certificate and the CA are rotated while requests
 // flow through every hop — trust in the new CA added beside the old one, new certificates from it,
 // the old CA dropped — with servers closing connections every 1.5 s so that new handshakes happen
-// throughout: no request fails, and afterwards the old certificate is refused.
+// throughout: no request fails, and afterwards the old certificate is refused. Between the two, a
+// service is known by its certificate: payments takes an order's charge and its key lookups only
+// from orders', identity's operator RPC only from the operator's, and a service token only from the
+// workload it belongs to.
 import { expect } from "chai";
+import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { credentials } from "@grpc/grpc-js";
 import { Code, ConnectError } from "@connectrpc/connect";
+import type { DescService } from "@bufbuild/protobuf";
 import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
+import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
+import { OperatorService } from "@switchyard/gen/switchyard/identity/v1/operator_pb.js";
+import { KeyedOperation, PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
+import { SERVICE_AUTHORIZATION } from "@switchyard/platform/caller.js";
 import { createServiceClient, openChannel, type ChannelSecurity } from "@switchyard/platform/grpc";
 import type { ServiceName } from "../../scripts/mesh.js";
 import { ALICE, startE2eMesh, type E2eMesh } from "../support/http.js";
 import { TestCa, tlsEnv, writeMountedSecret, type Issued } from "../support/pki.js";
 
 const PROCESSES: ServiceName[] = ["identity", "payments", "orders", "content", "gateway"];
+/** The service credentials at identity, known here so that a test can hold orders' own token. */
+const ORDERS_SECRET = randomBytes(32).toString("base64url");
+const GATEWAY_SECRET = randomBytes(32).toString("base64url");
 const RELOAD_MS = 200;
 const CONNECTION_AGE_MS = 1_500;
 const spiffe = (service: string) => `spiffe://switchyard/${service}`;
@@ -35,6 +47,12 @@ function clientSecurity(caPem: string, peer: string, pair?: Issued): ChannelSecu
     options: { "grpc.ssl_target_name_override": peer },
   };
 }
+
+const codeOf = (call: Promise<unknown>): Promise<Code | "OK"> =>
+  call.then(
+    () => "OK" as const,
+    (err: unknown) => ConnectError.from(err).code,
+  );
 
 /** A health check of `port` with this security (none: plaintext): OK, or the code it failed with. */
 async function healthCheck(port: number, security?: ChannelSecurity): Promise<"SERVING" | Code> {
@@ -65,7 +83,12 @@ describe("e2e: mutual TLS between every process, and a rotation of every certifi
     for (const p of PROCESSES) writeMountedSecret(dirOf(p), { "tls.crt": oldPairs.get(p)!.certPem, "tls.key": oldPairs.get(p)!.keyPem, "ca.crt": oldCa.certPem });
     env = await startE2eMesh("mtls", {
       env: { GRPC_TLS_RELOAD_INTERVAL_MS: String(RELOAD_MS), GRPC_MAX_CONNECTION_AGE_MS: String(CONNECTION_AGE_MS), GRPC_MAX_CONNECTION_AGE_GRACE_MS: "1000" },
-      envFor: Object.fromEntries(PROCESSES.map((p) => [p, tlsEnv(dirOf(p))])),
+      envFor: {
+        ...Object.fromEntries(PROCESSES.map((p) => [p, tlsEnv(dirOf(p))])),
+        identity: { ...tlsEnv(dirOf("identity")), IDENTITY_SERVICE_CREDENTIALS: `orders:${ORDERS_SECRET},gateway:${GATEWAY_SECRET}` },
+        orders: { ...tlsEnv(dirOf("orders")), ORDERS_SERVICE_SECRET: ORDERS_SECRET },
+        gateway: { ...tlsEnv(dirOf("gateway")), GATEWAY_SERVICE_SECRET: GATEWAY_SECRET },
+      },
     });
     alice = await env.api.login(ALICE);
   });
@@ -90,6 +113,52 @@ describe("e2e: mutual TLS between every process, and a rotation of every certifi
 
     it("a client checks the server's name: a channel meant for identity refuses payments' certificate", async () => {
       expect(await healthCheck(env.mesh.ports.payments, clientSecurity(oldCa.certPem, "identity", oldPairs.get("orders")))).to.equal(Code.Unavailable);
+    });
+  });
+
+  describe("service identity from the certificate", () => {
+    /** A client of `service` on `peer`'s port, presenting `as`'s certificate (of the CA in use before the rotation). */
+    function clientOf<S extends DescService>(service: S, peer: "identity" | "payments", as: Issued) {
+      const channel = openChannel(`127.0.0.1:${env.mesh.ports[peer]}`, [], {}, clientSecurity(oldCa.certPem, peer, as));
+      channels.push(channel);
+      return createServiceClient(service, channel);
+    }
+    const channels: ReturnType<typeof openChannel>[] = [];
+    after(() => channels.forEach((c) => c.close()));
+    const user = () => ({ authorization: `Bearer ${alice}` });
+    const charge = (reference: string) => ({ idempotencyKey: randomUUID(), amount: 100n, currency: "EUR", source: "tok_visa", reference });
+
+    it("payments charges for an order (a reference) only for orders' certificate, with a user's token; the gateway's is refused", async () => {
+      const asOrders = clientOf(PaymentService, "payments", oldPairs.get("orders")!);
+      const asGateway = clientOf(PaymentService, "payments", oldPairs.get("gateway")!);
+      const made = await asOrders.createPayment(charge("order:424242"), { headers: user(), timeoutMs: 5_000 });
+      expect(made.payment?.reference).to.equal("order:424242");
+      expect(await codeOf(asGateway.createPayment(charge("order:424243"), { headers: user(), timeoutMs: 5_000 }))).to.equal(Code.PermissionDenied);
+      // A user's own payment, without a reference, from any workload of the mesh.
+      expect(await codeOf(asGateway.createPayment(charge(""), { headers: user(), timeoutMs: 5_000 }))).to.equal("OK");
+    });
+
+    it("ResolveIdempotencyKey answers orders' certificate alone — no token needed; content's is refused", async () => {
+      const request = { tenantId: "acme", idempotencyKey: randomUUID(), operation: KeyedOperation.CREATE_PAYMENT };
+      expect(await codeOf(clientOf(PaymentService, "payments", oldPairs.get("content")!).resolveIdempotencyKey(request, { timeoutMs: 5_000 }))).to.equal(Code.PermissionDenied);
+      const settled = await clientOf(PaymentService, "payments", oldPairs.get("orders")!).resolveIdempotencyKey(request, { timeoutMs: 5_000 });
+      expect(settled.outcome.case).to.equal("voided");
+    });
+
+    it("a service token works only from its own workload: orders' token over content's certificate is refused", async () => {
+      const identity = clientOf(IdentityService, "identity", oldPairs.get("orders")!);
+      const { accessToken } = await identity.createServiceToken({ clientId: "orders", clientSecret: ORDERS_SECRET }, { timeoutMs: 5_000 });
+      const request = { tenantId: "acme", idempotencyKey: randomUUID(), operation: KeyedOperation.CREATE_PAYMENT };
+      const withToken = { headers: { [SERVICE_AUTHORIZATION]: `Bearer ${accessToken}` }, timeoutMs: 5_000 };
+      expect(await codeOf(clientOf(PaymentService, "payments", oldPairs.get("content")!).resolveIdempotencyKey(request, withToken))).to.equal(Code.Unauthenticated);
+      expect(await codeOf(clientOf(PaymentService, "payments", oldPairs.get("orders")!).resolveIdempotencyKey(request, withToken))).to.equal("OK");
+    });
+
+    it("identity's operator RPC answers the operator's certificate, and not the gateway's", async () => {
+      const tenant = { tenantId: `tls-${randomUUID().slice(0, 8)}`, displayName: "TLS", adminEmail: "admin@tls.test", adminFullName: "Admin", adminPassword: "a-long-enough-password" };
+      expect(await codeOf(clientOf(OperatorService, "identity", oldPairs.get("gateway")!).createTenant(tenant, { timeoutMs: 10_000 }))).to.equal(Code.PermissionDenied);
+      const made = await clientOf(OperatorService, "identity", issueFor(oldCa, "operator")).createTenant(tenant, { timeoutMs: 10_000 });
+      expect(made.tenant?.id).to.equal(tenant.tenantId);
     });
   });
 

@@ -3,7 +3,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { ContentService, ImportItemsRequestSchema, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
-import { callerOf, type AuthenticationPolicy, type Authenticator } from "@switchyard/platform/grpc";
+import { ANYONE, callerOf, USERS, type AuthenticationPolicy, type Authenticator, type CallPolicy } from "@switchyard/platform/grpc";
 import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { isIdOf } from "@switchyard/platform/ids.js";
 import { decodeCursor, pageOf, pageSizeOf, type Keyset } from "@switchyard/platform/paging.js";
@@ -26,8 +26,26 @@ export interface ContentDeps {
   importJobQueued?: () => void;
 }
 
-/** Documents and posts are a user's; the catalog is public (writing it needs a user, below). */
-export const contentAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof ContentService> => ({ authenticator, anyone: ["listCatalogItems", "batchGetCatalogItems"] });
+/**
+ * Who may call content: the public catalog anyone (orders reads prices there); documents, posts and
+ * writing the catalog a user (the catalog's owner tenant's admins: domain rules below).
+ */
+export const contentCallPolicy: CallPolicy<typeof ContentService> = {
+  listCatalogItems: ANYONE,
+  batchGetCatalogItems: ANYONE,
+  createDocument: USERS,
+  getDocument: USERS,
+  updateDocument: USERS,
+  createPost: USERS,
+  getPost: USERS,
+  listPosts: USERS,
+  watchPosts: USERS,
+  importItems: USERS,
+  createImportJob: USERS,
+  getImportJob: USERS,
+};
+
+export const contentAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof ContentService> => ({ authenticator, access: contentCallPolicy });
 
 const REPLAY_PAGE = 200;
 /** A watcher that falls this far behind (the posts' encoded size) is ended rather than buffered without bound. */

@@ -17,6 +17,7 @@ import { reportEventLoopLag, reportOpenStreams } from "./metrics.js";
 import { MAX_MESSAGE_BYTES } from "./message-limits.js";
 import { onEveryConnection, policePings, type PingPolicy } from "./grpc/connection-policy.js";
 import type { DeadlineLimits } from "./grpc/deadline-policy.js";
+import type { PeerIdentity } from "./grpc/call-policy.js";
 
 export interface ServiceRegistration {
   readonly service: DescService;
@@ -55,6 +56,8 @@ export interface GrpcServerOptions {
   deadlineLimits?: DeadlineLimits;
   /** The server's transport credentials (mutual TLS: grpc/tls.ts); absent: plaintext. */
   credentials?: ServerCredentials;
+  /** How the transport names a calling service (mutual TLS: its certificate); absent: only its own token does. */
+  peerIdentity?: PeerIdentity;
 }
 
 /** The settings' defaults (config.ts, grpcServerHardeningSettings), for servers made without them (tests). */
@@ -150,7 +153,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   for (const { service, impl, authentication } of all) {
     // Health and reflection always answer: an overloaded service must still say how it is.
     const business = options.services.some((s) => s.service === service);
-    const adapted = adaptService(service, impl as never, observer, business ? admit : undefined, authentication, openStreams, deadlineLimits);
+    const adapted = adaptService(service, impl as never, observer, business ? admit : undefined, authentication, openStreams, deadlineLimits, options.peerIdentity);
     server.addService(adapted.definition, adapted.implementation);
   }
   let stopListening = () => {};

@@ -6,6 +6,7 @@ import type { Client as GrpcChannel } from "@grpc/grpc-js";
 import type { DescService } from "@bufbuild/protobuf";
 import { openChannel } from "./grpc/client.js";
 import { openTransportSecurity, type TlsConfig, type TransportSecurity } from "./grpc/tls.js";
+import { certificateIdentity } from "./grpc/call-policy.js";
 import { grpcTlsSettings } from "./config.js";
 import type { Logger } from "./logger.js";
 import { DEFAULT_DEADLINE_LIMITS, DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_PING_POLICY, startGrpcServer, type GrpcServerOptions, type RunningServer, type ServiceRegistration } from "./server.js";
@@ -119,7 +120,8 @@ export async function startServiceRuntime<P extends string>(options: {
       listenFd: config.listenFd,
       services: parts.services,
       ...hardeningOf(config),
-      ...(tls ? { credentials: tls.serverCredentials } : {}),
+      // With mutual TLS a calling service is known by its certificate (grpc/call-policy.ts).
+      ...(tls ? { credentials: tls.serverCredentials, peerIdentity: certificateIdentity(tls.trustDomain) } : {}),
     });
     const stopParts = parts.stop;
     return {

@@ -1,5 +1,6 @@
 // A Connect HandlerContext built over a grpc-js server call. Headers are built lazily: most
 // handlers read one metadata key, and building a Headers object per call is measurable.
+import type { PeerCertificate } from "node:tls";
 import type { Metadata } from "@grpc/grpc-js";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type HandlerContext } from "@connectrpc/connect";
@@ -8,6 +9,8 @@ import { answersOnce, deadlineWithin, type DeadlineLimits } from "./deadline-pol
 
 export interface ServerCallLike {
   metadata: Metadata;
+  /** The TLS peer certificate, on a connection with one (grpc-js). */
+  getAuthContext?(): { sslPeerCertificate?: PeerCertificate | undefined };
   /** grpc-js sets it once the client cancelled the call (or its stream closed). */
   cancelled?: boolean;
   getPeer?(): string;
@@ -195,6 +198,11 @@ export function peerHostOf(context: HandlerContext): string | undefined {
   if (bracketed) return bracketed[1];
   const hostAndPort = /^([^:]+):\d+$/.exec(peer);
   return hostAndPort ? hostAndPort[1] : peer;
+}
+
+/** The certificate the call's peer presented (mutual TLS), undefined without one. */
+export function peerCertificateOf(context: HandlerContext): PeerCertificate | undefined {
+  return ownContext(context)?.call.getAuthContext?.().sslPeerCertificate;
 }
 
 /** Reads one request metadata value without building Headers (the hot path: the bearer token). */

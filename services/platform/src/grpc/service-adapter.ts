@@ -18,6 +18,7 @@ import { authenticationFor, type AuthenticationPolicy } from "./authentication.j
 import { withCallScope } from "../call-deadline.js";
 import { deadlineExceeded, endCall, endedBy, openCallScope, type CallScope } from "./handler-context.js";
 import type { DeadlineLimits } from "./deadline-policy.js";
+import type { PeerIdentity } from "./call-policy.js";
 import { statusFromError } from "./status-details.js";
 import { serverTelemetry, type ServerCallTelemetry } from "./telemetry.js";
 
@@ -113,8 +114,8 @@ function requestsOf(call: ServerReadableStream<object, object> | ServerDuplexStr
  * Runs a handler behind what every call goes through first: `admit` (load shedding, refuses by
  * throwing) and then authentication as the policy requires for the method.
  */
-function guard(method: DescMethod, handler: AnyImpl, admit: (() => void) | undefined, policy: AuthenticationPolicy | undefined): AnyImpl {
-  const authenticate = authenticationFor(policy, method);
+function guard(method: DescMethod, handler: AnyImpl, admit: (() => void) | undefined, policy: AuthenticationPolicy | undefined, peer: PeerIdentity | undefined): AnyImpl {
+  const authenticate = authenticationFor(policy, method, peer);
   if (!authenticate) {
     return admit
       ? (input, context) => {
@@ -158,6 +159,8 @@ export function adaptService<S extends DescService>(
   openStreams?: Set<HandlerContext>,
   /** The server's default and ceiling of the deadline of calls that answer once. */
   deadlineLimits?: DeadlineLimits,
+  /** How the transport names a calling service (mutual TLS). */
+  peer?: PeerIdentity,
 ) {
   const definition: Record<string, MethodDefinition<object, object>> = {};
   const implementation: UntypedServiceImplementation = {};
@@ -165,7 +168,7 @@ export function adaptService<S extends DescService>(
     const handler = (impl as Record<string, AnyImpl | undefined>)[method.localName];
     if (!handler) continue;
     definition[method.name] = methodDefinition(method);
-    implementation[method.name] = handlerFor(service, method, guard(method, handler.bind(impl), admit, policy), observer, openStreams, deadlineLimits);
+    implementation[method.name] = handlerFor(service, method, guard(method, handler.bind(impl), admit, policy, peer), observer, openStreams, deadlineLimits);
   }
   return { definition: definition as ServiceDefinition, implementation };
 }
