@@ -11,6 +11,7 @@
 import { expect } from "chai";
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -54,6 +55,15 @@ const codeOf = (call: Promise<unknown>): Promise<Code | "OK"> =>
     (err: unknown) => ConnectError.from(err).code,
   );
 
+/** A port nothing listens on now (for a setting the mesh launcher does not hand over). */
+async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
 /** A health check of `port` with this security (none: plaintext): OK, or the code it failed with. */
 async function healthCheck(port: number, security?: ChannelSecurity): Promise<"SERVING" | Code> {
   const channel = openChannel(`127.0.0.1:${port}`, [], { "grpc.initial_reconnect_backoff_ms": 100 }, security);
@@ -72,6 +82,7 @@ describe("e2e: mutual TLS between every process, and a rotation of every certifi
   let env: E2eMesh;
   let secrets: string;
   let alice: string;
+  let paymentsHealthPort: number;
   const oldCa = new TestCa("switchyard test CA 1");
   const newCa = new TestCa("switchyard test CA 2");
   const oldPairs = new Map(PROCESSES.map((p) => [p, issueFor(oldCa, p)] as const));
@@ -80,6 +91,7 @@ describe("e2e: mutual TLS between every process, and a rotation of every certifi
   before(async function () {
     this.timeout(180_000);
     secrets = mkdtempSync(join(tmpdir(), "switchyard-mtls-"));
+    paymentsHealthPort = await freePort();
     for (const p of PROCESSES) writeMountedSecret(dirOf(p), { "tls.crt": oldPairs.get(p)!.certPem, "tls.key": oldPairs.get(p)!.keyPem, "ca.crt": oldCa.certPem });
     env = await startE2eMesh("mtls", {
       env: { GRPC_TLS_RELOAD_INTERVAL_MS: String(RELOAD_MS), GRPC_MAX_CONNECTION_AGE_MS: String(CONNECTION_AGE_MS), GRPC_MAX_CONNECTION_AGE_GRACE_MS: "1000" },
@@ -87,6 +99,7 @@ describe("e2e: mutual TLS between every process, and a rotation of every certifi
         ...Object.fromEntries(PROCESSES.map((p) => [p, tlsEnv(dirOf(p))])),
         identity: { ...tlsEnv(dirOf("identity")), IDENTITY_SERVICE_CREDENTIALS: `orders:${ORDERS_SECRET},gateway:${GATEWAY_SECRET}` },
         orders: { ...tlsEnv(dirOf("orders")), ORDERS_SERVICE_SECRET: ORDERS_SECRET },
+        payments: { ...tlsEnv(dirOf("payments")), GRPC_HEALTH_PORT: String(paymentsHealthPort) },
         gateway: { ...tlsEnv(dirOf("gateway")), GATEWAY_SERVICE_SECRET: GATEWAY_SECRET },
       },
     });
@@ -109,6 +122,17 @@ describe("e2e: mutual TLS between every process, and a rotation of every certifi
       expect(await healthCheck(port, clientSecurity(oldCa.certPem, "payments")), "no client certificate").to.equal(Code.Unavailable);
       expect(await healthCheck(port, clientSecurity(oldCa.certPem, "payments", issueFor(stranger, "orders"))), "another CA's").to.equal(Code.Unavailable);
       expect(await healthCheck(port, clientSecurity(oldCa.certPem, "payments", oldPairs.get("orders")))).to.equal("SERVING");
+    });
+
+    it("GRPC_HEALTH_PORT serves grpc.health.v1 in plaintext for the kubelet's probes, and nothing else", async () => {
+      expect(await healthCheck(paymentsHealthPort)).to.equal("SERVING");
+      const channel = openChannel(`127.0.0.1:${paymentsHealthPort}`);
+      try {
+        const request = { tenantId: "acme", idempotencyKey: randomUUID(), operation: KeyedOperation.CREATE_PAYMENT };
+        expect(await codeOf(createServiceClient(PaymentService, channel).resolveIdempotencyKey(request, { timeoutMs: 3_000 }))).to.equal(Code.Unimplemented);
+      } finally {
+        channel.close();
+      }
     });
 
     it("a client checks the server's name: a channel meant for identity refuses payments' certificate", async () => {

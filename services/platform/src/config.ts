@@ -165,6 +165,7 @@ export function serviceSettings(prefix: string, defaultPort: number) {
     maxConnectionAgeGraceMs: setting("GRPC_MAX_CONNECTION_AGE_GRACE_MS", parse.int(0, 3_600_000), "how long calls on a connection past its age may still run", 30_000),
     ...grpcServerHardeningSettings,
     ...grpcTlsSettings,
+    healthPort: optionalSetting("GRPC_HEALTH_PORT", parse.int(1, 65_535), "a plaintext port that serves grpc.health.v1 alone, beside the service port: for the kubelet's gRPC probes, which present no client certificate, when the service port requires one (mutual TLS); unset = none"),
     listenFd: optionalSetting("LISTEN_FD", parse.int(3, 65_535), "serve on this inherited, already listening socket instead of binding HOST:PORT (the mesh launcher hands sockets over so no other process can take a port first)"),
     otlpEndpoint: otlpEndpointSetting,
     metricsPort: setting(`${prefix}_METRICS_PORT`, parse.port, "port of the Prometheus metrics endpoint (GET /metrics, on the same interface as gRPC); 0 = none", 0),

@@ -58,6 +58,11 @@ export interface GrpcServerOptions {
   credentials?: ServerCredentials;
   /** How the transport names a calling service (mutual TLS: its certificate); absent: only its own token does. */
   peerIdentity?: PeerIdentity;
+  /**
+   * Also serve grpc.health.v1, and nothing else, in plaintext on this port of `host`: the kubelet's
+   * gRPC probes present no client certificate. Absent: health on the service port only.
+   */
+  healthPort?: number | undefined;
 }
 
 /** The settings' defaults (config.ts, grpcServerHardeningSettings), for servers made without them (tests). */
@@ -123,6 +128,21 @@ async function serveOnInheritedSocket(server: Server, fd: number, credentials: S
   return { port: typeof address === "object" && address ? address.port : 0, close: () => listener.close() };
 }
 
+/**
+ * The plaintext health endpoint beside a mutual-TLS service port: the same health, on a server of its
+ * own that serves nothing else, held to the same limits on connections and calls.
+ */
+async function serveHealthOnly(health: HealthStatus, options: GrpcServerOptions, pingPolicy: PingPolicy): Promise<Server> {
+  const server = new Server({ ...SERVER_OPTIONS, "grpc.max_concurrent_streams": options.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS });
+  onEveryConnection(server, (session) => policePings(session, pingPolicy));
+  const adapted = adaptService(Health, health.impl() as never, { failed: () => {} }, undefined, undefined, undefined, options.deadlineLimits ?? DEFAULT_DEADLINE_LIMITS);
+  server.addService(adapted.definition, adapted.implementation);
+  await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${options.host}:${options.healthPort}`, ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
+  );
+  return server;
+}
+
 export async function startGrpcServer(options: GrpcServerOptions): Promise<RunningServer> {
   const server = new Server({
     ...SERVER_OPTIONS,
@@ -168,6 +188,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       server.bindAsync(`${options.host}:${options.port}`, credentials, (err, bound) => (err ? reject(err) : resolve(bound))),
     );
   }
+  const healthServer = options.healthPort === undefined ? undefined : await serveHealthOnly(health, options, pingPolicy);
   for (const { service } of options.services) health.set(service.typeName, ServingStatus.SERVING);
   health.set("", ServingStatus.SERVING);
 
@@ -176,6 +197,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     (stopping ??= new Promise<void>((resolve) => {
       health.setAll(ServingStatus.NOT_SERVING);
       stopListening();
+      healthServer?.forceShutdown();
       for (const context of openStreams) endCall(context, new ConnectError("the server is shutting down; reconnect", Code.Unavailable));
       const timer = setTimeout(() => {
         options.logger.warn("drain timeout: cancelling calls still in flight");

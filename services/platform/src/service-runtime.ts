@@ -37,6 +37,8 @@ export interface CommonServiceConfig extends Partial<TlsConfig> {
   maxConcurrentStreams?: number;
   defaultDeadlineMs?: number;
   maxDeadlineMs?: number;
+  /** A plaintext port serving grpc.health.v1 alone (GRPC_HEALTH_PORT), for probes under mutual TLS. */
+  healthPort?: number | undefined;
   /** Metrics endpoint: this port (0 = none) or an inherited socket. */
   metricsPort?: number;
   metricsListenFd?: number | undefined;
@@ -120,6 +122,7 @@ export async function startServiceRuntime<P extends string>(options: {
       listenFd: config.listenFd,
       services: parts.services,
       ...hardeningOf(config),
+      healthPort: config.healthPort,
       // With mutual TLS a calling service is known by its certificate (grpc/call-policy.ts).
       ...(tls ? { credentials: tls.serverCredentials, peerIdentity: certificateIdentity(tls.trustDomain) } : {}),
     });
