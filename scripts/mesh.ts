@@ -8,6 +8,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
 import { createServiceClient, openChannel } from "@switchyard/platform/grpc/client.js";
 import { channelSecurityFromFiles, tlsFilesOf } from "@switchyard/platform/grpc/tls.js";
+import { grpcTlsSettings } from "@switchyard/platform/config.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -104,7 +105,7 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: s
 async function serving(port: number, name: ServiceName, env: NodeJS.ProcessEnv): Promise<boolean> {
   if (name === "gateway") return (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200;
   const files = tlsFilesOf({ tlsCertFile: env.GRPC_TLS_CERT_FILE, tlsKeyFile: env.GRPC_TLS_KEY_FILE, tlsCaFile: env.GRPC_TLS_CA_FILE });
-  const channel = openChannel(`127.0.0.1:${port}`, [], {}, files && channelSecurityFromFiles(files, env.GRPC_TLS_TRUST_DOMAIN || "switchyard", name));
+  const channel = openChannel(`127.0.0.1:${port}`, [], {}, files && channelSecurityFromFiles(files, env.GRPC_TLS_TRUST_DOMAIN || grpcTlsSettings.tlsTrustDomain.fallback!, name));
   try {
     const reply = await createServiceClient(Health, channel).check({ service: "" }, { timeoutMs: 1_000 });
     return reply.status === HealthCheckResponse_ServingStatus.SERVING;
