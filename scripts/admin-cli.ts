@@ -10,9 +10,10 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { OperatorService } from "@switchyard/gen/switchyard/identity/v1/operator_pb.js";
 import { OPERATOR_SERVICE, SERVICE_AUTHORIZATION } from "@switchyard/platform/caller.js";
-import { ConfigError, loadConfig, parse, setting } from "@switchyard/platform/config.js";
+import { ConfigError, grpcTlsSettings, loadConfig, parse, setting } from "@switchyard/platform/config.js";
 import { errorInfoOf } from "@switchyard/platform/errors.js";
 import { createServiceClient, openChannel } from "@switchyard/platform/grpc/client.js";
+import { channelSecurityFromFiles, tlsFilesOf } from "@switchyard/platform/grpc/tls.js";
 
 export const EXIT_OK = 0;
 /** The command ran and failed: one line on stderr says why. */
@@ -37,6 +38,8 @@ on a terminal): one line, a final line break is dropped. It is never taken on th
 Environment:
   OPERATOR_SECRET   required: the secret of the "operator:<secret>" entry in identity's IDENTITY_SERVICE_CREDENTIALS
   IDENTITY_ADDRESS  identity's gRPC address (default 127.0.0.1:50051)
+  GRPC_TLS_CERT_FILE, GRPC_TLS_KEY_FILE, GRPC_TLS_CA_FILE, GRPC_TLS_TRUST_DOMAIN
+                    with mutual TLS on the mesh: the operator's certificate (spiffe://<domain>/operator), its key, the CA
 
 Exit status: 0 created; 1 failed, with one line on stderr (a tenant that exists already is a failure:
 nothing is changed); 2 usage error (arguments or environment), nothing attempted.
@@ -50,6 +53,8 @@ function secretParser(raw: string): string {
 
 export const adminSettings = {
   identityAddress: setting("IDENTITY_ADDRESS", parse.address, "identity's gRPC address", "127.0.0.1:50051"),
+  // With mutual TLS on the mesh, the operator's own certificate (spiffe://<domain>/operator).
+  ...grpcTlsSettings,
   operatorSecret: setting("OPERATOR_SECRET", secretParser, `the operator's secret: its entry "${OPERATOR_SERVICE}:<secret>" in identity's IDENTITY_SERVICE_CREDENTIALS`),
 };
 
@@ -211,7 +216,8 @@ export async function runAdmin(argv: string[], env: NodeJS.ProcessEnv, io: Admin
     return EXIT_FAILED;
   }
 
-  const channel = openChannel(config.identityAddress);
+  const files = tlsFilesOf(config);
+  const channel = openChannel(config.identityAddress, [], {}, files && channelSecurityFromFiles(files, config.tlsTrustDomain, "identity"));
   let step: "token" | "create" = "token";
   try {
     const identity = createServiceClient(IdentityService, channel);

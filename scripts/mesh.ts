@@ -7,6 +7,8 @@ import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
 import { createServiceClient, openChannel } from "@switchyard/platform/grpc/client.js";
+import { channelSecurityFromFiles, tlsFilesOf } from "@switchyard/platform/grpc/tls.js";
+import { grpcTlsSettings } from "@switchyard/platform/config.js";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -96,10 +98,14 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: s
   throw new Error(`timed out waiting for ${what}`);
 }
 
-/** The gateway: its /readyz; a service: SERVING over grpc.health.v1 on that port. */
-async function serving(port: number, name: ServiceName): Promise<boolean> {
+/**
+ * The gateway: its /readyz; a service: SERVING over grpc.health.v1 on that port — over mutual TLS
+ * with the process's own certificate when its environment turns TLS on.
+ */
+async function serving(port: number, name: ServiceName, env: NodeJS.ProcessEnv): Promise<boolean> {
   if (name === "gateway") return (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200;
-  const channel = openChannel(`127.0.0.1:${port}`);
+  const files = tlsFilesOf({ tlsCertFile: env.GRPC_TLS_CERT_FILE, tlsKeyFile: env.GRPC_TLS_KEY_FILE, tlsCaFile: env.GRPC_TLS_CA_FILE });
+  const channel = openChannel(`127.0.0.1:${port}`, [], {}, files && channelSecurityFromFiles(files, env.GRPC_TLS_TRUST_DOMAIN || grpcTlsSettings.tlsTrustDomain.fallback!, name));
   try {
     const reply = await createServiceClient(Health, channel).check({ service: "" }, { timeoutMs: 1_000 });
     return reply.status === HealthCheckResponse_ServingStatus.SERVING;
@@ -192,6 +198,8 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const exits = new Map<string, string>();
   const expectedExit = new Set<string>();
 
+  /** The environment one process runs with (the mesh's own settings, then the caller's). */
+  const processEnv = (name: ServiceName, replica: number): NodeJS.ProcessEnv => ({ ...baseEnv, ...credentialsFor[name], ...options.envFor?.[name], ...options.envForReplica?.[name]?.[replica] });
   const launch = async (name: ServiceName, replica: number) => {
     const k = key(name, replica);
     const port = replicaPorts[name][replica]!;
@@ -207,7 +215,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     try {
       const child = spawn(process.execPath, [...NODE_FLAGS, SERVICES[name]], {
         cwd: ROOT,
-        env: { ...baseEnv, ...credentialsFor[name], ...options.envFor?.[name], ...options.envForReplica?.[name]?.[replica], [portSetting]: String(port), LISTEN_FD: "3", ...metricsEnv },
+        env: { ...processEnv(name, replica), [portSetting]: String(port), LISTEN_FD: "3", ...metricsEnv },
         stdio: options.output === "inherit" ? ["ignore", "inherit", "inherit", ...fds] : ["ignore", "pipe", "pipe", ...fds],
       });
       if (options.output !== "inherit") {
@@ -254,7 +262,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     for (const name of NAMES) for (let r = 0; r < replicaCount(name); r++) await launch(name, r);
     await waitFor(gatewayReady, readyTimeoutMs, "the mesh to become ready", failure);
     // The gateway is ready when it is; a service is ready when it answers its health check.
-    await waitFor(async () => (await Promise.all(instances().map(([n, r]) => serving(replicaPorts[n][Number(r)]!, n)))).every(Boolean), readyTimeoutMs, "every service to serve", failure);
+    await waitFor(async () => (await Promise.all(instances().map(([n, r]) => serving(replicaPorts[n][Number(r)]!, n, processEnv(n, Number(r)))))).every(Boolean), readyTimeoutMs, "every service to serve", failure);
   } catch (err) {
     for (const [n, r] of instances()) await stopService(n, "SIGKILL", Number(r));
     for (const socket of sockets.values()) socket.close();
@@ -277,7 +285,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
       await launch(name, replica);
       // Only this process's own early exit fails the wait: another one dying meanwhile (a test that
       // kills processes on purpose) is that one's restart's business.
-      await waitFor(() => serving(replicaPorts[name][replica]!, name), readyTimeoutMs, `${k} to become ready again`, () => exits.get(k));
+      await waitFor(() => serving(replicaPorts[name][replica]!, name, processEnv(name, replica)), readyTimeoutMs, `${k} to become ready again`, () => exits.get(k));
       await waitFor(gatewayReady, readyTimeoutMs, `the gateway to be ready after ${k} restarted`, () => exits.get(k));
     },
     async stop() {

@@ -12,7 +12,8 @@ const mesh = await startMesh({
   // Prometheus metrics: the gateway at :8080/metrics, each service on its own port.
   metrics: METRICS_PORTS,
   // Embedded storage always: a DATABASE_URL exported in the shell is not where demo data goes.
-  env: { LOG_LEVEL: process.env.LOG_LEVEL ?? "warn", DATABASE_URL: "" },
+  // Server reflection for grpcurl and buf curl: a local convenience, off everywhere else (deploy/).
+  env: { LOG_LEVEL: process.env.LOG_LEVEL ?? "warn", DATABASE_URL: "", GRPC_REFLECTION: "true" },
 }).catch((err: unknown) => {
   process.stderr.write(`switchyard: could not start: ${err instanceof Error ? err.message : String(err)}\n`);
   process.exit(1);

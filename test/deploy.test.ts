@@ -18,7 +18,9 @@ import { paymentsSettings } from "@switchyard/payments";
 import { ordersSettings } from "@switchyard/orders";
 import { contentSettings } from "@switchyard/content";
 import { gatewaySettings } from "@switchyard/gateway";
-import { otlpEndpointSetting, type Setting } from "@switchyard/platform/config.js";
+import { grpcTlsSettings, otlpEndpointSetting, type Setting } from "@switchyard/platform/config.js";
+import { GATEWAY_SERVICE, OPERATOR_SERVICE } from "@switchyard/platform/caller.js";
+import { ORDER_WORKFLOW_SERVICE } from "@switchyard/payments/domain/access.js";
 import { adminSettings } from "../scripts/admin-cli.js";
 import { migrateSettings, SERVICE_MIGRATIONS } from "../scripts/migrate-cli.js";
 import { ENTRIES } from "../scripts/build.mjs";
@@ -60,6 +62,8 @@ const PROCESSES: Process[] = [
   { name: "gateway", settings: gatewaySettings, probes: "http", hasDatabase: false, calls: ["identity", "payments", "orders", "content"], usesRedis: true },
 ];
 const SERVICES = PROCESSES.filter((p) => p.probes === "grpc");
+/** Where components/grpc-mtls mounts a process's certificate Secret. */
+const TLS_MOUNT = "/var/run/secrets/switchyard/grpc-tls";
 
 const settingByEnv = (spec: Spec) => new Map(Object.values(spec).map((s) => [s.env, s]));
 
@@ -140,6 +144,11 @@ const selects = (selector: Labels, labels: Labels) => Object.entries(selector).e
 function resolvePort(container: Container, port: number | string | undefined): number | undefined {
   if (typeof port === "number") return port;
   return container.ports?.find((p) => p.name === port)?.containerPort;
+}
+
+/** A container's literal settings as the process's environment (for settings read together, like GRPC_TLS_*). */
+function literalEnv(env: Map<string, EnvVar>): NodeJS.ProcessEnv {
+  return Object.fromEntries([...env].flatMap(([name, e]) => (e.value === undefined ? [] : [[name, e.value]])));
 }
 
 function envOf(container: Container): Map<string, EnvVar> {
@@ -313,7 +322,7 @@ describe("deploy/ (Kubernetes)", function () {
 
     it("cert-manager keeps the Secret Envoy mounts", () => {
       const objects = renderedWithComponents("production").objects;
-      const certificate = objects.find((o) => o.kind === "Certificate") as K8sObject & { spec: { secretName: string; privateKey?: { rotationPolicy?: string } } };
+      const certificate = objects.find((o) => o.kind === "Certificate" && o.metadata.name === "envoy-tls") as K8sObject & { spec: { secretName: string; privateKey?: { rotationPolicy?: string } } };
       const envoy = objects.find((o) => o.kind === "Deployment" && o.metadata.name === "envoy") as Workload;
       const secretVolumes = (envoy.spec.template.spec.volumes ?? []).filter((v) => v.secret).map((v) => v.secret!.secretName);
       expect(secretVolumes).to.include(certificate.spec.secretName);
@@ -522,7 +531,7 @@ describe("deploy/ (Kubernetes)", function () {
             for (const [name, e] of env) {
               const setting = known.get(name);
               expect(setting, `${name} is a setting of ${p.name} (one of ${[...known.keys()].join(", ")})`).to.not.equal(undefined);
-              if (e.value !== undefined) expect(() => setting!.parse(e.value!), `${name}=${e.value}`).to.not.throw();
+              if (e.value !== undefined) expect(() => setting!.parse(e.value!, literalEnv(env)), `${name}=${e.value}`).to.not.throw();
               else expect(e.valueFrom?.secretKeyRef, `${name} is a literal or comes from a Secret`).to.not.equal(undefined);
             }
           });
@@ -603,9 +612,12 @@ describe("deploy/ (Kubernetes)", function () {
             expect(required(redis, "REDIS_URL").valueFrom?.secretKeyRef).to.deep.equal({ name: "switchyard-redis", key: "url" });
           });
 
-          it(p.probes === "grpc" ? "is probed over grpc.health.v1 on its port" : "is probed on /readyz and /healthz", () => {
-            const { container } = manifestOf(overlay(overlayName), p);
-            const port = defaultPort(p);
+          it(p.probes === "grpc" ? "is probed over grpc.health.v1 on its port (with mutual TLS, on its plaintext health port)" : "is probed on /readyz and /healthz", () => {
+            const { container, env } = manifestOf(overlay(overlayName), p);
+            // The kubelet's gRPC probe carries no client certificate: under mutual TLS it asks GRPC_HEALTH_PORT.
+            const healthPort = env.get("GRPC_HEALTH_PORT")?.value;
+            if (p.probes === "grpc") expect(healthPort !== undefined, "a health port exactly when the service port requires client certificates").to.equal(env.has("GRPC_TLS_CERT_FILE"));
+            const port = p.probes === "grpc" && healthPort !== undefined ? Number(healthPort) : defaultPort(p);
             const probes = { startup: container.startupProbe, readiness: container.readinessProbe, liveness: container.livenessProbe };
             for (const [what, probe] of Object.entries(probes)) {
               required(probe, `${what}Probe`);
@@ -632,8 +644,8 @@ describe("deploy/ (Kubernetes)", function () {
             expect(graceMs, `grace period > preStop sleep + ${drainEnv}`).to.be.greaterThan(sleepMs + drainMs);
           });
 
-          it("runs as non-root on a read-only root filesystem with no volume, no privileges and no API token", () => {
-            const { deployment, container } = manifestOf(overlay(overlayName), p);
+          it("runs as non-root on a read-only root filesystem with no volume (but its certificate's, read-only), no privileges and no API token", () => {
+            const { deployment, container, env } = manifestOf(overlay(overlayName), p);
             const pod = deployment.spec.template.spec;
             expect(pod.securityContext?.runAsNonRoot ?? container.securityContext?.runAsNonRoot, "runAsNonRoot").to.equal(true);
             expect(pod.securityContext?.runAsUser, "the image's node user").to.equal(1000);
@@ -642,9 +654,11 @@ describe("deploy/ (Kubernetes)", function () {
             expect(container.securityContext?.allowPrivilegeEscalation, "allowPrivilegeEscalation").to.equal(false);
             expect(container.securityContext?.capabilities?.drop).to.deep.equal(["ALL"]);
             expect(pod.automountServiceAccountToken).to.equal(false);
-            // Compiled bundles need no writable directory (tsx needed one for its cache).
-            expect(pod.volumes ?? [], "volumes").to.deep.equal([]);
-            expect(container.volumeMounts ?? [], "volume mounts").to.deep.equal([]);
+            // Compiled bundles need no writable directory (tsx needed one for its cache). With mutual TLS the
+            // one volume is the Secret of its certificate (components/grpc-mtls), mounted read-only.
+            const tls = env.has("GRPC_TLS_CERT_FILE");
+            expect(pod.volumes ?? [], "volumes").to.deep.equal(tls ? [{ name: "grpc-tls", secret: { secretName: `${p.name}-grpc-tls` } }] : []);
+            expect(container.volumeMounts ?? [], "volume mounts").to.deep.equal(tls ? [{ name: "grpc-tls", mountPath: TLS_MOUNT, readOnly: true }] : []);
           });
 
           it("gets no Service-link variable that collides with a setting", () => {
@@ -916,9 +930,9 @@ describe("deploy/ (Kubernetes)", function () {
         for (const [name, e] of env) {
           if (inArguments.has(name)) continue;
           const setting = required(known.get(name), `${name} is a setting of admin.js (one of ${[...known.keys()].join(", ")})`);
-          if (e.value !== undefined) expect(() => setting.parse(e.value!), `${name}=${e.value}`).to.not.throw();
+          if (e.value !== undefined) expect(() => setting.parse(e.value!, literalEnv(env)), `${name}=${e.value}`).to.not.throw();
         }
-        for (const s of Object.values(adminSettings)) if (!("fallback" in s && s.fallback !== undefined)) expect(env.has(s.env), `${s.env} is required by admin.js`).to.equal(true);
+        for (const s of Object.values(adminSettings)) if (!("fallback" in s && s.fallback !== undefined) && !("optional" in s && s.optional)) expect(env.has(s.env), `${s.env} is required by admin.js`).to.equal(true);
         // identity as the services reach it.
         expect(env.get("IDENTITY_ADDRESS")?.value).to.equal(manifestOf(o, PROCESSES.find((p) => p.name === "payments")!).env.get("IDENTITY_ADDRESS")?.value);
         expect(env.get("OPERATOR_SECRET")?.valueFrom?.secretKeyRef).to.deep.equal({ name: "switchyard-service-credentials", key: "operator-secret" });
@@ -943,6 +957,88 @@ describe("deploy/ (Kubernetes)", function () {
       const secret = "x".repeat(43);
       expect(() => identitySettings.serviceClients.parse(`orders:${secret},operator:${secret}`)).to.not.throw();
       expect(read(join(DEPLOY, "README.md"))).to.include("operator-secret");
+    });
+  });
+
+  describe("mutual TLS inside the mesh (components/grpc-mtls, used by overlays/production)", () => {
+    interface Certificate extends K8sObject {
+      spec: {
+        secretName: string;
+        isCA?: boolean;
+        uris?: string[];
+        duration?: string;
+        renewBefore?: string;
+        usages?: string[];
+        privateKey?: { rotationPolicy?: string };
+        issuerRef: { kind?: string; name: string };
+      };
+    }
+    interface Issuer extends K8sObject {
+      spec: { ca?: { secretName: string }; selfSigned?: object };
+    }
+    const hours = (d: string | undefined) => Number(required(/^(\d+)h$/.exec(d ?? "")?.[1], `a duration in hours: ${d}`));
+    const trustDomain = grpcTlsSettings.tlsTrustDomain.fallback!;
+
+    /** The Certificate whose Secret is `secretName`, checked to be a workload's: issued by the mesh CA, renewed with a new key. */
+    function workloadCertificate(o: Overlay, secretName: string): Certificate {
+      const certificate = required(ofKind<Certificate>(o, "Certificate").find((c) => c.spec.secretName === secretName), `a Certificate for Secret ${secretName}`);
+      const issuer = named<Issuer>(o, "Issuer", certificate.spec.issuerRef.name);
+      expect(certificate.spec.issuerRef.kind, "a namespaced Issuer").to.equal("Issuer");
+      const caSecret = required(issuer.spec.ca?.secretName, `Issuer ${issuer.metadata.name} is a CA issuer`);
+      const ca = required(ofKind<Certificate>(o, "Certificate").find((c) => c.spec.secretName === caSecret), "the CA's Certificate");
+      expect(ca.spec.isCA, "the CA's certificate is a CA").to.equal(true);
+      expect(ca.spec.privateKey?.rotationPolicy, "the CA keeps its key when renewed: what it signed before still verifies").to.equal("Never");
+      expect(named<Issuer>(o, "Issuer", ca.spec.issuerRef.name).spec.selfSigned, "the CA is self-signed").to.not.equal(undefined);
+      expect(certificate.spec.privateKey?.rotationPolicy, "a new key with each renewal").to.equal("Always");
+      expect(hours(certificate.spec.renewBefore)).to.be.lessThan(hours(certificate.spec.duration));
+      // Renewed files are read again long before the old certificate ends.
+      expect(grpcTlsSettings.tlsReloadIntervalMs.fallback!).to.be.lessThan(hours(certificate.spec.renewBefore) * 3_600_000);
+      expect(certificate.spec.usages, "presented as a client").to.include("client auth");
+      return certificate;
+    }
+
+    it("production: every process presents a certificate naming it (spiffe://<trust domain>/<process>), mounted as the files GRPC_TLS_* name", () => {
+      const o = overlay("production");
+      for (const p of PROCESSES) {
+        const { env, deployment } = manifestOf(o, p);
+        expect(env.get("GRPC_TLS_CERT_FILE")?.value, p.name).to.equal(`${TLS_MOUNT}/tls.crt`);
+        expect(env.get("GRPC_TLS_KEY_FILE")?.value, p.name).to.equal(`${TLS_MOUNT}/tls.key`);
+        expect(env.get("GRPC_TLS_CA_FILE")?.value, p.name).to.equal(`${TLS_MOUNT}/ca.crt`);
+        expect(env.get("GRPC_TLS_TRUST_DOMAIN")?.value ?? trustDomain, p.name).to.equal(trustDomain);
+        const secret = required(deployment.spec.template.spec.volumes?.find((v) => v.name === "grpc-tls")?.secret?.secretName, `${p.name} mounts a certificate`);
+        const certificate = workloadCertificate(o, secret);
+        expect(certificate.spec.uris, p.name).to.deep.equal([`spiffe://${trustDomain}/${p.name}`]);
+        if (p.probes === "grpc") expect(certificate.spec.usages, `${p.name} serves`).to.include("server auth");
+      }
+    });
+
+    it("production: the names the call policies trust are the ones the certificates carry (orders at payments, the gateway and the operator at identity)", () => {
+      const o = overlay("production");
+      const named = new Set(ofKind<Certificate>(o, "Certificate").flatMap((c) => c.spec.uris ?? []));
+      for (const service of [ORDER_WORKFLOW_SERVICE, GATEWAY_SERVICE, OPERATOR_SERVICE]) expect(named, service).to.include(`spiffe://${trustDomain}/${service}`);
+    });
+
+    it("production's create-tenant Job calls identity with the operator's certificate", () => {
+      const o = overlay("production");
+      const { job } = jobOf("production");
+      const container = job.spec.template.spec.containers[0]!;
+      const env = envOf(container);
+      expect(env.get("GRPC_TLS_CERT_FILE")?.value).to.equal(`${TLS_MOUNT}/tls.crt`);
+      const volume = required(job.spec.template.spec.volumes?.find((v) => v.name === "grpc-tls"), "the certificate's volume");
+      expect(container.volumeMounts?.find((m) => m.name === "grpc-tls")).to.deep.equal({ name: "grpc-tls", mountPath: TLS_MOUNT, readOnly: true });
+      expect(workloadCertificate(o, volume.secret!.secretName).spec.uris).to.deep.equal([`spiffe://${trustDomain}/${OPERATOR_SERVICE}`]);
+    });
+
+    it("local runs plaintext (no cert-manager on kind), and no overlay serves reflection", () => {
+      const local = overlay("local");
+      expect(ofKind(local, "Certificate").filter((c) => c.metadata.name.endsWith("-grpc-tls")), "no mesh certificates locally").to.deep.equal([]);
+      for (const name of OVERLAY_NAMES) {
+        for (const p of PROCESSES) {
+          const { env } = manifestOf(overlay(name), p);
+          if (name === "local") expect(env.has("GRPC_TLS_CERT_FILE"), `${p.name} locally`).to.equal(false);
+          expect(env.get("GRPC_REFLECTION")?.value ?? "false", `${name}/${p.name}: reflection`).to.equal("false");
+        }
+      }
     });
   });
 

@@ -53,7 +53,8 @@ describe("README", function () {
         dataDir,
         demoData: true,
         output: "collect",
-        env: { DATABASE_URL: "", LOG_LEVEL: "warn", GATEWAY_RATE_LIMIT_PREFIX: `${prefix}:rl`, LOGIN_THROTTLE_PREFIX: `${prefix}:login` },
+        // As npm start runs it (scripts/start.ts): with server reflection, which the gRPC example uses.
+        env: { DATABASE_URL: "", LOG_LEVEL: "warn", GRPC_REFLECTION: "true", GATEWAY_RATE_LIMIT_PREFIX: `${prefix}:rl`, LOGIN_THROTTLE_PREFIX: `${prefix}:login` },
       });
     });
     after(async () => {

@@ -3,11 +3,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
-import { loadConfig, optionalSetting, otlpEndpointSetting, parse, setting, type ConfigOf } from "@switchyard/platform/config.js";
+import { grpcTlsSettings, loadConfig, optionalSetting, otlpEndpointSetting, parse, setting, type ConfigOf } from "@switchyard/platform/config.js";
 import type { Logger } from "@switchyard/platform/logger.js";
 import { GATEWAY_SERVICE, type Caller } from "@switchyard/platform/caller.js";
 import { serviceCredentialsFromIdentity } from "@switchyard/platform/service-credentials.js";
-import { createServiceClient } from "@switchyard/platform/grpc";
+import { createServiceClient, openTransportSecurity } from "@switchyard/platform/grpc";
 import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { forwardsClientAddress, upstreamHeaders } from "./runtime/upstream-headers.js";
 import { readRequestBody } from "./runtime/body.js";
@@ -47,6 +47,7 @@ export const gatewaySettings = {
   port: setting("GATEWAY_PORT", parse.port, "HTTP port of the public API", 8080),
   listenFd: optionalSetting("LISTEN_FD", parse.int(3, 65_535), "serve on this inherited, already listening socket instead of binding GATEWAY_HOST:GATEWAY_PORT (the mesh launcher hands sockets over so no other process can take a port first)"),
   logLevel: setting("LOG_LEVEL", parse.oneOf("fatal", "error", "warn", "info", "debug", "trace", "silent"), "log level", "info" as string),
+  ...grpcTlsSettings,
   identityAddress: setting("IDENTITY_ADDRESS", parse.address, "identity service", "127.0.0.1:50051"),
   paymentsAddress: setting("PAYMENTS_ADDRESS", parse.address, "payments service", "127.0.0.1:50052"),
   ordersAddress: setting("ORDERS_ADDRESS", parse.address, "orders service", "127.0.0.1:50053"),
@@ -158,7 +159,9 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const deprecatedUsage = new DeprecatedRouteUsage(logger, config.deprecationLogIntervalMs);
   // The API reference (/docs): a page per published version, rendering the documents loaded above.
   const docs = createDocsSite(versions.map((v) => ({ version: `v${v.major}`, status: v.status, document: apis.get(v.major)!.document })));
-  const upstreams: Upstreams = openUpstreams({ identity: config.identityAddress, payments: config.paymentsAddress, orders: config.ordersAddress, content: config.contentAddress });
+  // Mutual TLS to the services when GRPC_TLS_* are set: the gateway's certificate names it ("gateway").
+  const tls = openTransportSecurity(config, GATEWAY_SERVICE, logger);
+  const upstreams: Upstreams = openUpstreams({ identity: config.identityAddress, payments: config.paymentsAddress, orders: config.ordersAddress, content: config.contentAddress }, tls);
   // The gateway verifies tokens itself (for quotas and early 401s), with identity's keys and revocations.
   const { verifier, follower } = await verifierFromIdentity(upstreams.channels.identity, logger);
   // Its own token vouches for the client addresses it forwards to identity (upstream-headers.ts).

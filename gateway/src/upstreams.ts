@@ -3,7 +3,7 @@ import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { createServiceClient, openChannel, type Client } from "@switchyard/platform/grpc";
+import { createServiceClient, openChannel, type Client, type TransportSecurity } from "@switchyard/platform/grpc";
 
 export interface UpstreamAddresses {
   identity: string;
@@ -25,11 +25,12 @@ export interface Upstreams {
   close(): void;
 }
 
-export function openUpstreams(addresses: UpstreamAddresses): Upstreams {
-  const identityChannel = openChannel(addresses.identity, [IdentityService]);
-  const paymentsChannel = openChannel(addresses.payments, [PaymentService]);
-  const ordersChannel = openChannel(addresses.orders, [OrderService]);
-  const contentChannel = openChannel(addresses.content, [ContentService]);
+/** The channels to the services, over mutual TLS when `tls` is given (each expects its service's certificate). */
+export function openUpstreams(addresses: UpstreamAddresses, tls?: TransportSecurity): Upstreams {
+  const identityChannel = openChannel(addresses.identity, [IdentityService], {}, tls?.forPeer("identity"));
+  const paymentsChannel = openChannel(addresses.payments, [PaymentService], {}, tls?.forPeer("payments"));
+  const ordersChannel = openChannel(addresses.orders, [OrderService], {}, tls?.forPeer("orders"));
+  const contentChannel = openChannel(addresses.content, [ContentService], {}, tls?.forPeer("content"));
   return {
     identity: createServiceClient(IdentityService, identityChannel),
     payments: createServiceClient(PaymentService, paymentsChannel),

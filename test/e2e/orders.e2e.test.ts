@@ -270,7 +270,7 @@ describe("e2e: orders through the gateway", function () {
   before(async function () {
     this.timeout(120_000);
     env = await startE2eMesh("orders", {
-      envFor: { gateway: { GATEWAY_DEADLINE_MS: String(DEADLINE_MS) }, orders: { ORDERS_RECONCILE_INTERVAL_MS: String(RECONCILE_MS) } },
+      envFor: { gateway: { GATEWAY_DEADLINE_MS: String(DEADLINE_MS) }, orders: { ORDERS_RECONCILE_INTERVAL_MS: String(RECONCILE_MS), GRPC_REFLECTION: "true" } },
     });
     api = new OrdersApi(env.mesh.gatewayUrl);
     [alice, bob, carol] = await Promise.all([api.login(ALICE), api.login(BOB), api.login(CAROL)]);

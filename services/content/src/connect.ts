@@ -3,13 +3,13 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { ContentService, ImportItemsRequestSchema, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
-import { callerOf, serviceCallerOf, type AuthenticationPolicy, type Authenticator } from "@switchyard/platform/grpc";
+import { ANYONE, callerOf, USERS, type AuthenticationPolicy, type Authenticator, type CallPolicy } from "@switchyard/platform/grpc";
 import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { isIdOf } from "@switchyard/platform/ids.js";
 import { decodeCursor, pageOf, pageSizeOf, type Keyset } from "@switchyard/platform/paging.js";
-import { principalOf, requireRole } from "@switchyard/platform/caller.js";
+import { GATEWAY_SERVICE, principalOf, requireRole } from "@switchyard/platform/caller.js";
 import { batchSkus, catalogPage, entityTag, requireCatalogOwner, validateText } from "./domain/content.js";
-import { cacheLeaseRenewal, requireEdgeCache } from "./domain/cache-leases.js";
+import { cacheLeaseRenewal } from "./domain/cache-leases.js";
 import type { CacheChangeLog } from "./cache-changes.js";
 import type { CacheLeases } from "./cache-leases.js";
 import { importLines, linesFingerprint } from "./domain/imports.js";
@@ -33,13 +33,29 @@ export interface ContentDeps {
   cacheLeases: CacheLeases;
 }
 
-/** Documents and posts are a user's; the catalog is public (writing it needs a user, below). */
-export const contentAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof ContentService> => ({
-  authenticator,
-  anyone: ["listCatalogItems", "batchGetCatalogItems"],
-  // The edge caches' change stream and leases: the gateway's own token only (domain/cache-leases.ts).
-  services: ["watchCacheChanges", "renewCacheLease"],
-});
+/**
+ * Who may call content: the public catalog anyone (orders reads prices there); documents, posts and
+ * writing the catalog a user (the catalog's owner tenant's admins: domain rules below); the edge
+ * caches' change stream and leases the gateway alone (the stream names tenants' documents).
+ */
+export const contentCallPolicy: CallPolicy<typeof ContentService> = {
+  listCatalogItems: ANYONE,
+  batchGetCatalogItems: ANYONE,
+  createDocument: USERS,
+  getDocument: USERS,
+  updateDocument: USERS,
+  createPost: USERS,
+  getPost: USERS,
+  listPosts: USERS,
+  watchPosts: USERS,
+  importItems: USERS,
+  createImportJob: USERS,
+  getImportJob: USERS,
+  watchCacheChanges: { services: [GATEWAY_SERVICE] },
+  renewCacheLease: { services: [GATEWAY_SERVICE] },
+};
+
+export const contentAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof ContentService> => ({ authenticator, access: contentCallPolicy });
 
 const REPLAY_PAGE = 200;
 /** A cache that falls this many changes behind its stream is ended (it resynchronises) rather than buffered for. */
@@ -201,7 +217,6 @@ export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, 
     },
 
     async *watchCacheChanges(_req, ctx) {
-      requireEdgeCache(serviceCallerOf(ctx).service);
       type Batch = { changes: readonly CacheChangeRecord[]; position: bigint };
       const queue = new AsyncQueue<Batch>({
         maxBuffered: MAX_CACHE_BACKLOG,
@@ -220,8 +235,7 @@ export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, 
       }
     },
 
-    async renewCacheLease(req, ctx) {
-      requireEdgeCache(serviceCallerOf(ctx).service);
+    async renewCacheLease(req) {
       const { subscriberId, appliedPosition } = cacheLeaseRenewal(req);
       if (req.release) {
         await cacheLeases.release(subscriberId);

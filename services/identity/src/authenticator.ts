@@ -3,9 +3,9 @@
 // (Other services trust a token until it expires or is revoked.)
 import type { HandlerContext } from "@connectrpc/connect";
 import { fail } from "@switchyard/platform/errors.js";
-import { GATEWAY_SERVICE, type Caller, type ServiceCaller } from "@switchyard/platform/caller.js";
+import { GATEWAY_SERVICE, OPERATOR_SERVICE, type Caller, type ServiceCaller } from "@switchyard/platform/caller.js";
 import type { TokenVerifier } from "@switchyard/platform/auth.js";
-import type { AuthenticationPolicy, Authenticator } from "@switchyard/platform/grpc";
+import { ANYONE, USERS, type AuthenticationPolicy, type Authenticator, type CallPolicy } from "@switchyard/platform/grpc";
 import type { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import type { OperatorService } from "@switchyard/gen/switchyard/identity/v1/operator_pb.js";
 import type { IdentityStore } from "./store/port.js";
@@ -30,18 +30,34 @@ export class IdentityAuthenticator implements Authenticator {
 }
 
 /**
- * Logging in, the public keys, a service's own token and the revocations (every verifier follows
- * them; they name dead sessions only) need no token; everything else a user's. The client's address
- * (failed logins are counted by it) is the gateway's word alone, known by its own token.
+ * Who may call identity: logging in, the public keys, a service's own token and the revocations
+ * (every verifier follows them; they name dead sessions only) need no credential; everything else a
+ * user's token.
  */
+export const identityCallPolicy: CallPolicy<typeof IdentityService> = {
+  createSession: ANYONE,
+  getJwks: ANYONE,
+  createServiceToken: ANYONE,
+  watchRevocations: ANYONE,
+  getSession: USERS,
+  deleteSession: USERS,
+  getTenant: USERS,
+  listUsers: USERS,
+  createUser: USERS,
+  getUser: USERS,
+  deleteUser: USERS,
+};
+
+/** The operator's RPC is the operator's alone (its certificate, or its own token): no user's, no other service's. */
+export const operatorCallPolicy: CallPolicy<typeof OperatorService> = {
+  createTenant: { services: [OPERATOR_SERVICE] },
+};
+
+/** The client's address (failed logins are counted by it) is the gateway's word alone, known as services are. */
 export const identityAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof IdentityService> => ({
   authenticator,
-  anyone: ["createSession", "getJwks", "createServiceToken", "watchRevocations"],
+  access: identityCallPolicy,
   clientAddressFrom: [GATEWAY_SERVICE],
 });
 
-/** The operator's RPCs take a service's own token and no user's; the handler then requires the operator's. */
-export const operatorAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof OperatorService> => ({
-  authenticator,
-  services: ["createTenant"],
-});
+export const operatorAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof OperatorService> => ({ authenticator, access: operatorCallPolicy });

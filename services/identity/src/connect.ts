@@ -11,7 +11,7 @@ import { requireRole, requireTenant } from "@switchyard/platform/caller.js";
 import { callerOf, clientAddressOf, serviceCallerOf } from "@switchyard/platform/grpc";
 import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { decodeCursor, pageOf, pageSizeOf } from "@switchyard/platform/paging.js";
-import { requireOperator, validateNewTenant } from "./domain/tenants.js";
+import { validateNewTenant } from "./domain/tenants.js";
 import { isTenantId, normalizeEmail, validateNewUser } from "./domain/users.js";
 import { accessTokenClaims, SERVICE_TOKEN_TTL_SECONDS, serviceTokenClaims } from "./domain/tokens.js";
 import type { LoginThrottle } from "./login-throttle.js";
@@ -201,8 +201,8 @@ export interface OperatorDeps {
 export function operatorHandlers(deps: OperatorDeps): ServiceImpl<typeof OperatorService> {
   return {
     async createTenant(req, ctx) {
+      // Only the operator gets here (operatorCallPolicy).
       const { service } = serviceCallerOf(ctx);
-      requireOperator(service);
       const valid = validateNewTenant(req);
       const { tenant, admin } = await deps.store.createTenantWithAdmin(
         { id: valid.id, displayName: valid.displayName },

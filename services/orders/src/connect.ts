@@ -8,7 +8,7 @@ import { OrderService, OrderStatus as ProtoStatus, TrackOrdersResponseSchema, ty
 import type { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
 import { principalOf, type Caller } from "@switchyard/platform/caller.js";
-import { callerOf } from "@switchyard/platform/grpc";
+import { callerOf, USERS, type AuthenticationPolicy, type Authenticator, type CallPolicy } from "@switchyard/platform/grpc";
 import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { assertIdempotencyKey, requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
 import { decodeCursor, pageOf, pageSizeOf } from "@switchyard/platform/paging.js";
@@ -46,6 +46,24 @@ function guardEdit(order: OrderRecord): void {
   guardNoStepInProgress(order);
   guardContentsChange(order.status);
 }
+
+/** Who may call orders: every method is a user's (no service acts on orders as itself). */
+export const ordersCallPolicy: CallPolicy<typeof OrderService> = {
+  createOrder: USERS,
+  getOrder: USERS,
+  updateOrder: USERS,
+  listUserOrders: USERS,
+  payOrder: USERS,
+  shipOrder: USERS,
+  cancelOrder: USERS,
+  addItem: USERS,
+  listItems: USERS,
+  addDiscount: USERS,
+  listDiscounts: USERS,
+  trackOrders: USERS,
+};
+
+export const ordersAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof OrderService> => ({ authenticator, access: ordersCallPolicy });
 
 export function orderHandlers({ store, content, steps, events }: OrdersDeps): ServiceImpl<typeof OrderService> {
   async function load(caller: Caller, id: bigint): Promise<OrderRecord> {

@@ -14,7 +14,7 @@ import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { registration } from "@switchyard/platform/server.js";
 import { serviceCredentialsFromIdentity } from "@switchyard/platform/service-credentials.js";
 import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
-import { orderHandlers } from "./connect.js";
+import { orderHandlers, ordersAuthentication } from "./connect.js";
 import { OrderEvents } from "./events.js";
 import { ordersMigrations } from "./store/migrations.js";
 import { SqlOrdersStore } from "./store/sql-store.js";
@@ -74,9 +74,8 @@ export async function startOrdersService(config: OrdersConfig, logger: Logger): 
       });
       reconciler = new Reconciler({ store, steps, logger, intervalMs: config.reconcileIntervalMs, holder: `${hostname()}:${config.port}` });
       const purge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
-      // Every method of orders needs a user.
       const trust = await verifierFromIdentity(channels.identity, logger);
-      const authentication = { authenticator: trust.verifier };
+      const authentication = ordersAuthentication(trust.verifier);
       return {
         services: [registration(OrderService, orderHandlers({ store, content: createServiceClient(ContentService, channels.content), steps, events }), authentication)],
         stop: async () => {

@@ -4,12 +4,12 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { KeyedOperation, PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
 import { principalOf, servicePrincipal, type Caller } from "@switchyard/platform/caller.js";
-import { callerOf, serviceCallerOf, type AuthenticationPolicy, type Authenticator } from "@switchyard/platform/grpc";
+import { callerOf, serviceCallerOf, USERS, type AuthenticationPolicy, type Authenticator, type CallPolicy } from "@switchyard/platform/grpc";
 import { Faults } from "@switchyard/platform/faults.js";
 import { assertIdempotencyKey, requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
 import { isIdOf } from "@switchyard/platform/ids.js";
 import { decodeCursor, pageOf, pageSizeOf } from "@switchyard/platform/paging.js";
-import { canSeePayment, listedOwner, ownerOfNewPayment, ownsUnscopedPayment, ownsUnscopedRefund, requireKeyResolver, requireRefundPermission, validateReference } from "./domain/access.js";
+import { canSeePayment, listedOwner, ORDER_WORKFLOW_SERVICE, ownerOfNewPayment, ownsUnscopedPayment, ownsUnscopedRefund, requireRefundPermission, validateReference } from "./domain/access.js";
 import { refundAmount, validateNewPayment, validateRefundRequest } from "./domain/payments.js";
 import { paymentToProto, refundToProto } from "./proto-mapping.js";
 import type { PaymentRecord, PaymentsStore, RefundRecord } from "./store/port.js";
@@ -19,8 +19,23 @@ export interface PaymentsDeps {
   faults?: Faults;
 }
 
-/** Every method needs a user, but the one that settles keys: that is the orders service's alone. */
-export const paymentsAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof PaymentService> => ({ authenticator, services: ["resolveIdempotencyKey"] });
+/**
+ * Who may call payments. Users, for their own money (domain/access.ts decides within the tenant);
+ * the orders workflow (its certificate, or its own token) acting for an order — charging its owner
+ * with a reference, refunding a cancelled order's rest — and alone settling its keys. Any other
+ * service's word is not taken: on a user's call it counts for nothing.
+ */
+export const paymentsCallPolicy: CallPolicy<typeof PaymentService> = {
+  createPayment: { users: true, services: [ORDER_WORKFLOW_SERVICE] },
+  getPayment: USERS,
+  listPayments: USERS,
+  createRefund: { users: true, services: [ORDER_WORKFLOW_SERVICE] },
+  getRefund: USERS,
+  listRefunds: USERS,
+  resolveIdempotencyKey: { services: [ORDER_WORKFLOW_SERVICE] },
+};
+
+export const paymentsAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof PaymentService> => ({ authenticator, access: paymentsCallPolicy });
 
 /** The fault points of this service (FAULTS, tests only): a stall before a charge or refund commits, or after. */
 export const PAYMENTS_FAULT_POINTS = ["payments.hold-before-commit", "payments.hold-after-commit"] as const;
@@ -93,7 +108,7 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
 
     async createRefund(req, ctx) {
       const caller = callerOf(ctx);
-      requireRefundPermission(caller);
+      requireRefundPermission(caller, req.refundRemaining);
       assertIdempotencyKey(req.idempotencyKey);
       const paymentId = paymentIdOf(req.paymentId);
       const refund = validateRefundRequest({ amount: req.amount, reason: req.reason, refundRemaining: req.refundRemaining });
@@ -122,8 +137,8 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
     },
 
     async resolveIdempotencyKey(req, ctx) {
+      // Only the orders workflow gets here (paymentsCallPolicy).
       const { service } = serviceCallerOf(ctx);
-      requireKeyResolver(service);
       if (!TENANT_ID.test(req.tenantId)) throw fail("INVALID_REQUEST", "tenant_id must be a tenant id");
       assertIdempotencyKey(req.idempotencyKey);
       // Only the calling service's own keys: it learns nothing of anyone else's.

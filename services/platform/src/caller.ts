@@ -12,10 +12,14 @@ export const SERVICE_AUTHORIZATION = "service-authorization";
 
 export type Role = "admin" | "member";
 
-/** An internal service acting as itself (verified service token). */
-export interface ServiceCaller {
-  /** The service's name (its client id at identity), e.g. "orders". */
+/** An internal service acting as itself: known by its certificate (mutual TLS) or its verified service token. */
+export interface CallingService {
+  /** The service's name (its client id at identity, its SPIFFE ID's last part), e.g. "orders". */
   service: string;
+}
+
+/** An internal service as its verified service token names it. */
+export interface ServiceCaller extends CallingService {
   expiresAt: number;
   token: string;
 }
@@ -29,7 +33,10 @@ export interface Caller {
   expiresAt: number;
   /** The raw token, to pass on to downstream services (never changed: the gateway keeps its Authorization text per Caller). */
   readonly token: string;
-  /** The internal service that made this call on the user's behalf, when it presented its own token. */
+  /**
+   * The internal service that made this call on the user's behalf with its own authority — known by
+   * its certificate (mutual TLS) or its own token — when the method's call policy lets it act so.
+   */
   service?: string;
 }
 

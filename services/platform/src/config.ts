@@ -112,6 +112,42 @@ export function loadConfig<S extends Spec>(spec: S, env: NodeJS.ProcessEnv): Con
  */
 export const otlpEndpointSetting = optionalSetting("OTEL_EXPORTER_OTLP_ENDPOINT", parse.url("http:", "https:"), "OTLP/HTTP collector the spans are exported to (<endpoint>/v1/traces); unset = no tracing");
 
+/**
+ * What every gRPC server holds its callers to beyond authentication (server.ts): who may list its
+ * methods, how often a connection may ping, how many calls one connection may run at once, and how
+ * long a call that answers once may take.
+ */
+export const grpcServerHardeningSettings = {
+  reflection: setting("GRPC_REFLECTION", parse.bool, "serve gRPC server reflection (the list of every service and method, for grpcurl and buf curl); npm start turns it on, deploy/ leaves it off", false),
+  minPingIntervalMs: setting("GRPC_MIN_PING_INTERVAL_WITHOUT_DATA_MS", parse.int(0, 86_400_000), "a client ping sooner than this after the previous one, with nothing sent to it in between, is a strike; 0 = pings are never policed", 10_000),
+  maxPingStrikes: setting("GRPC_MAX_PING_STRIKES", parse.int(0, 1_000), "strikes a connection may have before it is sent GOAWAY ENHANCE_YOUR_CALM (too_many_pings) and closed", 2),
+  maxConcurrentStreams: setting("GRPC_MAX_CONCURRENT_STREAMS", parse.int(1, 1_000_000), "calls one client connection may have open at once (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); more wait in the client", 1_000),
+  defaultDeadlineMs: setting("GRPC_DEFAULT_DEADLINE_MS", parse.int(1, 3_600_000), "the deadline of a unary or client-streaming call that was sent without one, at most GRPC_MAX_DEADLINE_MS (streams that answer as they go have none)", 30_000),
+  maxDeadlineMs: setting("GRPC_MAX_DEADLINE_MS", parse.int(1, 86_400_000), "the longest deadline a unary or client-streaming call may ask for; a longer one is cut to this (streams that answer as they go are exempt)", 300_000),
+};
+
+const TLS_FILES = ["GRPC_TLS_CERT_FILE", "GRPC_TLS_KEY_FILE", "GRPC_TLS_CA_FILE"] as const;
+
+/** A file of the TLS trio, which is set whole or not at all. */
+const tlsFile: Parser<string> = (raw, env) => {
+  const missing = TLS_FILES.filter((name) => !env?.[name]);
+  if (missing.length > 0) throw new Error(`set with ${TLS_FILES.join(", ")} or not at all: ${missing.join(", ")} missing`);
+  return raw;
+};
+
+/**
+ * Mutual TLS on the internal gRPC network (grpc/tls.ts), for every process that serves or calls it:
+ * unset, plaintext (npm start, the tests); set, every server demands a client certificate from the CA
+ * and every client checks the server's SPIFFE ID, with the files reloaded when they change.
+ */
+export const grpcTlsSettings = {
+  tlsCertFile: optionalSetting("GRPC_TLS_CERT_FILE", tlsFile, "this process's certificate (PEM, chain after it), whose URI SAN is spiffe://<GRPC_TLS_TRUST_DOMAIN>/<service>; with GRPC_TLS_KEY_FILE and GRPC_TLS_CA_FILE turns on mutual TLS; unset = plaintext"),
+  tlsKeyFile: optionalSetting("GRPC_TLS_KEY_FILE", tlsFile, "the private key of GRPC_TLS_CERT_FILE (PEM)"),
+  tlsCaFile: optionalSetting("GRPC_TLS_CA_FILE", tlsFile, "the CA certificates (PEM) peers' certificates must chain to, server's and client's alike"),
+  tlsTrustDomain: setting("GRPC_TLS_TRUST_DOMAIN", parse.matching(/^[a-z0-9]([a-z0-9.-]{0,253}[a-z0-9])?$/, "a trust domain (lower-case DNS-like name)"), "the trust domain of the mesh's SPIFFE IDs: spiffe://<this>/<service>", "switchyard"),
+  tlsReloadIntervalMs: setting("GRPC_TLS_RELOAD_INTERVAL_MS", parse.int(100, 3_600_000), "how often the certificate, key and CA files are read again; a changed, consistent set is used for every new connection", 30_000),
+};
+
 /** Settings every service process has; each entrypoint adds its own. */
 export function serviceSettings(prefix: string, defaultPort: number) {
   const schema = prefix.toLowerCase();
@@ -127,6 +163,9 @@ export function serviceSettings(prefix: string, defaultPort: number) {
     drainTimeoutMs: setting("SHUTDOWN_DRAIN_MS", parse.int(0, 600_000), "how long SIGTERM waits for in-flight calls", 10_000),
     maxConnectionAgeMs: setting("GRPC_MAX_CONNECTION_AGE_MS", parse.int(1_000, 86_400_000), "the server asks a client to reconnect after this long (then GRPC_MAX_CONNECTION_AGE_GRACE_MS for its calls to finish), so clients balancing over DNS find new replicas", 300_000),
     maxConnectionAgeGraceMs: setting("GRPC_MAX_CONNECTION_AGE_GRACE_MS", parse.int(0, 3_600_000), "how long calls on a connection past its age may still run", 30_000),
+    ...grpcServerHardeningSettings,
+    ...grpcTlsSettings,
+    healthPort: optionalSetting("GRPC_HEALTH_PORT", parse.int(1, 65_535), "a plaintext port that serves grpc.health.v1 alone, beside the service port: for the kubelet's gRPC probes, which present no client certificate, when the service port requires one (mutual TLS); unset = none"),
     listenFd: optionalSetting("LISTEN_FD", parse.int(3, 65_535), "serve on this inherited, already listening socket instead of binding HOST:PORT (the mesh launcher hands sockets over so no other process can take a port first)"),
     otlpEndpoint: otlpEndpointSetting,
     metricsPort: setting(`${prefix}_METRICS_PORT`, parse.port, "port of the Prometheus metrics endpoint (GET /metrics, on the same interface as gRPC); 0 = none", 0),

@@ -1,5 +1,6 @@
 // The one server bootstrap: every service is served through here with the same gRPC server,
-// health, reflection, error reporting and graceful shutdown.
+// health, reflection (when asked for), error reporting, limits on what a caller may do, and
+// graceful shutdown.
 import { createServer as createNetServer } from "node:net";
 import { Server, ServerCredentials, type ServerOptions } from "@grpc/grpc-js";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
@@ -14,6 +15,9 @@ import type { Logger } from "./logger.js";
 import { EventLoopGuard } from "./load-shed.js";
 import { reportEventLoopLag, reportOpenStreams } from "./metrics.js";
 import { MAX_MESSAGE_BYTES } from "./message-limits.js";
+import { onEveryConnection, policePings, type PingPolicy } from "./grpc/connection-policy.js";
+import type { DeadlineLimits } from "./grpc/deadline-policy.js";
+import type { PeerIdentity } from "./grpc/call-policy.js";
 
 export interface ServiceRegistration {
   readonly service: DescService;
@@ -42,7 +46,29 @@ export interface GrpcServerOptions {
   /** Clients are asked to reconnect after this long, so DNS round robin finds new replicas. */
   maxConnectionAgeMs?: number;
   maxConnectionAgeGraceMs?: number;
+  /** Serve gRPC server reflection (every service and method, to anyone who asks); absent: not. */
+  reflection?: boolean;
+  /** How often a connection may ping while nothing is sent to it; absent: DEFAULT_PING_POLICY. */
+  pingPolicy?: PingPolicy;
+  /** Calls one connection may have open at once; absent: DEFAULT_MAX_CONCURRENT_STREAMS. */
+  maxConcurrentStreams?: number;
+  /** Default and ceiling of the deadline of calls that answer once; absent: DEFAULT_DEADLINE_LIMITS. */
+  deadlineLimits?: DeadlineLimits;
+  /** The server's transport credentials (mutual TLS: grpc/tls.ts); absent: plaintext. */
+  credentials?: ServerCredentials;
+  /** How the transport names a calling service (mutual TLS: its certificate); absent: only its own token does. */
+  peerIdentity?: PeerIdentity;
+  /**
+   * Also serve grpc.health.v1, and nothing else, in plaintext on this port of `host`: the kubelet's
+   * gRPC probes present no client certificate. Absent: health on the service port only.
+   */
+  healthPort?: number | undefined;
 }
+
+/** The settings' defaults (config.ts, grpcServerHardeningSettings), for servers made without them (tests). */
+export const DEFAULT_PING_POLICY: PingPolicy = { minIntervalMs: 10_000, maxStrikes: 2 };
+export const DEFAULT_MAX_CONCURRENT_STREAMS = 1_000;
+export const DEFAULT_DEADLINE_LIMITS: DeadlineLimits = { defaultMs: 30_000, maxMs: 300_000 };
 
 export interface RunningServer {
   readonly port: number;
@@ -57,7 +83,6 @@ const SERVER_OPTIONS: ServerOptions = {
   "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
   "grpc.keepalive_time_ms": 60_000,
   "grpc.keepalive_permit_without_calls": 1,
-  "grpc.http2.min_ping_interval_without_data_ms": 10_000,
   // Channelz is on by default: a tracker object with eight closures per call (~1.7 KB of a payments
   // read's ~55 KB allocated) for an introspection service nothing here registers.
   "grpc.enable_channelz": 0,
@@ -92,8 +117,8 @@ function callObserver(logger: Logger): RpcObserver {
  * process) and handed it over, so between choosing a port and serving on it nobody else can take it.
  * grpc-js binds only addresses, so the connections are injected into it.
  */
-async function serveOnInheritedSocket(server: Server, fd: number): Promise<{ port: number; close(): void }> {
-  const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
+async function serveOnInheritedSocket(server: Server, fd: number, credentials: ServerCredentials): Promise<{ port: number; close(): void }> {
+  const injector = server.createConnectionInjector(credentials);
   const listener = createNetServer((socket) => injector.injectConnection(socket));
   await new Promise<void>((resolve, reject) => {
     listener.once("error", reject);
@@ -103,21 +128,41 @@ async function serveOnInheritedSocket(server: Server, fd: number): Promise<{ por
   return { port: typeof address === "object" && address ? address.port : 0, close: () => listener.close() };
 }
 
+/**
+ * The plaintext health endpoint beside a mutual-TLS service port: the same health, on a server of its
+ * own that serves nothing else, held to the same limits on connections and calls.
+ */
+async function serveHealthOnly(health: HealthStatus, options: GrpcServerOptions, pingPolicy: PingPolicy): Promise<Server> {
+  const server = new Server({ ...SERVER_OPTIONS, "grpc.max_concurrent_streams": options.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS });
+  onEveryConnection(server, (session) => policePings(session, pingPolicy));
+  const adapted = adaptService(Health, health.impl() as never, { failed: () => {} }, undefined, undefined, undefined, options.deadlineLimits ?? DEFAULT_DEADLINE_LIMITS);
+  server.addService(adapted.definition, adapted.implementation);
+  await new Promise<number>((resolve, reject) =>
+    server.bindAsync(`${options.host}:${options.healthPort}`, ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
+  );
+  return server;
+}
+
 export async function startGrpcServer(options: GrpcServerOptions): Promise<RunningServer> {
   const server = new Server({
     ...SERVER_OPTIONS,
+    "grpc.max_concurrent_streams": options.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS,
     ...(options.maxConnectionAgeMs ? { "grpc.max_connection_age_ms": options.maxConnectionAgeMs } : {}),
     ...(options.maxConnectionAgeGraceMs !== undefined ? { "grpc.max_connection_age_grace_ms": options.maxConnectionAgeGraceMs } : {}),
   });
+  const pingPolicy = options.pingPolicy ?? DEFAULT_PING_POLICY;
+  onEveryConnection(server, (session) =>
+    policePings(session, pingPolicy, () => options.logger.warn({ peer: session.socket?.remoteAddress }, "a client pinged too often: GOAWAY ENHANCE_YOUR_CALM (too_many_pings)")),
+  );
   const health = new HealthStatus();
   const observer = callObserver(options.logger);
-  const reflection = reflectionImpls([...options.services.map((s) => s.service), Health]);
-  const all: ServiceRegistration[] = [
-    ...options.services,
-    registration(Health, health.impl()),
-    registration(ReflectionV1, reflection.v1),
-    registration(ReflectionV1Alpha, reflection.v1alpha),
-  ];
+  const all: ServiceRegistration[] = [...options.services, registration(Health, health.impl())];
+  // Reflection lists every method to whoever asks: a convenience for development (npm start), off by default.
+  if (options.reflection) {
+    const reflection = reflectionImpls([...options.services.map((s) => s.service), Health]);
+    all.push(registration(ReflectionV1, reflection.v1), registration(ReflectionV1Alpha, reflection.v1alpha));
+  }
+  const deadlineLimits = options.deadlineLimits ?? DEFAULT_DEADLINE_LIMITS;
   const guard = options.shedEventLoopDelayMs ? new EventLoopGuard(options.shedEventLoopDelayMs) : undefined;
   // Streams are long by design: a drain cannot wait for them, so shutting down ends them (UNAVAILABLE:
   // their clients reconnect, to another replica when there is one).
@@ -137,20 +182,22 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   for (const { service, impl, authentication } of all) {
     // Health and reflection always answer: an overloaded service must still say how it is.
     const business = options.services.some((s) => s.service === service);
-    const adapted = adaptService(service, impl as never, observer, business ? admit : undefined, authentication, openStreams);
+    const adapted = adaptService(service, impl as never, observer, business ? admit : undefined, authentication, openStreams, deadlineLimits, options.peerIdentity);
     server.addService(adapted.definition, adapted.implementation);
   }
   let stopListening = () => {};
   let port: number;
+  const credentials = options.credentials ?? ServerCredentials.createInsecure();
   if (options.listenFd !== undefined) {
-    const inherited = await serveOnInheritedSocket(server, options.listenFd);
+    const inherited = await serveOnInheritedSocket(server, options.listenFd, credentials);
     port = inherited.port;
     stopListening = inherited.close;
   } else {
     port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync(`${options.host}:${options.port}`, ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
+      server.bindAsync(`${options.host}:${options.port}`, credentials, (err, bound) => (err ? reject(err) : resolve(bound))),
     );
   }
+  const healthServer = options.healthPort === undefined ? undefined : await serveHealthOnly(health, options, pingPolicy);
   for (const { service } of options.services) health.set(service.typeName, ServingStatus.SERVING);
   health.set("", ServingStatus.SERVING);
 
@@ -159,6 +206,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     (stopping ??= new Promise<void>((resolve) => {
       health.setAll(ServingStatus.NOT_SERVING);
       stopListening();
+      healthServer?.forceShutdown();
       for (const context of openStreams) endCall(context, new ConnectError("the server is shutting down; reconnect", Code.Unavailable));
       const timer = setTimeout(() => {
         options.logger.warn("drain timeout: cancelling calls still in flight");

@@ -5,14 +5,17 @@ import { join } from "node:path";
 import type { Client as GrpcChannel } from "@grpc/grpc-js";
 import type { DescService } from "@bufbuild/protobuf";
 import { openChannel } from "./grpc/client.js";
+import { openTransportSecurity, type TlsConfig, type TransportSecurity } from "./grpc/tls.js";
+import { certificateIdentity } from "./grpc/call-policy.js";
+import { grpcTlsSettings } from "./config.js";
 import type { Logger } from "./logger.js";
-import { startGrpcServer, type RunningServer, type ServiceRegistration } from "./server.js";
+import { DEFAULT_DEADLINE_LIMITS, DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_PING_POLICY, startGrpcServer, type GrpcServerOptions, type RunningServer, type ServiceRegistration } from "./server.js";
 import { openSqlDatabase, type Migration, type SchemaAtStart, type SqlDatabase } from "./store/sql.js";
 import { startMetricsServer, startProcessMetrics, type MetricsServer } from "./metrics.js";
 import { startTracing } from "./tracing.js";
 
 /** The settings every service has (see serviceSettings). */
-export interface CommonServiceConfig {
+export interface CommonServiceConfig extends Partial<TlsConfig> {
   host: string;
   port: number;
   databaseUrl: string | undefined;
@@ -27,11 +30,21 @@ export interface CommonServiceConfig {
   maxConnectionAgeMs: number;
   maxConnectionAgeGraceMs: number;
   listenFd: number | undefined;
+  /** What callers are held to (config.ts, grpcServerHardeningSettings); absent: the settings' defaults. */
+  reflection?: boolean;
+  minPingIntervalMs?: number;
+  maxPingStrikes?: number;
+  maxConcurrentStreams?: number;
+  defaultDeadlineMs?: number;
+  maxDeadlineMs?: number;
+  /** A plaintext port serving grpc.health.v1 alone (GRPC_HEALTH_PORT), for probes under mutual TLS. */
+  healthPort?: number | undefined;
   /** Metrics endpoint: this port (0 = none) or an inherited socket. */
   metricsPort?: number;
   metricsListenFd?: number | undefined;
 }
 
+/** A service this one calls, by its name (its SPIFFE ID's last part, with mutual TLS). */
 export interface Peer {
   address: string;
   serves: readonly DescService[];
@@ -46,6 +59,16 @@ export interface ServiceParts {
 export interface ServiceRuntime {
   server: RunningServer;
   stop(): Promise<void>;
+}
+
+/** The server's limits on its callers, as the settings say (each absent one: the server's default). */
+function hardeningOf(config: CommonServiceConfig): Pick<GrpcServerOptions, "reflection" | "pingPolicy" | "maxConcurrentStreams" | "deadlineLimits"> {
+  return {
+    reflection: config.reflection ?? false,
+    pingPolicy: { minIntervalMs: config.minPingIntervalMs ?? DEFAULT_PING_POLICY.minIntervalMs, maxStrikes: config.maxPingStrikes ?? DEFAULT_PING_POLICY.maxStrikes },
+    maxConcurrentStreams: config.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS,
+    deadlineLimits: { defaultMs: config.defaultDeadlineMs ?? DEFAULT_DEADLINE_LIMITS.defaultMs, maxMs: config.maxDeadlineMs ?? DEFAULT_DEADLINE_LIMITS.maxMs },
+  };
 }
 
 export async function startServiceRuntime<P extends string>(options: {
@@ -71,13 +94,18 @@ export async function startServiceRuntime<P extends string>(options: {
     await stopTracing();
   };
   let db: SqlDatabase;
+  let tls: TransportSecurity | undefined;
   try {
+    // Mutual TLS when GRPC_TLS_* are set: the certificate must name this service, or it does not start.
+    tls = openTransportSecurity({ ...config, tlsTrustDomain: config.tlsTrustDomain ?? grpcTlsSettings.tlsTrustDomain.fallback!, tlsReloadIntervalMs: config.tlsReloadIntervalMs ?? grpcTlsSettings.tlsReloadIntervalMs.fallback! }, name, options.logger);
     db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, name), schema: config.databaseSchema, migrations: options.migrations, schemaAtStart: config.databaseMigrations, maxConnections: config.databasePoolMax });
   } catch (err) {
     await stopTelemetry();
     throw err;
   }
-  const channels = Object.fromEntries(Object.entries<Peer>(options.peers ?? ({} as Record<P, Peer>)).map(([name, peer]) => [name, openChannel(peer.address, peer.serves)])) as Record<P, GrpcChannel>;
+  const channels = Object.fromEntries(
+    Object.entries<Peer>(options.peers ?? ({} as Record<P, Peer>)).map(([peerName, peer]) => [peerName, openChannel(peer.address, peer.serves, {}, tls?.forPeer(peerName))]),
+  ) as Record<P, GrpcChannel>;
   const closeChannels = () => Object.values<GrpcChannel>(channels).forEach((c) => c.close());
   let parts: ServiceParts | undefined;
   try {
@@ -93,6 +121,10 @@ export async function startServiceRuntime<P extends string>(options: {
       maxConnectionAgeGraceMs: config.maxConnectionAgeGraceMs,
       listenFd: config.listenFd,
       services: parts.services,
+      ...hardeningOf(config),
+      healthPort: config.healthPort,
+      // With mutual TLS a calling service is known by its certificate (grpc/call-policy.ts).
+      ...(tls ? { credentials: tls.serverCredentials, peerIdentity: certificateIdentity(tls.trustDomain) } : {}),
     });
     const stopParts = parts.stop;
     return {

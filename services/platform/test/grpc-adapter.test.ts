@@ -13,7 +13,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { errorInfoOf, fail } from "@switchyard/platform/errors.js";
 import { createLogger } from "@switchyard/platform/logger.js";
 import { SERVICE_AUTHORIZATION } from "@switchyard/platform/caller.js";
-import { callerOf, createServiceClient, openChannel, requestMetadataValue, serviceCallerOf, withoutCallerStack, type Authenticator } from "@switchyard/platform/grpc";
+import { ANYONE, callerOf, clientAddressOf, createServiceClient, openChannel, requestMetadataValue, serviceCallerOf, USERS, withoutCallerStack, type Authenticator } from "@switchyard/platform/grpc";
 import { echoImpl, EchoService } from "@switchyard/platform/echo.js";
 import { registration, startGrpcServer, type RunningServer } from "@switchyard/platform/server.js";
 
@@ -40,6 +40,7 @@ describe("gRPC adapter (grpc-js server, protobuf-es messages, Connect-shaped han
       services: [registration(EchoService, echoImpl((e) => events.push(e)))],
       logger: createLogger("test", "silent"),
       drainTimeoutMs: 2_000,
+      reflection: true,
     });
     address = `127.0.0.1:${server.port}`;
     channel = openChannel(address);
@@ -275,7 +276,7 @@ describe("gRPC adapter: authentication before the handler, as each method's poli
       name: "auth",
       host: "127.0.0.1",
       port: 0,
-      services: [registration(EchoService, impl, { authenticator, anyone: ["chat"], services: ["collect"] })],
+      services: [registration(EchoService, impl, { authenticator, access: { echo: USERS, echoStream: USERS, collect: { services: ["orders"] }, chat: ANYONE } })],
       logger: createLogger("test", "silent"),
     });
     channel = openChannel(`127.0.0.1:${server.port}`);
@@ -349,10 +350,109 @@ describe("gRPC adapter: authentication before the handler, as each method's poli
   it("lets only an internal service call a service method — a user's token is not enough — and anyone call a public one", async () => {
     expect(await codeOf(client().collect(from([{ message: "a" }]), { headers: { authorization: "Bearer user-bob" } }))).to.equal(Code.Unauthenticated);
     expect((await client().collect(from([{ message: "a" }, { message: "b" }]), { headers: { [SERVICE_AUTHORIZATION]: "Bearer svc-orders" } })).count).to.equal(2);
+    // A service the policy does not name, with a valid token of its own: refused before the handler.
+    expect(await codeOf(client().collect(from([{ message: "a" }]), { headers: { [SERVICE_AUTHORIZATION]: "Bearer svc-content" } }))).to.equal(Code.PermissionDenied);
     const echoed: string[] = [];
     for await (const m of client().chat(from([{ message: "hi" }]))) echoed.push(m.message);
     expect(echoed).to.deep.equal(["hi"]);
     expect(handled).to.deep.equal([{ method: "collect", service: "orders" }, { method: "chat" }]);
+  });
+});
+
+describe("gRPC adapter: services known by their transport (mutual TLS), checked against the call policy", () => {
+  // The transport's word is a test header here (x-test-peer): the certificate's SPIFFE ID in a real
+  // server (test/e2e/mtls-rotation.e2e.test.ts checks that one with real certificates).
+  let server: RunningServer;
+  let channel: ReturnType<typeof openChannel>;
+  const handled: { method: string; service?: string | undefined; address?: string }[] = [];
+  const authenticator: Authenticator = {
+    async authenticate(ctx) {
+      const token = /^Bearer user-(\w+)$/.exec(requestMetadataValue(ctx, "authorization") ?? "")?.[1];
+      if (!token) throw fail("UNAUTHENTICATED", "a bearer token is required");
+      const service = /^Bearer svc-(\w+)$/.exec(requestMetadataValue(ctx, SERVICE_AUTHORIZATION) ?? "")?.[1];
+      return { tenantId: "acme", userId: 1n, role: "member", sessionId: "s", expiresAt: 0, token, ...(service ? { service } : {}) };
+    },
+    async authenticateService(ctx) {
+      const token = /^Bearer svc-(\w+)$/.exec(requestMetadataValue(ctx, SERVICE_AUTHORIZATION) ?? "")?.[1];
+      if (!token) throw fail("UNAUTHENTICATED", "an internal service's token is required");
+      return { service: token, expiresAt: 0, token };
+    },
+  };
+
+  before(async () => {
+    const impl: ServiceImpl<typeof EchoService> = {
+      echo(req, ctx) {
+        handled.push({ method: "echo", service: callerOf(ctx).service });
+        return { message: req.message };
+      },
+      async *echoStream() {},
+      async collect(requests, ctx) {
+        handled.push({ method: "collect", service: serviceCallerOf(ctx).service });
+        for await (const _ of requests);
+        return { count: 0, joined: "" };
+      },
+      async *chat(requests, ctx) {
+        handled.push({ method: "chat", address: clientAddressOf(ctx) });
+        for await (const r of requests) yield { message: r.message };
+      },
+    };
+    server = await startGrpcServer({
+      name: "peers",
+      host: "127.0.0.1",
+      port: 0,
+      services: [
+        registration(EchoService, impl, {
+          authenticator,
+          access: { echo: { users: true, services: ["orders"] }, echoStream: USERS, collect: { services: ["orders"] }, chat: ANYONE },
+          clientAddressFrom: ["gateway"],
+        }),
+      ],
+      logger: createLogger("test", "silent"),
+      peerIdentity: (ctx) => requestMetadataValue(ctx, "x-test-peer"),
+    });
+    channel = openChannel(`127.0.0.1:${server.port}`);
+  });
+  after(async () => {
+    channel.close();
+    await server.shutdown();
+  });
+  beforeEach(() => {
+    handled.length = 0;
+  });
+  const client = () => createServiceClient(EchoService, channel);
+  const codeOf = (p: Promise<unknown>) => p.then(() => "OK", (e: unknown) => Code[(e as ConnectError).code]);
+  const peer = (name: string, extra: Record<string, string> = {}) => ({ headers: { "x-test-peer": name, ...extra } });
+
+  it("a service-only method: the certificate's service alone is enough; another service is refused; a token must be the certificate's own", async () => {
+    const collect = (options: { headers: Record<string, string> }) => codeOf(client().collect(from([{ message: "a" }]), options));
+    expect(await collect(peer("orders"))).to.equal("OK");
+    expect(await collect(peer("content"))).to.equal("PermissionDenied");
+    // orders' token, taken to the content workload: refused, whatever the token says.
+    expect(await collect(peer("content", { [SERVICE_AUTHORIZATION]: "Bearer svc-orders" }))).to.equal("Unauthenticated");
+    expect(await collect({ headers: { [SERVICE_AUTHORIZATION]: "Bearer svc-orders" } }), "a token from a workload with no SPIFFE ID").to.equal("Unauthenticated");
+    expect(await collect(peer("orders", { [SERVICE_AUTHORIZATION]: "Bearer svc-orders" }))).to.equal("OK");
+    expect(handled).to.deep.equal([{ method: "collect", service: "orders" }, { method: "collect", service: "orders" }]);
+  });
+
+  it("a user's method some services act on: the user's call carries the certificate's service only when the policy names it", async () => {
+    const echo = (options: { headers: Record<string, string> }) => codeOf(client().echo({ message: "x" }, options));
+    expect(await echo(peer("orders", { authorization: "Bearer user-bob" }))).to.equal("OK");
+    expect(await echo(peer("gateway", { authorization: "Bearer user-bob" }))).to.equal("OK");
+    expect(await echo(peer("gateway", { authorization: "Bearer user-bob", [SERVICE_AUTHORIZATION]: "Bearer svc-orders" }))).to.equal("Unauthenticated");
+    expect(await echo(peer("orders"))).to.equal("Unauthenticated");
+    expect(handled).to.deep.equal([
+      { method: "echo", service: "orders" },
+      { method: "echo", service: undefined },
+    ]);
+  });
+
+  it("a forwarded client address is taken from the gateway's certificate alone", async () => {
+    const chat = async (options: { headers: Record<string, string> }) => {
+      for await (const _ of client().chat(from([{ message: "hi" }]), options));
+    };
+    await chat(peer("gateway", { "x-client-address": "203.0.113.7" }));
+    await chat(peer("orders", { "x-client-address": "203.0.113.8" }));
+    expect(handled.map((h) => h.address)).to.deep.equal(["203.0.113.7", "127.0.0.1"]);
   });
 });
 

@@ -1,11 +1,6 @@
 // Rules for the edge caches' change stream and leases, without I/O.
+// (Only the gateway follows the stream and holds leases: content's call policy, connect.ts.)
 import { fail } from "@switchyard/platform/errors.js";
-import { GATEWAY_SERVICE } from "@switchyard/platform/caller.js";
-
-/** Only the gateway keeps an edge cache: the change stream names tenants' documents, so nobody else follows it. */
-export function requireEdgeCache(service: string): void {
-  if (service !== GATEWAY_SERVICE) throw fail("ROLE_REQUIRED", "only the gateway follows the cache change stream");
-}
 
 const SUBSCRIBER_ID = /^[A-Za-z0-9_-]{8,64}$/;
 

@@ -1,9 +1,8 @@
 // Rules for new tenants, without I/O. Tenants are made by the operator — the people who run the
-// deployment, calling with their own service token — each with its first admin, who then manages
+// deployment, calling as their own service (operatorCallPolicy) — each with its first admin, who then manages
 // the tenant's users through the ordinary API.
 import { ConnectError } from "@connectrpc/connect";
 import { errorInfoOf, fail } from "@switchyard/platform/errors.js";
-import { OPERATOR_SERVICE } from "@switchyard/platform/caller.js";
 import { CONTROL_CHARACTER, isTenantId, normalizeEmail, validateNewUser, type NewUser } from "./users.js";
 
 export const DISPLAY_NAME_MAX_LENGTH = 200;
@@ -12,11 +11,6 @@ export interface NewTenant {
   id: string;
   displayName: string;
   admin: NewUser;
-}
-
-/** Only the operator makes tenants: no other service's token, whatever it may do elsewhere. */
-export function requireOperator(service: string): void {
-  if (service !== OPERATOR_SERVICE) throw fail("ROLE_REQUIRED", "only the operator may create tenants");
 }
 
 /** The first admin breaks a rule of CreateUser: said with the request's own field names (admin_…). */

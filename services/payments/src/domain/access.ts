@@ -38,9 +38,14 @@ export function validateReference(caller: Caller, reference: string): string {
   return reference;
 }
 
-/** Refunds are the admins' — and the orders workflow's, for an order being cancelled. */
-export function requireRefundPermission(caller: Caller): void {
-  if (!actsForOrders(caller)) requireRole(caller, "admin");
+/**
+ * Refunds are the admins' — and the orders workflow's, for an order being cancelled, which alone
+ * refunds "whatever is left" (refund_remaining): an admin names the amount.
+ */
+export function requireRefundPermission(caller: Caller, refundRemaining = false): void {
+  if (actsForOrders(caller)) return;
+  if (refundRemaining) throw fail("ROLE_REQUIRED", "refund_remaining is for refunds on behalf of an order (the orders service)");
+  requireRole(caller, "admin");
 }
 
 /**
@@ -58,7 +63,3 @@ export function ownsUnscopedRefund(caller: Caller | { service: string }, refund:
   return refund !== undefined || caller.service === ORDER_WORKFLOW_SERVICE;
 }
 
-/** Only the orders workflow settles keys (it voids the ones nothing was made with). */
-export function requireKeyResolver(service: string): void {
-  if (service !== ORDER_WORKFLOW_SERVICE) throw fail("ROLE_REQUIRED", "only the orders service may resolve idempotency keys");
-}

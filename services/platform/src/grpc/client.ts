@@ -10,6 +10,7 @@ import { errorInfoOf } from "../errors.js";
 import { MAX_MESSAGE_BYTES } from "../message-limits.js";
 import { clientTelemetry, type ClientCallTelemetry } from "./telemetry.js";
 import { installAsyncResourceBind } from "./async-resource-bind.js";
+import type { ChannelSecurity } from "./tls.js";
 
 // Every process that calls over HTTP/2 loads this module: without it each call's objects outlive the call
 // (see async-resource-bind.ts).
@@ -56,14 +57,16 @@ export function serviceConfig(services: readonly DescService[]): string {
 
 /**
  * One long-lived HTTP/2 channel to a service; share it between every client of that address.
- * `services`: what is served there, for the retry policy of its reads.
+ * `services`: what is served there, for the retry policy of its reads; `security`: mutual TLS to that
+ * service (tls.ts), absent: plaintext.
  */
-export function openChannel(address: string, services: readonly DescService[] = [], options: ChannelOptions = {}): GrpcChannelClient {
-  return new GrpcChannelClient(address, credentials.createInsecure(), {
+export function openChannel(address: string, services: readonly DescService[] = [], options: ChannelOptions = {}, security?: ChannelSecurity): GrpcChannelClient {
+  return new GrpcChannelClient(address, security?.credentials ?? credentials.createInsecure(), {
     ...DEFAULT_CHANNEL_OPTIONS,
     "grpc.service_config": serviceConfig(services),
     // The config above is ours; a DNS TXT record does not replace it.
     "grpc.service_config_disable_resolution": 1,
+    ...security?.options,
     ...options,
   });
 }

@@ -1,12 +1,16 @@
 // A Connect HandlerContext built over a grpc-js server call. Headers are built lazily: most
 // handlers read one metadata key, and building a Headers object per call is measurable.
+import type { PeerCertificate } from "node:tls";
 import type { Metadata } from "@grpc/grpc-js";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type HandlerContext } from "@connectrpc/connect";
 import { fail } from "../errors.js";
+import { answersOnce, deadlineWithin, type DeadlineLimits } from "./deadline-policy.js";
 
 export interface ServerCallLike {
   metadata: Metadata;
+  /** The TLS peer certificate, on a connection with one (grpc-js). */
+  getAuthContext?(): { sslPeerCertificate?: PeerCertificate | undefined };
   /** grpc-js sets it once the client cancelled the call (or its stream closed). */
   cancelled?: boolean;
   getPeer?(): string;
@@ -18,6 +22,11 @@ export interface ServerCallLike {
 
 export interface CallScope {
   context: HandlerContext;
+  /**
+   * The deadline (ms since the epoch) the server set, earlier than the caller's (none sent, or past
+   * the ceiling): grpc-js enforces only the caller's, so the adapter enforces this one.
+   */
+  serverDeadline: number | undefined;
   /** Ends the scope: aborts the signal (so lingering downstream calls stop) and clears timers. */
   done(): void;
 }
@@ -85,7 +94,7 @@ class CallAbort {
 }
 
 const cancelledByClient = () => new ConnectError("call cancelled by the client", Code.Canceled);
-const deadlineExceeded = () => fail("DEADLINE_EXCEEDED", "deadline exceeded");
+export const deadlineExceeded = () => fail("DEADLINE_EXCEEDED", "deadline exceeded");
 
 /**
  * A call's HandlerContext: a class, so that its getters are shared on the prototype. A literal with
@@ -110,13 +119,19 @@ class CallContext implements HandlerContext {
   readonly deadline: number;
   readonly abort: CallAbort;
 
+  /** Whether the deadline is the server's own, earlier than the caller's (see DeadlineLimits). */
+  readonly serverSetDeadline: boolean;
+
   constructor(
     readonly call: ServerCallLike,
     readonly service: DescService,
     readonly method: DescMethod,
+    limits?: DeadlineLimits,
   ) {
     const rawDeadline = call.getDeadline();
-    this.deadline = rawDeadline instanceof Date ? rawDeadline.getTime() : rawDeadline;
+    const asked = rawDeadline instanceof Date ? rawDeadline.getTime() : rawDeadline;
+    this.deadline = limits && answersOnce(method) ? deadlineWithin(asked, limits, Date.now()) : asked;
+    this.serverSetDeadline = this.deadline < asked;
     this.abort = new CallAbort(call, this.deadline);
     this.url = call.getPath();
   }
@@ -145,9 +160,9 @@ class CallContext implements HandlerContext {
   }
 }
 
-export function openCallScope(call: ServerCallLike, service: DescService, method: DescMethod): CallScope {
-  const context = new CallContext(call, service, method);
-  return { context, done: () => context.abort.done() };
+export function openCallScope(call: ServerCallLike, service: DescService, method: DescMethod, limits?: DeadlineLimits): CallScope {
+  const context = new CallContext(call, service, method, limits);
+  return { context, serverDeadline: context.serverSetDeadline ? context.deadline : undefined, done: () => context.abort.done() };
 }
 
 /** The context as this module made it (a context made elsewhere — a test's — has none of its state). */
@@ -183,6 +198,11 @@ export function peerHostOf(context: HandlerContext): string | undefined {
   if (bracketed) return bracketed[1];
   const hostAndPort = /^([^:]+):\d+$/.exec(peer);
   return hostAndPort ? hostAndPort[1] : peer;
+}
+
+/** The certificate the call's peer presented (mutual TLS), undefined without one. */
+export function peerCertificateOf(context: HandlerContext): PeerCertificate | undefined {
+  return ownContext(context)?.call.getAuthContext?.().sslPeerCertificate;
 }
 
 /** Reads one request metadata value without building Headers (the hot path: the bearer token). */

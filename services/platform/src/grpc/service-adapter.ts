@@ -16,7 +16,9 @@ import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMet
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { authenticationFor, type AuthenticationPolicy } from "./authentication.js";
 import { withCallScope } from "../call-deadline.js";
-import { endCall, endedBy, openCallScope } from "./handler-context.js";
+import { deadlineExceeded, endCall, endedBy, openCallScope, type CallScope } from "./handler-context.js";
+import type { DeadlineLimits } from "./deadline-policy.js";
+import type { PeerIdentity } from "./call-policy.js";
 import { statusFromError } from "./status-details.js";
 import { serverTelemetry, type ServerCallTelemetry } from "./telemetry.js";
 
@@ -112,8 +114,8 @@ function requestsOf(call: ServerReadableStream<object, object> | ServerDuplexStr
  * Runs a handler behind what every call goes through first: `admit` (load shedding, refuses by
  * throwing) and then authentication as the policy requires for the method.
  */
-function guard(method: DescMethod, handler: AnyImpl, admit: (() => void) | undefined, policy: AuthenticationPolicy | undefined): AnyImpl {
-  const authenticate = authenticationFor(policy, method);
+function guard(method: DescMethod, handler: AnyImpl, admit: (() => void) | undefined, policy: AuthenticationPolicy | undefined, peer: PeerIdentity | undefined): AnyImpl {
+  const authenticate = authenticationFor(policy, method, peer);
   if (!authenticate) {
     return admit
       ? (input, context) => {
@@ -155,6 +157,10 @@ export function adaptService<S extends DescService>(
   policy?: AuthenticationPolicy,
   /** Where the calls that stream answers are kept while open (a server shutting down ends them). */
   openStreams?: Set<HandlerContext>,
+  /** The server's default and ceiling of the deadline of calls that answer once. */
+  deadlineLimits?: DeadlineLimits,
+  /** How the transport names a calling service (mutual TLS). */
+  peer?: PeerIdentity,
 ) {
   const definition: Record<string, MethodDefinition<object, object>> = {};
   const implementation: UntypedServiceImplementation = {};
@@ -162,7 +168,7 @@ export function adaptService<S extends DescService>(
     const handler = (impl as Record<string, AnyImpl | undefined>)[method.localName];
     if (!handler) continue;
     definition[method.name] = methodDefinition(method);
-    implementation[method.name] = handlerFor(service, method, guard(method, handler.bind(impl), admit, policy), observer, openStreams);
+    implementation[method.name] = handlerFor(service, method, guard(method, handler.bind(impl), admit, policy, peer), observer, openStreams, deadlineLimits);
   }
   return { definition: definition as ServiceDefinition, implementation };
 }
@@ -188,7 +194,36 @@ function inDeadline<T>(context: HandlerContext, telemetry: ServerCallTelemetry, 
   return withCallScope(remaining === undefined ? undefined : Date.now() + remaining, telemetry.requestId, () => telemetry.run(work));
 }
 
-function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, observer: RpcObserver, openStreams?: Set<HandlerContext>) {
+/**
+ * The answer of a call that answers once, by the server's deadline when it set one (grpc-js enforces
+ * only the caller's): past it the call ends with DEADLINE_EXCEEDED — its signal aborts, so the work
+ * beneath it stops — whenever the handler would have answered.
+ */
+function byServerDeadline(scope: CallScope, answer: () => unknown): unknown {
+  if (scope.serverDeadline === undefined) return answer();
+  const at = scope.serverDeadline;
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      const reason = deadlineExceeded();
+      endCall(scope.context, reason);
+      reject(reason);
+    }, Math.max(0, at - Date.now()));
+    Promise.resolve()
+      .then(answer)
+      .then(
+        (value) => {
+          clearTimeout(timer);
+          resolve(value);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      );
+  });
+}
+
+function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, observer: RpcObserver, openStreams?: Set<HandlerContext>, deadlineLimits?: DeadlineLimits) {
   const telemetryOf = serverTelemetry(method);
   const reportAndStatus = (err: unknown) => {
     observer.failed(err, method);
@@ -210,10 +245,10 @@ function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, obs
     case "unary": {
       const h: handleUnaryCall<object, object> = (call, callback) => {
         const started = performance.now();
-        const scope = openCallScope(call, service, method);
+        const scope = openCallScope(call, service, method, deadlineLimits);
         const telemetry = telemetryOf(call.metadata);
         inDeadline(scope.context, telemetry, () => Promise.resolve()
-          .then(() => impl(call.request as never, scope.context))
+          .then(() => byServerDeadline(scope, () => impl(call.request as never, scope.context)))
           .then(
             (res) => { scope.done(); telemetry.end(undefined); callback(null, toMessage(method.output, res)); observer.answered?.(method, performance.now() - started); },
             (err) => { scope.done(); telemetry.end(err); callback(reportAndStatus(err)); },
@@ -233,10 +268,10 @@ function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, obs
     }
     case "client_streaming": {
       const h: handleClientStreamingCall<object, object> = (call: ServerReadableStream<object, object>, callback) => {
-        const scope = openCallScope(call, service, method);
+        const scope = openCallScope(call, service, method, deadlineLimits);
         const telemetry = telemetryOf(call.metadata);
         inDeadline(scope.context, telemetry, () => Promise.resolve()
-          .then(() => impl(requestsOf(call, scope.context.signal) as never, scope.context))
+          .then(() => byServerDeadline(scope, () => impl(requestsOf(call, scope.context.signal) as never, scope.context)))
           .then(
             (res) => { scope.done(); telemetry.end(undefined); callback(null, toMessage(method.output, res)); },
             (err) => { scope.done(); telemetry.end(err); callback(reportAndStatus(err)); },
