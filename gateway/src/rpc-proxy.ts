@@ -130,6 +130,9 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
           } catch (err) {
             throw toRpcError(err, upstream);
           }
+          // The upstream stream ends quietly when the caller's own deadline (connect-node's signal) cut
+          // it before grpc-js's did: it did not end well, it ended for that reason.
+          if (ctx.signal.aborted) throw toRpcError(ctx.signal.reason, upstream);
         });
       }
       // Client and bidirectional streaming are answered before the router (see `handle`).

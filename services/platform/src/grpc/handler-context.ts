@@ -55,6 +55,8 @@ class CallAbort {
   private timer: NodeJS.Timeout | undefined;
   private onCancelled: (() => void) | undefined;
   private finished = false;
+  /** The deadline's timer fired (it may fire a moment before Date.now() reaches the deadline). */
+  deadlineReached = false;
 
   constructor(
     private readonly call: ServerCallLike,
@@ -69,7 +71,12 @@ class CallAbort {
     else if (this.call.cancelled) controller.abort(cancelledByClient());
     else if (Number.isFinite(this.deadline) && this.deadline <= Date.now()) controller.abort(deadlineExceeded());
     else {
-      if (Number.isFinite(this.deadline)) this.timer = setTimeout(() => controller.abort(deadlineExceeded()), this.deadline - Date.now());
+      if (Number.isFinite(this.deadline)) {
+        this.timer = setTimeout(() => {
+          this.deadlineReached = true;
+          controller.abort(deadlineExceeded());
+        }, this.deadline - Date.now());
+      }
       this.onCancelled = () => controller.abort(cancelledByClient());
       this.call.on("cancelled", this.onCancelled);
     }
@@ -182,6 +189,15 @@ export function endCall(context: HandlerContext, reason: Error): void {
 /** Why the server ended the call early (endCall), if it did. */
 export function endedBy(context: HandlerContext): Error | undefined {
   return ownContext(context)?.endedBy;
+}
+
+/**
+ * Why a call that is ending did not end well though its handler returned: its deadline has passed (a
+ * stream whose handler stopped because its signal said so was cut, not finished). Undefined otherwise.
+ */
+export function cutByDeadline(context: HandlerContext): Error | undefined {
+  const own = ownContext(context);
+  return own && Number.isFinite(own.deadline) && (own.abort.deadlineReached || Date.now() >= own.deadline) ? deadlineExceeded() : undefined;
 }
 
 /** The header the gateway puts the client's address in (the one its trusted proxies saw). */

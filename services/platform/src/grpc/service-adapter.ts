@@ -16,7 +16,7 @@ import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMet
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { authenticationFor, type AuthenticationPolicy } from "./authentication.js";
 import { withCallScope } from "../call-deadline.js";
-import { deadlineExceeded, endCall, endedBy, openCallScope, type CallScope } from "./handler-context.js";
+import { cutByDeadline, deadlineExceeded, endCall, endedBy, openCallScope, type CallScope } from "./handler-context.js";
 import type { DeadlineLimits } from "./deadline-policy.js";
 import type { PeerIdentity } from "./call-policy.js";
 import { statusFromError } from "./status-details.js";
@@ -178,7 +178,9 @@ export function adaptService<S extends DescService>(
  * (credential gone, shutting down), with that reason, whatever the handler threw on the way out.
  */
 function finishStream(call: ServerWritableStream<object, object> | ServerDuplexStream<object, object>, scope: { context: HandlerContext; done(): void }, telemetry: ServerCallTelemetry, reportAndStatus: (err: unknown) => unknown, failure?: unknown) {
-  const reason = endedBy(scope.context) ?? failure;
+  // A stream whose handler returned once its deadline passed (it watched the signal) was cut: it says so,
+  // rather than ending OK a moment before grpc-js's own deadline would.
+  const reason = endedBy(scope.context) ?? failure ?? cutByDeadline(scope.context);
   scope.done();
   telemetry.end(reason);
   if (reason !== undefined) call.emit("error", reportAndStatus(reason));
