@@ -13,7 +13,7 @@ import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { assertIdempotencyKey, requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
 import { decodeCursor, pageOf, pageSizeOf } from "@switchyard/platform/paging.js";
 import { canSeeOrder, requireListOf, requireOrderAdmin, visibleOrder } from "./domain/access.js";
-import { checkDiscount, MAX_DISCOUNTS, MAX_ITEMS, priceItems, totalsOf, validateDiscountCode, validateItem, validateNewOrder, validateNote, type RequestedItem } from "./domain/orders.js";
+import { checkDiscount, guardRoomForDiscount, MAX_ITEMS, priceItems, totalsOf, validateDiscountCode, validateItem, validateNewOrder, validateNote, type RequestedItem } from "./domain/orders.js";
 import { guardContentsChange, guardTransition, refuseStatusWrite } from "./domain/state-machine.js";
 import { guardNoStepInProgress } from "./domain/steps.js";
 import type { OrderEvents } from "./events.js";
@@ -172,7 +172,7 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
       const code = validateDiscountCode(req.code);
       const { order, discount } = await store.addDiscount(caller.tenantId, orderIdOf(req.orderId), { code, amount: req.amount }, (o) => {
         guardEdit(o);
-        if (o.discounts.length >= MAX_DISCOUNTS) throw fail("RULE_VIOLATION", `an order holds at most ${MAX_DISCOUNTS} discounts`, { field: "discounts" });
+        guardRoomForDiscount(o.discounts);
         checkDiscount(totalsOf(o.items, o.discounts), req.amount);
       });
       return { discount: discountToProto(discount), order: orderToProto(order) };

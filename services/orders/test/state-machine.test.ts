@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto";
 import { ConnectError } from "@connectrpc/connect";
 import { errorInfoOf } from "@switchyard/platform/errors.js";
 import { guardContentsChange, guardTransition, refuseStatusWrite, type OrderAction, type OrderStatus } from "../src/domain/state-machine.js";
-import { checkDiscount, priceItems, totalsOf, validateItem } from "../src/domain/orders.js";
+import { checkDiscount, guardRoomForDiscount, MAX_DISCOUNTS, priceItems, totalsOf, validateItem } from "../src/domain/orders.js";
 import { chargeMismatch, guardNoStepInProgress, movedNoMoney, refundMismatch, stepCallMs, stepIdempotencyKey } from "../src/domain/steps.js";
 import { canSeeOrder, requireListOf, requireOrderAdmin, visibleOrder } from "../src/domain/access.js";
 import { Code } from "@connectrpc/connect";
@@ -67,6 +67,8 @@ describe("order totals", () => {
     expect(() => validateItem({ sku: "A", quantity: 1n, expectedUnitPrice: undefined })).to.not.throw();
     expect(reasonOf(() => checkDiscount({ subtotal: 100n, discountTotal: 0n, total: 100n }, 101n)).reason).to.equal("RULE_VIOLATION");
     expect(() => checkDiscount({ subtotal: 100n, discountTotal: 0n, total: 100n }, 100n)).to.not.throw();
+    expect(() => guardRoomForDiscount(new Array(MAX_DISCOUNTS - 1))).to.not.throw();
+    expect(reasonOf(() => guardRoomForDiscount(new Array(MAX_DISCOUNTS))).reason, "the 101st discount").to.equal("RULE_VIOLATION");
   });
 });
 

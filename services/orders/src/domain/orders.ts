@@ -89,6 +89,11 @@ export function totalsOf(items: readonly { quantity: bigint; unitPrice: bigint }
   return { subtotal, discountTotal, total: subtotal - discountTotal };
 }
 
+/** An order holds at most MAX_DISCOUNTS discounts: its answer (one message, one entry of a page) stays bounded. */
+export function guardRoomForDiscount(discounts: readonly unknown[]): void {
+  if (discounts.length >= MAX_DISCOUNTS) throw fail("RULE_VIOLATION", `an order holds at most ${MAX_DISCOUNTS} discounts`, { field: "discounts" });
+}
+
 /** A discount may not take the total below zero. */
 export function checkDiscount(totals: Totals, amount: bigint): void {
   assertAmount(amount, "amount");

@@ -62,4 +62,3 @@ export function ownsUnscopedPayment(caller: Caller | { service: string }, paymen
 export function ownsUnscopedRefund(caller: Caller | { service: string }, refund: object | undefined): boolean {
   return refund !== undefined || caller.service === ORDER_WORKFLOW_SERVICE;
 }
-
