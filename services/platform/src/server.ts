@@ -28,7 +28,7 @@ export interface ServiceRegistration {
 
 /** Pairs a service descriptor with its Connect-shaped implementation (type-checked) and its authentication. */
 export function registration<S extends DescService>(service: S, impl: ServiceImpl<S>, authentication?: AuthenticationPolicy<S>): ServiceRegistration {
-  return authentication ? { service, impl, authentication: authentication as AuthenticationPolicy } : { service, impl };
+  return authentication ? { service, impl, authentication } : { service, impl };
 }
 
 export interface GrpcServerOptions {
