@@ -9,7 +9,7 @@ import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/s
 import { LoginThrottle } from "./login-throttle.js";
 import { RevocationHub } from "./revocation-hub.js";
 import { IdentityAuthenticator, identityAuthentication, operatorAuthentication } from "./authenticator.js";
-import { identityHandlers, operatorHandlers } from "./connect.js";
+import { identityHandlers, operatorHandlers } from "./rpc-handlers.js";
 import { seedDemoData } from "./demo-data.js";
 import { parseServiceClients } from "./service-clients.js";
 import { SERVICE_TOKEN_TTL_SECONDS } from "./domain/tokens.js";

@@ -14,7 +14,7 @@ import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { registration } from "@switchyard/platform/server.js";
 import { serviceCredentialsFromIdentity } from "@switchyard/platform/service-credentials.js";
 import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
-import { orderHandlers, ordersAuthentication } from "./connect.js";
+import { orderHandlers, ordersAuthentication } from "./rpc-handlers.js";
 import { OrderEvents } from "./events.js";
 import { ordersMigrations } from "./store/migrations.js";
 import { SqlOrdersStore } from "./store/sql-store.js";

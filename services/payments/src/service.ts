@@ -8,7 +8,7 @@ import { Faults, faultsSetting } from "@switchyard/platform/faults.js";
 import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { registration } from "@switchyard/platform/server.js";
 import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
-import { PAYMENTS_FAULT_POINTS, paymentHandlers, paymentsAuthentication } from "./connect.js";
+import { PAYMENTS_FAULT_POINTS, paymentHandlers, paymentsAuthentication } from "./rpc-handlers.js";
 import { paymentsMigrations } from "./store/migrations.js";
 import { SqlPaymentsStore } from "./store/sql-store.js";
 

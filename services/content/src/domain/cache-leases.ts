@@ -1,5 +1,5 @@
 // Rules for the edge caches' change stream and leases, without I/O.
-// (Only the gateway follows the stream and holds leases: content's call policy, connect.ts.)
+// (Only the gateway follows the stream and holds leases: content's call policy, rpc-handlers.ts.)
 import { fail } from "@switchyard/platform/errors.js";
 
 const SUBSCRIBER_ID = /^[A-Za-z0-9_-]{8,64}$/;
