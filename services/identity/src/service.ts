@@ -8,7 +8,7 @@ import { registration } from "@switchyard/platform/server.js";
 import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
 import { LoginThrottle } from "./login-throttle.js";
 import { RevocationHub } from "./revocation-hub.js";
-import { IdentityAuthenticator, identityAuthentication, operatorAuthentication } from "./authenticator.js";
+import { IdentityAuthenticator, identityInterceptors, operatorInterceptors } from "./authenticator.js";
 import { identityHandlers, operatorHandlers } from "./rpc-handlers.js";
 import { seedDemoData } from "./demo-data.js";
 import { parseServiceClients } from "./service-clients.js";
@@ -79,9 +79,9 @@ export function startIdentityService(config: IdentityConfig, logger: Logger): Pr
           registration(
             IdentityService,
             identityHandlers({ store, keys, tokenTtlSeconds: config.tokenTtlSeconds, serviceClients: config.serviceClients, throttle, revocations }),
-            identityAuthentication(authenticator),
+            identityInterceptors(authenticator),
           ),
-          registration(OperatorService, operatorHandlers({ store, logger }), operatorAuthentication(authenticator)),
+          registration(OperatorService, operatorHandlers({ store, logger }), operatorInterceptors(authenticator)),
         ],
       };
     },
