@@ -62,4 +62,6 @@ export const identityInterceptors = (authenticator: Authenticator): ServiceInter
   authentication<typeof IdentityService>({ authenticator, access: identityCallPolicy, clientAddressFrom: [GATEWAY_SERVICE] }),
 ];
 
-export const operatorInterceptors = (authenticator: Authenticator): ServiceInterceptor[] => [authentication<typeof OperatorService>({ authenticator, access: operatorCallPolicy })];
+export const operatorInterceptors = (authenticator: Authenticator): ServiceInterceptor[] => [
+  authentication<typeof OperatorService>({ authenticator, access: operatorCallPolicy }),
+];

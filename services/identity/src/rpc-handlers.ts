@@ -91,8 +91,8 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
       const caller = callerOf(ctx);
       requireTenant(caller, tenantIdOf(req.tenantId));
       // An id that is no session id (of the form issued below) names nothing: 404 without a lookup.
-      const session = ownSession(caller, SESSION_ID.test(req.sessionId) ? await store.getSession(req.tenantId, req.sessionId) : undefined);
-      return { session: sessionToProto(session) };
+      const found = SESSION_ID.test(req.sessionId) ? await store.getSession(req.tenantId, req.sessionId) : undefined;
+      return { session: sessionToProto(ownSession(caller, found)) };
     },
 
     async createServiceToken(req) {
@@ -105,7 +105,8 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
       const caller = callerOf(ctx);
       requireTenant(caller, tenantIdOf(req.tenantId));
       // Only one's own sessions, as for reading them. Logging out twice is done twice: 204 again.
-      const session = ownSession(caller, SESSION_ID.test(req.sessionId) ? await store.getSession(req.tenantId, req.sessionId) : undefined);
+      const found = SESSION_ID.test(req.sessionId) ? await store.getSession(req.tenantId, req.sessionId) : undefined;
+      const session = ownSession(caller, found);
       await store.revokeSession(req.tenantId, session.id);
       return {};
     },

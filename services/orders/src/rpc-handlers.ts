@@ -8,7 +8,8 @@ import { OrderService, OrderStatus as ProtoStatus, TrackOrdersResponseSchema, ty
 import type { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
 import { principalOf, type Caller } from "@switchyard/platform/caller.js";
-import { authentication, callerOf, idempotencyKeys, USERS, type Authenticator, type CallPolicy, type ServiceInterceptor } from "@switchyard/platform/grpc";
+import { authentication, callerOf, idempotencyKeys, USERS } from "@switchyard/platform/grpc";
+import type { Authenticator, CallPolicy, ServiceInterceptor } from "@switchyard/platform/grpc";
 import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
 import { decodeCursor, pageOf, pageSizeOf } from "@switchyard/platform/paging.js";

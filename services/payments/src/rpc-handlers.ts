@@ -4,7 +4,8 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { KeyedOperation, PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
 import { principalOf, servicePrincipal, type Caller } from "@switchyard/platform/caller.js";
-import { authentication, callerOf, idempotencyKeys, serviceCallerOf, USERS, type Authenticator, type CallPolicy, type ServiceInterceptor } from "@switchyard/platform/grpc";
+import { authentication, callerOf, idempotencyKeys, serviceCallerOf, USERS } from "@switchyard/platform/grpc";
+import type { Authenticator, CallPolicy, ServiceInterceptor } from "@switchyard/platform/grpc";
 import { Faults } from "@switchyard/platform/faults.js";
 import { requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
 import { isIdOf } from "@switchyard/platform/ids.js";
@@ -41,7 +42,11 @@ export const paymentsCallPolicy: CallPolicy<typeof PaymentService> = {
  */
 export const paymentsInterceptors = (authenticator: Authenticator): ServiceInterceptor[] => [
   authentication<typeof PaymentService>({ authenticator, access: paymentsCallPolicy }),
-  idempotencyKeys<typeof PaymentService>({ createPayment: "required", createRefund: "required", resolveIdempotencyKey: "required" }),
+  idempotencyKeys<typeof PaymentService>({
+    createPayment: "required",
+    createRefund: "required",
+    resolveIdempotencyKey: "required",
+  }),
 ];
 
 /** The fault points of this service (FAULTS, tests only): a stall before a charge or refund commits, or after. */

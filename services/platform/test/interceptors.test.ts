@@ -18,7 +18,8 @@ import { registration, startGrpcServer } from "../src/server.js";
 import { createServiceClient, openChannel } from "../src/grpc/client.js";
 import { endCall, openCallContext, type ServerCallLike } from "../src/grpc/handler-context.js";
 import { composeChain, type CallHandler, type ServerCall, type ServiceInterceptor } from "../src/grpc/interceptors/chain.js";
-import { admission, callScope, deadline, domainErrors, idempotencyKeys, telemetry } from "../src/grpc/interceptors/index.js";
+import { admission, callScope, deadline, domainErrors } from "../src/grpc/interceptors/index.js";
+import { idempotencyKeys, telemetry } from "../src/grpc/interceptors/index.js";
 
 class FakeCall extends EventEmitter implements ServerCallLike {
   metadata = new Metadata();
@@ -35,8 +36,15 @@ class FakeCall extends EventEmitter implements ServerCallLike {
 
 const unary = EchoService.method.echo;
 const stream = EchoService.method.echoStream;
-const callOf = (method: DescMethod, message: unknown = {}, fake = new FakeCall()): ServerCall => ({ message, context: openCallContext(fake, method.parent, method) });
-const chainOf = (method: DescMethod, interceptors: ServiceInterceptor[], handler: CallHandler) => composeChain(method, interceptors, {}, handler);
+const callOf = (method: DescMethod, message: unknown = {}, fake = new FakeCall()): ServerCall => ({
+  message,
+  context: openCallContext(fake, method.parent, method),
+});
+const chainOf = (method: DescMethod, interceptors: ServiceInterceptor[], handler: CallHandler) =>
+  composeChain(method, interceptors, {}, handler);
+const KEY_INVALID = { code: "InvalidArgument", reason: "IDEMPOTENCY_KEY_INVALID" };
+/** What a chain does, its synchronous throws included: its answer, or what it failed with. */
+const settled = (run: () => unknown) => Promise.resolve().then(run).catch((e: unknown) => e);
 /** What a step did: its answer, or its error's gRPC code and ErrorInfo reason. */
 async function outcome(run: () => unknown): Promise<unknown> {
   try {
@@ -79,7 +87,8 @@ describe("interceptor: the Idempotency-Key rules", () => {
     let handled = 0;
     const chain = chainOf(create, [rules], () => ++handled);
     for (const key of ["", "not-a-uuid", `${KEY}0`, ` ${KEY}`]) {
-      expect(await outcome(() => chain(callOf(create, { idempotencyKey: key }))), JSON.stringify(key)).to.deep.equal({ code: "InvalidArgument", reason: "IDEMPOTENCY_KEY_INVALID" });
+      const refused = await outcome(() => chain(callOf(create, { idempotencyKey: key })));
+      expect(refused, JSON.stringify(key)).to.deep.equal(KEY_INVALID);
     }
     expect(handled).to.equal(0);
     expect(await chain(callOf(create, { idempotencyKey: KEY }))).to.equal(1);
@@ -88,21 +97,24 @@ describe("interceptor: the Idempotency-Key rules", () => {
 
   it("an optional key may be left out, but one sent must be good", async () => {
     const createOrder = OrderService.method.createOrder;
-    const chain = chainOf(createOrder, [idempotencyKeys<typeof OrderService>({ createOrder: "optional" })], () => "made");
+    const rules = idempotencyKeys<typeof OrderService>({ createOrder: "optional" });
+    const chain = chainOf(createOrder, [rules], () => "made");
     expect(await chain(callOf(createOrder, { idempotencyKey: "" }))).to.equal("made");
     expect(await chain(callOf(createOrder, { idempotencyKey: KEY }))).to.equal("made");
-    expect(await outcome(() => chain(callOf(createOrder, { idempotencyKey: "nope" })))).to.deep.equal({ code: "InvalidArgument", reason: "IDEMPOTENCY_KEY_INVALID" });
+    expect(await outcome(() => chain(callOf(createOrder, { idempotencyKey: "nope" })))).to.deep.equal(KEY_INVALID);
   });
 
   it("a method the rules do not name gets no step; a rule on a method without a key of its own fails at start", () => {
     expect(rules(PaymentService.method.getPayment, {})).to.equal(undefined);
-    expect(() => idempotencyKeys<typeof PaymentService>({ getPayment: "required" })(PaymentService.method.getPayment, {})).to.throw(/takes no idempotency_key/);
+    const misplaced = idempotencyKeys<typeof PaymentService>({ getPayment: "required" });
+    expect(() => misplaced(PaymentService.method.getPayment, {})).to.throw(/takes no idempotency_key/);
   });
 });
 
 describe("interceptor: domain errors → gRPC status, at the handler", () => {
   const chain = (handler: CallHandler) => chainOf(unary, [domainErrors], handler);
-  const refusal = new DomainError("PRICE_CHANGED", "the price of BOOK-1 is 1500 EUR", { sku: "BOOK-1", unit_price: "1500", currency: "EUR" });
+  const details = { sku: "BOOK-1", unit_price: "1500", currency: "EUR" };
+  const refusal = new DomainError("PRICE_CHANGED", "the price of BOOK-1 is 1500 EUR", details);
 
   it("turns a rule's refusal, thrown at once or later, into the catalogue's code with an ErrorInfo of its reason and details", async () => {
     for (const handler of [
@@ -114,23 +126,21 @@ describe("interceptor: domain errors → gRPC status, at the handler", () => {
         throw refusal;
       },
     ]) {
-      const err = await Promise.resolve()
-        .then(() => chain(handler)(callOf(unary)))
-        .catch((e: unknown) => e);
+      const err = await settled(() => chain(handler)(callOf(unary)));
       expect(err).to.be.instanceOf(ConnectError);
       const ce = err as ConnectError;
       expect(ce.code).to.equal(Code.FailedPrecondition);
       expect(ce.rawMessage).to.equal("the price of BOOK-1 is 1500 EUR");
       expect(errorInfoOf(ce)?.reason).to.equal("PRICE_CHANGED");
-      expect(errorInfoOf(ce)?.metadata).to.deep.equal({ sku: "BOOK-1", unit_price: "1500", currency: "EUR" });
+      expect(errorInfoOf(ce)?.metadata).to.deep.equal(details);
     }
   });
 
   it("leaves a status error, any other error and an answer as they are", async () => {
     const status = fail("NOT_FOUND", "payment not found");
     const bug = new TypeError("x is undefined");
-    expect(await Promise.resolve().then(() => chain(() => Promise.reject(status))(callOf(unary))).catch((e: unknown) => e)).to.equal(status);
-    expect(await Promise.resolve().then(() => chain(() => Promise.reject(bug))(callOf(unary))).catch((e: unknown) => e)).to.equal(bug);
+    expect(await settled(() => chain(() => Promise.reject(status))(callOf(unary)))).to.equal(status);
+    expect(await settled(() => chain(() => Promise.reject(bug))(callOf(unary)))).to.equal(bug);
     expect(chain(() => "sync answer")(callOf(unary))).to.equal("sync answer");
   });
 });
@@ -188,13 +198,13 @@ describe("interceptor: deadline", () => {
       endCall(call.context, gone);
       throw new Error("the handler's own error on the way out");
     });
-    expect(await Promise.resolve().then(() => ended(call)).catch((e: unknown) => e)).to.equal(gone);
+    expect(await settled(() => ended(call))).to.equal(gone);
     const quiet = callOf(stream);
     const returned = chainOf(stream, [deadline], () => {
       endCall(quiet.context, gone);
       return undefined;
     });
-    expect(await Promise.resolve().then(() => returned(quiet)).catch((e: unknown) => e), "not OK").to.equal(gone);
+    expect(await settled(() => returned(quiet)), "not OK").to.equal(gone);
   });
 
   it("a stream whose handler returned once its deadline passed was cut: DEADLINE_EXCEEDED, not OK", async () => {
@@ -209,10 +219,14 @@ describe("interceptor: telemetry", () => {
   it("tells the observer of every failure and of a unary call's answer", async () => {
     const failed: unknown[] = [];
     const answered: string[] = [];
-    const observer = { failed: (err: unknown) => failed.push(err), answered: (method: DescMethod) => answered.push(method.name) };
+    const observer = {
+      failed: (err: unknown) => failed.push(err),
+      answered: (method: DescMethod) => answered.push(method.name),
+    };
     const refusal = fail("NOT_FOUND", "gone");
     expect(await chainOf(unary, [telemetry(observer)], async () => "ok")(callOf(unary))).to.equal("ok");
-    expect(await outcome(() => chainOf(unary, [telemetry(observer)], () => Promise.reject(refusal))(callOf(unary)))).to.deep.equal({ code: "NotFound", reason: "NOT_FOUND" });
+    const failing = chainOf(unary, [telemetry(observer)], () => Promise.reject(refusal));
+    expect(await outcome(() => failing(callOf(unary)))).to.deep.equal({ code: "NotFound", reason: "NOT_FOUND" });
     expect(answered).to.deep.equal(["Echo"]);
     expect(failed).to.deep.equal([refusal]);
   });
@@ -233,18 +247,30 @@ describe("a domain rule's refusal over the wire", () => {
       },
       async *chat() {},
     };
-    const server = await startGrpcServer({ name: "domain", host: "127.0.0.1", port: 0, services: [registration(EchoService, impl)], logger: createLogger("test", "silent") });
+    const logger = createLogger("test", "silent");
+    const server = await startGrpcServer({ name: "domain", host: "127.0.0.1", port: 0, services: [registration(EchoService, impl)], logger });
     const channel = openChannel(`127.0.0.1:${server.port}`);
     try {
       const client = createServiceClient(EchoService, channel);
       const err = (await client.echo({ message: "x" }).catch((e: unknown) => e)) as ConnectError;
-      expect([err.code, err.rawMessage, errorInfoOf(err)?.reason, errorInfoOf(err)?.metadata]).to.deep.equal([Code.InvalidArgument, "message must be short", "RULE_VIOLATION", { field: "message" }]);
+      const info = errorInfoOf(err);
+      expect([err.code, err.rawMessage, info?.reason, info?.metadata]).to.deep.equal([
+        Code.InvalidArgument,
+        "message must be short",
+        "RULE_VIOLATION",
+        { field: "message" },
+      ]);
       const received: string[] = [];
       const streamErr = await (async () => {
         for await (const m of client.echoStream({ message: "x", count: 3 })) received.push(m.message);
       })().catch((e: unknown) => e as ConnectError);
       expect(received).to.deep.equal(["first"]);
-      expect([streamErr?.code, errorInfoOf(streamErr!)?.reason, errorInfoOf(streamErr!)?.metadata]).to.deep.equal([Code.FailedPrecondition, "INVALID_STATE", { current_status: "cancelled" }]);
+      const streamInfo = errorInfoOf(streamErr!);
+      expect([streamErr?.code, streamInfo?.reason, streamInfo?.metadata]).to.deep.equal([
+        Code.FailedPrecondition,
+        "INVALID_STATE",
+        { current_status: "cancelled" },
+      ]);
     } finally {
       channel.close();
       await server.shutdown();

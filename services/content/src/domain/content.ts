@@ -35,7 +35,8 @@ export function entityTag(documentId: string, version: number): string {
 export function checkIfMatch(ifMatch: string, current: { id: string; version: number }): void {
   const tags = ifMatch.split(",").map((t) => t.trim());
   if (!tags.includes("*") && !tags.includes(entityTag(current.id, current.version))) {
-    throw new DomainError("ETAG_MISMATCH", "the document has changed since that entity tag: fetch it again and reconcile", { current_etag: entityTag(current.id, current.version) });
+    const message = "the document has changed since that entity tag: fetch it again and reconcile";
+    throw new DomainError("ETAG_MISMATCH", message, { current_etag: entityTag(current.id, current.version) });
   }
 }
 

@@ -59,7 +59,10 @@ export function validateName(input: { fullName: string; givenName?: string; fami
   return { fullName: family ? `${given} ${family}` : given, name: { given, family } };
 }
 
-/** A new user, as valid; a role that is neither admin nor member ("invalid": a number the proto does not name) is refused first. */
+/**
+ * A new user, as valid; a role that is neither admin nor member ("invalid": a number the proto does
+ * not name) is refused first.
+ */
 export function validateNewUser(input: { email: string; fullName: string; givenName?: string; familyName?: string; password: string; role: Role | undefined | "invalid" }): NewUser {
   if (input.role === "invalid") throw new DomainError("RULE_VIOLATION", "role must be admin or member", { field: "role" });
   const email = normalizeEmail(input.email);

@@ -83,7 +83,8 @@ export function validateNote(note: string): string {
 /** What a shipment says of itself: a carrier and a tracking number, each bounded. */
 export function validateShipment<T extends { carrier: string; trackingNumber: string }>(shipment: T): T {
   if (shipment.carrier.length > SHIPPING_FIELD_MAX || shipment.trackingNumber.length > SHIPPING_FIELD_MAX) {
-    throw new DomainError("RULE_VIOLATION", `carrier and tracking_number are at most ${SHIPPING_FIELD_MAX} characters`, { field: "carrier" });
+    const message = `carrier and tracking_number are at most ${SHIPPING_FIELD_MAX} characters`;
+    throw new DomainError("RULE_VIOLATION", message, { field: "carrier" });
   }
   return shipment;
 }
@@ -101,7 +102,9 @@ export function totalsOf(items: readonly { quantity: bigint; unitPrice: bigint }
 
 /** An order holds at most MAX_ITEMS items: room for one more. */
 export function guardRoomForItem(items: readonly unknown[]): void {
-  if (items.length >= MAX_ITEMS) throw new DomainError("RULE_VIOLATION", `an order holds at most ${MAX_ITEMS} items`, { field: "items" });
+  if (items.length >= MAX_ITEMS) {
+    throw new DomainError("RULE_VIOLATION", `an order holds at most ${MAX_ITEMS} items`, { field: "items" });
+  }
 }
 
 /** An order holds at most MAX_DISCOUNTS discounts: its answer (one message, one entry of a page) stays bounded. */

@@ -20,7 +20,14 @@ import { openCallContext, type OpenCall } from "./handler-context.js";
 import type { DeadlineLimits } from "./deadline-policy.js";
 import type { PeerIdentity } from "./call-policy.js";
 import { statusFromError } from "./status-details.js";
-import { composeChain, settle, streamsAnswers, type CallHandler, type ServerCall, type ServiceInterceptor } from "./interceptors/chain.js";
+import {
+  composeChain,
+  settle,
+  streamsAnswers,
+  type CallHandler,
+  type ServerCall,
+  type ServiceInterceptor,
+} from "./interceptors/chain.js";
 
 /** Serializer pair of one message type, shared by client and server definitions. */
 export function codecOf<D extends DescMessage>(desc: D) {
@@ -102,7 +109,7 @@ function requestsOf(call: ServerReadableStream<object, object> | ServerDuplexStr
   };
 }
 
-/** A call as the adapter hands it to the chain: with the stream its answers are written to, when it streams them. */
+/** A call as the adapter hands it to the chain: with the stream its answers go to, when it streams them. */
 class AdaptedCall implements ServerCall {
   constructor(
     readonly message: unknown,
@@ -117,11 +124,14 @@ class AdaptedCall implements ServerCall {
  */
 function handlerStep(method: DescMethod, handler: AnyImpl): CallHandler {
   if (!streamsAnswers(method)) return (call) => handler(call.message as never, call.context);
-  return (call) => writeAll((call as AdaptedCall).answers!, handler(call.message as never, call.context) as AsyncIterable<unknown>, method, call.context.signal);
+  return (call) => {
+    const answers = handler(call.message as never, call.context) as AsyncIterable<unknown>;
+    return writeAll((call as AdaptedCall).answers!, answers, method, call.context.signal);
+  };
 }
 
 export interface ServiceAdapterOptions {
-  /** What every call goes through before its handler, outermost first (interceptors/index.ts, serviceChain). */
+  /** What every call goes through before its handler, outermost first (interceptors/index.ts). */
   interceptors: readonly ServiceInterceptor[];
   /** How the transport names a calling service (mutual TLS), for the interceptors that need to know. */
   peer?: PeerIdentity | undefined;
@@ -132,14 +142,19 @@ export interface ServiceAdapterOptions {
 }
 
 /** grpc-js definition + implementation for one service, each method's chain composed once, here. */
-export function adaptService<S extends DescService>(service: S, impl: Partial<ServiceImpl<S>>, options: ServiceAdapterOptions) {
+export function adaptService<S extends DescService>(
+  service: S,
+  impl: Partial<ServiceImpl<S>>,
+  options: ServiceAdapterOptions,
+) {
   const definition: Record<string, MethodDefinition<object, object>> = {};
   const implementation: UntypedServiceImplementation = {};
   for (const method of service.methods) {
     const handler = (impl as Record<string, AnyImpl | undefined>)[method.localName];
     if (!handler) continue;
     definition[method.name] = methodDefinition(method);
-    const chain = composeChain(method, options.interceptors, { peer: options.peer }, handlerStep(method, handler.bind(impl)));
+    const last = handlerStep(method, handler.bind(impl));
+    const chain = composeChain(method, options.interceptors, { peer: options.peer }, last);
     implementation[method.name] = callHandlerFor(service, method, chain, options);
   }
   return { definition: definition as ServiceDefinition, implementation };
@@ -148,7 +163,13 @@ export function adaptService<S extends DescService>(service: S, impl: Partial<Se
 type Respond = (err: unknown, answer?: object) => void;
 
 /** A call that answers once: the chain's answer, or its error as the gRPC status. */
-function answerOnce(chain: CallHandler, call: AdaptedCall, context: OpenCall, method: DescMethod, callback: Respond): void {
+function answerOnce(
+  chain: CallHandler,
+  call: AdaptedCall,
+  context: OpenCall,
+  method: DescMethod,
+  callback: Respond,
+): void {
   settle(
     chain,
     call,
@@ -163,8 +184,16 @@ function answerOnce(chain: CallHandler, call: AdaptedCall, context: OpenCall, me
   );
 }
 
-/** A call that streams its answers: kept among the open streams until its chain is over, then ended OK or with its status. */
-function answerStream(chain: CallHandler, call: AdaptedCall, context: OpenCall, openStreams: Set<HandlerContext> | undefined): void {
+/**
+ * A call that streams its answers: kept among the open streams until its chain is over, then ended
+ * OK or with its status.
+ */
+function answerStream(
+  chain: CallHandler,
+  call: AdaptedCall,
+  context: OpenCall,
+  openStreams: Set<HandlerContext> | undefined,
+): void {
   const stream = call.answers!;
   openStreams?.add(context);
   settle(
@@ -183,7 +212,12 @@ function answerStream(chain: CallHandler, call: AdaptedCall, context: OpenCall, 
   );
 }
 
-function callHandlerFor(service: DescService, method: DescMethod, chain: CallHandler, { openStreams, deadlineLimits }: ServiceAdapterOptions) {
+function callHandlerFor(
+  service: DescService,
+  method: DescMethod,
+  chain: CallHandler,
+  { openStreams, deadlineLimits }: ServiceAdapterOptions,
+) {
   switch (method.methodKind) {
     case "unary": {
       const h: handleUnaryCall<object, object> = (call, callback) => {
@@ -202,7 +236,8 @@ function callHandlerFor(service: DescService, method: DescMethod, chain: CallHan
     case "client_streaming": {
       const h: handleClientStreamingCall<object, object> = (call: ServerReadableStream<object, object>, callback) => {
         const context = openCallContext(call, service, method, deadlineLimits);
-        answerOnce(chain, new AdaptedCall(requestsOf(call, context.signal), context), context, method, callback as Respond);
+        const requests = requestsOf(call, context.signal);
+        answerOnce(chain, new AdaptedCall(requests, context), context, method, callback as Respond);
       };
       return h;
     }

@@ -5,6 +5,7 @@ import { withCallScope } from "../../call-deadline.js";
 import { deadlineOf, requestIdOf } from "../handler-context.js";
 import type { Interceptor, ServiceInterceptor } from "./chain.js";
 
-const inCallScope: Interceptor = (next) => (call) => withCallScope(deadlineOf(call.context), requestIdOf(call.context), () => next(call));
+const inCallScope: Interceptor = (next) => (call) =>
+  withCallScope(deadlineOf(call.context), requestIdOf(call.context), () => next(call));
 
 export const callScope: ServiceInterceptor = () => inCallScope;

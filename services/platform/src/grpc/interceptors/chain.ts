@@ -37,23 +37,35 @@ export interface ServerTraits {
 export type ServiceInterceptor = (method: DescMethod, server: ServerTraits) => Interceptor | undefined;
 
 /** A method's chain: its interceptors, outermost first, around the step that calls its handler. */
-export function composeChain(method: DescMethod, interceptors: readonly ServiceInterceptor[], server: ServerTraits, handler: CallHandler): CallHandler {
+export function composeChain(
+  method: DescMethod,
+  interceptors: readonly ServiceInterceptor[],
+  server: ServerTraits,
+  handler: CallHandler,
+): CallHandler {
   let next = handler;
   for (let i = interceptors.length - 1; i >= 0; i--) next = interceptors[i]!(method, server)?.(next) ?? next;
   return next;
 }
 
 /** Whether a method streams its answers (its chain then answers once the stream is over). */
-export const streamsAnswers = (method: DescMethod): boolean => method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming";
+export const streamsAnswers = (method: DescMethod): boolean =>
+  method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming";
 
-const isPromise = (value: unknown): value is PromiseLike<unknown> => typeof (value as { then?: unknown } | null)?.then === "function";
+const isPromise = (value: unknown): value is PromiseLike<unknown> =>
+  typeof (value as { then?: unknown } | null)?.then === "function";
 
 /**
  * Runs `next` and calls `done` with how it ended — at once when it answered or threw at once, else
  * when its promise settles — and gives back what `done` gives: an interceptor that must see every
  * outcome (metrics, a timer to clear) without a promise more for an answer that was there at once.
  */
-export function settle(next: CallHandler, call: ServerCall, answered: (answer: unknown) => unknown, failed: (err: unknown) => unknown): unknown {
+export function settle(
+  next: CallHandler,
+  call: ServerCall,
+  answered: (answer: unknown) => unknown,
+  failed: (err: unknown) => unknown,
+): unknown {
   let answer: unknown;
   try {
     answer = next(call);

@@ -32,7 +32,8 @@ function assertKeyed(method: DescMethod): void {
   const field = method.input.fields.find((f) => f.name === "idempotency_key");
   const keyed = field?.fieldKind === "scalar" && field.scalar === ScalarType.STRING && field.oneof === undefined;
   if (method.methodKind !== "unary" || !keyed) {
-    throw new Error(`${method.parent.typeName}/${method.name} takes no idempotency_key of its own: it can have no Idempotency-Key rule`);
+    const name = `${method.parent.typeName}/${method.name}`;
+    throw new Error(`${name} takes no idempotency_key of its own: it can have no Idempotency-Key rule`);
   }
 }
 

@@ -22,7 +22,14 @@ import { telemetry, type RpcObserver } from "./telemetry.js";
 export { admission, callScope, deadline, domainErrors, telemetry, type Admission, type RpcObserver };
 export { authentication } from "./authentication.js";
 export { idempotencyKeys, type IdempotencyKeyRule, type IdempotencyKeyRules } from "./idempotency-keys.js";
-export { composeChain, type CallHandler, type Interceptor, type ServerCall, type ServerTraits, type ServiceInterceptor } from "./chain.js";
+export {
+  composeChain,
+  type CallHandler,
+  type Interceptor,
+  type ServerCall,
+  type ServerTraits,
+  type ServiceInterceptor,
+} from "./chain.js";
 
 /** What the server brings to every chain: where calls are reported, and (for the service's own methods) what sheds. */
 export interface ServerSteps {
@@ -33,5 +40,6 @@ export interface ServerSteps {
 
 /** A service's whole chain, outermost first: the server's steps, the service's own, domain errors → status. */
 export function serviceChain(server: ServerSteps, declared: readonly ServiceInterceptor[]): ServiceInterceptor[] {
-  return [callScope, telemetry(server.observer), deadline, ...(server.admission ? [admission(server.admission)] : []), ...declared, domainErrors];
+  const shedding = server.admission ? [admission(server.admission)] : [];
+  return [callScope, telemetry(server.observer), deadline, ...shedding, ...declared, domainErrors];
 }

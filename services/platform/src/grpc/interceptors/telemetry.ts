@@ -4,7 +4,8 @@
 import type { Metadata } from "@grpc/grpc-js";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { rpcServerDuration, rpcServerStreams } from "../../metrics.js";
-import { context as traceContext, extractContext, SpanKind, trace, tracer, tracingEnabled, type Span } from "../../tracing.js";
+import { extractContext, SpanKind, trace, tracer, tracingEnabled, type Span } from "../../tracing.js";
+import { context as traceContext } from "../../tracing.js";
 import { metadataOf, requestIdOf } from "../handler-context.js";
 import { endSpan, grpcCodeOf } from "../telemetry.js";
 import { settle, streamsAnswers, type Interceptor, type ServiceInterceptor } from "./chain.js";
@@ -69,7 +70,12 @@ function methodTelemetry(method: DescMethod, observer: RpcObserver): Interceptor
     if (!tracingEnabled()) return settle(next, call, answered, failed);
     const metadata = metadataOf(call.context);
     const parent = metadata ? extractContext(metadata, metadataGetter) : traceContext.active();
-    const attributes = { "rpc.system": "grpc", "rpc.service": service, "rpc.method": method.name, "switchyard.request_id": requestIdOf(call.context) };
+    const attributes = {
+      "rpc.system": "grpc",
+      "rpc.service": service,
+      "rpc.method": method.name,
+      "switchyard.request_id": requestIdOf(call.context),
+    };
     span = tracer().startSpan(spanName, { kind: SpanKind.SERVER, attributes }, parent);
     // The rest of the call — its log lines, the calls it makes — runs with its span active.
     return traceContext.with(trace.setSpan(parent, span), settle, undefined, next, call, answered, failed);
