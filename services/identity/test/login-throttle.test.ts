@@ -14,7 +14,7 @@ import { errorInfoOf } from "@switchyard/platform/errors.js";
 import { createLogger } from "@switchyard/platform/logger.js";
 import { forEachDatabase } from "../../platform/test/support/databases.js";
 import { forgetRedisKeys } from "../../../test/support/redis-keys.js";
-import { identityHandlers } from "../src/connect.js";
+import { identityHandlers } from "../src/rpc-handlers.js";
 import { RevocationHub } from "../src/revocation-hub.js";
 import { RotatingKeyRing } from "../src/signing-keys.js";
 import { identityMigrations } from "../src/store/migrations.js";
