@@ -55,7 +55,7 @@ export function methodDefinition(method: DescMethod): MethodDefinition<object, o
     responseStream: method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming",
     requestSerialize: (m: object) => input.serialize(m as never),
     requestDeserialize: input.deserialize,
-    responseSerialize: (m: object) => output.serialize(toMessage(method.output, m) as never),
+    responseSerialize: (m: object) => output.serialize(toMessage(method.output, m)),
     responseDeserialize: output.deserialize,
   };
 }

@@ -18,7 +18,7 @@ export function grpcCodeOf(err: unknown): string {
 
 /** Ends a call's span with its gRPC code (OK for none). */
 export function endSpan(span: Span, code: string, err: unknown): void {
-  span.setAttribute("rpc.grpc.status_code", GrpcStatus[code as keyof typeof GrpcStatus] as number);
+  span.setAttribute("rpc.grpc.status_code", GrpcStatus[code as keyof typeof GrpcStatus]);
   if (err !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: code });
   span.end();
 }

@@ -9,7 +9,7 @@ import { streamsAnswers, type Interceptor, type ServiceInterceptor } from "./cha
 
 export function authentication<S extends DescService>(policy: AuthenticationPolicy<S>): ServiceInterceptor {
   return (method, server): Interceptor | undefined => {
-    const authenticate = authenticationFor(policy as AuthenticationPolicy, method, server.peer);
+    const authenticate = authenticationFor(policy, method, server.peer);
     if (!authenticate) return undefined;
     if (streamsAnswers(method)) {
       return (next) => async (call) => {
