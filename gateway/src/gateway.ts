@@ -539,6 +539,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         draining = true;
         // The edge cache gives its lease up first: no write in content waits for a gateway that is leaving.
         const cacheStopped = cacheFollower?.stop();
+        fanout.endAll(edgeError("UPSTREAM_UNAVAILABLE", "the gateway is shutting down; reconnect"));
         const timer = setTimeout(() => server.closeAllConnections(), config.drainTimeoutMs);
         server.close(() => {
           clearTimeout(timer);
