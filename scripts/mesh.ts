@@ -49,6 +49,14 @@ export interface MeshOptions {
    * system picks, or fixed ones. Bound here and handed over (METRICS_LISTEN_FD) like the service ports.
    */
   metrics?: boolean | Partial<Record<Exclude<ServiceName, "gateway">, number>>;
+  /**
+   * The processes in a process group of their own (npm start). A terminal's Ctrl-C signals its whole
+   * foreground group at once: identity would stop while the others still follow its revocations, and
+   * each of them log that it lost the stream. In a group of their own only the launcher hears it, and
+   * stops them in order (`stop()`). Its owner must call `stop()` on every signal it handles; should
+   * the launcher exit without it, they are killed.
+   */
+  ownProcessGroup?: boolean;
 }
 
 export interface Mesh {
@@ -217,6 +225,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
         cwd: ROOT,
         env: { ...processEnv(name, replica), [portSetting]: String(port), LISTEN_FD: "3", ...metricsEnv },
         stdio: options.output === "inherit" ? ["ignore", "inherit", "inherit", ...fds] : ["ignore", "pipe", "pipe", ...fds],
+        detached: options.ownProcessGroup === true,
       });
       if (options.output !== "inherit") {
         const own = logsByProcess.get(k) ?? [];
@@ -256,6 +265,12 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     clearTimeout(killer);
   };
   const instances = () => [...children.keys()].map((k) => k.split("#") as [ServiceName, string]);
+  if (options.ownProcessGroup) {
+    // Nothing else ends processes outside the launcher's group: they go when it goes.
+    process.once("exit", () => {
+      for (const child of children.values()) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    });
+  }
 
   try {
     // All at once: each one's socket already accepts connections (queued until it serves).

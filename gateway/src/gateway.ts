@@ -11,6 +11,7 @@ import { createServiceClient, openTransportSecurity } from "@switchyard/platform
 import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { forwardsClientAddress, upstreamHeaders } from "./runtime/upstream-headers.js";
 import { readRequestBody } from "./runtime/body.js";
+import { closeConnectionsLingering } from "./runtime/lingering-close.js";
 import { edgeError, toHttpError } from "./runtime/errors.js";
 import { describeBodyError, describeParamError, loadApiDocument, representationsOf, servedApiPath, type ApiDocument, type CompiledOperation } from "./runtime/openapi.js";
 import { addMonths, checkSunset, DeprecatedRouteUsage, deprecatedOperations, deprecationHeaders, negotiateVersion, publishedVersions, SUNSET_MONTHS, V1_DEPRECATED_AT, versionsJson } from "./runtime/versions.js";
@@ -485,6 +486,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       unhandled(err, res, record, headers);
     }
   });
+  // An answer sent before the body was read must still reach the client (runtime/lingering-close.ts).
+  closeConnectionsLingering(server);
   // Node answers some requests itself; they get the JSON error body too.
   server.on("checkExpectation", (req, res) => {
     req.resume();
@@ -536,6 +539,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
         draining = true;
         // The edge cache gives its lease up first: no write in content waits for a gateway that is leaving.
         const cacheStopped = cacheFollower?.stop();
+        fanout.endAll(edgeError("UPSTREAM_UNAVAILABLE", "the gateway is shutting down; reconnect"));
         const timer = setTimeout(() => server.closeAllConnections(), config.drainTimeoutMs);
         server.close(() => {
           clearTimeout(timer);

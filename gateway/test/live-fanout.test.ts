@@ -156,6 +156,21 @@ describe("gateway: shared live streams (fan-out)", () => {
     again.leave();
   });
 
+  it("ends every feed of every key with the error when the gateway stops (endAll), closing each upstream stream", async () => {
+    const fanout = new LiveFanout(logger);
+    const upstream = simulatedUpstream();
+    const subs = await Promise.all([["posts/acme", "a"], ["posts/acme", "b"], ["posts/globex", "c"]].map(([key, t]) => fanout.join(key!, credential(t!), upstream.open)));
+    const followers = subs.map((s) => follow(s));
+    fanout.endAll(fail("UPSTREAM_UNAVAILABLE", "the gateway is shutting down; reconnect"));
+    for (const f of followers) {
+      let ended: unknown;
+      await f.ended.catch((err: unknown) => (ended = err));
+      expect(String(ended)).to.match(/shutting down/);
+    }
+    expect(upstream.opened.every((o) => o.signal.aborted), "every upstream stream closed").to.equal(true);
+    expect(fanout.size).to.equal(0);
+  });
+
   it("ends a subscriber that holds more than its bound while it catches up, and one whose writer says it is done; the others go on", async () => {
     const fanout = new LiveFanout(logger);
     const upstream = simulatedUpstream();

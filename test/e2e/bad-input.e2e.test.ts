@@ -3,6 +3,7 @@
 import { expect } from "chai";
 import { connect } from "node:net";
 import { request as httpRequest } from "node:http";
+import { sendWholeThenRead } from "../support/send-whole-then-read.js";
 import { ALICE, CAROL, MESH_PROCESSES, expectError, newKey, startE2eMesh, unique, type Api, type ApiResponse, type E2eMesh, type RequestOptions } from "../support/http.js";
 
 const JSON_TYPE = { "content-type": "application/json" };
@@ -210,6 +211,26 @@ describe("e2e: bad input through the gateway", function () {
     });
   });
 
+  describe("an answer given before the body is read", () => {
+    // The long fuzz run's shrunk case: a client that writes its whole request (`Connection: close`,
+    // a body of 120,000 characters, a bogus token) before it reads must still read the edge's answer,
+    // though the edge answered before reading the body and then closed (runtime/lingering-close.ts).
+    for (const { path, status, code } of [
+      { path: "/v1/docs", status: 413, code: "PAYLOAD_TOO_LARGE" }, // the body is checked first
+      { path: "/v1/orders/1/cancel", status: 401, code: "UNAUTHENTICATED" }, // no body to read: the token is refused at once
+    ]) {
+      refuses(`answers a 120,000-character body with a bogus token on POST ${path} with ${status}, never a reset`, async () => {
+        const port = Number(new URL(env.mesh.gatewayUrl).port);
+        const answers = await Promise.all(Array.from({ length: 6 }, () => sendWholeThenRead(port, { path, headers: [`Authorization: Bearer ${"A".repeat(1_000)}`, "Content-Type: application/json"], bodyBytes: 120_000 })));
+        for (const answer of answers) {
+          expect(answer.split("\r\n")[0], answer.slice(0, 200)).to.match(new RegExp(`^HTTP/1\\.1 ${status} `));
+          expect(answer).to.match(/\r\ncontent-type: application\/json/i);
+          expect(JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4))).to.deep.include({ code });
+        }
+      });
+    }
+  });
+
   describe("POST /v1/tenants/acme/users", () => {
     const userCases: Case[] = [
       ...commonCases(validUser),
@@ -313,3 +334,4 @@ describe("e2e: bad input through the gateway", function () {
     });
   });
 });
+

@@ -17,6 +17,7 @@ import { loadApiModel, type ApiModel } from "./openapi-model.js";
 import { holderOf, MODELLED_OPERATIONS, nodeHeaders, type Holder, type Outcome, type TenantFixtures, type World } from "./oracle.js";
 import { createFuzzer, describeOutcomes, type FuzzRequest } from "./request-arbitraries.js";
 import { send, type RawResponse } from "./raw-http.js";
+import { FuzzCredentials } from "./credentials.js";
 
 function envNumber(name: string, fallback: number): number {
   const raw = process.env[name];
@@ -52,6 +53,8 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
   let api: Api;
   let port: number;
   let world: World;
+  /** The holders' tokens, renewed while the run lasts (world.tokens keeps the first, which requests are made with). */
+  let credentials: FuzzCredentials;
   let fuzzer: ReturnType<typeof createFuzzer>;
   let stored: unknown;
   const counts = new Map<string, number>();
@@ -65,8 +68,9 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
   /** Everything stored that the fuzz run must leave as it was, read through the API. */
   async function snapshot(): Promise<unknown> {
     const out: Record<string, unknown> = {};
+    await credentials.renewDue();
     for (const holder of ["alice", "carol"] as Holder[]) {
-      const token = world.tokens[holder];
+      const token = credentials.token(holder);
       const tenant = world.holders[holder].tenant;
       const fixtures = world.tenants[tenant]!;
       const payments = await api.listAll("/v1/payments", token);
@@ -151,6 +155,7 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
       // scripts/mesh.ts: the demo mesh's catalog belongs to acme.
       catalogOwner: "acme",
     };
+    credentials = new FuzzCredentials(api, { alice: ALICE, bob: BOB, carol: CAROL }, world.tokens);
     const catalog = await must(api.get("/v1/catalog/items?page_size=100"), 200);
     expect(catalog.total, "the whole catalog fits one page").to.be.at.most(100);
     world.catalog = new Map((catalog.items as { sku: string; price: number; currency: string }[]).map((i) => [i.sku, { price: i.price, currency: i.currency }]));
@@ -189,7 +194,7 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
   after(async function () {
     this.timeout(60_000);
     const total = [...counts.values()].reduce((a, b) => a + b, 0);
-    console.log(`      fuzz: ${total} requests sent (${[...counts].map(([k, v]) => `${k} ${v}`).join(", ")}), seed ${SEED}`);
+    console.log(`      fuzz: ${total} requests sent (${[...counts].map(([k, v]) => `${k} ${v}`).join(", ")}), seed ${SEED}; ${credentials?.renewals ?? 0} tokens renewed`);
     await env?.stop();
   });
 
@@ -260,7 +265,8 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
     try {
       await fc.assert(
         fc.asyncProperty(fuzzer.batch(arbitrary, CONCURRENCY), async (batch) => {
-          const answers = await Promise.all(batch.map((r) => send(port, r.raw, { timeoutMs: REQUEST_TIMEOUT_MS })));
+          await credentials.renewDue();
+          const answers = await Promise.all(batch.map((r) => send(port, credentials.onWire(r.raw), { timeoutMs: REQUEST_TIMEOUT_MS })));
           sent += batch.length;
           credentialed += batch.filter((r) => holderOf(world, nodeHeaders(r.raw.headers).authorization) !== undefined).length;
           const problems: string[] = [];

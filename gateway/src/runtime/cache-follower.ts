@@ -125,7 +125,10 @@ export class CacheFollower {
         }
         if (!abort.signal.aborted) this.logger.warn({}, "edge cache: content ended the change stream");
       } catch (err) {
-        if (!abort.signal.aborted && !this.stopped) this.logger.warn({ message: err instanceof Error ? err.message : String(err) }, "edge cache: the change stream failed");
+        // A stream that was live and ends is routine when it opens again: content's server ends each
+        // connection at its age (GRPC_MAX_CONNECTION_AGE_MS). One that does not open again is worth a warning.
+        const level = failures === 0 ? "info" : "warn";
+        if (!abort.signal.aborted && !this.stopped) this.logger[level]({ message: err instanceof Error ? err.message : String(err) }, "edge cache: the change stream failed");
       }
       // Whatever ended it: nothing from memory until subscribed again, on an empty cache.
       this.lease.lost();

@@ -186,6 +186,14 @@ export class LiveFanout {
     return { follow: (sent, writer) => subscriber.follow(sent, writer), leave };
   }
 
+  /**
+   * Ends every shared stream, and so every subscriber's feed, with `err` (said in-band; the clients
+   * reconnect after their last event): a gateway that stops does not wait out its live feeds.
+   */
+  endAll(err: unknown): void {
+    for (const [key, stream] of this.streams) this.close(key, stream, err);
+  }
+
   private async run(key: string, stream: SharedStream, open: OpenShared): Promise<void> {
     const { signal } = stream.controller;
     const refused = new Set<string>();

@@ -96,8 +96,12 @@ export function followRevocations(channel: GrpcChannelClient, list: RevocationLi
         }
       } catch (err) {
         if (controller.signal.aborted) return;
-        // The first failure of a run is worth a line; the retries that follow are not.
-        if (failures++ === 0) logger.warn({ message: String(err) }, "lost identity's revocation stream; reconnecting");
+        // A stream that ends is routine when it opens again at once: identity's server ends every
+        // connection at its age (GRPC_MAX_CONNECTION_AGE_MS), and a rolling restart moves it to
+        // another replica. One that cannot be opened again is worth a warning, once per run of failures.
+        failures++;
+        if (failures === 1) logger.info({ message: String(err) }, "identity's revocation stream ended; reconnecting");
+        if (failures === 2) logger.warn({ message: String(err) }, "lost identity's revocation stream; reconnecting");
       }
       await new Promise((resolve) => setTimeout(resolve, backoff).unref());
       backoff = Math.min(RECONNECT_MAX_MS, backoff * 2);
