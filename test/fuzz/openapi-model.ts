@@ -110,7 +110,7 @@ export function loadApiModel(url: URL = OPENAPI_URL): ApiModel {
         key: p.in === "header" ? String(p.name).toLowerCase() : String(p.name),
         in: p.in as ParamModel["in"],
         required: Boolean(p.required) || p.in === "path",
-        schema: (p.schema ?? {}) as Schema,
+        schema: (p.schema ?? {}),
       }));
       const requestBody = op.requestBody as Json | undefined;
       const jsonBody = (requestBody?.content as Json | undefined)?.["application/json"] as Json | undefined;
