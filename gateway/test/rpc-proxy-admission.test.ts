@@ -6,6 +6,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { TokenVerifier } from "@switchyard/platform/auth.js";
 import { rpcProxy } from "../src/rpc-proxy.js";
+import { edgePolicy } from "../src/pipeline/edge-policy.js";
 import { AdaptiveConcurrencyLimit } from "../src/runtime/concurrency-limit.js";
 import { createRateLimiter, quotaKey, type RateLimiter } from "../src/runtime/rate-limit.js";
 import { StreamSlots } from "../src/runtime/streams.js";
@@ -27,22 +28,22 @@ describe("browser proxy (/rpc): shedding and the quota", () => {
     concurrency = new AdaptiveConcurrencyLimit({ initialLimit: 1, minLimit: 1, maxLimit: 1 });
     rateLimiter = createRateLimiter({ limit: QUOTA, windowSeconds: 600, keyPrefix: `rpc-admission-${process.pid}` });
     const content = { getDocument: async () => (upstreamCalls++, { document: { id: "doc_x", title: "t", body: "b", etag: '"e"' } }) };
-    const rpc = rpcProxy({
-      upstreams: { identity: {}, payments: {}, orders: {}, content } as unknown as Upstreams,
+    const policy = edgePolicy({
       verifier: {} as TokenVerifier,
       // Content's calls carry no client address, so the gateway's own token is never asked for.
       ownCredentials: new ServiceCredentials(() => Promise.reject(new Error("not asked for content's calls"))),
       rateLimiter,
-      rateLimitedMessage: "rate limit reached",
+      rateLimit: QUOTA,
+      rateWindowSeconds: 600,
       concurrency,
       streamSlots: new StreamSlots(1),
       maxStreamsPerCaller: 1,
       deadlineMs: 1_000,
       maxDeadlineMs: 1_000,
-      maxBodyBytes: 64 * 1024,
       onShed: () => sheds++,
     });
-    server = createServer((req, res) => rpc.handle(req, res, { address: ADDRESS, requestId: "r", refusedBy: () => {} }));
+    const rpc = rpcProxy({ upstreams: { identity: {}, payments: {}, orders: {}, content } as unknown as Upstreams, policy, maxBodyBytes: 64 * 1024 });
+    server = createServer((req, res) => rpc.handle(req, res, ADDRESS, { requestId: "r", quotaKind: undefined }));
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/rpc/switchyard.content.v1.ContentService/GetDocument`;
   });
