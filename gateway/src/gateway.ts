@@ -32,7 +32,7 @@ import { bodyStage } from "./pipeline/input.js";
 import { callStage } from "./pipeline/call.js";
 import { answerStage } from "./pipeline/answer.js";
 import { apiPipeline } from "./pipeline/api.js";
-import { dispatchStage } from "./pipeline/dispatch.js";
+import { dispatchStage } from "./dispatch.js";
 import { Readiness } from "./readiness.js";
 import { listenEdge } from "./server.js";
 import type { GatewayConfig } from "./settings.js";

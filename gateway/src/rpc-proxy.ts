@@ -26,7 +26,6 @@ import { errorCatalogue, type ErrorReason } from "@switchyard/platform/errors.js
 import { toRpcError, type HttpError } from "./runtime/errors.js";
 import { EdgeCall, type QuotaRecord } from "./pipeline/edge-call.js";
 import type { EdgePolicy } from "./pipeline/edge-policy.js";
-import { giveBackPlace } from "./pipeline/admit.js";
 
 /**
  * What a page may call, by service: every method of the service's public API. Left out, and so
@@ -137,16 +136,16 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
       const metadata = policy.upstreamMetadata(call, upstreamOf.get(req.method)!);
       call.metadata = metadata instanceof Promise ? await metadata : metadata;
     } catch (err) {
-      giveBackPlace(call);
+      call.giveBackPlace();
       throw err;
     }
     if (req.method.methodKind !== "server_streaming") {
       try {
         const res = withQuota(await next(req), call);
-        giveBackPlace(call, true);
+        call.giveBackPlace(true);
         return res;
       } catch (err) {
-        giveBackPlace(call, ConnectError.from(err).code !== Code.Unavailable);
+        call.giveBackPlace(ConnectError.from(err).code !== Code.Unavailable);
         throw err;
       }
     }
@@ -161,7 +160,7 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
       slot();
       throw err;
     } finally {
-      giveBackPlace(call);
+      call.giveBackPlace();
     }
     if (!res.stream) {
       slot();

@@ -10,7 +10,7 @@ import { edgeError } from "./runtime/errors.js";
 import { observeRequest, type RequestRecord } from "./runtime/observability.js";
 import { sendJson, type ResponseHeaders } from "./runtime/respond.js";
 import type { Router } from "./runtime/router.js";
-import type { Dispatch } from "./pipeline/dispatch.js";
+import type { Dispatch } from "./dispatch.js";
 
 export interface EdgeServerOptions {
   host: string;

@@ -33,14 +33,3 @@ export function admissionStage(concurrency: AdaptiveConcurrencyLimit, quota: Quo
     },
   };
 }
-
-/**
- * Gives the call's place in the limit back (once; nothing when it holds none). `sample`: the answer
- * did the upstream work and succeeded, so its latency teaches the limit.
- */
-export function giveBackPlace(call: EdgeCall, sample = false): void {
-  const release = call.release;
-  if (release === undefined) return;
-  call.release = undefined;
-  release(sample);
-}

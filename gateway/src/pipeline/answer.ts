@@ -8,7 +8,6 @@ import { addHeaders, sendError, sendJson, sendSerialized } from "../runtime/resp
 import type { RouteResult } from "../runtime/route.js";
 import { writeEventStream } from "../runtime/sse.js";
 import type { ApiExchange } from "./api-exchange.js";
-import { giveBackPlace } from "./admit.js";
 
 export interface Answers {
   /** Writes the route's result; a promise while a live stream lasts. */
@@ -32,7 +31,7 @@ export function answerStage({
 }): Answers {
   async function respondWithEvents(x: ApiExchange, result: RouteResult): Promise<void> {
     // A live stream gives its place in the limit back once open: it is long by design, and says nothing of latency.
-    giveBackPlace(x);
+    x.giveBackPlace();
     const { res, headers } = x;
     const cancel = x.cancellation!;
     const streamCaller = x.caller;

@@ -10,7 +10,6 @@ import type { RequestRecord } from "../runtime/observability.js";
 import type { ResponseHeaders } from "../runtime/respond.js";
 import { wantsEventStream } from "../runtime/streams.js";
 import { OPENAPI_DOCUMENT_OPERATION } from "../routes/table.js";
-import { giveBackPlace } from "./admit.js";
 import { ApiExchange } from "./api-exchange.js";
 import type { Answers } from "./answer.js";
 import type { CallRoute } from "./call.js";
@@ -66,7 +65,7 @@ export function apiPipeline({
     if (x.gone) x.cancellation?.abort();
     // Only answers that did the upstream work teach the concurrency limit their latency (an answer
     // from the edge cache's memory would teach it a latency no upstream call has).
-    giveBackPlace(x, x.cancellation !== undefined && x.record.cache !== "hit" && x.res.statusCode < 500);
+    x.giveBackPlace(x.cancellation !== undefined && x.record.cache !== "hit" && x.res.statusCode < 500);
   }
 
   return async function serveApi(req, res, record, headers, address, pathname, search) {

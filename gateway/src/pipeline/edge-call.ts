@@ -32,6 +32,17 @@ export class EdgeCall {
     readonly headers: ResponseHeaders,
   ) {}
 
+  /**
+   * Gives the request's place in the concurrency limit back (once; nothing when it holds none).
+   * `sample`: the answer did the upstream work and succeeded, so its latency teaches the limit.
+   */
+  giveBackPlace(sample = false): void {
+    const release = this.release;
+    if (release === undefined) return;
+    this.release = undefined;
+    release(sample);
+  }
+
   /** The request id, passed to every upstream call (runtime/upstream-headers.ts reads it off the call). */
   get requestId(): string {
     return this.record.requestId;

@@ -5,7 +5,6 @@ import type { HttpError } from "../runtime/errors.js";
 import { edgeError } from "../runtime/errors.js";
 import type { RateDecision, RateLimiter } from "../runtime/rate-limit.js";
 import type { EdgeCall } from "./edge-call.js";
-import { giveBackPlace } from "./admit.js";
 
 export interface Quota {
   /** Draws one request on the call's quota (`draw`), or reads it as it stands: the limiter's own promise. */
@@ -27,7 +26,7 @@ export function quotaStage(rateLimiter: RateLimiter, limit: number, windowSecond
       for (const name in decision.headers) headers[name] = decision.headers[name]!;
       if (decision.allowed) return undefined;
       call.record.quotaKind = call.caller !== undefined ? "user" : "address";
-      giveBackPlace(call);
+      call.giveBackPlace();
       return rateLimited;
     },
   };

@@ -4,7 +4,6 @@
 import { edgeError, type HttpError } from "../runtime/errors.js";
 import type { StreamSlots } from "../runtime/streams.js";
 import type { EdgeCall } from "./edge-call.js";
-import { giveBackPlace } from "./admit.js";
 
 /** Takes one of the caller's slots (`call.slot` gives it back), or says why not. */
 export type TakeStreamSlot = (call: EdgeCall) => HttpError | undefined;
@@ -15,7 +14,7 @@ export function streamSlotStage(slots: StreamSlots, maxPerCaller: number): TakeS
     call.slot = slots.take(call.quotaKey);
     if (call.slot) return undefined;
     call.record.quotaKind = "streams";
-    giveBackPlace(call);
+    call.giveBackPlace();
     return edgeError("TOO_MANY_STREAMS", message, { "retry-after": "5" });
   };
 }

@@ -1,6 +1,6 @@
 // Stage admit: a place in the concurrency limit or a shed, and the quota drawn only with a place.
 import { expect } from "chai";
-import { admissionStage, giveBackPlace } from "../../src/pipeline/admit.js";
+import { admissionStage } from "../../src/pipeline/admit.js";
 import { EdgeCall } from "../../src/pipeline/edge-call.js";
 import { quotaStage } from "../../src/pipeline/quota.js";
 import { AdaptiveConcurrencyLimit } from "../../src/runtime/concurrency-limit.js";
@@ -59,10 +59,10 @@ describe("pipeline: admit", () => {
   it("gives a place back once, however often asked", async () => {
     const c = call();
     await admission.admit(c);
-    giveBackPlace(c, true);
+    c.giveBackPlace(true);
     expect(c.release).to.equal(undefined);
     expect(concurrency.inflight).to.equal(0);
-    giveBackPlace(c, true);
+    c.giveBackPlace(true);
     expect(concurrency.inflight).to.equal(0);
     expect((await admission.admit(call())).allowed, "the place is free again").to.equal(true);
     expect(concurrency.inflight).to.equal(1);

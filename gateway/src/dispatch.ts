@@ -1,16 +1,16 @@
 // The edge's first step: which part of it answers a request — the fixed paths (/healthz, /readyz,
 // /versions, /metrics), the API reference (/docs), a CORS preflight, the browser proxy (/rpc/…, its
-// own route and representation over the shared stages), or the API (/v<N>/…, api.ts).
+// own route and representation over the shared stages), or the API (/v<N>/…, pipeline/api.ts).
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { writeMetrics } from "@switchyard/platform/metrics.js";
-import { clientAddress } from "../runtime/client-address.js";
-import type { CorsPolicy } from "../runtime/cors.js";
-import type { RequestRecord } from "../runtime/observability.js";
-import { sendJson, setHeaders, type ResponseHeaders } from "../runtime/respond.js";
-import { versionsJson, type PublishedVersion } from "../runtime/versions.js";
-import type { DocsSite } from "../docs.js";
-import { RPC_PREFIX, type RpcProxy } from "../rpc-proxy.js";
-import type { ServeApi } from "./api.js";
+import { clientAddress } from "./runtime/client-address.js";
+import type { CorsPolicy } from "./runtime/cors.js";
+import type { RequestRecord } from "./runtime/observability.js";
+import { sendJson, setHeaders, type ResponseHeaders } from "./runtime/respond.js";
+import { versionsJson, type PublishedVersion } from "./runtime/versions.js";
+import type { DocsSite } from "./docs.js";
+import { RPC_PREFIX, type RpcProxy } from "./rpc-proxy.js";
+import type { ServeApi } from "./pipeline/api.js";
 
 export interface DispatchOptions {
   versions: readonly PublishedVersion[];

@@ -4,16 +4,16 @@ import { expect } from "chai";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { createLogger } from "@switchyard/platform/logger.js";
-import { dispatchStage } from "../../src/pipeline/dispatch.js";
-import type { QuotaRecord } from "../../src/pipeline/edge-call.js";
-import { corsPolicy } from "../../src/runtime/cors.js";
-import { observeRequest, type RequestRecord } from "../../src/runtime/observability.js";
-import { sendJson } from "../../src/runtime/respond.js";
-import { publishedVersions } from "../../src/runtime/versions.js";
-import type { DocsSite } from "../../src/docs.js";
-import type { RpcProxy } from "../../src/rpc-proxy.js";
+import { dispatchStage } from "../src/dispatch.js";
+import type { QuotaRecord } from "../src/pipeline/edge-call.js";
+import { corsPolicy } from "../src/runtime/cors.js";
+import { observeRequest, type RequestRecord } from "../src/runtime/observability.js";
+import { sendJson } from "../src/runtime/respond.js";
+import { publishedVersions } from "../src/runtime/versions.js";
+import type { DocsSite } from "../src/docs.js";
+import type { RpcProxy } from "../src/rpc-proxy.js";
 
-describe("pipeline: dispatch", () => {
+describe("dispatch: which part of the edge answers", () => {
   let server: Server;
   let base: string;
   const api: { pathname: string; search: string; address: string }[] = [];
