@@ -21,8 +21,8 @@ import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import type { UpstreamName, Upstreams } from "./upstreams.js";
 import { errorCatalogue, type ErrorReason } from "@switchyard/platform/errors.js";
+import type { UpstreamName, Upstreams } from "./upstreams.js";
 import { toRpcError, type HttpError } from "./runtime/errors.js";
 import { EdgeCall, type QuotaRecord } from "./pipeline/edge-call.js";
 import type { EdgePolicy } from "./pipeline/edge-policy.js";
@@ -54,7 +54,9 @@ class RpcCall extends EdgeCall {
   metadata: Record<string, string> = {};
 }
 
-const CALL = createContextKey<RpcCall | undefined>(undefined, { description: "the request, as the edge's stages know it" });
+const CALL = createContextKey<RpcCall | undefined>(undefined, {
+  description: "the request, as the edge's stages know it",
+});
 
 const notThroughBrowsers = (service: DescService, method: DescMethod) =>
   new ConnectError(
@@ -84,7 +86,8 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
   function callOptions(ctx: HandlerContext, method: DescMethod): CallOptions {
     const asked = ctx.timeoutMs();
     const timeoutMs = asked !== undefined || method.methodKind === "unary" ? policy.deadline(asked) : undefined;
-    return { headers: ctx.values.get(CALL)?.metadata ?? {}, signal: ctx.signal, ...(timeoutMs !== undefined ? { timeoutMs } : {}) };
+    const headers = ctx.values.get(CALL)?.metadata ?? {};
+    return { headers, signal: ctx.signal, ...(timeoutMs !== undefined ? { timeoutMs } : {}) };
   }
 
   /** The methods a page may call, each with its upstream client's function. */
@@ -128,7 +131,9 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
     const verifying = policy.identify(call, req.header.get("authorization") ?? undefined);
     if (verifying) await verifying;
     // A token that is no good is refused at once: every method would pass it on.
-    if (call.presentedToken && call.caller === undefined) throw ConnectError.from(call.refusedToken, Code.Unauthenticated);
+    if (call.presentedToken && call.caller === undefined) {
+      throw ConnectError.from(call.refusedToken, Code.Unauthenticated);
+    }
     const overQuota = policy.quota.settle(call, await policy.admission.admit(call));
     if (overQuota) throw refusal(overQuota, call);
     if (call.release === undefined) throw refusal(policy.admission.shed(), call);
@@ -199,7 +204,8 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
       // Answered here, in the protocol's format: connect-node would refuse a bidirectional stream over HTTP/1.1 with a 505.
       if (kind === "client_streaming" || kind === "bidi_streaming") return refuse(req, res, "unimplemented", notThroughBrowsers(found.service, found.method).rawMessage, 404);
       const handler = handlers.get(path)!;
-      const universal = universalRequestFromNodeRequest(req, res, undefined, createContextValues().set(CALL, new RpcCall(address, record, {})));
+      const values = createContextValues().set(CALL, new RpcCall(address, record, {}));
+      const universal = universalRequestFromNodeRequest(req, res, undefined, values);
       void checkedMessage(universal, found.method, options.maxBodyBytes).then(async (checked) => {
         if ("refusal" in checked) return refuse(req, res, checked.refusal.code, checked.refusal.message, 400);
         await universalResponseToNodeResponse(await handler(checked.request), res);
@@ -214,7 +220,8 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
 
 /** A refusal of the edge's stages as the page's protocol says it, with the quota as it stands (as /v1's). */
 function refusal(err: HttpError, call: EdgeCall): ConnectError {
-  return new ConnectError(err.message, errorCatalogue[err.code as ErrorReason].code, { ...call.headers, ...err.headers });
+  const code = errorCatalogue[err.code as ErrorReason].code;
+  return new ConnectError(err.message, code, { ...call.headers, ...err.headers });
 }
 
 /** The quota's headers on a call's answer. */
