@@ -13,8 +13,8 @@ import { EdgeCall } from "./edge-call.js";
 export class ApiExchange extends EdgeCall {
   declare readonly record: RequestRecord;
   /** route: the operation that answers (of the negotiated version), and the path's parameters. */
-  operation: CompiledOperation = undefined as unknown as CompiledOperation;
-  pathParams: Record<string, string> = {};
+  operation!: CompiledOperation;
+  pathParams!: Record<string, string>;
   /** route: the version the path names, and the one negotiated (the representation read and answered). */
   pathMajor = 0;
   version = 0;
@@ -25,7 +25,7 @@ export class ApiExchange extends EdgeCall {
   /** The request asks for a live stream (runtime/streams.ts). */
   eventStream = false;
   /** input: path, query and header parameters, checked against the document. */
-  params: Record<string, unknown> = {};
+  params!: Record<string, unknown>;
   /** input: the checked body, and its lines when the operation takes it line by line. */
   body: unknown = undefined;
   lines: BodyLine[] | undefined = undefined;
