@@ -68,7 +68,12 @@ function snapshot(): Snapshot | undefined {
   const ours = new Set([process.pid]);
   for (let grew = true; grew; ) {
     grew = false;
-    for (const p of table) if (!ours.has(p.pid) && ours.has(p.ppid)) (ours.add(p.pid), (grew = true));
+    for (const p of table) {
+      if (!ours.has(p.pid) && ours.has(p.ppid)) {
+        ours.add(p.pid);
+        grew = true;
+      }
+    }
   }
   const byPid = new Map(table.filter((p) => ours.has(p.pid)).map((p) => [p.pid, p.ticks]));
   const self = byPid.get(process.pid) ?? 0;

@@ -153,11 +153,11 @@ async function httpPaths(outcomes: HttpOutcome[]): Promise<void> {
   try {
     const auth = { authorization: `Bearer ${mesh.token}` };
     const meshLoad = { ...load, processes: mesh.pids };
-    await scenario(outcomes, "read", "3 GET /v1/payments/{id} (mesh)", () => measureHttp({ url: `${mesh!.gatewayUrl}/v1/payments/${mesh!.paymentId}`, headers: auth }, meshLoad));
+    await scenario(outcomes, "read", "3 GET /v1/payments/{id} (mesh)", () => measureHttp({ url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers: auth }, meshLoad));
     await scenario(outcomes, "write", "4 POST /v1/payments (mesh)", () =>
       measureHttp(
         {
-          url: `${mesh!.gatewayUrl}/v1/payments`,
+          url: `${mesh.gatewayUrl}/v1/payments`,
           method: "POST",
           headers: { ...auth, "content-type": "application/json" },
           body: PAYMENT_BODY,
@@ -167,7 +167,7 @@ async function httpPaths(outcomes: HttpOutcome[]): Promise<void> {
         meshLoad,
       ),
     );
-    await scenario(outcomes, "docs", "5 GET /v1/docs/{id} (mesh)", () => measureHttp({ url: `${mesh!.gatewayUrl}/v1/docs/${mesh!.docId}`, headers: auth }, meshLoad));
+    await scenario(outcomes, "docs", "5 GET /v1/docs/{id} (mesh)", () => measureHttp({ url: `${mesh.gatewayUrl}/v1/docs/${mesh.docId}`, headers: auth }, meshLoad));
   } finally {
     await release(mesh);
   }

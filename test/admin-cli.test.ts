@@ -141,7 +141,7 @@ describe("admin CLI: create-tenant against a real identity", function () {
       const [args, input, , expected] = cases[i]!;
       if (input.trim()) passwords.push(input.trim());
       expect([result.status, result.stdout], args.join(" ")).to.deep.equal([1, ""]);
-      expect(result.stderr, args.join(" ")).to.match(expected!);
+      expect(result.stderr, args.join(" ")).to.match(expected);
     });
   });
 

@@ -69,12 +69,11 @@ function deployed(setting: { env: string; fallback?: number }): number {
 
 // ---- the config, navigated loosely (after the strict parse has vouched for its shape) ---------------
 
-const envoy = parseYaml(readFileSync(ENVOY_YAML, "utf8")) as any;
+const envoy = parseYaml(readFileSync(ENVOY_YAML, "utf8"));
 const listeners = (envoy?.static_resources?.listeners ?? []) as any[];
 const clusters = (envoy?.static_resources?.clusters ?? []) as any[];
 const https = listeners.find((l) => l?.address?.socket_address?.port_value === 8443);
 const chain = https?.filter_chains?.[0];
-const listenerNamed = (name: string) => listeners.find((l) => l?.name === name);
 const clusterNamed = (name: string) => clusters.find((c) => c?.name === name);
 /** The clusters that reach the gateway: unary requests, and streams (each holds its connection). */
 const UNARY = "gateway";
@@ -129,7 +128,7 @@ const OPENAPI_DIR = join(ROOT, "gateway", "openapi");
 const operations: Operation[] = readdirSync(OPENAPI_DIR)
   .filter((f) => /^v\d+\.yaml$/.test(f))
   .flatMap((file) => {
-    const openapi = parseYaml(readFileSync(join(OPENAPI_DIR, file), "utf8")) as any;
+    const openapi = parseYaml(readFileSync(join(OPENAPI_DIR, file), "utf8"));
     const resolveRef = (node: any): any => (node?.$ref ? resolveRef(String(node.$ref).replace(/^#\//, "").split("/").reduce((n: any, k: string) => n?.[k], openapi)) : node);
     return Object.entries(openapi.paths ?? {}).flatMap(([path, item]: [string, any]) =>
       ["get", "put", "post", "patch", "delete"].filter((m) => item?.[m]).map((m) => ({
@@ -206,7 +205,7 @@ describe("deploy/envoy/envoy.yaml", function () {
       expect(source?.path, "a file-based SDS source").to.be.a("string");
       // The file is one of this directory's, shipped in the same ConfigMap (see "as deployed").
       const file = join(ENVOY_DIR, posix.basename(source.path));
-      const response = parseYaml(readFileSync(file, "utf8")) as any;
+      const response = parseYaml(readFileSync(file, "utf8"));
       expect(() => parseDiscoveryResponse(response), `${posix.basename(source.path)} parses as a DiscoveryResponse`).to.not.throw();
       const secret = (response.resources ?? []).find((r: any) => r?.name === sds[0].name);
       expect(secret?.["@type"]).to.equal("type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret");
@@ -218,7 +217,7 @@ describe("deploy/envoy/envoy.yaml", function () {
     });
 
     it("refuses a misspelt field in the SDS file", () => {
-      const response = parseYaml(readFileSync(join(ENVOY_DIR, "edge-certificate.yaml"), "utf8")) as any;
+      const response = parseYaml(readFileSync(join(ENVOY_DIR, "edge-certificate.yaml"), "utf8"));
       response.resources[0].tls_certificate.watched_directroy = response.resources[0].tls_certificate.watched_directory;
       expect(() => parseDiscoveryResponse(response)).to.throw(/watched_directroy/);
     });
@@ -407,19 +406,19 @@ describe("deploy/envoy/envoy.yaml", function () {
       const logs = (hcm?.access_log ?? []) as any[];
       const stdout = logs.find((l) => l?.typed_config?.["@type"] === "type.googleapis.com/envoy.extensions.access_loggers.stream.v3.StdoutAccessLog");
       expect(stdout, "a stdout access log").to.not.equal(undefined);
-      expect(stdout.typed_config.log_format?.json_format, "JSON format").to.be.an("object").that.is.not.empty;
+      expect(stdout.typed_config.log_format?.json_format, "JSON format").to.be.an("object").that.does.not.deep.equal({});
       expect(JSON.stringify(stdout.typed_config.log_format.json_format).toLowerCase(), "no credentials in the access log").to.not.match(/authorization|cookie/);
     });
 
     it("answers its own /v1/ errors and unknown paths with catalogue codes and their statuses", () => {
       const mappers = (hcm?.local_reply_config?.mappers ?? []) as any[];
-      expect(mappers).to.not.be.empty;
+      expect(mappers).to.not.have.lengthOf(0);
       for (const m of mappers) {
         const code = m?.body_format_override?.json_format?.code;
         expect(isErrorReason(code), `${code} is in the error catalogue`).to.equal(true);
         // The status sent: the mapper's own, else the one its filter matches.
         const matched = JSON.stringify(m.filter).match(/"status_code_filter":\{"comparison":\{"op":"EQ","value":\{"default_value":(\d+)/g) ?? [];
-        const status = m.status_code ?? (matched.length === 1 ? Number(/(\d+)$/.exec(matched[0]!)![1]) : undefined);
+        const status = m.status_code ?? (matched.length === 1 ? Number(/(\d+)$/.exec(matched[0])![1]) : undefined);
         expect(status, `the status of the ${code} reply`).to.equal(HTTP_STATUS[code as keyof typeof HTTP_STATUS]);
       }
       for (const r of routes.filter((r) => r?.direct_response)) {
@@ -476,7 +475,7 @@ describe("deploy/envoy/envoy.yaml", function () {
         });
 
         it("mounts the certificate Secret where the SDS file watches", () => {
-          const response = parseYaml(readFileSync(join(ENVOY_DIR, "edge-certificate.yaml"), "utf8")) as any;
+          const response = parseYaml(readFileSync(join(ENVOY_DIR, "edge-certificate.yaml"), "utf8"));
           const watched = response.resources[0].tls_certificate.watched_directory.path;
           const volume = pod.volumes.find((v: any) => v.secret);
           expect(volume?.secret?.secretName).to.equal("envoy-tls");
@@ -510,18 +509,18 @@ describe("deploy/envoy/envoy.yaml", function () {
         it("is probed on a listener of its own, never the loopback admin API; scraped on its metrics listener; drained before it exits", () => {
           const admin = envoy.admin.address.socket_address;
           expect(admin.address, "the admin API is loopback only").to.equal("127.0.0.1");
-          for (const [what, probe] of Object.entries({ startup: container.startupProbe, readiness: container.readinessProbe, liveness: container.livenessProbe }) as [string, any][]) {
+          for (const [what, probe] of Object.entries({ startup: container.startupProbe, readiness: container.readinessProbe, liveness: container.livenessProbe })) {
             const port = portOf(probe?.httpGet?.port ?? probe?.tcpSocket?.port);
             expect(port, `${what} probe`).to.be.a("number");
             expect(port, `${what}: not the admin port`).to.not.equal(admin.port_value);
-            const listener = listenerOn(port!);
+            const listener = listenerOn(port);
             expect(listener?.address?.socket_address?.address, `${what}: a listener on every interface`).to.equal("0.0.0.0");
             if (probe.httpGet) {
               const route = routesOf(listener).find((r) => r?.match?.path === probe.httpGet.path);
               expect(route?.direct_response?.status, `${what}: ${probe.httpGet.path} answers 200`).to.equal(200);
             }
           }
-          expect(listenerOn(portOf(container.readinessProbe.httpGet.port)!)?.drain_type, "probes do not drain").to.equal("MODIFY_ONLY");
+          expect(listenerOn(portOf(container.readinessProbe.httpGet.port))?.drain_type, "probes do not drain").to.equal("MODIFY_ONLY");
           // Metrics: the annotation's port and path reach the admin API's /stats/prometheus, and nothing else of it.
           const annotations = deployment.spec.template.metadata.annotations ?? {};
           const metrics = listenerOn(Number(annotations["prometheus.io/port"]));

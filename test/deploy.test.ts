@@ -459,7 +459,7 @@ describe("deploy/ (Kubernetes)", function () {
             const { deployment, service, budget, autoscaler } = manifestOf(o, p);
             const podLabels = deployment.spec.template.metadata.labels;
             expect(selects(deployment.spec.selector!.matchLabels, podLabels), "Deployment selects its own pods").to.equal(true);
-            expect(service.spec.selector, "Service selector").to.not.be.empty;
+            expect(service.spec.selector, "Service selector").to.be.an("object").that.does.not.deep.equal({});
             expect(selects(service.spec.selector, podLabels), "Service selects the pods").to.equal(true);
             expect(selects(budget.spec.selector.matchLabels, podLabels), "PodDisruptionBudget selects the pods").to.equal(true);
             expect(autoscaler.spec.scaleTargetRef).to.deep.equal({ apiVersion: "apps/v1", kind: "Deployment", name: p.name });
@@ -481,7 +481,7 @@ describe("deploy/ (Kubernetes)", function () {
             // One pod at a time may be evicted; with two or more replicas one always serves.
             expect(budget.spec.minAvailable, "minAvailable would block draining a one-replica overlay").to.equal(undefined);
             expect(budget.spec.maxUnavailable).to.equal(1);
-            if (min >= 2) expect(budget.spec.maxUnavailable as number).to.be.lessThan(min);
+            if (min >= 2) expect(budget.spec.maxUnavailable).to.be.lessThan(min);
           });
 
           it("runs its compiled bundle: node --enable-source-maps --no-allocation-site-pretenuring dist/<name>.js, from this overlay's image", () => {
@@ -589,7 +589,7 @@ describe("deploy/ (Kubernetes)", function () {
               expect(Object.keys(SERVICE_MIGRATIONS)).to.include(p.name);
               // Its variables are the command's settings, valued as the service's own.
               const initEnv = envOf(init);
-              const known = settingByEnv(migrateSettings(p.name) as unknown as Spec);
+              const known = settingByEnv(migrateSettings(p.name));
               for (const [name, e] of initEnv) {
                 const setting = required(known.get(name), `${name} is a setting of migrate.js`);
                 if (e.value !== undefined) expect(() => setting.parse(e.value!)).to.not.throw();
@@ -926,7 +926,7 @@ describe("deploy/ (Kubernetes)", function () {
         // Every variable is a setting of admin.js with a value it accepts, or one the arguments name ($(VAR)).
         const inArguments = new Set([...command.join(" ").matchAll(/\$\((\w+)\)/g)].map((m) => m[1]!));
         for (const name of inArguments) expect(env.has(name), `$(${name}) is set`).to.equal(true);
-        const known = settingByEnv(adminSettings as unknown as Spec);
+        const known = settingByEnv(adminSettings);
         for (const [name, e] of env) {
           if (inArguments.has(name)) continue;
           const setting = required(known.get(name), `${name} is a setting of admin.js (one of ${[...known.keys()].join(", ")})`);

@@ -23,7 +23,7 @@ import { MAX_JOB_ERRORS, MAX_LINE_MESSAGE_LENGTH } from "@switchyard/content/dom
 import { catalogItemToProto, documentToProto, importJobToProto, postBytes, postKeyset, postToProto } from "@switchyard/content/proto-mapping.js";
 import type { PostRecord } from "@switchyard/content/store/port.js";
 import { MAX_DISCOUNTS, MAX_ITEMS, MAX_QUANTITY, NOTE_MAX_LENGTH } from "@switchyard/orders/domain/orders.js";
-import { SHIPPING_FIELD_MAX } from "@switchyard/orders/connect.js";
+import { SHIPPING_FIELD_MAX } from "@switchyard/orders/domain/orders.js";
 import { orderBytes, orderToProto } from "@switchyard/orders/proto-mapping.js";
 import type { OrderRecord } from "@switchyard/orders/store/port.js";
 import { EMAIL_MAX_LENGTH, FAMILY_NAME_MAX_LENGTH, FULL_NAME_MAX_LENGTH, GIVEN_NAME_MAX_LENGTH } from "@switchyard/identity/domain/users.js";

@@ -207,7 +207,7 @@ describe("migrations", function () {
       const place = dbs.place();
       await (await place.open(previous)).close();
       const behind = SERVICE_MIGRATIONS.payments!.filter((m) => !previous.some((p) => p.version === m.version));
-      expect(behind, "this release adds to payments' schema").to.not.be.empty;
+      expect(behind, "this release adds to payments' schema").to.not.have.lengthOf(0);
       const refusal = await place.open(SERVICE_MIGRATIONS.payments!, { schemaAtStart: "verify" }).then(() => undefined, (e: unknown) => e);
       expect(refusal).to.be.instanceOf(SchemaBehindError);
       expect((refusal as SchemaBehindError).missing.map((m) => m.version)).to.deep.equal(behind.map((m) => m.version));

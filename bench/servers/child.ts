@@ -13,7 +13,8 @@ export function serve(name: string, start: () => Promise<Started>): void {
         if (stopping) return;
         stopping = true;
         setTimeout(() => process.exit(0), 2_000).unref();
-        stop().finally(() => process.exit(0));
+        // Exits whether stop succeeds or fails: the exit in finally comes before a rejection could surface.
+        void stop().finally(() => process.exit(0));
       };
       process.on("SIGTERM", exit).on("SIGINT", exit);
       process.stdin.on("end", exit).on("close", exit).resume();

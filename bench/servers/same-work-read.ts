@@ -66,7 +66,7 @@ async function embeddedReader(dataDir: string, settings: string[], where: Where)
     return async (id: string): Promise<Row | undefined> => {
       const { rows } = await exchange([protocol.serialize.bind({ statement: name, values: [id, where.tenant] }), protocol.serialize.execute({}), protocol.serialize.sync()]);
       const fields = rows[0];
-      return fields?.map((raw, i) => (raw === null ? null : parsers[i] ? parsers[i]!(raw, columnTypes[i]!) : raw));
+      return fields?.map((raw, i) => (raw === null ? null : parsers[i] ? parsers[i](raw, columnTypes[i]) : raw));
     };
   };
   return { payment: await prepare("payment_by_id", PAYMENT_BY_ID), document: await prepare("document_by_id", DOCUMENT_BY_ID), close: () => db.close() };

@@ -72,7 +72,7 @@ describe("e2e: a page on another origin in Chromium (CORS, /rpc over Connect and
     try {
       await tab.goto(`${origin}/`);
       await tab.waitForFunction((name) => typeof (globalThis as Record<string, unknown>)[name] === "function", fn);
-      const outcomes = (await tab.evaluate(([name, gateway]) => ((globalThis as Record<string, unknown>)[name] as (g: string) => Promise<Outcome[]>)(gateway), [fn, env!.mesh.gatewayUrl] as const)) as Outcome[];
+      const outcomes = await tab.evaluate(([name, gateway]) => ((globalThis as Record<string, unknown>)[name] as (g: string) => Promise<Outcome[]>)(gateway), [fn, env!.mesh.gatewayUrl] as const);
       await tab.screenshot({ path: join(ARTIFACTS, screenshot), fullPage: true });
       return outcomes;
     } finally {

@@ -511,7 +511,7 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       children.add(curl);
       const exited = new Promise<void>((resolve) => curl.once("exit", () => resolve()));
       let out = "";
-      curl.stdout!.setEncoding("utf8").on("data", (d: string) => (out += d));
+      curl.stdout.setEncoding("utf8").on("data", (d: string) => (out += d));
       try {
         // The retry line arrives once the watch is confirmed upstream.
         for (let i = 0; i < 200 && !out.includes("\n\n"); i++) await sleep(25);

@@ -253,9 +253,9 @@ describe("e2e: the API reference at /docs", function () {
         await page.locator("#redoc[data-state='rendered'], #redoc[data-state='failed']").waitFor({ timeout: 30_000 });
         expect(await page.locator("#redoc").getAttribute("data-state"), (await page.locator("#redoc").textContent()) ?? "").to.equal("rendered");
         // Redoc shows each operation as its verb beside its path.
-        const rendered = (await page.locator("#redoc .http-verb").evaluateAll((verbs) =>
+        const rendered = await page.locator("#redoc .http-verb").evaluateAll((verbs) =>
           verbs.map((v) => `${(v.textContent ?? "").toUpperCase()} ${v.nextElementSibling?.textContent ?? ""}`),
-        )) as string[];
+        );
         const { operations } = documentOf(version);
         expect(operations.length, `${version} has operations`).to.be.greaterThan(0);
         expect([...new Set(rendered)].sort(), `operations rendered at ${docsPathOf(version)}`).to.deep.equal(operations);

@@ -180,7 +180,7 @@ describe("e2e: identity through the gateway", function () {
       expect(got.status, got.text).to.equal(200);
       expect(got.json).to.deep.equal(res.json);
       // The new user can log in with the password it was given.
-      tokens.push(await api.login({ tenant: "acme", email: body.email as string }, body.password as string));
+      tokens.push(await api.login({ tenant: "acme", email: body.email }, body.password));
     });
 
     it("makes a user a member when no role is given", async () => {
@@ -208,7 +208,7 @@ describe("e2e: identity through the gateway", function () {
       expect(res.status, res.text).to.equal(201);
       const before = await api.listAll("/v1/tenants/acme/users", alice);
       expectError((await createUser({ email: body.email })).res, 409, "ALREADY_EXISTS");
-      expectError((await createUser({ email: (body.email as string).toUpperCase() })).res, 409, "ALREADY_EXISTS");
+      expectError((await createUser({ email: body.email.toUpperCase() })).res, 409, "ALREADY_EXISTS");
       expectError((await createUser({ email: ALICE.email })).res, 409, "ALREADY_EXISTS");
       expect(await api.listAll("/v1/tenants/acme/users", alice)).to.deep.equal(before);
     });

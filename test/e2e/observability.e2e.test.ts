@@ -69,7 +69,7 @@ async function startReceiver(): Promise<{ server: Server; port: number; spans: S
                 ...(hexId(s.parentSpanId) ? { parentSpanId: hexId(s.parentSpanId)! } : {}),
                 service,
                 attributes: Object.fromEntries((s.attributes ?? []).map((a) => [a.key, attributeValue(a.value)])),
-              } as Span);
+              });
             }
           }
         }

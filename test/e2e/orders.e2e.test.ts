@@ -234,7 +234,7 @@ function openTrackOrders(port: number, token: string): BufStream {
   child.stdin.on("error", () => {}); // a write after buf died is reported through its stderr instead
   const closed = new Promise<void>((resolve) => child.once("close", () => resolve()));
   // proto3 JSON leaves default values out: a missing status is ORDER_STATUS_UNSPECIFIED (0).
-  const events = () => (splitter.values as Partial<TrackEvent>[]).map((e) => ({ ...e, orderId: e.orderId ?? "0", status: e.status ?? "ORDER_STATUS_UNSPECIFIED" }) as TrackEvent);
+  const events = () => (splitter.values as Partial<TrackEvent>[]).map((e) => ({ ...e, orderId: e.orderId ?? "0", status: e.status ?? "ORDER_STATUS_UNSPECIFIED" }));
   return {
     child,
     send: (message) => child.stdin.write(`${JSON.stringify(message)}\n`),

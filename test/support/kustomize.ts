@@ -356,7 +356,7 @@ function applyOperation(root: JsonObject, op: Operation, where: string): void {
     else throw new Error(`${where}: ${op.op} ${op.path}: not possible here`);
     return;
   }
-  const object = parent as JsonObject;
+  const object = parent;
   if (op.op === "add") object[last] = structuredClone(op.value!);
   else if (op.op === "replace" && last in object) object[last] = structuredClone(op.value!);
   else if (op.op === "remove" && last in object) delete object[last];

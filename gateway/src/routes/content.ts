@@ -9,7 +9,7 @@ import { MAX_MESSAGE_BYTES } from "@switchyard/platform/message-limits.js";
 import { accepted, created, type RouteContext, type RouteGroup, type ServerSentEvent } from "../runtime/route.js";
 import { noneMatchHits } from "../runtime/conditional.js";
 import { edgeError } from "../runtime/errors.js";
-import type { LiveEvent, LiveSubscription, OpenShared } from "../runtime/live-fanout.js";
+import type { LiveEvent, OpenShared } from "../runtime/live-fanout.js";
 import type { Upstreams } from "../upstreams.js";
 import { bearerOf } from "../runtime/upstream-headers.js";
 import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
@@ -108,7 +108,7 @@ export const contentRoutes: RouteGroup = {
 
     async updateDocument(ctx) {
       const { title, body } = ctx.body as { title: string; body: string };
-      const ifMatch = typeof ctx.params["if-match"] === "string" ? (ctx.params["if-match"] as string) : "";
+      const ifMatch = typeof ctx.params["if-match"] === "string" ? ctx.params["if-match"] : "";
       const { document } = await ctx.upstreams.content.updateDocument({ documentId: ctx.params.doc_id as string, title, body, ifMatch }, ctx.callOptions());
       return { status: 200, body: documentJson(document!), headers: { etag: document!.etag } };
     },
@@ -137,7 +137,7 @@ export const contentRoutes: RouteGroup = {
           // Content decides whether the caller may watch, and replays after the last event the client
           // saw (the SSE reconnect header); the first message confirms the watch, so errors before it
           // are plain HTTP errors.
-          const after = typeof ctx.params["last-event-id"] === "string" ? (ctx.params["last-event-id"] as string) : "";
+          const after = typeof ctx.params["last-event-id"] === "string" ? ctx.params["last-event-id"] : "";
           const stream = ctx.upstreams.content.watchPosts({ afterCursor: after, untilCaughtUp: true }, ctx.streamCallOptions())[Symbol.asyncIterator]();
           await stream.next();
           // Its replay first, then the shared tail less what the replay already sent.

@@ -64,6 +64,7 @@ class Subscriber {
   }
 
   follow(sent: ReadonlySet<string>, writer: LiveWriter): Promise<void> {
+    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passes on what fail() was given, as thrown upstream
     if (this.failure !== undefined) return Promise.reject(this.failure);
     if (this.done) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {

@@ -7,7 +7,7 @@ import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { registration } from "@switchyard/platform/server.js";
 import { idempotencyKeyTtlSetting, schedulePurgeOfIdempotencyKeys } from "@switchyard/platform/store";
 import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
-import { contentAuthentication, contentHandlers } from "./connect.js";
+import { contentHandlers, contentInterceptors } from "./rpc-handlers.js";
 import { seedDemoCatalog } from "./demo-data.js";
 import { PostFeed } from "./feed.js";
 import { ImportJobRunner, type ImportJobRunnerOptions } from "./import-jobs.js";
@@ -76,7 +76,7 @@ export async function startContentService(config: ContentConfig, logger: Logger,
           registration(
             ContentService,
             contentHandlers({ store, feed: live, catalogOwnerTenant: config.catalogOwnerTenant, replayLimit: config.replayLimit, importJobQueued: () => imports.wake(), cacheLog: changes, cacheLeases: leases }),
-            contentAuthentication(trust.verifier),
+            contentInterceptors(trust.verifier),
           ),
         ],
         stop: async () => {

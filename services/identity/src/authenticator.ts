@@ -5,7 +5,7 @@ import type { HandlerContext } from "@connectrpc/connect";
 import { fail } from "@switchyard/platform/errors.js";
 import { GATEWAY_SERVICE, OPERATOR_SERVICE, type Caller, type ServiceCaller } from "@switchyard/platform/caller.js";
 import type { TokenVerifier } from "@switchyard/platform/auth.js";
-import { ANYONE, USERS, type AuthenticationPolicy, type Authenticator, type CallPolicy } from "@switchyard/platform/grpc";
+import { ANYONE, authentication, USERS, type Authenticator, type CallPolicy, type ServiceInterceptor } from "@switchyard/platform/grpc";
 import type { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import type { OperatorService } from "@switchyard/gen/switchyard/identity/v1/operator_pb.js";
 import type { IdentityStore } from "./store/port.js";
@@ -53,11 +53,15 @@ export const operatorCallPolicy: CallPolicy<typeof OperatorService> = {
   createTenant: { services: [OPERATOR_SERVICE] },
 };
 
-/** The client's address (failed logins are counted by it) is the gateway's word alone, known as services are. */
-export const identityAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof IdentityService> => ({
-  authenticator,
-  access: identityCallPolicy,
-  clientAddressFrom: [GATEWAY_SERVICE],
-});
+/**
+ * What every call to identity goes through before its handler, besides the server's own steps: its
+ * caller, as the call policy says. The client's address (failed logins are counted by it) is the
+ * gateway's word alone, known as services are. No method of identity takes an Idempotency-Key.
+ */
+export const identityInterceptors = (authenticator: Authenticator): ServiceInterceptor[] => [
+  authentication<typeof IdentityService>({ authenticator, access: identityCallPolicy, clientAddressFrom: [GATEWAY_SERVICE] }),
+];
 
-export const operatorAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof OperatorService> => ({ authenticator, access: operatorCallPolicy });
+export const operatorInterceptors = (authenticator: Authenticator): ServiceInterceptor[] => [
+  authentication<typeof OperatorService>({ authenticator, access: operatorCallPolicy }),
+];

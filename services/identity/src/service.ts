@@ -8,8 +8,8 @@ import { registration } from "@switchyard/platform/server.js";
 import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
 import { LoginThrottle } from "./login-throttle.js";
 import { RevocationHub } from "./revocation-hub.js";
-import { IdentityAuthenticator, identityAuthentication, operatorAuthentication } from "./authenticator.js";
-import { identityHandlers, operatorHandlers } from "./connect.js";
+import { IdentityAuthenticator, identityInterceptors, operatorInterceptors } from "./authenticator.js";
+import { identityHandlers, operatorHandlers } from "./rpc-handlers.js";
 import { seedDemoData } from "./demo-data.js";
 import { parseServiceClients } from "./service-clients.js";
 import { SERVICE_TOKEN_TTL_SECONDS } from "./domain/tokens.js";
@@ -79,9 +79,9 @@ export function startIdentityService(config: IdentityConfig, logger: Logger): Pr
           registration(
             IdentityService,
             identityHandlers({ store, keys, tokenTtlSeconds: config.tokenTtlSeconds, serviceClients: config.serviceClients, throttle, revocations }),
-            identityAuthentication(authenticator),
+            identityInterceptors(authenticator),
           ),
-          registration(OperatorService, operatorHandlers({ store, logger }), operatorAuthentication(authenticator)),
+          registration(OperatorService, operatorHandlers({ store, logger }), operatorInterceptors(authenticator)),
         ],
       };
     },

@@ -14,7 +14,7 @@ import { errorInfoOf } from "@switchyard/platform/errors.js";
 import { createLogger } from "@switchyard/platform/logger.js";
 import { forEachDatabase } from "../../platform/test/support/databases.js";
 import { forgetRedisKeys } from "../../../test/support/redis-keys.js";
-import { identityHandlers } from "../src/connect.js";
+import { identityHandlers } from "../src/rpc-handlers.js";
 import { RevocationHub } from "../src/revocation-hub.js";
 import { RotatingKeyRing } from "../src/signing-keys.js";
 import { identityMigrations } from "../src/store/migrations.js";
@@ -228,7 +228,7 @@ describe("password hashes", () => {
   it("shed a flood of checks at once (LOAD_SHED) instead of queueing it without bound", async () => {
     const hash = await hashPassword("flood");
     const outcomes = await Promise.allSettled(Array.from({ length: 60 }, () => verifyPassword("flood", hash)));
-    const shed = outcomes.filter((o) => o.status === "rejected").map((o) => errorInfoOf((o as PromiseRejectedResult).reason as ConnectError)?.reason);
+    const shed = outcomes.filter((o) => o.status === "rejected").map((o) => errorInfoOf(o.reason as ConnectError)?.reason);
     expect(shed.length, "beyond the running and waiting checks").to.be.at.least(20);
     expect(new Set(shed)).to.deep.equal(new Set(["LOAD_SHED"]));
     expect(outcomes.filter((o) => o.status === "fulfilled" && o.value === true).length).to.equal(60 - shed.length);

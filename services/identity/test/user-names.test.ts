@@ -1,8 +1,7 @@
 // A new user's name (pure rules): whole (v1's full_name: all of it the given name — nobody guesses
 // where a name splits) or in parts (v2's name: the whole is the parts joined by a space), never both.
 import { expect } from "chai";
-import { ConnectError } from "@connectrpc/connect";
-import { errorInfoOf } from "@switchyard/platform/errors.js";
+import { DomainError } from "@switchyard/platform/domain-error.js";
 import { validateName } from "@switchyard/identity/domain/users.js";
 
 const refusal = (work: () => unknown) => {
@@ -10,7 +9,7 @@ const refusal = (work: () => unknown) => {
     work();
     return undefined;
   } catch (err) {
-    return err instanceof ConnectError ? `${errorInfoOf(err)?.reason} ${errorInfoOf(err)?.metadata.field}` : String(err);
+    return err instanceof DomainError ? `${err.reason} ${err.details.field}` : String(err);
   }
 };
 

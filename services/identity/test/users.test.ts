@@ -1,7 +1,6 @@
 // Identity's pure rules and its password hashing.
 import { expect } from "chai";
-import { ConnectError } from "@connectrpc/connect";
-import { errorInfoOf } from "@switchyard/platform/errors.js";
+import { DomainError } from "@switchyard/platform/domain-error.js";
 import { validateNewUser } from "../src/domain/users.js";
 import { accessTokenClaims } from "../src/domain/tokens.js";
 import { hashPassword, verifyPassword } from "../src/passwords.js";
@@ -10,8 +9,8 @@ function ruleBroken(fn: () => unknown): string | undefined {
   try {
     fn();
   } catch (err) {
-    expect(err).to.be.instanceOf(ConnectError);
-    return errorInfoOf(err as ConnectError)?.metadata.field;
+    expect(err).to.be.instanceOf(DomainError);
+    return (err as DomainError).details.field;
   }
   expect.fail("expected a rule violation");
 }

@@ -14,7 +14,7 @@ import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { registration } from "@switchyard/platform/server.js";
 import { serviceCredentialsFromIdentity } from "@switchyard/platform/service-credentials.js";
 import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
-import { orderHandlers, ordersAuthentication } from "./connect.js";
+import { orderHandlers, ordersInterceptors } from "./rpc-handlers.js";
 import { OrderEvents } from "./events.js";
 import { ordersMigrations } from "./store/migrations.js";
 import { SqlOrdersStore } from "./store/sql-store.js";
@@ -75,9 +75,8 @@ export async function startOrdersService(config: OrdersConfig, logger: Logger): 
       reconciler = new Reconciler({ store, steps, logger, intervalMs: config.reconcileIntervalMs, holder: `${hostname()}:${config.port}` });
       const purge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
       const trust = await verifierFromIdentity(channels.identity, logger);
-      const authentication = ordersAuthentication(trust.verifier);
       return {
-        services: [registration(OrderService, orderHandlers({ store, content: createServiceClient(ContentService, channels.content), steps, events }), authentication)],
+        services: [registration(OrderService, orderHandlers({ store, content: createServiceClient(ContentService, channels.content), steps, events }), ordersInterceptors(trust.verifier))],
         stop: async () => {
           purge();
           trust.follower.stop();

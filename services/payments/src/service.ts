@@ -8,7 +8,7 @@ import { Faults, faultsSetting } from "@switchyard/platform/faults.js";
 import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { registration } from "@switchyard/platform/server.js";
 import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
-import { PAYMENTS_FAULT_POINTS, paymentHandlers, paymentsAuthentication } from "./connect.js";
+import { PAYMENTS_FAULT_POINTS, paymentHandlers, paymentsInterceptors } from "./rpc-handlers.js";
 import { paymentsMigrations } from "./store/migrations.js";
 import { SqlPaymentsStore } from "./store/sql-store.js";
 
@@ -36,7 +36,7 @@ export function startPaymentsService(config: PaymentsConfig, logger: Logger): Pr
       const trust = await verifierFromIdentity(channels.identity, logger);
       const purge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
       return {
-        services: [registration(PaymentService, paymentHandlers({ store: new SqlPaymentsStore(db), faults: new Faults(config.faults, logger) }), paymentsAuthentication(trust.verifier))],
+        services: [registration(PaymentService, paymentHandlers({ store: new SqlPaymentsStore(db), faults: new Faults(config.faults, logger) }), paymentsInterceptors(trust.verifier))],
         stop: () => {
           purge();
           trust.follower.stop();

@@ -2,8 +2,7 @@
 // the orders workflow (its own service token beside the user's) may set it — not a user, and not any
 // other internal service (the operator's included).
 import { expect } from "chai";
-import { ConnectError } from "@connectrpc/connect";
-import { errorInfoOf } from "@switchyard/platform/errors.js";
+import { DomainError } from "@switchyard/platform/domain-error.js";
 import type { Caller } from "@switchyard/platform/caller.js";
 import { validateReference } from "@switchyard/payments/domain/access.js";
 
@@ -13,7 +12,7 @@ const reasonOf = (work: () => unknown) => {
     work();
     return "accepted";
   } catch (err) {
-    return err instanceof ConnectError ? errorInfoOf(err)?.reason : String(err);
+    return err instanceof DomainError ? err.reason : String(err);
   }
 };
 

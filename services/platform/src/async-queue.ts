@@ -67,6 +67,7 @@ export class AsyncQueue<T> implements AsyncIterable<T> {
           if (this.bound) this.buffered -= this.bound.sizeOf(item);
           return Promise.resolve({ value: item, done: false });
         }
+        // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passes on what fail() was given, as thrown upstream
         if (this.error !== undefined) return Promise.reject(this.error);
         if (this.closed) return Promise.resolve({ value: undefined, done: true });
         return new Promise((resolve, reject) => {

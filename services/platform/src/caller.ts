@@ -1,6 +1,6 @@
 // Who is calling, as the verified token says, and the rules on it that every service applies: pure
 // (no transport, no storage), so domain rules may use them. Tokens are verified in auth.ts.
-import { fail } from "./errors.js";
+import { DomainError } from "./domain-error.js";
 
 export const TOKEN_ISSUER = "switchyard-identity";
 export const TOKEN_AUDIENCE = "switchyard";
@@ -60,9 +60,9 @@ export function principalOf(caller: Caller): string {
 
 /** A token is valid for its own tenant's resources only. */
 export function requireTenant(caller: Caller, tenantId: string): void {
-  if (caller.tenantId !== tenantId) throw fail("TENANT_MISMATCH", "the token belongs to another tenant");
+  if (caller.tenantId !== tenantId) throw new DomainError("TENANT_MISMATCH", "the token belongs to another tenant");
 }
 
 export function requireRole(caller: Caller, role: Role): void {
-  if (caller.role !== role) throw fail("ROLE_REQUIRED", `this action needs the ${role} role`);
+  if (caller.role !== role) throw new DomainError("ROLE_REQUIRED", `this action needs the ${role} role`);
 }

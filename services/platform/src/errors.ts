@@ -1,10 +1,13 @@
 // The error catalogue: every failure a service raises has a stable reason (google.rpc.ErrorInfo)
-// and a gRPC code. Services throw `fail(...)`; the gateway maps each reason to its HTTP status in
-// its own table (gateway/src/runtime/errors.ts), so a reason means one thing everywhere and HTTP
-// stays at the edge.
+// and a gRPC code. Domain rules throw a DomainError with the reason (domain-error.ts: no transport in
+// it), which the services' interceptor chain turns into its status once (statusErrorOf); code that
+// speaks gRPC itself (the adapter, authentication, a call's outcome) throws `fail(...)`. The gateway
+// maps each reason to its HTTP status in its own table (gateway/src/runtime/errors.ts), so a reason
+// means one thing everywhere and HTTP stays at the edge.
 import { Code, ConnectError } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { ErrorInfoSchema, type ErrorInfo } from "@switchyard/gen/google/rpc/error_details_pb.js";
+import { DomainError } from "./domain-error.js";
 
 export const ERROR_DOMAIN = "switchyard";
 
@@ -82,6 +85,11 @@ export function isErrorReason(reason: string): reason is ErrorReason {
 export function fail(reason: ErrorReason, message: string, metadata: Record<string, string> = {}): ConnectError {
   const info = create(ErrorInfoSchema, { reason, domain: ERROR_DOMAIN, metadata });
   return new ConnectError(message, errorCatalogue[reason].code, undefined, [{ desc: ErrorInfoSchema, value: info }]);
+}
+
+/** A domain rule's refusal as its gRPC status error (the catalogue's code, ErrorInfo); any other error as it is. */
+export function statusErrorOf(err: unknown): unknown {
+  return err instanceof DomainError ? fail(err.reason, err.message, { ...err.details }) : err;
 }
 
 /** The ErrorInfo of an error, whether raised here or decoded from a peer's status details. */

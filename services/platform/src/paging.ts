@@ -50,7 +50,7 @@ export function decodeCursor(collection: string, token: string, ids: keyof typeo
     if (token.length > 512 || !/^[A-Za-z0-9_-]+$/.test(token)) throw new Error("shape");
     const parsed: unknown = JSON.parse(Buffer.from(token, "base64url").toString("utf8"));
     if (typeof parsed !== "object" || parsed === null) throw new Error("shape");
-    body = parsed as Partial<CursorBody>;
+    body = parsed;
   } catch {
     throw fail("INVALID_CURSOR", "the cursor is malformed");
   }

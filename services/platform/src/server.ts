@@ -7,8 +7,8 @@ import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { endCall } from "./grpc/handler-context.js";
 import { Health } from "@switchyard/gen/health/v1/health_pb.js";
-import { adaptService, type RpcObserver } from "./grpc/service-adapter.js";
-import type { AuthenticationPolicy } from "./grpc/authentication.js";
+import { adaptService } from "./grpc/service-adapter.js";
+import { serviceChain, type RpcObserver, type ServiceInterceptor } from "./grpc/interceptors/index.js";
 import { HealthStatus, ServingStatus } from "./grpc/health.js";
 import { reflectionImpls, ReflectionV1, ReflectionV1Alpha } from "./grpc/reflection.js";
 import type { Logger } from "./logger.js";
@@ -22,13 +22,17 @@ import type { PeerIdentity } from "./grpc/call-policy.js";
 export interface ServiceRegistration {
   readonly service: DescService;
   readonly impl: object;
-  /** How calls are authenticated before a handler runs; absent: not at all (health, reflection, echo). */
-  readonly authentication?: AuthenticationPolicy;
+  /**
+   * The service's own interceptors, between the server's (call scope, telemetry, deadline, admission)
+   * and its handlers: authentication, the Idempotency-Key rules (grpc/interceptors/). Empty: none
+   * (health, reflection, echo).
+   */
+  readonly interceptors: readonly ServiceInterceptor[];
 }
 
-/** Pairs a service descriptor with its Connect-shaped implementation (type-checked) and its authentication. */
-export function registration<S extends DescService>(service: S, impl: ServiceImpl<S>, authentication?: AuthenticationPolicy<S>): ServiceRegistration {
-  return authentication ? { service, impl, authentication: authentication as AuthenticationPolicy } : { service, impl };
+/** Pairs a service descriptor with its Connect-shaped implementation (type-checked) and its own interceptors. */
+export function registration<S extends DescService>(service: S, impl: ServiceImpl<S>, interceptors: readonly ServiceInterceptor[] = []): ServiceRegistration {
+  return { service, impl, interceptors };
 }
 
 export interface GrpcServerOptions {
@@ -135,7 +139,7 @@ async function serveOnInheritedSocket(server: Server, fd: number, credentials: S
 async function serveHealthOnly(health: HealthStatus, options: GrpcServerOptions, pingPolicy: PingPolicy): Promise<Server> {
   const server = new Server({ ...SERVER_OPTIONS, "grpc.max_concurrent_streams": options.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS });
   onEveryConnection(server, (session) => policePings(session, pingPolicy));
-  const adapted = adaptService(Health, health.impl() as never, { failed: () => {} }, undefined, undefined, undefined, options.deadlineLimits ?? DEFAULT_DEADLINE_LIMITS);
+  const adapted = adaptService(Health, health.impl() as never, { interceptors: serviceChain({ observer: { failed: () => {} } }, []), deadlineLimits: options.deadlineLimits ?? DEFAULT_DEADLINE_LIMITS });
   server.addService(adapted.definition, adapted.implementation);
   await new Promise<number>((resolve, reject) =>
     server.bindAsync(`${options.host}:${options.healthPort}`, ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
@@ -167,7 +171,6 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   // Streams are long by design: a drain cannot wait for them, so shutting down ends them (UNAVAILABLE:
   // their clients reconnect, to another replica when there is one).
   const openStreams = new Set<HandlerContext>();
-  const admit = guard ? () => guard.admit() : undefined;
   if (guard) reportEventLoopLag(() => guard.lag);
   // Every streaming method served here counts, at 0 too: a method's series is there before its first stream.
   const streamingMethods = all.flatMap(({ service }) => service.methods.filter((m) => m.methodKind === "server_streaming" || m.methodKind === "bidi_streaming").map((m) => ({ rpcService: service.typeName, rpcMethod: m.name })));
@@ -179,10 +182,11 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     }
     return counts;
   });
-  for (const { service, impl, authentication } of all) {
+  for (const { service, impl, interceptors } of all) {
     // Health and reflection always answer: an overloaded service must still say how it is.
     const business = options.services.some((s) => s.service === service);
-    const adapted = adaptService(service, impl as never, observer, business ? admit : undefined, authentication, openStreams, deadlineLimits, options.peerIdentity);
+    const chain = serviceChain({ observer, admission: business ? guard : undefined }, interceptors);
+    const adapted = adaptService(service, impl as never, { interceptors: chain, peer: options.peerIdentity, openStreams, deadlineLimits });
     server.addService(adapted.definition, adapted.implementation);
   }
   let stopListening = () => {};

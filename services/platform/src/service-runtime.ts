@@ -104,7 +104,7 @@ export async function startServiceRuntime<P extends string>(options: {
     throw err;
   }
   const channels = Object.fromEntries(
-    Object.entries<Peer>(options.peers ?? ({} as Record<P, Peer>)).map(([peerName, peer]) => [peerName, openChannel(peer.address, peer.serves, {}, tls?.forPeer(peerName))]),
+    Object.entries<Peer>(options.peers ?? {}).map(([peerName, peer]) => [peerName, openChannel(peer.address, peer.serves, {}, tls?.forPeer(peerName))]),
   ) as Record<P, GrpcChannel>;
   const closeChannels = () => Object.values<GrpcChannel>(channels).forEach((c) => c.close());
   let parts: ServiceParts | undefined;

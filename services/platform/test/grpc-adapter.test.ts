@@ -13,7 +13,7 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { errorInfoOf, fail } from "@switchyard/platform/errors.js";
 import { createLogger } from "@switchyard/platform/logger.js";
 import { SERVICE_AUTHORIZATION } from "@switchyard/platform/caller.js";
-import { ANYONE, callerOf, clientAddressOf, createServiceClient, openChannel, requestMetadataValue, serviceCallerOf, USERS, withoutCallerStack, type Authenticator } from "@switchyard/platform/grpc";
+import { ANYONE, authentication, callerOf, clientAddressOf, createServiceClient, openChannel, requestMetadataValue, serviceCallerOf, USERS, withoutCallerStack, type Authenticator } from "@switchyard/platform/grpc";
 import { echoImpl, EchoService } from "@switchyard/platform/echo.js";
 import { registration, startGrpcServer, type RunningServer } from "@switchyard/platform/server.js";
 
@@ -276,7 +276,7 @@ describe("gRPC adapter: authentication before the handler, as each method's poli
       name: "auth",
       host: "127.0.0.1",
       port: 0,
-      services: [registration(EchoService, impl, { authenticator, access: { echo: USERS, echoStream: USERS, collect: { services: ["orders"] }, chat: ANYONE } })],
+      services: [registration(EchoService, impl, [authentication({ authenticator, access: { echo: USERS, echoStream: USERS, collect: { services: ["orders"] }, chat: ANYONE } })])],
       logger: createLogger("test", "silent"),
     });
     channel = openChannel(`127.0.0.1:${server.port}`);
@@ -401,11 +401,13 @@ describe("gRPC adapter: services known by their transport (mutual TLS), checked 
       host: "127.0.0.1",
       port: 0,
       services: [
-        registration(EchoService, impl, {
-          authenticator,
-          access: { echo: { users: true, services: ["orders"] }, echoStream: USERS, collect: { services: ["orders"] }, chat: ANYONE },
-          clientAddressFrom: ["gateway"],
-        }),
+        registration(EchoService, impl, [
+          authentication({
+            authenticator,
+            access: { echo: { users: true, services: ["orders"] }, echoStream: USERS, collect: { services: ["orders"] }, chat: ANYONE },
+            clientAddressFrom: ["gateway"],
+          }),
+        ]),
       ],
       logger: createLogger("test", "silent"),
       peerIdentity: (ctx) => requestMetadataValue(ctx, "x-test-peer"),

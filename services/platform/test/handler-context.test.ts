@@ -5,7 +5,7 @@ import { expect } from "chai";
 import { Metadata } from "@grpc/grpc-js";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { EchoService } from "../src/echo.js";
-import { endCall, openCallScope, type ServerCallLike } from "../src/grpc/handler-context.js";
+import { endCall, openCallContext, type ServerCallLike } from "../src/grpc/handler-context.js";
 import { errorInfoOf } from "../src/errors.js";
 
 class FakeCall extends EventEmitter implements ServerCallLike {
@@ -27,7 +27,10 @@ class FakeCall extends EventEmitter implements ServerCallLike {
 }
 
 const method = EchoService.methods[0]!;
-const open = (call: FakeCall) => openCallScope(call, EchoService, method);
+const open = (call: FakeCall) => {
+  const context = openCallContext(call, EchoService, method);
+  return { context, done: () => context.done() };
+};
 const reasonOf = (signal: AbortSignal) => signal.reason as ConnectError;
 
 describe("a call's abort signal, made when first asked for", () => {

@@ -51,7 +51,7 @@ describe("TokenVerifier with revocations", () => {
   const reason = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => errorInfoOf(e as ConnectError)?.reason);
 
   it("refuses a revoked session's token, also when it was verified (and cached) before", async () => {
-    let now = NOW;
+    const now = NOW;
     const list = new RevocationList(() => now);
     const verifier = new TokenVerifier(async () => [key.jwk], () => now, list);
     const t = await token("ses_1");

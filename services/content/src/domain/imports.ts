@@ -1,7 +1,7 @@
 // Rules for catalog import jobs, without I/O: what a job's lines must be, how its per-line errors are
 // kept, and the fingerprint that tells a retry (same lines) from a reuse of its key (other lines).
 import { createHash } from "node:crypto";
-import { fail } from "@switchyard/platform/errors.js";
+import { DomainError } from "@switchyard/platform/domain-error.js";
 
 /** The most lines one job takes (as many as one ImportItems stream). */
 export const MAX_IMPORT_LINES = 10_000;
@@ -38,18 +38,18 @@ export function lineMessage(message: string): string {
 
 /** A job's lines as a CreateImportJob request gives them, checked: 1 to 10000, numbered upwards, each an item or a known problem. */
 export function importLines(lines: readonly { line: number; request?: Uint8Array | undefined; problem?: { code: string; message: string } | undefined }[]): ImportLineInput[] {
-  if (lines.length === 0) throw fail("INVALID_REQUEST", "an import job needs at least one line");
-  if (lines.length > MAX_IMPORT_LINES) throw fail("RULE_VIOLATION", `an import job takes at most ${MAX_IMPORT_LINES} lines`);
+  if (lines.length === 0) throw new DomainError("INVALID_REQUEST", "an import job needs at least one line");
+  if (lines.length > MAX_IMPORT_LINES) throw new DomainError("RULE_VIOLATION", `an import job takes at most ${MAX_IMPORT_LINES} lines`);
   let previous = 0;
   return lines.map(({ line, request, problem }) => {
-    if (!Number.isInteger(line) || line <= previous) throw fail("INVALID_REQUEST", "line numbers must start from 1 and increase");
+    if (!Number.isInteger(line) || line <= previous) throw new DomainError("INVALID_REQUEST", "line numbers must start from 1 and increase");
     previous = line;
     if (problem) {
-      if (request) throw fail("INVALID_REQUEST", `line ${line} has both an item and a problem`);
-      if (!(LINE_ERROR_CODES as readonly string[]).includes(problem.code)) throw fail("INVALID_REQUEST", `line ${line}: a problem's code is INVALID_REQUEST or RULE_VIOLATION`);
+      if (request) throw new DomainError("INVALID_REQUEST", `line ${line} has both an item and a problem`);
+      if (!(LINE_ERROR_CODES as readonly string[]).includes(problem.code)) throw new DomainError("INVALID_REQUEST", `line ${line}: a problem's code is INVALID_REQUEST or RULE_VIOLATION`);
       return { line, problem: { code: problem.code as LineErrorCode, message: lineMessage(problem.message || "not a catalog item") } };
     }
-    if (!request) throw fail("INVALID_REQUEST", `line ${line} has neither an item nor a problem`);
+    if (!request) throw new DomainError("INVALID_REQUEST", `line ${line} has neither an item nor a problem`);
     return { line, request };
   });
 }

@@ -2,7 +2,7 @@
 // orders only; another member's order is as absent as one that does not exist (404, never 403: no
 // existence leak). An admin acts on every order of the tenant, and alone ships, discounts and reads
 // another user's order list (403 for members, whatever the order).
-import { fail } from "@switchyard/platform/errors.js";
+import { DomainError } from "@switchyard/platform/domain-error.js";
 import { requireRole, type Caller } from "@switchyard/platform/caller.js";
 
 export function canSeeOrder(caller: Caller, order: { userId: bigint }): boolean {
@@ -11,7 +11,7 @@ export function canSeeOrder(caller: Caller, order: { userId: bigint }): boolean 
 
 /** The order, if the caller may see it; else 404. */
 export function visibleOrder<T extends { userId: bigint }>(caller: Caller, order: T | undefined): T {
-  if (!order || !canSeeOrder(caller, order)) throw fail("NOT_FOUND", "order not found");
+  if (!order || !canSeeOrder(caller, order)) throw new DomainError("NOT_FOUND", "order not found");
   return order;
 }
 
@@ -22,5 +22,5 @@ export function requireOrderAdmin(caller: Caller): void {
 
 /** One's own order list, or any user's for an admin. */
 export function requireListOf(caller: Caller, userId: bigint): void {
-  if (userId !== caller.userId && caller.role !== "admin") throw fail("ROLE_REQUIRED", "only an admin may list another user's orders");
+  if (userId !== caller.userId && caller.role !== "admin") throw new DomainError("ROLE_REQUIRED", "only an admin may list another user's orders");
 }

@@ -1,7 +1,7 @@
 // The order state machine, in one place: pending → paid → shipped, and cancel from pending or paid.
 // Every status change goes through an action here; the store applies it as a conditional write on
 // the state this guard saw, so a concurrent change makes the write miss instead of doubling it.
-import { fail } from "@switchyard/platform/errors.js";
+import { DomainError } from "@switchyard/platform/domain-error.js";
 
 export type OrderStatus = "pending" | "paid" | "shipped" | "cancelled";
 export type OrderAction = "pay" | "ship" | "cancel";
@@ -16,7 +16,7 @@ export const TRANSITIONS: Record<OrderAction, { from: readonly OrderStatus[]; to
 export function guardTransition(action: OrderAction, current: OrderStatus): OrderStatus {
   const t = TRANSITIONS[action];
   if (!t.from.includes(current)) {
-    throw fail("INVALID_STATE", `cannot ${action} an order that is ${current}: only ${t.from.join(" or ")} orders can be ${action === "pay" ? "paid" : action === "ship" ? "shipped" : "cancelled"}`, {
+    throw new DomainError("INVALID_STATE", `cannot ${action} an order that is ${current}: only ${t.from.join(" or ")} orders can be ${action === "pay" ? "paid" : action === "ship" ? "shipped" : "cancelled"}`, {
       current_status: current,
     });
   }
@@ -25,11 +25,11 @@ export function guardTransition(action: OrderAction, current: OrderStatus): Orde
 
 /** Items and discounts change only while the order is pending. */
 export function guardContentsChange(current: OrderStatus): void {
-  if (current !== "pending") throw fail("INVALID_STATE", `the order is ${current}: items and discounts change only while it is pending`, { current_status: current });
+  if (current !== "pending") throw new DomainError("INVALID_STATE", `the order is ${current}: items and discounts change only while it is pending`, { current_status: current });
 }
 
 /** PATCH never writes the status: it names the action resources instead. */
 export function refuseStatusWrite(): never {
   const actions = Object.values(TRANSITIONS).map((t) => t.resource).join(", ");
-  throw fail("RULE_VIOLATION", `status cannot be written; it changes through the action resources: ${actions}`, { field: "status" });
+  throw new DomainError("RULE_VIOLATION", `status cannot be written; it changes through the action resources: ${actions}`, { field: "status" });
 }

@@ -1,8 +1,8 @@
 // The money steps of an order, without I/O: a charge (pay) or a refund (cancel of a paid order) is
 // recorded as an intent — step, amount, idempotency key — before payments is called, and its
-// outcome after. What a failed call tells about the money, and how long a step may stay unsettled.
-import { Code, ConnectError } from "@connectrpc/connect";
-import { errorInfoOf, fail } from "@switchyard/platform/errors.js";
+// outcome after; how long a step may stay unsettled. (What a failed call to payments tells about the
+// money is the workflow's: workflow/call-outcome.ts.)
+import { DomainError } from "@switchyard/platform/domain-error.js";
 import { derivedIdempotencyKey } from "@switchyard/platform/idempotency-keys.js";
 
 export type StepKind = "charge" | "refund";
@@ -63,34 +63,11 @@ function differences(checks: [string, boolean][]): string | undefined {
 export function guardNoStepInProgress(order: { stepInProgress: StepKind | undefined }): void {
   if (order.stepInProgress) {
     const step = STEP_NAMES[order.stepInProgress];
-    throw fail("STEP_IN_PROGRESS", `the order's ${step} is still being settled with payments; read the order again in a few seconds`, { step });
+    throw new DomainError("STEP_IN_PROGRESS", `the order's ${step} is still being settled with payments; read the order again in a few seconds`, { step });
   }
 }
 
 /** How long the call to payments may take: the caller's remaining time, or the default. */
 export function stepCallMs(remainingMs: number | undefined): number {
   return Math.max(0, Math.min(remainingMs ?? DEFAULT_STEP_CALL_MS, DEFAULT_STEP_CALL_MS));
-}
-
-// Refusals payments makes before anything commits (or in a transaction that rolled back).
-const NOTHING_DONE = new Set<Code>([
-  Code.InvalidArgument,
-  Code.NotFound,
-  Code.AlreadyExists,
-  Code.PermissionDenied,
-  Code.FailedPrecondition,
-  Code.OutOfRange,
-  Code.Unimplemented,
-  Code.Unauthenticated,
-  Code.ResourceExhausted,
-]);
-
-/**
- * Whether a failed call certainly moved no money. Everything else — a deadline, a dropped connection,
- * a crash inside payments — leaves the outcome unknown until payments is asked under the key.
- */
-export function movedNoMoney(err: ConnectError): boolean {
-  if (NOTHING_DONE.has(err.code)) return true;
-  // Shed before the handler ran.
-  return err.code === Code.Unavailable && errorInfoOf(err)?.reason === "LOAD_SHED";
 }

@@ -29,8 +29,9 @@ import type { HandlerContext } from "@connectrpc/connect";
 import { visibleOrder } from "../domain/access.js";
 import { totalsOf } from "../domain/orders.js";
 import { guardTransition } from "../domain/state-machine.js";
-import { chargeMismatch, guardNoStepInProgress, STEP_NAMES, movedNoMoney, orderReference, refundMismatch, STEP_DEADLINE_SLACK_MS, stepCallMs, stepIdempotencyKey, type StepKind } from "../domain/steps.js";
+import { chargeMismatch, guardNoStepInProgress, STEP_NAMES, orderReference, refundMismatch, STEP_DEADLINE_SLACK_MS, stepCallMs, stepIdempotencyKey, type StepKind } from "../domain/steps.js";
 import type { OrderRecord, OrdersStore, StepOutcome, StepRecord } from "../store/port.js";
+import { movedNoMoney } from "./call-outcome.js";
 
 /** The fault points of orders (FAULTS, tests only): a crash at the worst moments of a step. */
 export const ORDERS_FAULT_POINTS = ["orders.exit-after-intent", "orders.exit-after-charge", "orders.exit-after-refund"] as const;

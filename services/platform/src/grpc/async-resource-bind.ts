@@ -75,6 +75,7 @@ function bind(this: AsyncResource, fn: AnyFunction, thisArg?: unknown): AnyFunct
   if (typeof fn !== "function") {
     throw Object.assign(new TypeError(`The "fn" argument must be of type function. Received ${fn === null ? "null" : `type ${typeof fn} (${String(fn)})`}`), { code: "ERR_INVALID_ARG_TYPE" });
   }
+  // eslint-disable-next-line @typescript-eslint/no-this-alias -- the wrappers run with their own caller's `this`
   const resource = this;
   const bound =
     thisArg === undefined

@@ -1,8 +1,8 @@
-// Authentication, once per call, in the server adapter: before a handler runs, the call's
-// credentials are checked against its method's entry in the service's call policy (call-policy.ts) —
-// a user's token, an internal service known by its certificate (mutual TLS) or its own token, or none —
-// and the verified caller is put in the call's context, where the handler reads it. A handler never
-// sees a call its method's entry does not admit.
+// Authentication, once per call, in the interceptor chain (interceptors/authentication.ts): before a
+// handler runs, the call's credentials are checked against its method's entry in the service's call
+// policy (call-policy.ts) — a user's token, an internal service known by its certificate (mutual TLS)
+// or its own token, or none — and the verified caller is put in the call's context, where the handler
+// reads it. A handler never sees a call its method's entry does not admit.
 import { createContextKey, type HandlerContext } from "@connectrpc/connect";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { SERVICE_AUTHORIZATION, type Caller, type CallingService, type ServiceCaller } from "../caller.js";

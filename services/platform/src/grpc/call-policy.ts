@@ -1,8 +1,9 @@
-// Who may call each method of a service, in one table per service (beside its handlers: connect.ts,
-// or identity's authenticator.ts), enforced in the server adapter before any handler runs
-// (authentication.ts): anyone, users (a user's token; the service's domain rules decide the rest), and
-// named internal services. An internal service is known by its certificate's SPIFFE ID when the server
-// runs mutual TLS (grpc/tls.ts), and by its own service token otherwise; with both, they must agree.
+// Who may call each method of a service, in one table per service (beside its handlers:
+// rpc-handlers.ts, or identity's authenticator.ts), enforced by the interceptor chain before any
+// handler runs (interceptors/authentication.ts): anyone, users (a user's token; the service's domain
+// rules decide the rest), and named internal services. An internal service is known by its
+// certificate's SPIFFE ID when the server runs mutual TLS (grpc/tls.ts), and by its own service token
+// otherwise; with both, they must agree.
 import type { DescService } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { peerCertificateOf } from "./handler-context.js";

@@ -16,6 +16,12 @@ import type { ChannelSecurity } from "./tls.js";
 // (see async-resource-bind.ts).
 installAsyncResourceBind();
 
+/** A stream that fails before its first message (a call refused before it was sent). */
+// eslint-disable-next-line require-yield -- it fails at once, by design
+async function* failedStream(err: unknown): AsyncGenerator<never> {
+  throw err;
+}
+
 export type { Client } from "@connectrpc/connect";
 
 const DEFAULT_CHANNEL_OPTIONS: ChannelOptions = {
@@ -210,7 +216,7 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
       case "server_streaming":
         client[method.localName] = (request: object, options?: CallOptions) => {
           const early = preflight(options);
-          if (early) return (async function* () { throw early; })();
+          if (early) return failedStream(early);
           const metadata = metadataOf(options);
           const telemetry = telemetryOf(metadata);
           const message = create(method.input, request as never);
@@ -243,7 +249,7 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
       case "bidi_streaming":
         client[method.localName] = (requests: AsyncIterable<unknown>, options?: CallOptions) => {
           const early = preflight(options);
-          if (early) return (async function* () { throw early; })();
+          if (early) return failedStream(early);
           const metadata = metadataOf(options);
           const telemetry = telemetryOf(metadata);
           const call = withoutCallerStack(() => channel.makeBidiStreamRequest(path, ser, de, metadata, grpcOptions(options)));

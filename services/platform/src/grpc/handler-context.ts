@@ -1,10 +1,12 @@
 // A Connect HandlerContext built over a grpc-js server call. Headers are built lazily: most
-// handlers read one metadata key, and building a Headers object per call is measurable.
+// handlers read one metadata key, and building a Headers object per call is measurable. Beside it, what
+// the interceptors read of a call (interceptors/): its deadline, request id, peer, and how it ended.
 import type { PeerCertificate } from "node:tls";
 import type { Metadata } from "@grpc/grpc-js";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type HandlerContext } from "@connectrpc/connect";
 import { fail } from "../errors.js";
+import { acceptedRequestId, newRequestId, REQUEST_ID_HEADER } from "../request-id.js";
 import { answersOnce, deadlineWithin, type DeadlineLimits } from "./deadline-policy.js";
 
 export interface ServerCallLike {
@@ -20,14 +22,9 @@ export interface ServerCallLike {
   removeListener(event: "cancelled", listener: () => void): unknown;
 }
 
-export interface CallScope {
-  context: HandlerContext;
-  /**
-   * The deadline (ms since the epoch) the server set, earlier than the caller's (none sent, or past
-   * the ceiling): grpc-js enforces only the caller's, so the adapter enforces this one.
-   */
-  serverDeadline: number | undefined;
-  /** Ends the scope: aborts the signal (so lingering downstream calls stop) and clears timers. */
+/** A call's context as the adapter holds it while the call runs. */
+export interface OpenCall extends HandlerContext {
+  /** The call is over: aborts the signal (so lingering downstream calls stop) and clears timers. */
   done(): void;
 }
 
@@ -121,6 +118,7 @@ class CallContext implements HandlerContext {
   #responseHeader: Headers | undefined;
   #responseTrailer: Headers | undefined;
   #values: ReturnType<typeof createContextValues> | undefined;
+  #requestId: string | undefined;
 
   /** ms since the epoch; not finite: no deadline. */
   readonly deadline: number;
@@ -165,11 +163,20 @@ class CallContext implements HandlerContext {
   get values(): ReturnType<typeof createContextValues> {
     return (this.#values ??= createContextValues());
   }
+
+  /** The call's request id: the caller's (a well-formed one), else a new one. */
+  get requestId(): string {
+    return (this.#requestId ??= acceptedRequestId(this.call.metadata.get(REQUEST_ID_HEADER)[0]) ?? newRequestId());
+  }
+
+  done(): void {
+    this.abort.done();
+  }
 }
 
-export function openCallScope(call: ServerCallLike, service: DescService, method: DescMethod, limits?: DeadlineLimits): CallScope {
-  const context = new CallContext(call, service, method, limits);
-  return { context, serverDeadline: context.serverSetDeadline ? context.deadline : undefined, done: () => context.abort.done() };
+/** The context of a call the server begins: its deadline within `limits` (a call that answers once). */
+export function openCallContext(call: ServerCallLike, service: DescService, method: DescMethod, limits?: DeadlineLimits): OpenCall {
+  return new CallContext(call, service, method, limits);
 }
 
 /** The context as this module made it (a context made elsewhere — a test's — has none of its state). */
@@ -184,6 +191,28 @@ export function endCall(context: HandlerContext, reason: Error): void {
   if (!own || own.abort.signal.aborted) return;
   own.endedBy = reason;
   own.abort.abort(reason);
+}
+
+/** The call's deadline (ms since the epoch), the server's own when it set one; undefined: none. */
+export function deadlineOf(context: HandlerContext): number | undefined {
+  const own = ownContext(context);
+  if (own) return Number.isFinite(own.deadline) ? own.deadline : undefined;
+  const remaining = context.timeoutMs();
+  return remaining === undefined ? undefined : Date.now() + remaining;
+}
+
+/**
+ * The deadline (ms since the epoch) the server set, earlier than the caller's (none sent, or past the
+ * ceiling): grpc-js enforces only the caller's, so the chain enforces this one. Undefined: none.
+ */
+export function serverDeadlineOf(context: HandlerContext): number | undefined {
+  const own = ownContext(context);
+  return own?.serverSetDeadline ? own.deadline : undefined;
+}
+
+/** The call's request id: the caller's (a well-formed one), else one made for it. */
+export function requestIdOf(context: HandlerContext): string {
+  return ownContext(context)?.requestId ?? newRequestId();
 }
 
 /** Why the server ended the call early (endCall), if it did. */
@@ -219,6 +248,11 @@ export function peerHostOf(context: HandlerContext): string | undefined {
 /** The certificate the call's peer presented (mutual TLS), undefined without one. */
 export function peerCertificateOf(context: HandlerContext): PeerCertificate | undefined {
   return ownContext(context)?.call.getAuthContext?.().sslPeerCertificate;
+}
+
+/** The call's request metadata as grpc-js received it; undefined for a context made elsewhere. */
+export function metadataOf(context: HandlerContext): Metadata | undefined {
+  return ownContext(context)?.call.metadata;
 }
 
 /** Reads one request metadata value without building Headers (the hot path: the bearer token). */

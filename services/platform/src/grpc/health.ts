@@ -30,7 +30,7 @@ export class HealthStatus {
   }
 
   impl(): ServiceImpl<typeof Health> {
-    const self = this;
+    const self = this; // eslint-disable-line @typescript-eslint/no-this-alias -- the handlers are methods of the object below
     return {
       check(req) {
         const status = self.get(req.service);

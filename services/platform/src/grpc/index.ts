@@ -1,8 +1,10 @@
 // `@switchyard/platform/grpc`: calling and serving gRPC — typed clients over grpc-js channels, the
-// handler context (the verified caller, metadata), authentication policies, status details, health.
+// handler context (the verified caller, metadata), the interceptors a service declares (authentication
+// by its call policy, its Idempotency-Key rules), status details, health.
 export * from "./client.js";
 export * from "./handler-context.js";
 export * from "./authentication.js";
+export { authentication, idempotencyKeys, type IdempotencyKeyRules, type Interceptor, type ServerCall, type ServiceInterceptor } from "./interceptors/index.js";
 export { ANYONE, USERS, certificateIdentity, type CallPolicy, type MethodAccess, type PeerIdentity } from "./call-policy.js";
 export { codecOf, methodPath } from "./service-adapter.js";
 export { errorFromStatus, statusFromError } from "./status-details.js";

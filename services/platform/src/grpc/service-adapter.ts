@@ -1,5 +1,7 @@
-// Serves a protobuf-es service descriptor with Connect-shaped handlers on a grpc-js server:
-// proto in, proto out, a HandlerContext with deadline and abort signal, streams as async iterables.
+// Serves a protobuf-es service descriptor with Connect-shaped handlers on a grpc-js server: proto in,
+// proto out, streams as async iterables. Each method's call runs through its interceptor chain
+// (interceptors/: composed once per method here) to its handler; what the chain answers or throws is
+// written back as the response or the gRPC status.
 import type {
   handleBidiStreamingCall,
   handleClientStreamingCall,
@@ -14,21 +16,18 @@ import type {
 } from "@grpc/grpc-js";
 import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethod, type DescService, type MessageShape } from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
-import { authenticationFor, type AuthenticationPolicy } from "./authentication.js";
-import { withCallScope } from "../call-deadline.js";
-import { cutByDeadline, deadlineExceeded, endCall, endedBy, openCallScope, type CallScope } from "./handler-context.js";
+import { openCallContext, type OpenCall } from "./handler-context.js";
 import type { DeadlineLimits } from "./deadline-policy.js";
 import type { PeerIdentity } from "./call-policy.js";
 import { statusFromError } from "./status-details.js";
-import { serverTelemetry, type ServerCallTelemetry } from "./telemetry.js";
-
-/** What the server wants to hear about finished calls (logs; metrics and spans are made in telemetry.ts). */
-export interface RpcObserver {
-  /** A call failed with this error. */
-  failed(err: unknown, method: DescMethod): void;
-  /** A unary call answered OK after `ms` milliseconds. */
-  answered?(method: DescMethod, ms: number): void;
-}
+import {
+  composeChain,
+  settle,
+  streamsAnswers,
+  type CallHandler,
+  type ServerCall,
+  type ServiceInterceptor,
+} from "./interceptors/chain.js";
 
 /** Serializer pair of one message type, shared by client and server definitions. */
 export function codecOf<D extends DescMessage>(desc: D) {
@@ -56,7 +55,7 @@ export function methodDefinition(method: DescMethod): MethodDefinition<object, o
     responseStream: method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming",
     requestSerialize: (m: object) => input.serialize(m as never),
     requestDeserialize: input.deserialize,
-    responseSerialize: (m: object) => output.serialize(toMessage(method.output, m) as never),
+    responseSerialize: (m: object) => output.serialize(toMessage(method.output, m)),
     responseDeserialize: output.deserialize,
   };
 }
@@ -110,57 +109,43 @@ function requestsOf(call: ServerReadableStream<object, object> | ServerDuplexStr
   };
 }
 
-/**
- * Runs a handler behind what every call goes through first: `admit` (load shedding, refuses by
- * throwing) and then authentication as the policy requires for the method.
- */
-function guard(method: DescMethod, handler: AnyImpl, admit: (() => void) | undefined, policy: AuthenticationPolicy | undefined, peer: PeerIdentity | undefined): AnyImpl {
-  const authenticate = authenticationFor(policy, method, peer);
-  if (!authenticate) {
-    return admit
-      ? (input, context) => {
-          admit();
-          return handler(input, context);
-        }
-      : handler;
-  }
-  const streamsOut = method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming";
-  if (streamsOut) {
-    // A live stream ends when the credential it was opened with stops being good.
-    return async function* (input, context) {
-      admit?.();
-      const unwatch = await authenticate(context, (reason) => endCall(context, reason));
-      try {
-        yield* handler(input, context) as AsyncIterable<unknown>;
-      } finally {
-        unwatch();
-      }
-    };
-  }
-  return (input, context) => {
-    admit?.();
-    const checked = authenticate(context);
-    return checked instanceof Promise ? checked.then(() => handler(input, context)) : handler(input, context);
-  };
+/** A call as the adapter hands it to the chain: with the stream its answers go to, when it streams them. */
+class AdaptedCall implements ServerCall {
+  constructor(
+    readonly message: unknown,
+    readonly context: HandlerContext,
+    readonly answers?: ServerWritableStream<object, object> | ServerDuplexStream<object, object>,
+  ) {}
 }
 
 /**
- * grpc-js definition + implementation for one service; `onError` sees every failed call, `admit`
- * (when given) runs before each call and refuses it by throwing (load shedding), and `policy` says
- * how each method's calls are authenticated before the handler runs.
+ * The chain's last step: the handler. A method that answers once answers what its handler does; one
+ * that streams its answers writes every message its handler yields, and is over when they are written.
  */
+function handlerStep(method: DescMethod, handler: AnyImpl): CallHandler {
+  if (!streamsAnswers(method)) return (call) => handler(call.message as never, call.context);
+  return (call) => {
+    const answers = handler(call.message as never, call.context) as AsyncIterable<unknown>;
+    return writeAll((call as AdaptedCall).answers!, answers, method, call.context.signal);
+  };
+}
+
+export interface ServiceAdapterOptions {
+  /** What every call goes through before its handler, outermost first (interceptors/index.ts). */
+  interceptors: readonly ServiceInterceptor[];
+  /** How the transport names a calling service (mutual TLS), for the interceptors that need to know. */
+  peer?: PeerIdentity | undefined;
+  /** Where the calls that stream answers are kept while open (a server shutting down ends them). */
+  openStreams?: Set<HandlerContext> | undefined;
+  /** The server's default and ceiling of the deadline of calls that answer once. */
+  deadlineLimits?: DeadlineLimits | undefined;
+}
+
+/** grpc-js definition + implementation for one service, each method's chain composed once, here. */
 export function adaptService<S extends DescService>(
   service: S,
   impl: Partial<ServiceImpl<S>>,
-  observer: RpcObserver,
-  admit?: () => void,
-  policy?: AuthenticationPolicy,
-  /** Where the calls that stream answers are kept while open (a server shutting down ends them). */
-  openStreams?: Set<HandlerContext>,
-  /** The server's default and ceiling of the deadline of calls that answer once. */
-  deadlineLimits?: DeadlineLimits,
-  /** How the transport names a calling service (mutual TLS). */
-  peer?: PeerIdentity,
+  options: ServiceAdapterOptions,
 ) {
   const definition: Record<string, MethodDefinition<object, object>> = {};
   const implementation: UntypedServiceImplementation = {};
@@ -168,126 +153,98 @@ export function adaptService<S extends DescService>(
     const handler = (impl as Record<string, AnyImpl | undefined>)[method.localName];
     if (!handler) continue;
     definition[method.name] = methodDefinition(method);
-    implementation[method.name] = handlerFor(service, method, guard(method, handler.bind(impl), admit, policy, peer), observer, openStreams, deadlineLimits);
+    const last = handlerStep(method, handler.bind(impl));
+    const chain = composeChain(method, options.interceptors, { peer: options.peer }, last);
+    implementation[method.name] = callHandlerFor(service, method, chain, options);
   }
   return { definition: definition as ServiceDefinition, implementation };
 }
 
-/**
- * A stream is over: it ends OK, or with its handler's error — but when the server ended it early
- * (credential gone, shutting down), with that reason, whatever the handler threw on the way out.
- */
-function finishStream(call: ServerWritableStream<object, object> | ServerDuplexStream<object, object>, scope: { context: HandlerContext; done(): void }, telemetry: ServerCallTelemetry, reportAndStatus: (err: unknown) => unknown, failure?: unknown) {
-  // A stream whose handler returned once its deadline passed (it watched the signal) was cut: it says so,
-  // rather than ending OK a moment before grpc-js's own deadline would.
-  const reason = endedBy(scope.context) ?? failure ?? cutByDeadline(scope.context);
-  scope.done();
-  telemetry.end(reason);
-  if (reason !== undefined) call.emit("error", reportAndStatus(reason));
-  else call.end();
+type Respond = (err: unknown, answer?: object) => void;
+
+/** A call that answers once: the chain's answer, or its error as the gRPC status. */
+function answerOnce(
+  chain: CallHandler,
+  call: AdaptedCall,
+  context: OpenCall,
+  method: DescMethod,
+  callback: Respond,
+): void {
+  settle(
+    chain,
+    call,
+    (answer) => {
+      context.done();
+      callback(null, toMessage(method.output, answer));
+    },
+    (err: unknown) => {
+      context.done();
+      callback(statusFromError(err));
+    },
+  );
 }
 
 /**
- * Runs a call's whole chain (handler, and the store beneath it) within the call's deadline, with its
- * request id (log lines, calls passed on) and, when tracing, its server span active.
+ * A call that streams its answers: kept among the open streams until its chain is over, then ended
+ * OK or with its status.
  */
-function inDeadline<T>(context: HandlerContext, telemetry: ServerCallTelemetry, work: () => T): T {
-  const remaining = context.timeoutMs();
-  return withCallScope(remaining === undefined ? undefined : Date.now() + remaining, telemetry.requestId, () => telemetry.run(work));
+function answerStream(
+  chain: CallHandler,
+  call: AdaptedCall,
+  context: OpenCall,
+  openStreams: Set<HandlerContext> | undefined,
+): void {
+  const stream = call.answers!;
+  openStreams?.add(context);
+  settle(
+    chain,
+    call,
+    () => {
+      openStreams?.delete(context);
+      context.done();
+      stream.end();
+    },
+    (err: unknown) => {
+      openStreams?.delete(context);
+      context.done();
+      stream.emit("error", statusFromError(err));
+    },
+  );
 }
 
-/**
- * The answer of a call that answers once, by the server's deadline when it set one (grpc-js enforces
- * only the caller's): past it the call ends with DEADLINE_EXCEEDED — its signal aborts, so the work
- * beneath it stops — whenever the handler would have answered.
- */
-function byServerDeadline(scope: CallScope, answer: () => unknown): unknown {
-  if (scope.serverDeadline === undefined) return answer();
-  const at = scope.serverDeadline;
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      const reason = deadlineExceeded();
-      endCall(scope.context, reason);
-      reject(reason);
-    }, Math.max(0, at - Date.now()));
-    Promise.resolve()
-      .then(answer)
-      .then(
-        (value) => {
-          clearTimeout(timer);
-          resolve(value);
-        },
-        (err: unknown) => {
-          clearTimeout(timer);
-          reject(err);
-        },
-      );
-  });
-}
-
-function handlerFor(service: DescService, method: DescMethod, impl: AnyImpl, observer: RpcObserver, openStreams?: Set<HandlerContext>, deadlineLimits?: DeadlineLimits) {
-  const telemetryOf = serverTelemetry(method);
-  const reportAndStatus = (err: unknown) => {
-    observer.failed(err, method);
-    return statusFromError(err);
-  };
-  /** A call scope that is kept among the open streams until it is done. */
-  const streamScope = (call: Parameters<typeof openCallScope>[0]) => {
-    const scope = openCallScope(call, service, method);
-    openStreams?.add(scope.context);
-    return {
-      context: scope.context,
-      done() {
-        openStreams?.delete(scope.context);
-        scope.done();
-      },
-    };
-  };
+function callHandlerFor(
+  service: DescService,
+  method: DescMethod,
+  chain: CallHandler,
+  { openStreams, deadlineLimits }: ServiceAdapterOptions,
+) {
   switch (method.methodKind) {
     case "unary": {
       const h: handleUnaryCall<object, object> = (call, callback) => {
-        const started = performance.now();
-        const scope = openCallScope(call, service, method, deadlineLimits);
-        const telemetry = telemetryOf(call.metadata);
-        inDeadline(scope.context, telemetry, () => Promise.resolve()
-          .then(() => byServerDeadline(scope, () => impl(call.request as never, scope.context)))
-          .then(
-            (res) => { scope.done(); telemetry.end(undefined); callback(null, toMessage(method.output, res)); observer.answered?.(method, performance.now() - started); },
-            (err) => { scope.done(); telemetry.end(err); callback(reportAndStatus(err)); },
-          ));
+        const context = openCallContext(call, service, method, deadlineLimits);
+        answerOnce(chain, new AdaptedCall(call.request, context), context, method, callback as Respond);
       };
       return h;
     }
     case "server_streaming": {
       const h: handleServerStreamingCall<object, object> = (call) => {
-        const scope = streamScope(call);
-        const telemetry = telemetryOf(call.metadata);
-        inDeadline(scope.context, telemetry, () => Promise.resolve()
-          .then(() => writeAll(call, impl(call.request as never, scope.context) as AsyncIterable<unknown>, method, scope.context.signal))
-          .then(() => finishStream(call, scope, telemetry, reportAndStatus), (err) => finishStream(call, scope, telemetry, reportAndStatus, err)));
+        const context = openCallContext(call, service, method);
+        answerStream(chain, new AdaptedCall(call.request, context, call), context, openStreams);
       };
       return h;
     }
     case "client_streaming": {
       const h: handleClientStreamingCall<object, object> = (call: ServerReadableStream<object, object>, callback) => {
-        const scope = openCallScope(call, service, method, deadlineLimits);
-        const telemetry = telemetryOf(call.metadata);
-        inDeadline(scope.context, telemetry, () => Promise.resolve()
-          .then(() => byServerDeadline(scope, () => impl(requestsOf(call, scope.context.signal) as never, scope.context)))
-          .then(
-            (res) => { scope.done(); telemetry.end(undefined); callback(null, toMessage(method.output, res)); },
-            (err) => { scope.done(); telemetry.end(err); callback(reportAndStatus(err)); },
-          ));
+        const context = openCallContext(call, service, method, deadlineLimits);
+        const requests = requestsOf(call, context.signal);
+        answerOnce(chain, new AdaptedCall(requests, context), context, method, callback as Respond);
       };
       return h;
     }
     case "bidi_streaming": {
       const h: handleBidiStreamingCall<object, object> = (call) => {
-        const scope = streamScope(call);
-        const telemetry = telemetryOf(call.metadata);
-        inDeadline(scope.context, telemetry, () => Promise.resolve()
-          .then(() => writeAll(call, impl(requestsOf(call, scope.context.signal) as never, scope.context) as AsyncIterable<unknown>, method, scope.context.signal))
-          .then(() => finishStream(call, scope, telemetry, reportAndStatus), (err) => finishStream(call, scope, telemetry, reportAndStatus, err)));
+        const context = openCallContext(call, service, method);
+        answerStream(chain, new AdaptedCall(requestsOf(call, context.signal), context, call), context, openStreams);
       };
       return h;
     }

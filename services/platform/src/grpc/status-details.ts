@@ -19,7 +19,7 @@ export function statusFromError(err: unknown): Partial<StatusObject> {
     const status = create(StatusSchema, { code: ce.code, message: ce.rawMessage, details });
     metadata.set(DETAILS_KEY, Buffer.from(toBinary(StatusSchema, status)));
   }
-  return { code: ce.code as number as GrpcStatus, details: ce.rawMessage, metadata };
+  return { code: ce.code as number, details: ce.rawMessage, metadata };
 }
 
 /** A ConnectError from a grpc-js client error, with the peer's ErrorInfo (if any) readable by findDetails. */

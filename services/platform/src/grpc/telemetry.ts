@@ -1,12 +1,13 @@
-// Metrics, spans and the request id of gRPC calls, made once here for every call the adapters serve
-// or make: the server adapter and the client call into this, handlers never do.
+// Metrics, spans and the request id of the gRPC calls a process makes, made once here for every call:
+// the client calls into this, handlers never do. (Those of the calls it serves are the server chain's:
+// interceptors/telemetry.ts.)
 import { Metadata, status as GrpcStatus } from "@grpc/grpc-js";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
 import { currentRequestId } from "../call-deadline.js";
-import { rpcClientDuration, rpcServerDuration, rpcServerStreams } from "../metrics.js";
-import { acceptedRequestId, newRequestId, REQUEST_ID_HEADER } from "../request-id.js";
-import { context, extractContext, injectContext, SpanKind, SpanStatusCode, trace, tracer, tracingEnabled, type Context, type Span } from "../tracing.js";
+import { rpcClientDuration } from "../metrics.js";
+import { REQUEST_ID_HEADER } from "../request-id.js";
+import { injectContext, SpanKind, SpanStatusCode, tracer, tracingEnabled, type Span } from "../tracing.js";
 
 /** The canonical gRPC code name of a call's outcome (OK for none). */
 export function grpcCodeOf(err: unknown): string {
@@ -15,69 +16,11 @@ export function grpcCodeOf(err: unknown): string {
   return GrpcStatus[code] ?? "UNKNOWN";
 }
 
-const metadataGetter = {
-  get: (carrier: Metadata, key: string) => {
-    const v = carrier.get(key)[0];
-    return typeof v === "string" ? v : undefined;
-  },
-  keys: (carrier: Metadata) => Object.keys(carrier.getMap()),
-};
-
-function endSpan(span: Span, code: string, err: unknown): void {
-  span.setAttribute("rpc.grpc.status_code", GrpcStatus[code as keyof typeof GrpcStatus] as number);
+/** Ends a call's span with its gRPC code (OK for none). */
+export function endSpan(span: Span, code: string, err: unknown): void {
+  span.setAttribute("rpc.grpc.status_code", GrpcStatus[code as keyof typeof GrpcStatus]);
   if (err !== undefined) span.setStatus({ code: SpanStatusCode.ERROR, message: code });
   span.end();
-}
-
-export interface ServerCallTelemetry {
-  /** The call's request id: the caller's, or a new one. */
-  readonly requestId: string;
-  /** Runs the call's work with its span active (when tracing). */
-  run<T>(work: () => T): T;
-  /** The call ended: OK (undefined) or with this error. */
-  end(err: unknown): void;
-}
-
-/** Per method: its metric children, looked up once. */
-export function serverTelemetry(method: DescMethod) {
-  const service = method.parent.typeName;
-  const streaming = method.methodKind === "server_streaming" || method.methodKind === "bidi_streaming";
-  const spanName = `${service}/${method.name}`;
-  const byCode = new Map<string, { observe(v: number): void } | { inc(): void }>();
-  const child = (code: string) => {
-    let c = byCode.get(code);
-    if (!c) {
-      const labels = { rpc_service: service, rpc_method: method.name, grpc_code: code };
-      c = streaming ? rpcServerStreams.labels(labels) : rpcServerDuration.labels(labels);
-      byCode.set(code, c);
-    }
-    return c;
-  };
-  return (metadata: Metadata): ServerCallTelemetry => {
-    const started = performance.now();
-    const requestId = acceptedRequestId(metadata.get(REQUEST_ID_HEADER)[0]) ?? newRequestId();
-    let span: Span | undefined;
-    let spanContext: Context | undefined;
-    if (tracingEnabled()) {
-      const parent = extractContext(metadata, metadataGetter);
-      span = tracer().startSpan(spanName, { kind: SpanKind.SERVER, attributes: { "rpc.system": "grpc", "rpc.service": service, "rpc.method": method.name, "switchyard.request_id": requestId } }, parent);
-      spanContext = trace.setSpan(parent, span);
-    }
-    let ended = false;
-    return {
-      requestId,
-      run: (work) => (spanContext ? context.with(spanContext, work) : work()),
-      end(err) {
-        if (ended) return;
-        ended = true;
-        const code = grpcCodeOf(err);
-        const c = child(code);
-        if ("observe" in c) c.observe((performance.now() - started) / 1000);
-        else c.inc();
-        if (span) endSpan(span, code, err);
-      },
-    };
-  };
 }
 
 export interface ClientCallTelemetry {

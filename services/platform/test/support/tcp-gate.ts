@@ -5,9 +5,9 @@
 import { connect, createServer, type Server, type Socket } from "node:net";
 
 export class TcpGate {
-  private readonly sockets = new Set<Socket>();
-  private isOpen = true;
-  private stalled = false;
+  readonly #sockets = new Set<Socket>();
+  #isOpen = true;
+  #stalled = false;
 
   private constructor(private readonly server: Server, readonly address: string) {}
 
@@ -16,15 +16,16 @@ export class TcpGate {
     const [host, port] = [target.slice(0, target.lastIndexOf(":")), Number(target.slice(target.lastIndexOf(":") + 1))];
     let gate: TcpGate | undefined;
     const server = createServer((client) => {
-      if (!gate?.isOpen) {
+      if (gate === undefined || !gate.#isOpen) {
         client.destroy();
         return;
       }
       const upstream = connect(port, host);
+      const sockets = gate.#sockets;
       for (const s of [client, upstream]) {
-        if (gate.stalled) s.pause();
-        gate.sockets.add(s);
-        s.on("close", () => gate?.sockets.delete(s));
+        if (gate.#stalled) s.pause();
+        sockets.add(s);
+        s.on("close", () => sockets.delete(s));
         s.on("error", () => {
           client.destroy();
           upstream.destroy();
@@ -39,20 +40,20 @@ export class TcpGate {
 
   /** Refuses new connections and cuts the open ones. */
   shut(): void {
-    this.isOpen = false;
-    for (const s of this.sockets) s.destroy();
+    this.#isOpen = false;
+    for (const s of this.#sockets) s.destroy();
   }
 
   /** Holds every byte in both directions until reopened: the connections stay, nothing arrives. */
   stall(): void {
-    for (const s of this.sockets) s.pause();
-    this.stalled = true;
+    for (const s of this.#sockets) s.pause();
+    this.#stalled = true;
   }
 
   reopen(): void {
-    this.isOpen = true;
-    this.stalled = false;
-    for (const s of this.sockets) s.resume();
+    this.#isOpen = true;
+    this.#stalled = false;
+    for (const s of this.#sockets) s.resume();
   }
 
   async close(): Promise<void> {

@@ -3,12 +3,13 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { ContentService, ImportItemsRequestSchema, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
-import { ANYONE, callerOf, USERS, type AuthenticationPolicy, type Authenticator, type CallPolicy } from "@switchyard/platform/grpc";
+import { ANYONE, authentication, callerOf, idempotencyKeys, USERS } from "@switchyard/platform/grpc";
+import type { Authenticator, CallPolicy, ServiceInterceptor } from "@switchyard/platform/grpc";
 import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { isIdOf } from "@switchyard/platform/ids.js";
 import { decodeCursor, pageOf, pageSizeOf, type Keyset } from "@switchyard/platform/paging.js";
 import { GATEWAY_SERVICE, principalOf, requireRole } from "@switchyard/platform/caller.js";
-import { batchSkus, catalogPage, entityTag, requireCatalogOwner, validateText } from "./domain/content.js";
+import { batchSkus, catalogPage, checkIfMatch, requireCatalogOwner, validateText } from "./domain/content.js";
 import { cacheLeaseRenewal } from "./domain/cache-leases.js";
 import type { CacheChangeLog } from "./cache-changes.js";
 import type { CacheLeases } from "./cache-leases.js";
@@ -55,7 +56,14 @@ export const contentCallPolicy: CallPolicy<typeof ContentService> = {
   renewCacheLease: { services: [GATEWAY_SERVICE] },
 };
 
-export const contentAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof ContentService> => ({ authenticator, access: contentCallPolicy });
+/**
+ * What every call to content goes through before its handler, besides the server's own steps: its
+ * caller, as the call policy says; then the key of a new import job.
+ */
+export const contentInterceptors = (authenticator: Authenticator): ServiceInterceptor[] => [
+  authentication<typeof ContentService>({ authenticator, access: contentCallPolicy }),
+  idempotencyKeys<typeof ContentService>({ createImportJob: "required" }),
+];
 
 const REPLAY_PAGE = 200;
 /** A cache that falls this many changes behind its stream is ended (it resynchronises) rather than buffered for. */
@@ -87,10 +95,7 @@ export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, 
       if (!current) throw fail("NOT_FOUND", "document not found");
       let expected: number | undefined;
       if (req.ifMatch !== "") {
-        const tags = req.ifMatch.split(",").map((t) => t.trim());
-        if (!tags.includes("*") && !tags.includes(entityTag(current.id, current.version))) {
-          throw fail("ETAG_MISMATCH", "the document has changed since that entity tag: fetch it again and reconcile", { current_etag: entityTag(current.id, current.version) });
-        }
+        checkIfMatch(req.ifMatch, current);
         expected = current.version;
       }
       const updated = await store.updateDocument(caller.tenantId, current.id, text, expected);

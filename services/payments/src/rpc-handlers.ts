@@ -4,12 +4,13 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { KeyedOperation, PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
 import { principalOf, servicePrincipal, type Caller } from "@switchyard/platform/caller.js";
-import { callerOf, serviceCallerOf, USERS, type AuthenticationPolicy, type Authenticator, type CallPolicy } from "@switchyard/platform/grpc";
+import { authentication, callerOf, idempotencyKeys, serviceCallerOf, USERS } from "@switchyard/platform/grpc";
+import type { Authenticator, CallPolicy, ServiceInterceptor } from "@switchyard/platform/grpc";
 import { Faults } from "@switchyard/platform/faults.js";
-import { assertIdempotencyKey, requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
+import { requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
 import { isIdOf } from "@switchyard/platform/ids.js";
 import { decodeCursor, pageOf, pageSizeOf } from "@switchyard/platform/paging.js";
-import { canSeePayment, listedOwner, ORDER_WORKFLOW_SERVICE, ownerOfNewPayment, ownsUnscopedPayment, ownsUnscopedRefund, requireRefundPermission, validateReference } from "./domain/access.js";
+import { listedOwner, ORDER_WORKFLOW_SERVICE, ownerOfNewPayment, ownsUnscopedPayment, ownsUnscopedRefund, requireRefundPermission, validateReference, visiblePayment } from "./domain/access.js";
 import { refundAmount, validateNewPayment, validateRefundRequest } from "./domain/payments.js";
 import { paymentToProto, refundToProto } from "./proto-mapping.js";
 import type { PaymentRecord, PaymentsStore, RefundRecord } from "./store/port.js";
@@ -35,7 +36,18 @@ export const paymentsCallPolicy: CallPolicy<typeof PaymentService> = {
   resolveIdempotencyKey: { services: [ORDER_WORKFLOW_SERVICE] },
 };
 
-export const paymentsAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof PaymentService> => ({ authenticator, access: paymentsCallPolicy });
+/**
+ * What every call to payments goes through before its handler, besides the server's own steps: its
+ * caller, as the call policy says; then the key of every method that makes or settles money (a UUID).
+ */
+export const paymentsInterceptors = (authenticator: Authenticator): ServiceInterceptor[] => [
+  authentication<typeof PaymentService>({ authenticator, access: paymentsCallPolicy }),
+  idempotencyKeys<typeof PaymentService>({
+    createPayment: "required",
+    createRefund: "required",
+    resolveIdempotencyKey: "required",
+  }),
+];
 
 /** The fault points of this service (FAULTS, tests only): a stall before a charge or refund commits, or after. */
 export const PAYMENTS_FAULT_POINTS = ["payments.hold-before-commit", "payments.hold-after-commit"] as const;
@@ -50,11 +62,9 @@ function paymentIdOf(raw: string): string {
 const keyOf = (r: { createdAt: Date; id: string }) => ({ createdAt: r.createdAt, id: r.id });
 
 export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps): ServiceImpl<typeof PaymentService> {
-  /** A payment the caller may see, or 404 (another member's payment is as absent as a made-up id). */
-  async function visiblePayment(caller: Caller, rawId: string): Promise<PaymentRecord> {
-    const payment = await store.getPayment(caller.tenantId, paymentIdOf(rawId));
-    if (!payment || !canSeePayment(caller, payment)) throw fail("NOT_FOUND", "payment not found");
-    return payment;
+  /** A payment the caller may see, or 404. */
+  async function loadPayment(caller: Caller, rawId: string): Promise<PaymentRecord> {
+    return visiblePayment(caller, await store.getPayment(caller.tenantId, paymentIdOf(rawId)));
   }
 
   /** A money write, with the test-only stalls around its commit. */
@@ -68,7 +78,6 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
   return {
     async createPayment(req, ctx) {
       const caller = callerOf(ctx);
-      assertIdempotencyKey(req.idempotencyKey);
       const payment = validateNewPayment({
         amount: req.amount,
         currency: req.currency,
@@ -92,7 +101,7 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
 
     async getPayment(req, ctx) {
       const caller = callerOf(ctx);
-      return { payment: paymentToProto(await visiblePayment(caller, req.paymentId)) };
+      return { payment: paymentToProto(await loadPayment(caller, req.paymentId)) };
     },
 
     async listPayments(req, ctx) {
@@ -109,7 +118,6 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
     async createRefund(req, ctx) {
       const caller = callerOf(ctx);
       requireRefundPermission(caller, req.refundRemaining);
-      assertIdempotencyKey(req.idempotencyKey);
       const paymentId = paymentIdOf(req.paymentId);
       const refund = validateRefundRequest({ amount: req.amount, reason: req.reason, refundRemaining: req.refundRemaining });
       const requestHash = requestFingerprint({ paymentId, amount: refund.amount ?? "remaining", reason: refund.reason });
@@ -120,7 +128,7 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
 
     async getRefund(req, ctx) {
       const caller = callerOf(ctx);
-      const payment = await visiblePayment(caller, req.paymentId);
+      const payment = await loadPayment(caller, req.paymentId);
       const refund = isIdOf("re", req.refundId) ? await store.getRefund(caller.tenantId, payment.id, req.refundId) : undefined;
       if (!refund) throw fail("NOT_FOUND", "refund not found");
       return { refund: refundToProto(refund) };
@@ -128,7 +136,7 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
 
     async listRefunds(req, ctx) {
       const caller = callerOf(ctx);
-      const payment = await visiblePayment(caller, req.paymentId);
+      const payment = await loadPayment(caller, req.paymentId);
       const size = pageSizeOf(req.pageSize);
       const collection = `refunds:${caller.tenantId}:${payment.id}`;
       const rows = await store.listRefunds(caller.tenantId, payment.id, decodeCursor(collection, req.pageToken), size + 1);
@@ -140,7 +148,6 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
       // Only the orders workflow gets here (paymentsCallPolicy).
       const { service } = serviceCallerOf(ctx);
       if (!TENANT_ID.test(req.tenantId)) throw fail("INVALID_REQUEST", "tenant_id must be a tenant id");
-      assertIdempotencyKey(req.idempotencyKey);
       // Only the calling service's own keys: it learns nothing of anyone else's.
       const principal = servicePrincipal(service);
       switch (req.operation) {

@@ -13,6 +13,7 @@ import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { decodeCursor, pageOf, pageSizeOf } from "@switchyard/platform/paging.js";
 import { validateNewTenant } from "./domain/tenants.js";
 import { isTenantId, normalizeEmail, validateNewUser } from "./domain/users.js";
+import { ownSession } from "./domain/sessions.js";
 import { accessTokenClaims, SERVICE_TOKEN_TTL_SECONDS, serviceTokenClaims } from "./domain/tokens.js";
 import type { LoginThrottle } from "./login-throttle.js";
 import type { RevocationHub } from "./revocation-hub.js";
@@ -90,10 +91,8 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
       const caller = callerOf(ctx);
       requireTenant(caller, tenantIdOf(req.tenantId));
       // An id that is no session id (of the form issued below) names nothing: 404 without a lookup.
-      const session = SESSION_ID.test(req.sessionId) ? await store.getSession(req.tenantId, req.sessionId) : undefined;
-      // Only one's own sessions: another user's is as absent as a made-up one.
-      if (!session || session.userId !== caller.userId) throw fail("NOT_FOUND", "session not found");
-      return { session: sessionToProto(session) };
+      const found = SESSION_ID.test(req.sessionId) ? await store.getSession(req.tenantId, req.sessionId) : undefined;
+      return { session: sessionToProto(ownSession(caller, found)) };
     },
 
     async createServiceToken(req) {
@@ -105,9 +104,9 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
     async deleteSession(req, ctx) {
       const caller = callerOf(ctx);
       requireTenant(caller, tenantIdOf(req.tenantId));
-      const session = SESSION_ID.test(req.sessionId) ? await store.getSession(req.tenantId, req.sessionId) : undefined;
       // Only one's own sessions, as for reading them. Logging out twice is done twice: 204 again.
-      if (!session || session.userId !== caller.userId) throw fail("NOT_FOUND", "session not found");
+      const found = SESSION_ID.test(req.sessionId) ? await store.getSession(req.tenantId, req.sessionId) : undefined;
+      const session = ownSession(caller, found);
       await store.revokeSession(req.tenantId, session.id);
       return {};
     },
@@ -158,9 +157,7 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
       const tenantId = tenantIdOf(req.tenantId);
       requireTenant(caller, tenantId);
       requireRole(caller, "admin");
-      const role = roleFromProto(req.role);
-      if (role === "invalid") throw fail("RULE_VIOLATION", "role must be admin or member", { field: "role" });
-      const valid = validateNewUser({ email: req.email, fullName: req.fullName, givenName: req.givenName, familyName: req.familyName, password: req.password, role });
+      const valid = validateNewUser({ email: req.email, fullName: req.fullName, givenName: req.givenName, familyName: req.familyName, password: req.password, role: roleFromProto(req.role) });
       const user = await store.createUser({
         tenantId,
         email: valid.email,

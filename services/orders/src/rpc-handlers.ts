@@ -8,12 +8,13 @@ import { OrderService, OrderStatus as ProtoStatus, TrackOrdersResponseSchema, ty
 import type { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
 import { principalOf, type Caller } from "@switchyard/platform/caller.js";
-import { callerOf, USERS, type AuthenticationPolicy, type Authenticator, type CallPolicy } from "@switchyard/platform/grpc";
+import { authentication, callerOf, idempotencyKeys, USERS } from "@switchyard/platform/grpc";
+import type { Authenticator, CallPolicy, ServiceInterceptor } from "@switchyard/platform/grpc";
 import { AsyncQueue } from "@switchyard/platform/async-queue.js";
-import { assertIdempotencyKey, requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
+import { requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
 import { decodeCursor, pageOf, pageSizeOf } from "@switchyard/platform/paging.js";
 import { canSeeOrder, requireListOf, requireOrderAdmin, visibleOrder } from "./domain/access.js";
-import { checkDiscount, guardRoomForDiscount, MAX_ITEMS, priceItems, totalsOf, validateDiscountCode, validateItem, validateNewOrder, validateNote, type RequestedItem } from "./domain/orders.js";
+import { checkDiscount, guardRoomForDiscount, guardRoomForItem, priceItems, totalsOf, validateDiscountCode, validateItem, validateNewOrder, validateNote, validateShipment, type RequestedItem } from "./domain/orders.js";
 import { guardContentsChange, guardTransition, refuseStatusWrite } from "./domain/state-machine.js";
 import { guardNoStepInProgress } from "./domain/steps.js";
 import type { OrderEvents } from "./events.js";
@@ -28,8 +29,6 @@ export interface OrdersDeps {
   steps: MoneySteps;
   events: OrderEvents;
 }
-
-export const SHIPPING_FIELD_MAX = 100;
 
 function orderIdOf(raw: bigint): bigint {
   if (raw <= 0n) throw fail("INVALID_REQUEST", "order_id must be a positive integer");
@@ -63,7 +62,14 @@ export const ordersCallPolicy: CallPolicy<typeof OrderService> = {
   trackOrders: USERS,
 };
 
-export const ordersAuthentication = (authenticator: Authenticator): AuthenticationPolicy<typeof OrderService> => ({ authenticator, access: ordersCallPolicy });
+/**
+ * What every call to orders goes through before its handler, besides the server's own steps: its
+ * caller, as the call policy says; then the key of a new order, which a client may leave out.
+ */
+export const ordersInterceptors = (authenticator: Authenticator): ServiceInterceptor[] => [
+  authentication<typeof OrderService>({ authenticator, access: ordersCallPolicy }),
+  idempotencyKeys<typeof OrderService>({ createOrder: "optional" }),
+];
 
 export function orderHandlers({ store, content, steps, events }: OrdersDeps): ServiceImpl<typeof OrderService> {
   async function load(caller: Caller, id: bigint): Promise<OrderRecord> {
@@ -73,7 +79,6 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
   return {
     async createOrder(req, ctx) {
       const caller = callerOf(ctx);
-      if (req.idempotencyKey !== "") assertIdempotencyKey(req.idempotencyKey);
       const requested = validateNewOrder(req.currency, req.items.map(requestedItem));
       const note = validateNote(req.note);
       // The key is the caller's own (principalOf): another user's key, however it was learnt, is another key.
@@ -131,12 +136,10 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
     async shipOrder(req, ctx) {
       const caller = callerOf(ctx);
       requireOrderAdmin(caller);
-      if (req.carrier.length > SHIPPING_FIELD_MAX || req.trackingNumber.length > SHIPPING_FIELD_MAX) {
-        throw fail("RULE_VIOLATION", `carrier and tracking_number are at most ${SHIPPING_FIELD_MAX} characters`, { field: "carrier" });
-      }
+      const shipment = validateShipment({ carrier: req.carrier, trackingNumber: req.trackingNumber });
       const { order } = await store.act(caller.tenantId, orderIdOf(req.orderId), (o) => {
         guardNoStepInProgress(o);
-        return { kind: "transition", to: guardTransition("ship", o.status), shipment: { carrier: req.carrier, trackingNumber: req.trackingNumber } };
+        return { kind: "transition", to: guardTransition("ship", o.status), shipment };
       });
       return { order: orderToProto(order), shipment: shipmentToProto(order.shipments[order.shipments.length - 1]!) };
     },
@@ -156,7 +159,7 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
       const [item] = priceItems([requested], await catalogPrices(content, [requested.sku], caller, ctx), current.currency);
       const { order, item: added } = await store.addItem(caller.tenantId, current.id, item!, (o) => {
         guardEdit(o);
-        if (o.items.length >= MAX_ITEMS) throw fail("RULE_VIOLATION", `an order holds at most ${MAX_ITEMS} items`, { field: "items" });
+        guardRoomForItem(o.items);
       });
       return { item: itemToProto(added), order: orderToProto(order) };
     },
