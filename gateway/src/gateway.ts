@@ -179,7 +179,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     deprecatedUsage.stop();
     follower.stop();
     await cacheStopped;
-    await upstreams.close();
+    upstreams.close();
     await rateLimiter.close();
     await stopTracing();
   }

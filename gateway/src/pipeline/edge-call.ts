@@ -15,7 +15,7 @@ export class EdgeCall {
   /** identify: the verified caller; /v1 clears it again on routes that need no user, so nothing is passed on. */
   caller: Caller | undefined = undefined;
   /** identify: why the presented token was refused (answered 401 where a caller is needed). */
-  refusedToken: unknown = undefined;
+  refusedToken: Error | undefined = undefined;
   /** identify: whose quota and stream slots the request draws on (runtime/rate-limit.ts quotaKey). */
   quotaKey = "";
   /** admit: the request's place in the adaptive concurrency limit; undefined before, when shed, and once given back. */

@@ -14,7 +14,7 @@ export function identifyStage(verifier: TokenVerifier): Identify {
     try {
       call.caller = await verifier.verifyAuthorization(authorization);
     } catch (err) {
-      call.refusedToken = err;
+      call.refusedToken = err instanceof Error ? err : new Error(String(err));
     }
     call.quotaKey = quotaKey(call.caller, call.address);
   }
@@ -35,7 +35,7 @@ export function identifyStage(verifier: TokenVerifier): Identify {
  * A route that needs a user: no token, or an invalid one, is refused here (401), never passed on. A
  * route that needs none gets no caller, so no token goes upstream with its calls.
  */
-export function requireCaller(call: EdgeCall, required: boolean): unknown {
+export function requireCaller(call: EdgeCall, required: boolean): Error | undefined {
   if (!required) {
     call.caller = undefined;
     return undefined;

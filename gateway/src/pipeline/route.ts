@@ -1,6 +1,7 @@
 // Stage: route and version (/v<N>) — the operation of the OpenAPI documents that answers (404 for an
 // unknown path, 405 with Allow for another method), the version: the path's, or another one asked for
 // by media type on the same path (406 if unknown), and a deprecated route's headers and usage count.
+import { HttpError } from "../runtime/errors.js";
 import { appendHeader } from "../runtime/respond.js";
 import type { Router } from "../runtime/router.js";
 import {
@@ -21,7 +22,7 @@ export interface RouteStageOptions {
 }
 
 /** Finds the request's operation and version; returns the refusal when there is none (undefined: routed). */
-export type RouteAndVersion = (x: ApiExchange) => unknown;
+export type RouteAndVersion = (x: ApiExchange) => HttpError | undefined;
 
 export function routeStage({
   router,
@@ -52,7 +53,9 @@ export function routeStage({
       x.operation = operation;
       x.version = negotiated.major;
     } catch (err) {
-      return err;
+      // The router and the negotiation refuse with HttpError; anything else is a bug, not a refusal.
+      if (err instanceof HttpError) return err;
+      throw err;
     }
     const deprecated = deprecations.get(x.version);
     if (deprecated?.operations.has(x.operation.operationId)) {
