@@ -5,29 +5,27 @@
 // (no full-duplex HTTP in fetch) and answer `unimplemented` saying so. Only the allow-listed methods
 // are there at all: nothing operator-only or internal (key sets, revocations, service tokens).
 //
-// The edge policy is /v1's, applied once in an interceptor so that a refusal arrives in the page's own
-// protocol: the caller's token is verified for its quota, the quota is drawn, the adaptive
-// concurrency limit sheds, a live stream takes one of its caller's stream slots; the caller's deadline
-// (Connect-Timeout-Ms, grpc-timeout) is capped like X-Request-Timeout-Ms; a page that goes away
-// cancels the call. Authorization stays with the services, which see the caller's own token.
+// The edge's policy is /v1's — the same stages (pipeline/edge-policy.ts), composed once — applied in
+// one interceptor so that a refusal arrives in the page's own protocol: the caller's token is verified
+// (refused at once: every method would pass it on), the adaptive concurrency limit admits or sheds,
+// the quota is drawn, a live stream takes one of its caller's stream slots, the caller's deadline
+// (Connect-Timeout-Ms, grpc-timeout) is capped like X-Request-Timeout-Ms, and a page that goes away
+// cancels the call. Only the route (the allow-list) and the representation are the proxy's own.
+// Authorization stays with the services, which see the caller's own token.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { fromBinary, type DescMethod, type DescMethodServerStreaming, type DescMethodUnary, type DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createConnectRouter, createContextKey, createContextValues, type CallOptions, type ConnectRouter, type HandlerContext, type Interceptor } from "@connectrpc/connect";
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
-import type { TokenVerifier } from "@switchyard/platform/auth.js";
-import type { Caller } from "@switchyard/platform/caller.js";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import { errorCatalogue, type ErrorReason } from "@switchyard/platform/errors.js";
 import type { UpstreamName, Upstreams } from "./upstreams.js";
-import type { AdaptiveConcurrencyLimit } from "./runtime/concurrency-limit.js";
-import { quotaKey, type RateLimiter } from "./runtime/rate-limit.js";
-import type { StreamSlots } from "./runtime/streams.js";
-import { forwardsClientAddress, upstreamHeaders } from "./runtime/upstream-headers.js";
-import { toRpcError } from "./runtime/errors.js";
-import type { ServiceCredentials } from "@switchyard/platform/service-credentials.js";
+import { toRpcError, type HttpError } from "./runtime/errors.js";
+import { EdgeCall, type QuotaRecord } from "./pipeline/edge-call.js";
+import type { EdgePolicy } from "./pipeline/edge-policy.js";
 
 /**
  * What a page may call, by service: every method of the service's public API. Left out, and so
@@ -45,33 +43,20 @@ export const RPC_PREFIX = "/rpc";
 
 export interface RpcProxyOptions {
   upstreams: Upstreams;
-  verifier: TokenVerifier;
-  /** The gateway's own token, which vouches for the client addresses it forwards. */
-  ownCredentials: ServiceCredentials;
-  rateLimiter: RateLimiter;
-  /** The message of a refusal for the quota (as /v1's 429 says it). */
-  rateLimitedMessage: string;
-  concurrency: AdaptiveConcurrencyLimit;
-  streamSlots: StreamSlots;
-  maxStreamsPerCaller: number;
-  /** Deadline of a unary call that names none, and the most any call may ask for. */
-  deadlineMs: number;
-  maxDeadlineMs: number;
+  /** The edge's shared stages, the same /v1 runs. */
+  policy: EdgePolicy;
   maxBodyBytes: number;
-  /** Counted when the concurrency limit sheds. */
-  onShed(): void;
 }
 
-/** What the proxy learns of the HTTP request, and tells its access record (which quota refused it). */
-export interface RpcRequest {
-  address: string;
-  requestId: string;
-  refusedBy(quota: "user" | "address" | "streams"): void;
+/** A call's request, as the shared stages know it (made by the edge for each request under /rpc/). */
+class RpcCall extends EdgeCall {
+  /** The metadata of its upstream call (pipeline/upstream-metadata.ts). */
+  metadata: Record<string, string> = {};
 }
 
-const REQUEST = createContextKey<RpcRequest | undefined>(undefined, { description: "the HTTP request's client address, id and access record" });
-const CALLER = createContextKey<Caller | undefined>(undefined, { description: "the verified caller" });
-const GATEWAY_TOKEN = createContextKey<string | undefined>(undefined, { description: "the gateway's own token, where the client's address goes" });
+const CALL = createContextKey<RpcCall | undefined>(undefined, {
+  description: "the request, as the edge's stages know it",
+});
 
 const notThroughBrowsers = (service: DescService, method: DescMethod) =>
   new ConnectError(
@@ -80,14 +65,15 @@ const notThroughBrowsers = (service: DescService, method: DescMethod) =>
   );
 
 export interface RpcProxy {
-  /** Serves one request under /rpc/ — its client address (as /v1 reads it) and request id given. */
-  handle(req: IncomingMessage, res: ServerResponse, request: RpcRequest): void;
+  /** Serves one request under /rpc/ — its client address (as /v1 reads it) and access record given. */
+  handle(req: IncomingMessage, res: ServerResponse, address: string, record: QuotaRecord): void;
   /** The route a path counts under in metrics and the access log: a method's path, or one name for all others (bounded). */
   routeOf(path: string): string;
 }
 
 /** The browser proxy for /rpc/…: Connect (JSON, binary) and gRPC-Web, each call forwarded upstream. */
 export function rpcProxy(options: RpcProxyOptions): RpcProxy {
+  const { policy } = options;
   /** Each service a page may reach, by the gateway's name for its upstream (whose client it calls). */
   const services: [DescService, UpstreamName][] = [
     [IdentityService, "identity"],
@@ -96,11 +82,11 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
     [ContentService, "content"],
   ];
 
-  /** What goes upstream with a call: its metadata (upstream-headers.ts), its deadline, its cancellation. */
-  function callOptions(ctx: HandlerContext, method: DescMethod, upstream: UpstreamName): CallOptions {
-    const headers = upstreamHeaders(upstream, ctx.values.get(CALLER), ctx.values.get(REQUEST), ctx.values.get(GATEWAY_TOKEN));
+  /** What goes upstream with a call: its metadata (drawn up by the edge's stages), its deadline, its cancellation. */
+  function callOptions(ctx: HandlerContext, method: DescMethod): CallOptions {
     const asked = ctx.timeoutMs();
-    const timeoutMs = asked !== undefined ? Math.min(asked, options.maxDeadlineMs) : method.methodKind === "unary" ? options.deadlineMs : undefined;
+    const timeoutMs = asked !== undefined || method.methodKind === "unary" ? policy.deadline(asked) : undefined;
+    const headers = ctx.values.get(CALL)?.metadata ?? {};
     return { headers, signal: ctx.signal, ...(timeoutMs !== undefined ? { timeoutMs } : {}) };
   }
 
@@ -119,14 +105,14 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
     for (const { method, upstream, call } of allowed) {
       if (method.methodKind === "unary") {
         router.rpc(method as DescMethodUnary, (req: unknown, ctx: HandlerContext) =>
-          (call(req, callOptions(ctx, method, upstream)) as Promise<never>).catch((err: unknown) => {
+          (call(req, callOptions(ctx, method)) as Promise<never>).catch((err: unknown) => {
             throw toRpcError(err, upstream);
           }),
         );
       } else if (method.methodKind === "server_streaming") {
         router.rpc(method as DescMethodServerStreaming, async function* (req: unknown, ctx: HandlerContext) {
           try {
-            yield* call(req, callOptions(ctx, method, upstream)) as AsyncIterable<never>;
+            yield* call(req, callOptions(ctx, method)) as AsyncIterable<never>;
           } catch (err) {
             throw toRpcError(err, upstream);
           }
@@ -139,69 +125,47 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
     }
   }
 
-  /** /v1's edge policy, once for every call, its refusals in the call's own protocol. */
-  const edgePolicy: Interceptor = (next) => async (req) => {
-    const request = req.contextValues.get(REQUEST);
-    const authorization = req.header.get("authorization");
-    let caller: Caller | undefined;
-    if (authorization !== null) {
-      try {
-        caller = await options.verifier.verifyAuthorization(authorization);
-      } catch (err) {
-        throw ConnectError.from(err, Code.Unauthenticated);
-      }
-      req.contextValues.set(CALLER, caller);
+  /** The edge's stages, once for every call (as /v1 runs them), their refusals in the call's own protocol. */
+  const edgeStages: Interceptor = (next) => async (req) => {
+    const call = req.contextValues.get(CALL)!;
+    const verifying = policy.identify(call, req.header.get("authorization") ?? undefined);
+    if (verifying) await verifying;
+    // A token that is no good is refused at once: every method would pass it on.
+    if (call.presentedToken && call.caller === undefined) {
+      throw ConnectError.from(call.refusedToken, Code.Unauthenticated);
     }
-    const key = quotaKey(caller, request?.address ?? "unknown");
-    // Shed before the quota is drawn on, as /v1 does: the refusal is the gateway's, not the caller's.
-    const release = options.concurrency.tryAcquire();
-    if (!release) {
-      options.onShed();
-      throw new ConnectError("the gateway is at capacity; retry after the Retry-After delay", Code.Unavailable, { "retry-after": "1" });
+    const overQuota = policy.quota.settle(call, await policy.admission.admit(call));
+    if (overQuota) throw refusal(overQuota, call);
+    if (call.release === undefined) throw refusal(policy.admission.shed(), call);
+    try {
+      const metadata = policy.upstreamMetadata(call, upstreamOf.get(req.method)!);
+      call.metadata = metadata instanceof Promise ? await metadata : metadata;
+    } catch (err) {
+      call.giveBackPlace();
+      throw err;
     }
-    const quota = await options.rateLimiter.check(key);
-    if (!quota.allowed) {
-      release(false);
-      request?.refusedBy(caller ? "user" : "address");
-      throw new ConnectError(options.rateLimitedMessage, Code.ResourceExhausted, quota.headers);
-    }
-    if (forwardsClientAddress(upstreamOf.get(req.method)!)) {
-      try {
-        req.contextValues.set(GATEWAY_TOKEN, await options.ownCredentials.token());
-      } catch (err) {
-        release(false);
-        throw err;
-      }
-    }
-    const withQuota = <R extends { header: Headers }>(res: R): R => {
-      for (const [name, value] of Object.entries(quota.headers)) res.header.set(name, value);
-      return res;
-    };
     if (req.method.methodKind !== "server_streaming") {
       try {
-        const res = withQuota(await next(req));
-        release(true);
+        const res = withQuota(await next(req), call);
+        call.giveBackPlace(true);
         return res;
       } catch (err) {
-        release(ConnectError.from(err).code !== Code.Unavailable);
+        call.giveBackPlace(ConnectError.from(err).code !== Code.Unavailable);
         throw err;
       }
     }
     // A live stream: one of its caller's slots while it lasts; its place in the limit back once open (long by design).
-    const slot = options.streamSlots.take(key);
-    if (!slot) {
-      release(false);
-      request?.refusedBy("streams");
-      throw new ConnectError(`at most ${options.maxStreamsPerCaller} live streams at once; close one first`, Code.ResourceExhausted, { "retry-after": "5" });
-    }
+    const noSlot = policy.takeStreamSlot(call);
+    if (noSlot) throw refusal(noSlot, call);
+    const slot = call.slot!;
     let res;
     try {
-      res = withQuota(await next(req));
+      res = withQuota(await next(req), call);
     } catch (err) {
       slot();
       throw err;
     } finally {
-      release(false);
+      call.giveBackPlace();
     }
     if (!res.stream) {
       slot();
@@ -221,7 +185,7 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
   };
 
   const router = createConnectRouter({
-    interceptors: [edgePolicy],
+    interceptors: [edgeStages],
     readMaxBytes: options.maxBodyBytes,
     acceptCompression: [compressionGzip, compressionBrotli],
     // Browsers: Connect and gRPC-Web only (plain gRPC goes to the services themselves).
@@ -232,7 +196,7 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
 
   const methods = new Map(allowed.map((a) => [`${RPC_PREFIX}/${a.service.typeName}/${a.method.name}`, a]));
   return {
-    handle(req, res, request) {
+    handle(req, res, address, record) {
       const path = (req.url ?? "").split("?")[0]!;
       const found = methods.get(path);
       if (!found) return refuse(req, res, "unimplemented", `no method ${path.slice(RPC_PREFIX.length + 1)} is served through the browser proxy`, 404);
@@ -240,7 +204,8 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
       // Answered here, in the protocol's format: connect-node would refuse a bidirectional stream over HTTP/1.1 with a 505.
       if (kind === "client_streaming" || kind === "bidi_streaming") return refuse(req, res, "unimplemented", notThroughBrowsers(found.service, found.method).rawMessage, 404);
       const handler = handlers.get(path)!;
-      const universal = universalRequestFromNodeRequest(req, res, undefined, createContextValues().set(REQUEST, request));
+      const values = createContextValues().set(CALL, new RpcCall(address, record, {}));
+      const universal = universalRequestFromNodeRequest(req, res, undefined, values);
       void checkedMessage(universal, found.method, options.maxBodyBytes).then(async (checked) => {
         if ("refusal" in checked) return refuse(req, res, checked.refusal.code, checked.refusal.message, 400);
         await universalResponseToNodeResponse(await handler(checked.request), res);
@@ -251,6 +216,18 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
     },
     routeOf: (path) => (methods.has(path) ? path : `${RPC_PREFIX}/{other}`),
   };
+}
+
+/** A refusal of the edge's stages as the page's protocol says it, with the quota as it stands (as /v1's). */
+function refusal(err: HttpError, call: EdgeCall): ConnectError {
+  const code = errorCatalogue[err.code as ErrorReason].code;
+  return new ConnectError(err.message, code, { ...call.headers, ...err.headers });
+}
+
+/** The quota's headers on a call's answer. */
+function withQuota<R extends { header: Headers }>(res: R, call: EdgeCall): R {
+  for (const name in call.headers) res.header.set(name, call.headers[name]!);
+  return res;
 }
 
 /**

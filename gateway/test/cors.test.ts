@@ -1,6 +1,6 @@
 // GATEWAY_CORS_ORIGINS: exact origins as a browser sends them, or the gateway refuses to start.
 import { expect } from "chai";
-import { gatewayConfigFrom } from "../src/gateway.js";
+import { gatewayConfigFrom } from "../src/settings.js";
 import { parseOrigins } from "../src/runtime/cors.js";
 
 /** What the gateway cannot start without: its own secret at identity. */

@@ -1,11 +1,13 @@
-// The browser proxy's admission, as /v1's: a call the concurrency limit sheds draws nothing on the
-// caller's quota (the refusal is the gateway's), and a call the quota refuses gives its place back.
+// The browser proxy's admission, /v1's stages: a call the concurrency limit sheds draws nothing on the
+// caller's quota (the refusal is the gateway's) and carries it as it stands, and a call the quota
+// refuses gives its place back.
 import { expect } from "chai";
 import { ServiceCredentials } from "@switchyard/platform/service-credentials.js";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { TokenVerifier } from "@switchyard/platform/auth.js";
 import { rpcProxy } from "../src/rpc-proxy.js";
+import { edgePolicy } from "../src/pipeline/edge-policy.js";
 import { AdaptiveConcurrencyLimit } from "../src/runtime/concurrency-limit.js";
 import { createRateLimiter, quotaKey, type RateLimiter } from "../src/runtime/rate-limit.js";
 import { StreamSlots } from "../src/runtime/streams.js";
@@ -27,22 +29,22 @@ describe("browser proxy (/rpc): shedding and the quota", () => {
     concurrency = new AdaptiveConcurrencyLimit({ initialLimit: 1, minLimit: 1, maxLimit: 1 });
     rateLimiter = createRateLimiter({ limit: QUOTA, windowSeconds: 600, keyPrefix: `rpc-admission-${process.pid}` });
     const content = { getDocument: async () => (upstreamCalls++, { document: { id: "doc_x", title: "t", body: "b", etag: '"e"' } }) };
-    const rpc = rpcProxy({
-      upstreams: { identity: {}, payments: {}, orders: {}, content } as unknown as Upstreams,
+    const policy = edgePolicy({
       verifier: {} as TokenVerifier,
       // Content's calls carry no client address, so the gateway's own token is never asked for.
       ownCredentials: new ServiceCredentials(() => Promise.reject(new Error("not asked for content's calls"))),
       rateLimiter,
-      rateLimitedMessage: "rate limit reached",
+      rateLimit: QUOTA,
+      rateWindowSeconds: 600,
       concurrency,
       streamSlots: new StreamSlots(1),
       maxStreamsPerCaller: 1,
       deadlineMs: 1_000,
       maxDeadlineMs: 1_000,
-      maxBodyBytes: 64 * 1024,
       onShed: () => sheds++,
     });
-    server = createServer((req, res) => rpc.handle(req, res, { address: ADDRESS, requestId: "r", refusedBy: () => {} }));
+    const rpc = rpcProxy({ upstreams: { identity: {}, payments: {}, orders: {}, content } as unknown as Upstreams, policy, maxBodyBytes: 64 * 1024 });
+    server = createServer((req, res) => rpc.handle(req, res, ADDRESS, { requestId: "r", quotaKind: undefined }));
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/rpc/switchyard.content.v1.ContentService/GetDocument`;
   });
@@ -53,7 +55,7 @@ describe("browser proxy (/rpc): shedding and the quota", () => {
 
   const call = async () => {
     const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ documentId: "doc_x" }) });
-    return { status: res.status, body: (await res.json()) as { code?: string } };
+    return { status: res.status, headers: res.headers, body: (await res.json()) as { code?: string } };
   };
   const remaining = async () => Number((await rateLimiter.peek(quotaKey(undefined, ADDRESS))).headers["x-ratelimit-remaining"]);
 
@@ -65,6 +67,8 @@ describe("browser proxy (/rpc): shedding and the quota", () => {
         const shed = await call();
         expect(shed.status).to.equal(503);
         expect(shed.body.code).to.equal("unavailable");
+        expect(shed.headers.get("retry-after")).to.equal("1");
+        expect(shed.headers.get("x-ratelimit-remaining"), "the quota as it stands, as /v1 says it").to.equal(String(QUOTA));
       }
     } finally {
       held!(false);
@@ -79,11 +83,20 @@ describe("browser proxy (/rpc): shedding and the quota", () => {
     for (let i = 0; i < 3; i++) {
       const refused = await call();
       expect(refused.body.code).to.equal("resource_exhausted");
+      expect(refused.headers.get("retry-after")).to.match(/^\d+$/);
+      expect(refused.headers.get("x-ratelimit-remaining")).to.equal("0");
       expect(concurrency.inflight, "the refused call holds no place").to.equal(0);
     }
     expect(upstreamCalls).to.equal(QUOTA);
     // With its one place free, the limit still admits: the next refusal is the quota's again, not a shed.
     expect((await call()).body.code).to.equal("resource_exhausted");
+    // Without a place, past the quota: the quota's refusal comes first, as on /v1.
+    const held = concurrency.tryAcquire()!;
+    try {
+      expect((await call()).body.code).to.equal("resource_exhausted");
+    } finally {
+      held(false);
+    }
     expect(sheds).to.equal(3);
   });
 });

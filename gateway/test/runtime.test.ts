@@ -4,7 +4,7 @@ import type { IncomingMessage } from "node:http";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { errorCatalogue, fail } from "@switchyard/platform/errors.js";
 import type { Caller } from "@switchyard/platform/caller.js";
-import { bindRoutes } from "../src/gateway.js";
+import { bindRoutes } from "../src/routes/table.js";
 import { toHttpError, HttpError } from "../src/runtime/errors.js";
 import { describeBodyError, loadApiDocument, servedApiPath } from "../src/runtime/openapi.js";
 import { createRateLimiter, quotaKey } from "../src/runtime/rate-limit.js";

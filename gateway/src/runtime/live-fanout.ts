@@ -8,7 +8,7 @@
 // The shared stream is opened with the token of one subscriber (the one that stays good longest);
 // when the service ends it for that token (expired, logged out), it is reopened after the last
 // event with another subscriber's, so nothing is missed. Each subscriber's own token lifetime is
-// enforced at the edge (gateway.ts ends every live stream when its caller's token ends).
+// enforced at the edge (pipeline/answer.ts ends every live stream when its caller's token ends).
 import { fail } from "@switchyard/platform/errors.js";
 import type { Logger } from "@switchyard/platform/logger.js";
 import { ConnectError, Code } from "@connectrpc/connect";

@@ -1,0 +1,54 @@
+// The edge's policy, composed once at start and shared by /v1 (api.ts) and /rpc (rpc-proxy.ts): the
+// same stages, over the same verifier, limit, quotas and stream slots, in the same order —
+// identify → admit → quota → (shed) → stream slot → deadline → upstream metadata. Each front says the
+// refusals in its own protocol.
+import type { TokenVerifier } from "@switchyard/platform/auth.js";
+import type { ServiceCredentials } from "@switchyard/platform/service-credentials.js";
+import type { AdaptiveConcurrencyLimit } from "../runtime/concurrency-limit.js";
+import type { RateLimiter } from "../runtime/rate-limit.js";
+import type { StreamSlots } from "../runtime/streams.js";
+import { admissionStage, type Admission } from "./admit.js";
+import { deadlineStage, type Deadline } from "./deadline.js";
+import { identifyStage, type Identify } from "./identify.js";
+import { quotaStage, type Quota } from "./quota.js";
+import { streamSlotStage, type TakeStreamSlot } from "./stream-slot.js";
+import { upstreamMetadataStage, type UpstreamMetadata } from "./upstream-metadata.js";
+
+export interface EdgePolicyOptions {
+  verifier: TokenVerifier;
+  /** The gateway's own token, which vouches for the client addresses it forwards. */
+  ownCredentials: ServiceCredentials;
+  concurrency: AdaptiveConcurrencyLimit;
+  rateLimiter: RateLimiter;
+  /** The quota (requests per window), as the refusal states it. */
+  rateLimit: number;
+  rateWindowSeconds: number;
+  streamSlots: StreamSlots;
+  maxStreamsPerCaller: number;
+  /** The deadline of a request that names none, and the most any may ask for. */
+  deadlineMs: number;
+  maxDeadlineMs: number;
+  /** Counted when the concurrency limit sheds. */
+  onShed(): void;
+}
+
+export interface EdgePolicy {
+  identify: Identify;
+  admission: Admission;
+  quota: Quota;
+  takeStreamSlot: TakeStreamSlot;
+  deadline: Deadline;
+  upstreamMetadata: UpstreamMetadata;
+}
+
+export function edgePolicy(options: EdgePolicyOptions): EdgePolicy {
+  const quota = quotaStage(options.rateLimiter, options.rateLimit, options.rateWindowSeconds);
+  return {
+    identify: identifyStage(options.verifier),
+    admission: admissionStage(options.concurrency, quota, options.onShed),
+    quota,
+    takeStreamSlot: streamSlotStage(options.streamSlots, options.maxStreamsPerCaller),
+    deadline: deadlineStage(options.deadlineMs, options.maxDeadlineMs),
+    upstreamMetadata: upstreamMetadataStage(options.ownCredentials),
+  };
+}
