@@ -17,6 +17,17 @@ const CONNECTION_WAIT_MS = 2_000;
 /** A pool's size when none is given (DATABASE_POOL_MAX's default). */
 export const DEFAULT_POOL_MAX = 10;
 
+/**
+ * Statements with parameters — the ones a store's code holds and runs again and again — are named
+ * prepared statements: each connection parses and plans one once (pg remembers which it prepared),
+ * and every later run is bind and execute. The names are this database's own (text → name), so
+ * bounded: SQL built at run time past this many distinct texts runs unnamed, parsed each time.
+ * The stores name every column they read (no `*`): a newer release's migration that adds a column
+ * then leaves a prepared statement's result as it was, where PostgreSQL would refuse to run it
+ * ("cached plan must not change result type") — services/platform/test/postgres-statements.test.ts holds them to it.
+ */
+export const MAX_NAMED_STATEMENTS = 256;
+
 const getTypeParser = ((oid: number, format?: "text" | "binary") =>
   oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser;
 
@@ -27,6 +38,8 @@ class PostgresDatabase implements SqlDatabase {
   private readonly handlers = new Map<string, Set<(payload: string) => void>>();
   private closing = false;
   private ending: Promise<void> | undefined;
+  /** The name of each statement text prepared by name (see MAX_NAMED_STATEMENTS). */
+  private readonly statementNames = new Map<string, string>();
   /** Its connections in use and callers waiting, in the pool metrics until closed. */
   private readonly unreport = reportPool({ inUse: () => this.inUse, waiting: () => this.waiting });
 
@@ -84,8 +97,21 @@ class PostgresDatabase implements SqlDatabase {
     return this.pool.waitingCount;
   }
 
+  /** What pg is given to run `sql`: by name when it has parameters and a name (see MAX_NAMED_STATEMENTS). */
+  private statement(sql: string, params: unknown[] | undefined): pg.QueryConfig {
+    const values = normalizeParams(params);
+    if (values === undefined || values.length === 0) return { text: sql, values };
+    let name = this.statementNames.get(sql);
+    if (name === undefined) {
+      if (this.statementNames.size >= MAX_NAMED_STATEMENTS) return { text: sql, values };
+      name = `s${this.statementNames.size + 1}`;
+      this.statementNames.set(sql, name);
+    }
+    return { name, text: sql, values };
+  }
+
   async query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
-    const result = await measured(sql, this.schema, () => translating(() => this.pool.query(sql, normalizeParams(params))));
+    const result = await measured(sql, this.schema, () => translating(() => this.pool.query(this.statement(sql, params))));
     return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
   }
 
@@ -103,7 +129,7 @@ class PostgresDatabase implements SqlDatabase {
       await measured("BEGIN", this.schema, () => translating(() => client.query(begin)));
       const value = await work({
         query: async <R>(sql: string, params?: unknown[]) => {
-          const result = await measured(sql, this.schema, () => translating(() => client.query(sql, normalizeParams(params))));
+          const result = await measured(sql, this.schema, () => translating(() => client.query(this.statement(sql, params))));
           return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
         },
         exec: async (sql: string) => {
