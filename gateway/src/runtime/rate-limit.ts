@@ -1,10 +1,11 @@
 // The quota of every /v1 request: per user when it carries a valid token (verified first, so a
 // made-up token buys no quota of its own), per client address otherwise. Counters live in Redis
-// when REDIS_URL is set, so every gateway replica draws on one quota; without it (or while Redis is
-// unreachable) they live in this process.
+// when REDIS_URL is set, so every gateway replica draws on one quota (shared-quota.ts: how exactly);
+// without it (or while Redis is unreachable) they live in this process.
 import type { Caller } from "@switchyard/platform/caller.js";
 import { Redis } from "ioredis";
-import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
+import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
+import { SharedQuota, type QuotaState } from "./shared-quota.js";
 
 export interface RateLimitOptions {
   limit: number;
@@ -33,42 +34,59 @@ export function quotaKey(caller: Caller | undefined, address: string): string {
 }
 
 export function createRateLimiter(options: RateLimitOptions): RateLimiter {
-  const memory = new RateLimiterMemory({ points: options.limit, duration: options.windowSeconds, keyPrefix: options.keyPrefix });
-  let redis: Redis | undefined;
-  let limiter: RateLimiterAbstract = memory;
-  if (options.redisUrl) {
-    // Fail fast instead of queueing commands while Redis is away; the in-process insurance answers meanwhile.
-    redis = new Redis(options.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2_000, lazyConnect: false });
-    redis.on("error", () => {});
-    limiter = new RateLimiterRedis({ storeClient: redis, points: options.limit, duration: options.windowSeconds, keyPrefix: options.keyPrefix, insuranceLimiter: memory });
-  }
   const limitText = String(options.limit);
-  const headersOf = (res: Pick<RateLimiterRes, "remainingPoints" | "msBeforeNext">, allowed: boolean): Record<string, string> => {
+  const decision = (allowed: boolean, remaining: number, msBeforeReset: number): RateDecision => {
     const headers: Record<string, string> = {
       "x-ratelimit-limit": limitText,
-      "x-ratelimit-remaining": String(Math.max(0, allowed ? res.remainingPoints : 0)),
-      "x-ratelimit-reset": String(Math.ceil((Date.now() + res.msBeforeNext) / 1000)),
+      "x-ratelimit-remaining": String(allowed ? Math.max(0, remaining) : 0),
+      "x-ratelimit-reset": String(Math.ceil((Date.now() + msBeforeReset) / 1000)),
     };
-    if (!allowed) headers["retry-after"] = String(Math.max(1, Math.ceil(res.msBeforeNext / 1000)));
-    return headers;
+    if (!allowed) headers["retry-after"] = String(Math.max(1, Math.ceil(msBeforeReset / 1000)));
+    return { allowed, headers };
   };
   // Made once: every request's draw settles through these (no frame of its own per request).
-  const drawn = (res: RateLimiterRes): RateDecision => ({ allowed: true, headers: headersOf(res, true) });
-  const refused = (err: unknown): RateDecision => {
-    if (err instanceof RateLimiterRes) return { allowed: false, headers: headersOf(err, false) };
+  const decided = (state: QuotaState): RateDecision => decision(state.allowed, state.remaining, state.msBeforeReset);
+  const drawnInMemory = (res: RateLimiterRes): RateDecision => decision(true, res.remainingPoints, res.msBeforeNext);
+  const refusedInMemory = (err: unknown): RateDecision => {
+    if (err instanceof RateLimiterRes) return decision(false, 0, err.msBeforeNext);
     throw err;
   };
-  return {
-    check: (key) => limiter.consume(key, 1).then(drawn, refused),
-    async peek(key) {
-      const res = await limiter.get(key);
+
+  // The counters of this process: the quota without Redis, and the insurance while Redis is away.
+  const memory = new RateLimiterMemory({ points: options.limit, duration: options.windowSeconds, keyPrefix: options.keyPrefix });
+  const inMemory = {
+    draw: (key: string): Promise<QuotaState> =>
+      memory.consume(key, 1).then(
+        (res) => ({ allowed: true, remaining: res.remainingPoints, msBeforeReset: res.msBeforeNext }),
+        (err: unknown) => {
+          if (err instanceof RateLimiterRes) return { allowed: false, remaining: 0, msBeforeReset: err.msBeforeNext };
+          throw err;
+        },
+      ),
+    async peek(key: string): Promise<QuotaState> {
+      const res = await memory.get(key);
       // A quota not drawn on in this window: all of it left, the window starting now.
-      if (!res) return { allowed: true, headers: headersOf({ remainingPoints: options.limit, msBeforeNext: options.windowSeconds * 1000 }, true) };
-      const allowed = res.remainingPoints > 0;
-      return { allowed, headers: headersOf(res, allowed) };
+      if (!res) return { allowed: true, remaining: options.limit, msBeforeReset: options.windowSeconds * 1000 };
+      return { allowed: res.remainingPoints > 0, remaining: res.remainingPoints, msBeforeReset: res.msBeforeNext };
     },
+  };
+  if (!options.redisUrl) {
+    return {
+      check: (key) => memory.consume(key, 1).then(drawnInMemory, refusedInMemory),
+      peek: (key) => inMemory.peek(key).then(decided),
+      close: async () => {},
+    };
+  }
+  // Fail fast instead of queueing commands while Redis is away; the in-process insurance answers meanwhile.
+  const redis = new Redis(options.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2_000, lazyConnect: false });
+  redis.on("error", () => {});
+  const shared = new SharedQuota(redis, { limit: options.limit, windowSeconds: options.windowSeconds, keyPrefix: options.keyPrefix, insurance: inMemory });
+  return {
+    check: (key) => shared.draw(key).then(decided),
+    peek: (key) => shared.peek(key).then(decided),
     async close() {
-      await redis?.quit().catch(() => redis?.disconnect());
+      shared.close();
+      await redis.quit().catch(() => redis.disconnect());
     },
   };
 }

@@ -10,7 +10,7 @@ import { certificateIdentity } from "./grpc/call-policy.js";
 import { grpcTlsSettings } from "./config.js";
 import type { Logger } from "./logger.js";
 import { DEFAULT_DEADLINE_LIMITS, DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_PING_POLICY, startGrpcServer, type GrpcServerOptions, type RunningServer, type ServiceRegistration } from "./server.js";
-import { openSqlDatabase, type Migration, type SchemaAtStart, type SqlDatabase } from "./store/sql.js";
+import { openSqlDatabase, type Migration, type SchemaAtStart, type SqlDatabase } from "./store/index.js";
 import { startMetricsServer, startProcessMetrics, type MetricsServer } from "./metrics.js";
 import { startTracing } from "./tracing.js";
 

@@ -4,7 +4,7 @@
 import { fail } from "../errors.js";
 import { assertIdempotencyKey } from "../idempotency-keys.js";
 import { idempotentReplays } from "../metrics.js";
-import type { SqlDatabase, SqlExecutor } from "./sql.js";
+import type { SqlDatabase, SqlExecutor } from "./engine.js";
 import type { Logger } from "../logger.js";
 import { parse, setting } from "../config.js";
 

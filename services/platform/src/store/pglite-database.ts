@@ -1,0 +1,149 @@
+// The embedded engine: PGlite (a real PostgreSQL engine in WebAssembly), persisted under
+// ./data/<service>, or in memory for tests. Statements go through PgliteSession (named prepared
+// statements over the wire protocol); this adapter holds PGlite's locks around them.
+import { mkdirSync } from "node:fs";
+import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
+import { reportPool } from "../metrics.js";
+import { assertIdentifier, normalizeParams, parseInt8, TRANSACTION_ABORTED, type SqlDatabase, type SqlExecutor, type SqlResult } from "./engine.js";
+import { translating } from "./error-translation.js";
+import { initialisedCluster, seedDataDir } from "./pglite-cluster.js";
+import { PgliteSession, type StatementResult } from "./pglite-session.js";
+import { measured } from "./statement-telemetry.js";
+
+/**
+ * The embedded engine's memory. PGlite keeps PostgreSQL's defaults for a server of its own: 128 MB
+ * of shared buffers, zeroed at start and so resident in every process. One service's data is small
+ * and the OS caches its files, so 16 MB do; WASM memory never shrinks, so index builds are bounded too.
+ */
+export const PGLITE_SETTINGS = ["shared_buffers=16MB", "maintenance_work_mem=16MB"] as const;
+// (Its WebAssembly runs on V8's baseline compiler in the mesh's processes: see scripts/mesh.ts.)
+
+class PgliteDatabase implements SqlDatabase {
+  readonly engine = "pglite";
+  private readonly session: PgliteSession;
+  /** Work holding the engine (0 or 1: it runs one thing at a time), and work waiting for it. */
+  inUse = 0;
+  waiting = 0;
+  /** In the pool metrics until closed. */
+  private readonly unreport = reportPool({ inUse: () => this.inUse, waiting: () => this.waiting });
+
+  constructor(
+    private readonly db: PGlite,
+    readonly schema: string,
+  ) {
+    this.session = new PgliteSession(db);
+  }
+
+  // PGlite serialises work with two locks: the transaction lock (a whole BEGIN … COMMIT, or one
+  // statement outside a transaction) and the query lock (one statement). Holding them as PGlite's
+  // own query() and transaction() do keeps a statement from landing inside another caller's transaction.
+  query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
+    return this.exclusive(() => this.statement<R>(sql, params, false));
+  }
+
+  exec(sql: string): Promise<void> {
+    return this.exclusive(() => this.script(sql, false));
+  }
+
+  /** Under the transaction lock, counted as in use (and as waiting until it has it). */
+  private exclusive<T>(work: () => Promise<T>): Promise<T> {
+    this.waiting++;
+    return this.db._runExclusiveTransaction(async () => {
+      this.waiting--;
+      this.inUse++;
+      try {
+        return await work();
+      } finally {
+        this.inUse--;
+      }
+    });
+  }
+
+  /** One statement under the query lock (the caller holds the transaction lock). */
+  private statement<R>(sql: string, params: unknown[] | undefined, inTransaction: boolean): Promise<StatementResult<R>> {
+    return this.db._runExclusiveQuery(() =>
+      measured(sql, this.schema, () => translating(() => this.session.run<R>(sql, normalizeParams(params) ?? [], inTransaction))),
+    );
+  }
+
+  private script(sql: string, inTransaction: boolean): Promise<void> {
+    return this.db._runExclusiveQuery(() => measured(sql, this.schema, () => this.session.script(sql, inTransaction)));
+  }
+
+  transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
+    return this.exclusive(async () => {
+      let open = true;
+      const usable = async () => {
+        if (!open) throw new Error("the transaction has ended");
+      };
+      const tx: SqlExecutor = {
+        query: <R>(sql: string, params?: unknown[]) => usable().then(() => this.statement<R>(sql, params, true)),
+        exec: (sql: string) => usable().then(() => this.script(sql, true)),
+      };
+      await this.statement("BEGIN", [], true);
+      try {
+        const value = await work(tx);
+        open = false;
+        // As on a server: COMMIT of a transaction that a failed statement aborted answers ROLLBACK.
+        const commit = await this.statement("COMMIT", [], false);
+        if (commit.command === "ROLLBACK") throw new Error(TRANSACTION_ABORTED);
+        return value;
+      } catch (err) {
+        if (open) {
+          open = false;
+          await this.statement("ROLLBACK", [], false).catch(() => {});
+        }
+        throw err;
+      }
+    });
+  }
+
+  async listen(channel: string, handler: (payload: string) => void): Promise<() => Promise<void>> {
+    assertIdentifier(channel);
+    const remove = this.session.addListener(channel, handler);
+    try {
+      await this.exec(`LISTEN ${channel}`);
+    } catch (err) {
+      remove();
+      throw err;
+    }
+    return async () => {
+      if (remove() && !this.db.closed) await this.exec(`UNLISTEN ${channel}`);
+    };
+  }
+
+  async close(): Promise<void> {
+    this.unreport();
+    if (!this.db.closed) await this.db.close();
+  }
+}
+
+/**
+ * Opens the embedded engine: under `dataDir`, or in memory when it is undefined (tests). Its session
+ * works in `schema` (search_path): a schema not made yet is simply skipped until its migrations make it.
+ */
+export async function openPgliteDatabase(dataDir: string | undefined, schema: string): Promise<SqlDatabase> {
+  assertIdentifier(schema);
+  // A new cluster is a copy of the shipped one rather than an initdb of its own (see pglite-cluster.ts).
+  if (dataDir) {
+    mkdirSync(dataDir, { recursive: true });
+    seedDataDir(dataDir);
+  }
+  const cluster = dataDir ? undefined : initialisedCluster();
+  // One options object: `new PGlite(undefined, options)` (in memory) silently drops the options.
+  const lite = new PGlite({
+    dataDir,
+    ...(cluster ? { loadDataDir: cluster } : {}),
+    startParams: [...PGlite.defaultStartParams, ...PGLITE_SETTINGS.flatMap((setting) => ["-c", setting])],
+    parsers: { [pgliteTypes.INT8]: parseInt8 },
+  });
+  await lite.waitReady;
+  const db = new PgliteDatabase(lite, schema);
+  try {
+    await db.exec(`SET search_path TO ${schema}`);
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
+  return db;
+}
