@@ -230,7 +230,7 @@ export function schedulePurgeOfIdempotencyKeys(db: SqlDatabase, ttlHours: number
       (n) => n !== undefined && n > 0 && logger.info({ purged: n }, "forgot expired idempotency keys"),
       (err: unknown) => logger.warn({ message: String(err) }, "idempotency key purge failed"),
     );
-  const timer = setInterval(purge, PURGE_INTERVAL_MS).unref();
+  const timer = setInterval(() => void purge(), PURGE_INTERVAL_MS).unref();
   void purge();
   return () => clearInterval(timer);
 }

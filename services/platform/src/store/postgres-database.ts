@@ -29,7 +29,7 @@ export const DEFAULT_POOL_MAX = 10;
 export const MAX_NAMED_STATEMENTS = 256;
 
 const getTypeParser = ((oid: number, format?: "text" | "binary") =>
-  oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format as "text")) as typeof pg.types.getTypeParser;
+  oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser;
 
 class PostgresDatabase implements SqlDatabase {
   readonly engine = "postgres";
@@ -62,7 +62,10 @@ class PostgresDatabase implements SqlDatabase {
           this.connectListener().catch(() => reconnect());
         }, 1_000).unref();
       };
-      client.on("error", () => client.end().catch(() => {}));
+      client.on("error", () => {
+        // Its "end" reconnects; a failure to end an already broken connection says nothing more.
+        client.end().catch(() => {});
+      });
       client.on("end", reconnect);
       await client.connect();
       for (const channel of this.handlers.keys()) await client.query(`LISTEN ${channel}`);
