@@ -40,7 +40,10 @@ export interface Baseline {
 
 /** Checks `ref` out beside this tree, installs and builds it. Throws when git or the commit is missing (a shallow clone). */
 export async function prepareBaseline(ref: string, log: (line: string) => void): Promise<Baseline> {
-  const commit = execFileSync("git", ["rev-parse", "--short", `${ref}^{commit}`], { cwd: ROOT, encoding: "utf8" }).trim();
+  const commit = execFileSync("git", ["rev-parse", "--short", `${ref}^{commit}`], {
+    cwd: ROOT,
+    encoding: "utf8",
+  }).trim();
   const dir = join(tmpdir(), `switchyard-baseline-${commit}`);
   const remove = async () => {
     try {
@@ -60,6 +63,12 @@ export async function prepareBaseline(ref: string, log: (line: string) => void):
     await remove();
     throw err;
   }
-  const fixture = (await import(pathToFileURL(join(dir, "bench/mesh-fixture.ts")).href)) as { startMeshFixture(o: { limit: "none"; databaseUrl?: string | undefined }): Promise<BaselineFixture> };
-  return { commit, startMesh: (options) => fixture.startMeshFixture({ limit: "none", databaseUrl: options?.databaseUrl }), remove };
+  const fixture = (await import(pathToFileURL(join(dir, "bench/mesh-fixture.ts")).href)) as {
+    startMeshFixture(o: { limit: "none"; databaseUrl?: string | undefined }): Promise<BaselineFixture>;
+  };
+  return {
+    commit,
+    startMesh: (options) => fixture.startMeshFixture({ limit: "none", databaseUrl: options?.databaseUrl }),
+    remove,
+  };
 }

@@ -42,7 +42,7 @@ export async function measureEdgeCatalog(load: HttpLoadOptions): Promise<EdgeCat
   const mesh = await startMeshFixture({ limit: "none" });
   try {
     // Until the gateway holds its lease and the page (a hit), so the measured run reads from memory.
-    for (const until = Date.now() + 30_000; ; ) {
+    for (const until = Date.now() + 30_000; ;) {
       const before = await cacheCounts(mesh.gatewayUrl);
       await fetch(`${mesh.gatewayUrl}${CATALOG_PAGE}`).then((r) => r.arrayBuffer());
       if ((await cacheCounts(mesh.gatewayUrl)).hit > before.hit) break;
@@ -52,7 +52,12 @@ export async function measureEdgeCatalog(load: HttpLoadOptions): Promise<EdgeCat
     const before = await cacheCounts(mesh.gatewayUrl);
     const catalog = await measureHttp({ url: `${mesh.gatewayUrl}${CATALOG_PAGE}` }, { ...load, processes: mesh.pids });
     const after = await cacheCounts(mesh.gatewayUrl);
-    return { raw, catalog, ratio: catalog.reqPerSec / raw.reqPerSec, hitShare: (after.hit - before.hit) / Math.max(1, after.all - before.all) };
+    return {
+      raw,
+      catalog,
+      ratio: catalog.reqPerSec / raw.reqPerSec,
+      hitShare: (after.hit - before.hit) / Math.max(1, after.all - before.all),
+    };
   } finally {
     await mesh.stop();
   }
@@ -63,8 +68,10 @@ export function formatEdgeCatalog(r: EdgeCatalogResult | { error: string } | und
   if (!r) return [...out, "  not run this time (BENCH_ONLY)"];
   if ("error" in r) return [...out, `  FAILED: ${r.error}`];
   // Others' CPU meanwhile: a ratio of two runs is only as good as the quiet of the machine during both.
-  const others = (h: HttpLoadResult) => (h.otherCpuPct === undefined ? "" : `  (others' CPU ${h.otherCpuPct.toFixed(0)} %)`);
-  const line = (name: string, h: HttpLoadResult) => `  ${name.padEnd(28)} ${h.reqPerSec.toFixed(0).padStart(7)} req/s  p50 ${h.p50Ms.toFixed(2)} ms  p99 ${h.p99Ms.toFixed(2)} ms${others(h)}`;
+  const others = (h: HttpLoadResult) =>
+    h.otherCpuPct === undefined ? "" : `  (others' CPU ${h.otherCpuPct.toFixed(0)} %)`;
+  const line = (name: string, h: HttpLoadResult) =>
+    `  ${name.padEnd(28)} ${h.reqPerSec.toFixed(0).padStart(7)} req/s  p50 ${h.p50Ms.toFixed(2)} ms  p99 ${h.p99Ms.toFixed(2)} ms${others(h)}`;
   return [
     ...out,
     line("raw node:http", r.raw),
@@ -75,5 +82,11 @@ export function formatEdgeCatalog(r: EdgeCatalogResult | { error: string } | und
 
 export function edgeCatalogSummaryRow(r: EdgeCatalogResult | { error: string } | undefined): SummaryRow {
   const ok = r && !("error" in r) ? r : undefined;
-  return { issue: "#34", figure: "GET /v1/catalog/items (edge cache) ÷ raw node:http", value: ok?.ratio.toFixed(3), target: `≥ ${EDGE_CATALOG_TARGET}`, pass: ok !== undefined && ok.ratio >= EDGE_CATALOG_TARGET };
+  return {
+    issue: "#34",
+    figure: "GET /v1/catalog/items (edge cache) ÷ raw node:http",
+    value: ok?.ratio.toFixed(3),
+    target: `≥ ${EDGE_CATALOG_TARGET}`,
+    pass: ok !== undefined && ok.ratio >= EDGE_CATALOG_TARGET,
+  };
 }

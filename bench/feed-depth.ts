@@ -48,13 +48,20 @@ async function seed(db: SqlDatabase, rows: number): Promise<void> {
   await db.query("ANALYZE posts");
 }
 
-export async function measureFeedDepth(options: { rows?: number; pageSize?: number; databaseUrl?: string | undefined; log?: (line: string) => void } = {}): Promise<FeedDepthResult> {
+export async function measureFeedDepth(
+  options: { rows?: number; pageSize?: number; databaseUrl?: string | undefined; log?: (line: string) => void } = {},
+): Promise<FeedDepthResult> {
   const rows = options.rows ?? 1_000_000;
   const pageSize = options.pageSize ?? 20;
   const log = options.log ?? (() => {});
   const dataDir = mkdtempSync(join(tmpdir(), "switchyard-feed-depth-"));
   const schema = `bench_feed_${randomBytes(3).toString("hex")}`;
-  const db = await openSqlDatabase({ databaseUrl: options.databaseUrl, dataDir: options.databaseUrl ? undefined : dataDir, schema, migrations: contentMigrations });
+  const db = await openSqlDatabase({
+    databaseUrl: options.databaseUrl,
+    dataDir: options.databaseUrl ? undefined : dataDir,
+    schema,
+    migrations: contentMigrations,
+  });
   try {
     const started = performance.now();
     await seed(db, rows);
@@ -63,7 +70,12 @@ export async function measureFeedDepth(options: { rows?: number; pageSize?: numb
     const depth = Math.floor(rows * 0.9);
     // The keyset position of the row `offset` places from the newest.
     const positionAt = async (offset: number) => {
-      const row = (await db.query<{ id: string; created_at: Date }>(`SELECT id, created_at FROM posts WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT 1`, [TENANT, offset])).rows[0]!;
+      const row = (
+        await db.query<{ id: string; created_at: Date }>(
+          `SELECT id, created_at FROM posts WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT 1`,
+          [TENANT, offset],
+        )
+      ).rows[0]!;
       return { createdAt: row.created_at, id: row.id };
     };
     // The same statement near the top (the page after the first) and ~90% deep: only the depth differs.
@@ -74,7 +86,13 @@ export async function measureFeedDepth(options: { rows?: number; pageSize?: numb
     await median(9, () => store.listPosts(TENANT, deep, pageSize + 1));
     const firstPageMs = await median(samples, () => store.listPosts(TENANT, near, pageSize + 1));
     const deepKeysetMs = await median(samples, () => store.listPosts(TENANT, deep, pageSize + 1));
-    const deepOffsetMs = await median(5, () => db.query(`SELECT id FROM posts WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT $3`, [TENANT, depth, pageSize + 1]));
+    const deepOffsetMs = await median(5, () =>
+      db.query(`SELECT id FROM posts WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC OFFSET $2 LIMIT $3`, [
+        TENANT,
+        depth,
+        pageSize + 1,
+      ]),
+    );
     const keysetDepthRatio = deepKeysetMs / firstPageMs;
     return {
       engine: db.engine,
@@ -97,7 +115,11 @@ export async function measureFeedDepth(options: { rows?: number; pageSize?: numb
 
 // `tsx bench/feed-depth.ts` runs it alone.
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const result = await measureFeedDepth({ databaseUrl: process.env.DATABASE_URL || undefined, log: console.log, rows: Number(process.env.FEED_ROWS ?? 1_000_000) });
+  const result = await measureFeedDepth({
+    databaseUrl: process.env.DATABASE_URL || undefined,
+    log: console.log,
+    rows: Number(process.env.FEED_ROWS ?? 1_000_000),
+  });
   console.log(
     `feed page at ~90% depth of ${result.rows.toLocaleString("en")} posts (${result.engine}): first ${result.firstPageMs.toFixed(2)} ms, keyset deep ${result.deepKeysetMs.toFixed(2)} ms (${result.keysetDepthRatio.toFixed(2)}× — target ≤ ${result.target}×: ${result.pass ? "PASS" : "MISS"}), offset deep ${result.deepOffsetMs.toFixed(1)} ms (${result.offsetDepthRatio.toFixed(0)}×, for contrast)`,
   );

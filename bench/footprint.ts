@@ -41,18 +41,25 @@ export interface Footprint {
   second: RunFootprint;
 }
 
-
-
-async function run(dataDir: string, env: NodeJS.ProcessEnv, earlySeconds: number, idleSeconds: number): Promise<RunFootprint> {
+async function run(
+  dataDir: string,
+  env: NodeJS.ProcessEnv,
+  earlySeconds: number,
+  idleSeconds: number,
+): Promise<RunFootprint> {
   const started = performance.now();
   const mesh: Mesh = await startMesh({ dataDir, demoData: true, output: "collect", env });
   try {
     const readyMs = performance.now() - started;
     const names = Object.keys(SERVICES) as ServiceName[];
-    const cpu = Object.fromEntries(names.map((n) => [n, cpuSeconds(mesh.process(n).pid)])) as Record<ServiceName, number>;
+    const cpu = Object.fromEntries(names.map((n) => [n, cpuSeconds(mesh.process(n).pid)])) as Record<
+      ServiceName,
+      number
+    >;
     const loadAverage = loadavg()[0]!;
     for (const name of names) track(mesh.process(name));
-    const rssNow = () => Object.fromEntries(names.map((n) => [n, rssMb(mesh.process(n).pid)])) as Record<ServiceName, number>;
+    const rssNow = () =>
+      Object.fromEntries(names.map((n) => [n, rssMb(mesh.process(n).pid)])) as Record<ServiceName, number>;
     await sleep(earlySeconds * 1000);
     const early = rssNow();
     await sleep((idleSeconds - earlySeconds) * 1000);
@@ -62,7 +69,9 @@ async function run(dataDir: string, env: NodeJS.ProcessEnv, earlySeconds: number
   }
 }
 
-export async function measureFootprint(options: { databaseUrl?: string | undefined; earlySeconds?: number; idleSeconds?: number } = {}): Promise<Footprint> {
+export async function measureFootprint(
+  options: { databaseUrl?: string | undefined; earlySeconds?: number; idleSeconds?: number } = {},
+): Promise<Footprint> {
   const earlySeconds = options.earlySeconds ?? 10;
   const idleSeconds = Math.max(options.idleSeconds ?? 90, earlySeconds);
   const dataDir = await mkdtemp(join(tmpdir(), "switchyard-footprint-"));

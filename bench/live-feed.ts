@@ -59,7 +59,10 @@ class Subscribers {
   ended = 0;
   endings: string[] = [];
 
-  constructor(private readonly url: URL, private readonly token: string) {}
+  constructor(
+    private readonly url: URL,
+    private readonly token: string,
+  ) {}
 
   /** Records the posts ("feed-bench-<n>" titles) in a stream's complete events as arrived at `now`. */
   private record(events: Buffer, now: number): void {
@@ -97,7 +100,9 @@ class Subscribers {
         partial = data.subarray(Math.max(0, complete));
       };
       socket.on("connect", () => {
-        socket.write(`GET /v1/posts HTTP/1.1\r\nhost: ${this.url.host}\r\nauthorization: Bearer ${this.token}\r\naccept: text/event-stream\r\n\r\n`);
+        socket.write(
+          `GET /v1/posts HTTP/1.1\r\nhost: ${this.url.host}\r\nauthorization: Bearer ${this.token}\r\naccept: text/event-stream\r\n\r\n`,
+        );
       });
       socket.on("data", (chunk: Buffer) => {
         const now = performance.now();
@@ -184,7 +189,13 @@ export async function measureLiveFeed(subscribers: number): Promise<LiveFeedResu
     const deadline = performance.now() + 15_000;
     while (received() < expected && performance.now() < deadline) await sleep(100);
 
-    if (process.env.LIVE_FEED_DEBUG) console.error({ refusals: [...subs.refusals], ended: subs.ended, endings: subs.endings, logs: mesh.logs.join("").slice(-3000) });
+    if (process.env.LIVE_FEED_DEBUG)
+      console.error({
+        refusals: [...subs.refusals],
+        ended: subs.ended,
+        endings: subs.endings,
+        logs: mesh.logs.join("").slice(-3000),
+      });
     const clientCpu = process.cpuUsage(cpuBefore.client);
     const deliveries = Math.max(1, received());
     const cpuUsPerDelivery = {
@@ -203,9 +214,13 @@ export async function measureLiveFeed(subscribers: number): Promise<LiveFeedResu
       p99Ms: latencies.percentileMs(99),
       maxMs: latencies.maxMs,
       openSeconds,
-      rssMb: { gateway: { before: before.gateway, held: held.gateway }, content: { before: before.content, held: held.content } },
+      rssMb: {
+        gateway: { before: before.gateway, held: held.gateway },
+        content: { before: before.content, held: held.content },
+      },
       cpuUsPerDelivery,
-      kibPerSubscriber: ((held.gateway - before.gateway + held.content - before.content) * 1024) / Math.max(1, subs.held),
+      kibPerSubscriber:
+        ((held.gateway - before.gateway + held.content - before.content) * 1024) / Math.max(1, subs.held),
       pass: false,
     };
     result.pass = result.refused === 0 && result.deliveredRatio === 1 && result.p99Ms <= LIVE_FEED_TARGET.p99Ms;
@@ -223,13 +238,16 @@ export function formatLiveFeed(r: LiveFeedResult): string {
     `    CPU per delivery: gateway ${r.cpuUsPerDelivery.gateway.toFixed(1)} µs, content ${r.cpuUsPerDelivery.content.toFixed(1)} µs, load generator ${r.cpuUsPerDelivery.client.toFixed(1)} µs`,
     `    RSS gateway ${r.rssMb.gateway.before.toFixed(0)} → ${r.rssMb.gateway.held.toFixed(0)} MiB, content ${r.rssMb.content.before.toFixed(0)} → ${r.rssMb.content.held.toFixed(0)} MiB: ${r.kibPerSubscriber.toFixed(1)} KiB per idle subscriber`,
     ...(r.subscribers >= LIVE_FEED_TARGET.subscribers
-      ? [`    target: every post to all, none refused, p99 ≤ ${LIVE_FEED_TARGET.p99Ms} ms → ${r.pass ? "PASS" : "MISS"}`]
+      ? [
+          `    target: every post to all, none refused, p99 ≤ ${LIVE_FEED_TARGET.p99Ms} ms → ${r.pass ? "PASS" : "MISS"}`,
+        ]
       : []),
   ].join("\n");
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
   const sizes = process.argv.slice(2).map(Number);
-  for (const n of sizes.length > 0 ? sizes : [1_000, LIVE_FEED_TARGET.subscribers]) console.log(formatLiveFeed(await measureLiveFeed(n)));
+  for (const n of sizes.length > 0 ? sizes : [1_000, LIVE_FEED_TARGET.subscribers])
+    console.log(formatLiveFeed(await measureLiveFeed(n)));
   process.exit(0);
 }

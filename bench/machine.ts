@@ -66,7 +66,7 @@ function snapshot(): Snapshot | undefined {
   }
   const table = processTable();
   const ours = new Set([process.pid]);
-  for (let grew = true; grew; ) {
+  for (let grew = true; grew;) {
     grew = false;
     for (const p of table) {
       if (!ours.has(p.pid) && ours.has(p.ppid)) {
@@ -101,8 +101,17 @@ export function watchCpu(named: Record<string, number | undefined> = {}): () => 
     const servers = after.servers - before.servers;
     const foreign = after.machine.busy - before.machine.busy - servers - (after.self - before.self);
     const byProcessMs = Object.fromEntries(
-      Object.entries(named).flatMap(([name, pid]) => (pid !== undefined && before.byPid.has(pid) && after.byPid.has(pid) ? [[name, (after.byPid.get(pid)! - before.byPid.get(pid)!) * MS_PER_TICK]] : [])),
+      Object.entries(named).flatMap(([name, pid]) =>
+        pid !== undefined && before.byPid.has(pid) && after.byPid.has(pid)
+          ? [[name, (after.byPid.get(pid)! - before.byPid.get(pid)!) * MS_PER_TICK]]
+          : [],
+      ),
     );
-    return { serverCpuMs: servers * MS_PER_TICK, byProcessMs, selfCpuMs: (after.self - before.self) * MS_PER_TICK, otherCpuPct: Math.max(0, (100 * foreign) / (after.machine.total - before.machine.total)) };
+    return {
+      serverCpuMs: servers * MS_PER_TICK,
+      byProcessMs,
+      selfCpuMs: (after.self - before.self) * MS_PER_TICK,
+      otherCpuPct: Math.max(0, (100 * foreign) / (after.machine.total - before.machine.total)),
+    };
   };
 }

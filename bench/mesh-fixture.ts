@@ -29,7 +29,11 @@ export interface MeshFixture {
   stop(): Promise<void>;
 }
 
-async function postJson(url: string, body: string, headers: Record<string, string> = {}): Promise<Record<string, unknown>> {
+async function postJson(
+  url: string,
+  body: string,
+  headers: Record<string, string> = {},
+): Promise<Record<string, unknown>> {
   const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body });
   const text = await res.text();
   if (res.status !== 201) throw new Error(`POST ${url} → ${res.status}: ${text}`);
@@ -66,7 +70,8 @@ async function forgetKeys(redisUrl: string, pattern: string): Promise<void> {
   const redis = new Redis(redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
   try {
     await redis.connect();
-    for await (const keys of redis.scanStream({ match: pattern, count: 500 }) as AsyncIterable<string[]>) if (keys.length > 0) await redis.del(...keys);
+    for await (const keys of redis.scanStream({ match: pattern, count: 500 }) as AsyncIterable<string[]>)
+      if (keys.length > 0) await redis.del(...keys);
   } finally {
     redis.disconnect();
   }
@@ -74,14 +79,28 @@ async function forgetKeys(redisUrl: string, pattern: string): Promise<void> {
 
 const replicaName = (name: ServiceName, replica: number) => (replica === 0 ? name : `${name} ${replica + 1}`);
 
-export async function startMeshFixture({ limit, env = {}, databaseUrl, redisUrl, replicas = {} }: MeshFixtureOptions): Promise<MeshFixture> {
+export async function startMeshFixture({
+  limit,
+  env = {},
+  databaseUrl,
+  redisUrl,
+  replicas = {},
+}: MeshFixtureOptions): Promise<MeshFixture> {
   const dataDir = await mkdtemp(join(tmpdir(), "switchyard-bench-"));
   const server = databaseUrl ? serverSchemas(databaseUrl, "bench") : undefined;
   const run = randomUUID().slice(0, 8);
   // This run's own counters in a Redis that others may share.
-  const redis = redisUrl ? { REDIS_URL: redisUrl, GATEWAY_RATE_LIMIT_PREFIX: `switchyard:bench:${run}:rl`, LOGIN_THROTTLE_PREFIX: `switchyard:bench:${run}:login` } : { REDIS_URL: "" };
+  const redis = redisUrl
+    ? {
+        REDIS_URL: redisUrl,
+        GATEWAY_RATE_LIMIT_PREFIX: `switchyard:bench:${run}:rl`,
+        LOGIN_THROTTLE_PREFIX: `switchyard:bench:${run}:login`,
+      }
+    : { REDIS_URL: "" };
   const names = Object.keys(SERVICES) as ServiceName[];
-  const databaseApplications = databaseUrl ? (Object.fromEntries(names.map((n) => [n, `switchyard-bench-${run}-${n}`])) as Record<ServiceName, string>) : undefined;
+  const databaseApplications = databaseUrl
+    ? (Object.fromEntries(names.map((n) => [n, `switchyard-bench-${run}-${n}`])) as Record<ServiceName, string>)
+    : undefined;
   let mesh: Mesh | undefined;
   const stop = async () => {
     await mesh?.stop();
@@ -97,16 +116,36 @@ export async function startMeshFixture({ limit, env = {}, databaseUrl, redisUrl,
       demoData: true,
       output: "collect",
       replicas,
-      env: { DATABASE_URL: "", GATEWAY_RATE_LIMIT: "1000000", LOG_LEVEL: "warn", ...redis, ...server?.env, ...limitEnv(limit), ...env },
-      ...(databaseApplications ? { envFor: Object.fromEntries(names.map((n) => [n, { PGAPPNAME: databaseApplications[n] }])) } : {}),
+      env: {
+        DATABASE_URL: "",
+        GATEWAY_RATE_LIMIT: "1000000",
+        LOG_LEVEL: "warn",
+        ...redis,
+        ...server?.env,
+        ...limitEnv(limit),
+        ...env,
+      },
+      ...(databaseApplications
+        ? { envFor: Object.fromEntries(names.map((n) => [n, { PGAPPNAME: databaseApplications[n] }])) }
+        : {}),
     });
     const all = names.flatMap((name) => mesh!.replicaPorts[name].map((_, r) => [name, r] as const));
     for (const [name, r] of all) track(mesh.process(name, r));
     const url = mesh.gatewayUrl;
-    const session = await postJson(`${url}/v1/tenants/acme/sessions`, JSON.stringify({ email: "alice@acme.test", password: "demo-password" }));
+    const session = await postJson(
+      `${url}/v1/tenants/acme/sessions`,
+      JSON.stringify({ email: "alice@acme.test", password: "demo-password" }),
+    );
     const token = String(session.access_token);
-    const payment = await postJson(`${url}/v1/payments`, PAYMENT_BODY, { authorization: `Bearer ${token}`, "idempotency-key": randomUUID() });
-    const doc = await postJson(`${url}/v1/docs`, JSON.stringify({ title: "Bench", body: "a document read under load" }), { authorization: `Bearer ${token}` });
+    const payment = await postJson(`${url}/v1/payments`, PAYMENT_BODY, {
+      authorization: `Bearer ${token}`,
+      "idempotency-key": randomUUID(),
+    });
+    const doc = await postJson(
+      `${url}/v1/docs`,
+      JSON.stringify({ title: "Bench", body: "a document read under load" }),
+      { authorization: `Bearer ${token}` },
+    );
     const m = mesh;
     return {
       gatewayUrl: url,
@@ -123,6 +162,8 @@ export async function startMeshFixture({ limit, env = {}, databaseUrl, redisUrl,
   } catch (err) {
     const logs = mesh?.logs.join("").slice(-2_000) ?? "";
     await stop();
-    throw new Error(`the mesh could not be prepared: ${err instanceof Error ? err.message : String(err)}${logs ? `\n${logs}` : ""}`);
+    throw new Error(
+      `the mesh could not be prepared: ${err instanceof Error ? err.message : String(err)}${logs ? `\n${logs}` : ""}`,
+    );
   }
 }

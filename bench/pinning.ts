@@ -14,7 +14,8 @@ export interface Pinning {
 
 function taskset(cpus: string, pid: number): void {
   const r = spawnSync("taskset", ["-a", "-p", "-c", cpus, String(pid)], { encoding: "utf8" });
-  if (r.error || r.status !== 0) throw new Error(`taskset -a -p -c ${cpus} ${pid} failed: ${r.error?.message ?? r.stderr.trim()}`);
+  if (r.error || r.status !== 0)
+    throw new Error(`taskset -a -p -c ${cpus} ${pid} failed: ${r.error?.message ?? r.stderr.trim()}`);
 }
 
 /**

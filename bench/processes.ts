@@ -53,7 +53,11 @@ export interface ServerProcess {
 }
 
 /** Starts `node --import tsx bench/servers/<file>` and waits for its `LISTENING <port>` line. */
-export async function startServer(file: string, env: NodeJS.ProcessEnv = {}, nodeFlags: string[] = []): Promise<ServerProcess> {
+export async function startServer(
+  file: string,
+  env: NodeJS.ProcessEnv = {},
+  nodeFlags: string[] = [],
+): Promise<ServerProcess> {
   const child = spawn(process.execPath, [...nodeFlags, "--import", "tsx", `bench/servers/${file}`], {
     cwd: ROOT,
     env: { ...process.env, ...env },
@@ -75,13 +79,17 @@ export async function startServer(file: string, env: NodeJS.ProcessEnv = {}, nod
       child.kill("SIGKILL");
       reject(new Error(`${file}: ${err.message}\n${output}`));
     };
-    const onExit = (code: number | null, signal: string | null) => settle(new Error(`exited before listening (code ${code}, signal ${signal})`));
+    const onExit = (code: number | null, signal: string | null) =>
+      settle(new Error(`exited before listening (code ${code}, signal ${signal})`));
     const onError = (err: Error) => settle(err);
     const onData = () => {
       const match = READY_LINE.exec(output);
       if (match) settle(undefined, Number(match[1]));
     };
-    const timer = setTimeout(() => settle(new Error(`no LISTENING line within ${START_TIMEOUT_MS} ms`)), START_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => settle(new Error(`no LISTENING line within ${START_TIMEOUT_MS} ms`)),
+      START_TIMEOUT_MS,
+    );
     child.on("exit", onExit).on("error", onError);
     child.stdout.on("data", onData);
   });

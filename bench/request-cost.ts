@@ -64,7 +64,10 @@ type Backends = Map<number, { service: string; seconds: number }>;
 /** Reads the mesh's backends off pg_stat_activity and /proc; a string says why they cannot be read here. */
 async function backendsOf(client: pg.Client, applications: Record<ServiceName, string>): Promise<Backends | string> {
   const serviceOf = new Map(Object.entries(applications).map(([service, name]) => [name, service]));
-  const { rows } = await client.query<{ pid: number; application_name: string }>("SELECT pid, application_name FROM pg_stat_activity WHERE application_name = ANY($1::text[])", [[...serviceOf.keys()]]);
+  const { rows } = await client.query<{ pid: number; application_name: string }>(
+    "SELECT pid, application_name FROM pg_stat_activity WHERE application_name = ANY($1::text[])",
+    [[...serviceOf.keys()]],
+  );
   const backends: Backends = new Map();
   for (const { pid, application_name } of rows) {
     let comm: string;
@@ -73,7 +76,8 @@ async function backendsOf(client: pg.Client, applications: Record<ServiceName, s
     } catch {
       return `not read: backend ${pid} is not a process here (the PostgreSQL server runs on another machine or in another pid namespace)`;
     }
-    if (comm !== "postgres") return `not read: process ${pid} here is "${comm}", not the server's backend (the server runs elsewhere)`;
+    if (comm !== "postgres")
+      return `not read: process ${pid} here is "${comm}", not the server's backend (the server runs elsewhere)`;
     backends.set(pid, { service: serviceOf.get(application_name)!, seconds: cpuSeconds(pid) });
   }
   return backends;
@@ -82,7 +86,8 @@ async function backendsOf(client: pg.Client, applications: Record<ServiceName, s
 /** CPU ms per service's backends between two readings: a backend that started meanwhile counts whole, one that ended is lost (counted). */
 function backendUse(before: Backends, after: Backends): { byService: Record<string, number>; ended: number } {
   const byService: Record<string, number> = {};
-  for (const [pid, now] of after) byService[now.service] = (byService[now.service] ?? 0) + (now.seconds - (before.get(pid)?.seconds ?? 0)) * 1000;
+  for (const [pid, now] of after)
+    byService[now.service] = (byService[now.service] ?? 0) + (now.seconds - (before.get(pid)?.seconds ?? 0)) * 1000;
   return { byService, ended: [...before.keys()].filter((pid) => !after.has(pid)).length };
 }
 
@@ -92,7 +97,11 @@ async function createOrders(mesh: MeshFixture, count: number): Promise<string[]>
   const headers = { authorization: `Bearer ${mesh.token}`, "content-type": "application/json" };
   const worker = async () => {
     while (ids.length < count) {
-      const res = await fetch(`${mesh.gatewayUrl}/v1/orders`, { method: "POST", headers: { ...headers, "idempotency-key": randomUUID() }, body: ORDER_BODY });
+      const res = await fetch(`${mesh.gatewayUrl}/v1/orders`, {
+        method: "POST",
+        headers: { ...headers, "idempotency-key": randomUUID() },
+        body: ORDER_BODY,
+      });
       const text = await res.text();
       if (res.status !== 201) throw new Error(`POST /v1/orders → ${res.status}: ${text}`);
       ids.push(String((JSON.parse(text) as { id: unknown }).id));
@@ -103,7 +112,13 @@ async function createOrders(mesh: MeshFixture, count: number): Promise<string[]>
 }
 
 /** One kind of request: warmed up, then measured — the mesh's processes and (when readable) the database backends. */
-async function measureKind(mesh: MeshFixture, target: HttpTarget, options: RequestCostOptions, database: { client: pg.Client; applications: Record<ServiceName, string> } | undefined, amounts?: { warmup: number; measured: number }): Promise<KindCost & { backends?: string }> {
+async function measureKind(
+  mesh: MeshFixture,
+  target: HttpTarget,
+  options: RequestCostOptions,
+  database: { client: pg.Client; applications: Record<ServiceName, string> } | undefined,
+  amounts?: { warmup: number; measured: number },
+): Promise<KindCost & { backends?: string }> {
   await fire(target, options.connections, options.warmupSeconds, amounts?.warmup);
   const before = database && (await backendsOf(database.client, database.applications));
   const cpu = watchCpu(mesh.processes);
@@ -115,7 +130,8 @@ async function measureKind(mesh: MeshFixture, target: HttpTarget, options: Reque
   const cpuMs: Record<string, number> = { ...use.byProcessMs };
   let backends: string | undefined;
   let backendsEnded: number | undefined;
-  if (typeof before === "string" || typeof after === "string") backends = typeof before === "string" ? before : (after as string);
+  if (typeof before === "string" || typeof after === "string")
+    backends = typeof before === "string" ? before : (after as string);
   else if (before && after) {
     const { byService, ended } = backendUse(before, after);
     for (const [service, ms] of Object.entries(byService)) cpuMs[backendName(service)] = ms;
@@ -139,7 +155,12 @@ async function measureKind(mesh: MeshFixture, target: HttpTarget, options: Reque
 /** The three kinds of request against one fresh mesh, on PGlite or (with databaseUrl) the PostgreSQL server. */
 export async function measureRequestCost(options: RequestCostOptions): Promise<RequestCostResult> {
   const engine = options.databaseUrl ? "postgres" : "pglite";
-  const result: RequestCostResult = { engine, redis: options.redisUrl !== undefined, backends: engine === "pglite" ? "none: PGlite runs inside each service's process" : "not read", kinds: {} };
+  const result: RequestCostResult = {
+    engine,
+    redis: options.redisUrl !== undefined,
+    backends: engine === "pglite" ? "none: PGlite runs inside each service's process" : "not read",
+    kinds: {},
+  };
   const mesh = await startMeshFixture({ limit: "none", databaseUrl: options.databaseUrl, redisUrl: options.redisUrl });
   let client: pg.Client | undefined;
   try {
@@ -147,7 +168,8 @@ export async function measureRequestCost(options: RequestCostOptions): Promise<R
       client = new pg.Client({ connectionString: options.databaseUrl, application_name: "switchyard-bench-observer" });
       await client.connect();
     }
-    const database = client && mesh.databaseApplications ? { client, applications: mesh.databaseApplications } : undefined;
+    const database =
+      client && mesh.databaseApplications ? { client, applications: mesh.databaseApplications } : undefined;
     const auth = { authorization: `Bearer ${mesh.token}` };
     const run = async (kind: RequestKind, measure: () => Promise<KindCost & { backends?: string }>) => {
       try {
@@ -158,11 +180,20 @@ export async function measureRequestCost(options: RequestCostOptions): Promise<R
         result.kinds[kind] = { error: (err instanceof Error ? err.message : String(err)).split("\n")[0]! };
       }
     };
-    await run("read", () => measureKind(mesh, { url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers: auth }, options, database));
+    await run("read", () =>
+      measureKind(mesh, { url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers: auth }, options, database),
+    );
     await run("write", () =>
       measureKind(
         mesh,
-        { url: `${mesh.gatewayUrl}/v1/payments`, method: "POST", headers: { ...auth, "content-type": "application/json" }, body: PAYMENT_BODY, perRequestHeaders: () => ({ "idempotency-key": randomUUID() }), expectStatus: 201 },
+        {
+          url: `${mesh.gatewayUrl}/v1/payments`,
+          method: "POST",
+          headers: { ...auth, "content-type": "application/json" },
+          body: PAYMENT_BODY,
+          perRequestHeaders: () => ({ "idempotency-key": randomUUID() }),
+          expectStatus: 201,
+        },
         options,
         database,
       ),
@@ -174,7 +205,20 @@ export async function measureRequestCost(options: RequestCostOptions): Promise<R
       const orders = await createOrders(mesh, amounts.warmup + amounts.measured + 2 * options.connections);
       let next = 0;
       const path = () => `/v1/orders/${orders[next++ % orders.length]}/payment`;
-      return measureKind(mesh, { url: `${mesh.gatewayUrl}/v1/orders/0/payment`, method: "POST", headers: { ...auth, "content-type": "application/json" }, body: PAY_BODY, perRequestPath: path, expectStatus: 201 }, options, database, amounts);
+      return measureKind(
+        mesh,
+        {
+          url: `${mesh.gatewayUrl}/v1/orders/0/payment`,
+          method: "POST",
+          headers: { ...auth, "content-type": "application/json" },
+          body: PAY_BODY,
+          perRequestPath: path,
+          expectStatus: 201,
+        },
+        options,
+        database,
+        amounts,
+      );
     });
   } finally {
     await client?.end().catch(() => {});
@@ -188,8 +232,12 @@ const PROCESS_ORDER = ["gateway", "identity", "payments", "orders", "content"];
 /** The processes of a result, the mesh's first (in the request's order), then the database backends. */
 export function processesOf(result: RequestCostResult): string[] {
   const names = new Set<string>();
-  for (const cost of Object.values(result.kinds)) if (cost && !("error" in cost)) Object.keys(cost.cpuMsPerRequest).forEach((n) => names.add(n));
-  const rank = (n: string) => (PROCESS_ORDER.includes(n) ? PROCESS_ORDER.indexOf(n) : PROCESS_ORDER.length + PROCESS_ORDER.findIndex((p) => n === backendName(p)));
+  for (const cost of Object.values(result.kinds))
+    if (cost && !("error" in cost)) Object.keys(cost.cpuMsPerRequest).forEach((n) => names.add(n));
+  const rank = (n: string) =>
+    PROCESS_ORDER.includes(n)
+      ? PROCESS_ORDER.indexOf(n)
+      : PROCESS_ORDER.length + PROCESS_ORDER.findIndex((p) => n === backendName(p));
   return [...names].sort((a, b) => rank(a) - rank(b));
 }
 
@@ -199,7 +247,8 @@ export function replicasFor(rate: number, cpuMsPerRequest: number, usableShare: 
 }
 
 export function formatRequestCost(result: RequestCostResult): string[] {
-  const engine = result.engine === "pglite" ? "embedded PGlite" : `the PostgreSQL server${result.redis ? ", quotas in Redis" : ""}`;
+  const engine =
+    result.engine === "pglite" ? "embedded PGlite" : `the PostgreSQL server${result.redis ? ", quotas in Redis" : ""}`;
   const out = [`  on ${engine} — PostgreSQL backends: ${result.backends}`];
   const kinds = Object.keys(REQUEST_KINDS) as RequestKind[];
   for (const kind of kinds) {
@@ -211,7 +260,12 @@ export function formatRequestCost(result: RequestCostResult): string[] {
     return cost && !("error" in cost) ? cost : undefined;
   };
   const names = processesOf(result);
-  const header = ["process", ...kinds.map((k) => `${k} CPU ms`), ...kinds.map((k) => `${k}s/s per core`), "core busy (read)"];
+  const header = [
+    "process",
+    ...kinds.map((k) => `${k} CPU ms`),
+    ...kinds.map((k) => `${k}s/s per core`),
+    "core busy (read)",
+  ];
   const ms = (kind: RequestKind, name: string) => ok(kind)?.cpuMsPerRequest[name];
   const rows = names.map((name) => [
     name,
@@ -220,19 +274,37 @@ export function formatRequestCost(result: RequestCostResult): string[] {
     ok("read")?.coreShare[name] === undefined ? "–" : `${(100 * ok("read")!.coreShare[name]!).toFixed(0)} %`,
   ]);
   const total = (k: RequestKind) => ok(k) && Object.values(ok(k)!.cpuMsPerRequest).reduce((a, b) => a + b, 0);
-  rows.push(["all processes", ...kinds.map((k) => total(k)?.toFixed(3) ?? "–"), ...kinds.map((k) => (total(k) ? Math.round(1000 / total(k)!).toLocaleString("en") : "–")), ""]);
+  rows.push([
+    "all processes",
+    ...kinds.map((k) => total(k)?.toFixed(3) ?? "–"),
+    ...kinds.map((k) => (total(k) ? Math.round(1000 / total(k)!).toLocaleString("en") : "–")),
+    "",
+  ]);
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => "  " + cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
+  const line = (cells: string[]) =>
+    "  " + cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
   out.push(line(header), line(widths.map((w) => "─".repeat(w))), ...rows.map(line));
-  const ended = (k: RequestKind) => (ok(k)?.backendsEnded ? `, ${ok(k)!.backendsEnded} idle backend(s) closed meanwhile` : "");
-  out.push(`  measured at: ${kinds.map((k) => (ok(k) ? `${k} ${ok(k)!.reqPerSec.toFixed(0)}/s (other work ${ok(k)!.otherCpuPct?.toFixed(0) ?? "?"} % of the machine${ended(k)})` : `${k} –`)).join("; ")}`);
+  const ended = (k: RequestKind) =>
+    ok(k)?.backendsEnded ? `, ${ok(k)!.backendsEnded} idle backend(s) closed meanwhile` : "";
+  out.push(
+    `  measured at: ${kinds.map((k) => (ok(k) ? `${k} ${ok(k)!.reqPerSec.toFixed(0)}/s (other work ${ok(k)!.otherCpuPct?.toFixed(0) ?? "?"} % of the machine${ended(k)})` : `${k} –`)).join("; ")}`,
+  );
   const read = ok("read");
   if (read) {
     const { readsPerSec, usableShare } = SIZING_EXAMPLE;
-    const mesh = names.filter((name) => PROCESS_ORDER.includes(name)).map((name) => `${name} ${replicasFor(readsPerSec, read.cpuMsPerRequest[name] ?? 0, usableShare)}`);
-    const databaseMs = names.filter((name) => !PROCESS_ORDER.includes(name)).reduce((sum, name) => sum + (read.cpuMsPerRequest[name] ?? 0), 0);
-    const database = result.engine === "postgres" && databaseMs > 0 ? `; the PostgreSQL server's backends ${((readsPerSec * databaseMs) / (1000 * usableShare)).toFixed(2)} cores` : "";
-    out.push(`  sizing example (README): ${readsPerSec.toLocaleString("en")} reads/s with ${100 * usableShare} % of each core usable → replicas = ⌈rate × CPU ms per read ÷ (1000 × ${usableShare})⌉: ${mesh.join(", ")}${database}`);
+    const mesh = names
+      .filter((name) => PROCESS_ORDER.includes(name))
+      .map((name) => `${name} ${replicasFor(readsPerSec, read.cpuMsPerRequest[name] ?? 0, usableShare)}`);
+    const databaseMs = names
+      .filter((name) => !PROCESS_ORDER.includes(name))
+      .reduce((sum, name) => sum + (read.cpuMsPerRequest[name] ?? 0), 0);
+    const database =
+      result.engine === "postgres" && databaseMs > 0
+        ? `; the PostgreSQL server's backends ${((readsPerSec * databaseMs) / (1000 * usableShare)).toFixed(2)} cores`
+        : "";
+    out.push(
+      `  sizing example (README): ${readsPerSec.toLocaleString("en")} reads/s with ${100 * usableShare} % of each core usable → replicas = ⌈rate × CPU ms per read ÷ (1000 × ${usableShare})⌉: ${mesh.join(", ")}${database}`,
+    );
   }
   return out;
 }

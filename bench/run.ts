@@ -8,9 +8,31 @@ import { measureHttp } from "./load/http-load.js";
 import { measureInterleaved, type InterleavedResult, type Setup } from "./load/interleaved.js";
 import { PAYMENT_BODY, startMeshFixture, type MeshFixture } from "./mesh-fixture.js";
 import { killAll, startServer, type ServerProcess } from "./processes.js";
-import { printReport, READ_PATH_TARGET, writeResults, type HttpOutcome, type LibraryOutcome, type Outcome, type Settings } from "./report.js";
+import {
+  printReport,
+  READ_PATH_TARGET,
+  writeResults,
+  type HttpOutcome,
+  type LibraryOutcome,
+  type Outcome,
+  type Settings,
+} from "./report.js";
 import type { OpenLoopResult } from "./load/open-loop.js";
-import { AT_CAPACITY_ADMITTED_TARGET, coreShareForGoodput, goodputCeiling, GOODPUT_TARGET, SHED_P99_FLOOR_TARGET, measureOverload, measurePinnedOverload, measureServedReference, OVERLOAD_FACTOR, OVERLOAD_P99_TARGET, PINNED_LIMIT, UNLOADED_FACTOR, type OverloadResult } from "./load/overload.js";
+import {
+  AT_CAPACITY_ADMITTED_TARGET,
+  coreShareForGoodput,
+  goodputCeiling,
+  GOODPUT_TARGET,
+  SHED_P99_FLOOR_TARGET,
+  measureOverload,
+  measurePinnedOverload,
+  measureServedReference,
+  OVERLOAD_FACTOR,
+  OVERLOAD_P99_TARGET,
+  PINNED_LIMIT,
+  UNLOADED_FACTOR,
+  type OverloadResult,
+} from "./load/overload.js";
 import { measureStoreRead, type StoreReadResult } from "./store-read.js";
 import { measureFeedDepth, type FeedDepthResult } from "./feed-depth.js";
 import { formatFootprint, measureFootprint, TARGETS as FOOTPRINT_TARGETS, type Footprint } from "./footprint.js";
@@ -20,8 +42,22 @@ import { CLOSED_LOOP_CONNECTIONS, CLOSED_LOOP_SHED_TARGET, measureClosedLoops } 
 import { edgeCatalogSummaryRow, formatEdgeCatalog, measureEdgeCatalog, type EdgeCatalogResult } from "./edge-cache.js";
 import { NODE_FLAGS } from "../scripts/mesh.js";
 import { prepareReferenceData, startSameWorkReference, type ReferenceData } from "./same-work-reference.js";
-import { formatRequestCost, measureRequestCost, processesOf, REQUEST_KINDS, type RequestCostResult, type RequestKind } from "./request-cost.js";
-import { againstSingle, formatScaleOut, measureScaleOut, SCALE_OUT_SHAPES, shapeName, type ScaleOutResult } from "./scale-out.js";
+import {
+  formatRequestCost,
+  measureRequestCost,
+  processesOf,
+  REQUEST_KINDS,
+  type RequestCostResult,
+  type RequestKind,
+} from "./request-cost.js";
+import {
+  againstSingle,
+  formatScaleOut,
+  measureScaleOut,
+  SCALE_OUT_SHAPES,
+  shapeName,
+  type ScaleOutResult,
+} from "./scale-out.js";
 import { availableParallelism } from "node:os";
 import { pinGeneratorAndMesh, type Pinning } from "./pinning.js";
 import { BEFORE_OBSERVABILITY, prepareBaseline, type Baseline, type BaselineFixture } from "./baseline.js";
@@ -44,7 +80,12 @@ const settings: Settings = {
   warmupSeconds: Number(process.env.BENCH_WARMUP_SECONDS ?? 2),
   seconds: Number(process.env.BENCH_SECONDS ?? 8),
 };
-const load = { concurrency: settings.inFlight, connections: settings.inFlight, seconds: settings.seconds, warmupSeconds: settings.warmupSeconds };
+const load = {
+  concurrency: settings.inFlight,
+  connections: settings.inFlight,
+  seconds: settings.seconds,
+  warmupSeconds: settings.warmupSeconds,
+};
 /** Each closed loop of C (4, 16, 64 connections) lasts this long: 10 minutes in all by default (issue 34). */
 const closedLoopSeconds = Number(process.env.BENCH_CLOSED_LOOP_SECONDS ?? 200);
 
@@ -135,7 +176,10 @@ async function httpPaths(outcomes: HttpOutcome[]): Promise<void> {
     try {
       echo = await hold(startServer("echo-grpcjs.ts"));
       hop = await hold(startServer("bare-hop.ts", { ECHO_ADDRESS: echo.address }));
-      return await measureHttp({ url: `http://${hop.address}/` }, { ...load, processes: { "bare-hop": hop.pid, echo: echo.pid } });
+      return await measureHttp(
+        { url: `http://${hop.address}/` },
+        { ...load, processes: { "bare-hop": hop.pid, echo: echo.pid } },
+      );
     } finally {
       await release(hop, echo);
     }
@@ -147,13 +191,20 @@ async function httpPaths(outcomes: HttpOutcome[]): Promise<void> {
     mesh = await hold(startMeshFixture({ limit: "none" }));
   } catch (err) {
     if (interrupted) throw err;
-    for (const [id, label] of [["read", "3 GET /v1/payments/{id} (mesh)"], ["write", "4 POST /v1/payments (mesh)"], ["docs", "5 GET /v1/docs/{id} (mesh)"]] as const) outcomes.push({ id, label, error: message(err).split("\n")[0]! });
+    for (const [id, label] of [
+      ["read", "3 GET /v1/payments/{id} (mesh)"],
+      ["write", "4 POST /v1/payments (mesh)"],
+      ["docs", "5 GET /v1/docs/{id} (mesh)"],
+    ] as const)
+      outcomes.push({ id, label, error: message(err).split("\n")[0]! });
     return;
   }
   try {
     const auth = { authorization: `Bearer ${mesh.token}` };
     const meshLoad = { ...load, processes: mesh.pids };
-    await scenario(outcomes, "read", "3 GET /v1/payments/{id} (mesh)", () => measureHttp({ url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers: auth }, meshLoad));
+    await scenario(outcomes, "read", "3 GET /v1/payments/{id} (mesh)", () =>
+      measureHttp({ url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers: auth }, meshLoad),
+    );
     await scenario(outcomes, "write", "4 POST /v1/payments (mesh)", () =>
       measureHttp(
         {
@@ -167,7 +218,9 @@ async function httpPaths(outcomes: HttpOutcome[]): Promise<void> {
         meshLoad,
       ),
     );
-    await scenario(outcomes, "docs", "5 GET /v1/docs/{id} (mesh)", () => measureHttp({ url: `${mesh.gatewayUrl}/v1/docs/${mesh.docId}`, headers: auth }, meshLoad));
+    await scenario(outcomes, "docs", "5 GET /v1/docs/{id} (mesh)", () =>
+      measureHttp({ url: `${mesh.gatewayUrl}/v1/docs/${mesh.docId}`, headers: auth }, meshLoad),
+    );
   } finally {
     await release(mesh);
   }
@@ -193,7 +246,9 @@ const COMPARISON = {
  */
 function comparedEngines(): { engine: "pglite" | "postgres"; databaseUrl?: string; redisUrl?: string }[] {
   const { DATABASE_URL: databaseUrl, REDIS_URL: redisUrl } = process.env;
-  return databaseUrl ? [{ engine: "pglite" }, { engine: "postgres", databaseUrl, ...(redisUrl ? { redisUrl } : {}) }] : [{ engine: "pglite" }];
+  return databaseUrl
+    ? [{ engine: "pglite" }, { engine: "postgres", databaseUrl, ...(redisUrl ? { redisUrl } : {}) }]
+    : [{ engine: "pglite" }];
 }
 
 /** The mesh's two read paths, by their target name in a comparison. */
@@ -229,14 +284,34 @@ async function sameWork(outcomes: HttpOutcome[]): Promise<void> {
   for (const { engine, databaseUrl, redisUrl } of comparedEngines()) {
     const on = redisUrl ? `${engine}, quotas in Redis` : engine;
     const labels = {
-      "reference/payment": [`ref-payment-${engine}`, `R same-work reference, libraries only: node:http → grpc-js → one payment read (${engine})`],
-      "reference/document": [`ref-document-${engine}`, `R same-work reference, libraries only: node:http → grpc-js → one document read (${engine})`],
-      "reference/payment-record": [`rec-payment-${engine}`, `R+ the same read answering the whole record, as JSON, no policy: one payment read (${engine})`],
-      "reference/document-record": [`rec-document-${engine}`, `R+ the same read answering the whole record, as JSON, no policy: one document read (${engine})`],
-      "mesh/payment": [`sw-read-${engine}`, `3${engine === "pglite" ? "" : "p"} GET /v1/payments/{id} (mesh, ${on}, interleaved with R)`],
-      "mesh/document": [`sw-docs-${engine}`, `5${engine === "pglite" ? "" : "p"} GET /v1/docs/{id} (mesh, ${on}, interleaved with R)`],
+      "reference/payment": [
+        `ref-payment-${engine}`,
+        `R same-work reference, libraries only: node:http → grpc-js → one payment read (${engine})`,
+      ],
+      "reference/document": [
+        `ref-document-${engine}`,
+        `R same-work reference, libraries only: node:http → grpc-js → one document read (${engine})`,
+      ],
+      "reference/payment-record": [
+        `rec-payment-${engine}`,
+        `R+ the same read answering the whole record, as JSON, no policy: one payment read (${engine})`,
+      ],
+      "reference/document-record": [
+        `rec-document-${engine}`,
+        `R+ the same read answering the whole record, as JSON, no policy: one document read (${engine})`,
+      ],
+      "mesh/payment": [
+        `sw-read-${engine}`,
+        `3${engine === "pglite" ? "" : "p"} GET /v1/payments/{id} (mesh, ${on}, interleaved with R)`,
+      ],
+      "mesh/document": [
+        `sw-docs-${engine}`,
+        `5${engine === "pglite" ? "" : "p"} GET /v1/docs/{id} (mesh, ${on}, interleaved with R)`,
+      ],
     } as const;
-    console.error(`  the read paths and the same-work reference on ${on}: ${COMPARISON.starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`);
+    console.error(
+      `  the read paths and the same-work reference on ${on}: ${COMPARISON.starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`,
+    );
     let data: (ReferenceData & { stop(): Promise<void> }) | undefined;
     try {
       data = await holdReferenceData(databaseUrl);
@@ -254,7 +329,8 @@ async function sameWork(outcomes: HttpOutcome[]): Promise<void> {
       }
     } catch (err) {
       if (interrupted) throw err;
-      for (const [id, label] of Object.values(labels)) outcomes.push({ id, label, error: message(err).split("\n")[0]! });
+      for (const [id, label] of Object.values(labels))
+        outcomes.push({ id, label, error: message(err).split("\n")[0]! });
     } finally {
       await release(data);
     }
@@ -262,11 +338,23 @@ async function sameWork(outcomes: HttpOutcome[]): Promise<void> {
 }
 
 /** The read paths against the same-work reference, per engine (the summary's issue 34 rows). */
-function sameWorkRatios(http: HttpOutcome[]): { path: string; engine: string; ratio: number | undefined; spread: string | undefined; payload: Ratio; policy: Ratio }[] {
+function sameWorkRatios(
+  http: HttpOutcome[],
+): {
+  path: string;
+  engine: string;
+  ratio: number | undefined;
+  spread: string | undefined;
+  payload: Ratio;
+  policy: Ratio;
+}[] {
   const result = (id: string) => http.find((o) => o.id === id)?.result as InterleavedResult | undefined;
   const ratioOf = (a: InterleavedResult | undefined, b: InterleavedResult | undefined): Ratio => ({
     ratio: a && b ? a.reqPerSec / b.reqPerSec : undefined,
-    spread: a?.reqPerSecByStart && b?.reqPerSecByStart ? a.reqPerSecByStart.map((x, i) => (x / b.reqPerSecByStart[i]!).toFixed(2)).join(", ") : undefined,
+    spread:
+      a?.reqPerSecByStart && b?.reqPerSecByStart
+        ? a.reqPerSecByStart.map((x, i) => (x / b.reqPerSecByStart[i]!).toFixed(2)).join(", ")
+        : undefined,
   });
   const rows = [];
   for (const engine of ["pglite", "postgres"]) {
@@ -279,7 +367,13 @@ function sameWorkRatios(http: HttpOutcome[]): { path: string; engine: string; ra
       const reference = result(referenceId);
       const record = result(recordId);
       // payload: what carrying and representing the whole record costs the reference; policy: what everything else the mesh does costs.
-      rows.push({ path, engine, ...ratioOf(mesh, reference), payload: ratioOf(record, reference), policy: ratioOf(mesh, record) });
+      rows.push({
+        path,
+        engine,
+        ...ratioOf(mesh, reference),
+        payload: ratioOf(record, reference),
+        policy: ratioOf(mesh, record),
+      });
     }
   }
   return rows;
@@ -306,12 +400,23 @@ async function tracedRead(outcomes: HttpOutcome[]): Promise<void> {
   let mesh: MeshFixture | undefined;
   try {
     console.error("  starting the mesh with tracing on (spans exported to a sink in this process) …");
-    mesh = await hold(startMeshFixture({ limit: "none", env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}` } }));
+    mesh = await hold(
+      startMeshFixture({ limit: "none", env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}` } }),
+    );
     const auth = { authorization: `Bearer ${mesh.token}` };
-    await scenario(outcomes, "read-traced", "3t GET /v1/payments/{id} (mesh, tracing on)", () => measureHttp({ url: `${mesh!.gatewayUrl}/v1/payments/${mesh!.paymentId}`, headers: auth }, { ...load, processes: mesh!.pids }));
+    await scenario(outcomes, "read-traced", "3t GET /v1/payments/{id} (mesh, tracing on)", () =>
+      measureHttp(
+        { url: `${mesh!.gatewayUrl}/v1/payments/${mesh!.paymentId}`, headers: auth },
+        { ...load, processes: mesh!.pids },
+      ),
+    );
   } catch (err) {
     if (interrupted) throw err;
-    outcomes.push({ id: "read-traced", label: "3t GET /v1/payments/{id} (mesh, tracing on)", error: message(err).split("\n")[0]! });
+    outcomes.push({
+      id: "read-traced",
+      label: "3t GET /v1/payments/{id} (mesh, tracing on)",
+      error: message(err).split("\n")[0]!,
+    });
   } finally {
     await release(mesh);
     sink.close();
@@ -322,14 +427,19 @@ async function tracedRead(outcomes: HttpOutcome[]): Promise<void> {
  * The read paths of a mesh (today's, or a baseline's own fixture) as a setup of an interleaved
  * comparison: GET /v1/payments/{id} ("payment") and GET /v1/docs/{id} ("document"), or those asked for.
  */
-async function meshReads(start: Promise<BaselineFixture>, paths: ("payment" | "document")[] = ["payment", "document"]): Promise<Setup> {
+async function meshReads(
+  start: Promise<BaselineFixture>,
+  paths: ("payment" | "document")[] = ["payment", "document"],
+): Promise<Setup> {
   const mesh = await hold(start);
   const headers = { authorization: `Bearer ${mesh.token}` };
   const targets: Setup["targets"] = {};
   // Several gateways share the load's connections.
   const spreadOver = mesh.gatewayUrls && mesh.gatewayUrls.length > 1 ? { spreadOver: mesh.gatewayUrls } : {};
-  if (paths.includes("payment")) targets.payment = { url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers, ...spreadOver };
-  if (paths.includes("document") && mesh.docId) targets.document = { url: `${mesh.gatewayUrl}/v1/docs/${mesh.docId}`, headers, ...spreadOver };
+  if (paths.includes("payment"))
+    targets.payment = { url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers, ...spreadOver };
+  if (paths.includes("document") && mesh.docId)
+    targets.document = { url: `${mesh.gatewayUrl}/v1/docs/${mesh.docId}`, headers, ...spreadOver };
   return { targets, processes: mesh.processes ?? mesh.pids, stop: () => release(mesh) };
 }
 
@@ -343,16 +453,25 @@ async function readsAgainstBaseline(outcomes: HttpOutcome[], ref: string): Promi
   const baseline = await prepareBaseline(ref, (line) => console.error(line));
   try {
     for (const { engine, databaseUrl } of comparedEngines()) {
-      console.error(`  ${baseline.commit} and this tree on ${engine}: ${COMPARISON.starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`);
+      console.error(
+        `  ${baseline.commit} and this tree on ${engine}: ${COMPARISON.starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`,
+      );
       const results = await measureInterleaved(
-        { baseline: () => meshReads(baseline.startMesh({ databaseUrl })), tree: () => meshReads(startMeshFixture({ limit: "none", databaseUrl })) },
+        {
+          baseline: () => meshReads(baseline.startMesh({ databaseUrl })),
+          tree: () => meshReads(startMeshFixture({ limit: "none", databaseUrl })),
+        },
         { ...COMPARISON, onStart: (n) => console.error(`    start ${n + 1} of ${COMPARISON.starts} …`) },
       );
       for (const side of ["baseline", "tree"] as const) {
         for (const [target, path] of READ_PATHS) {
           const result = results[`${side}/${target}`];
           const label = `${path} (${side === "tree" ? "this tree" : baseline.commit}, ${engine}, interleaved)`;
-          outcomes.push(result ? { id: `vs-${side}-${target}-${engine}`, label, result } : { id: `vs-${side}-${target}-${engine}`, label, error: "not measured" });
+          outcomes.push(
+            result
+              ? { id: `vs-${side}-${target}-${engine}`, label, result }
+              : { id: `vs-${side}-${target}-${engine}`, label, error: "not measured" },
+          );
         }
       }
     }
@@ -370,13 +489,19 @@ function againstBaseline(http: HttpOutcome[], ref: string): string[] {
       const base = result(`vs-baseline-${target}-${engine}`);
       const tree = result(`vs-tree-${target}-${engine}`);
       if (!base || !tree) continue;
-      const cpu = (r: InterleavedResult) => Object.entries(r.cpuMsPerRequestBy ?? {}).filter(([, ms]) => ms >= 0.02).map(([name, ms]) => `${name} ${ms.toFixed(3)}`).join(", ");
+      const cpu = (r: InterleavedResult) =>
+        Object.entries(r.cpuMsPerRequestBy ?? {})
+          .filter(([, ms]) => ms >= 0.02)
+          .map(([name, ms]) => `${name} ${ms.toFixed(3)}`)
+          .join(", ");
       out.push(
         `  ${path} on ${engine}: this tree ÷ ${ref} ${(tree.reqPerSec / base.reqPerSec).toFixed(2)} × req/s (each start alone: ${tree.reqPerSecByStart.map((x, i) => (x / base.reqPerSecByStart[i]!).toFixed(2)).join(", ")}); CPU ms per request: ${cpu(tree)} against ${cpu(base)}`,
       );
     }
   }
-  return out.length > 0 ? ["", `  The read paths of this tree against ${ref} (no target; interleaved, same machine, same run):`, ...out] : [];
+  return out.length > 0
+    ? ["", `  The read paths of this tree against ${ref} (no target; interleaved, same machine, same run):`, ...out]
+    : [];
 }
 
 /**
@@ -396,18 +521,28 @@ async function readBeforeObservability(outcomes: HttpOutcome[]): Promise<void> {
     const before = baseline;
     // One start against another differs by up to ±10 % here, more than the 3 % judged: more starts than elsewhere.
     const starts = Number(process.env.BENCH_COMPARE_STARTS ?? 6);
-    console.error(`  the read path before observability and today: ${starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`);
+    console.error(
+      `  the read path before observability and today: ${starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`,
+    );
     const results = await measureInterleaved(
-      { before: () => meshReads(before.startMesh(), ["payment"]), now: () => meshReads(startMeshFixture({ limit: "none" }), ["payment"]) },
+      {
+        before: () => meshReads(before.startMesh(), ["payment"]),
+        now: () => meshReads(startMeshFixture({ limit: "none" }), ["payment"]),
+      },
       { ...COMPARISON, starts, onStart: (n) => console.error(`    start ${n + 1} of ${starts} …`) },
     );
     for (const side of ["before", "now"] as const) {
       const result = results[`${side}/payment`];
-      outcomes.push(result ? { id: `read-${side}`, label: labels[side], result } : { id: `read-${side}`, label: labels[side], error: "not measured" });
+      outcomes.push(
+        result
+          ? { id: `read-${side}`, label: labels[side], result }
+          : { id: `read-${side}`, label: labels[side], error: "not measured" },
+      );
     }
   } catch (err) {
     if (interrupted) throw err;
-    for (const side of ["before", "now"] as const) outcomes.push({ id: `read-${side}`, label: labels[side], error: message(err).split("\n")[0]! });
+    for (const side of ["before", "now"] as const)
+      outcomes.push({ id: `read-${side}`, label: labels[side], error: message(err).split("\n")[0]! });
   } finally {
     await baseline?.remove();
   }
@@ -418,7 +553,9 @@ async function readBeforeObservability(outcomes: HttpOutcome[]): Promise<void> {
  * request as the capacity it costs (before ÷ now − 1, negative = slower), over all starts, and each
  * start's req/s alone. The target holds the pooled CPU figure, which other work on the machine moves less.
  */
-function observabilityCost(http: HttpOutcome[]): { reqPerSecPct: number; cpuPct: number; pass: boolean; byStart: string } | undefined {
+function observabilityCost(
+  http: HttpOutcome[],
+): { reqPerSecPct: number; cpuPct: number; pass: boolean; byStart: string } | undefined {
   const off = http.find((o) => o.id === "read-now")?.result;
   const before = http.find((o) => o.id === "read-before")?.result;
   if (!off || !before || !off.serverCpuMsPerRequest || !before.serverCpuMsPerRequest) return undefined;
@@ -469,14 +606,24 @@ async function overload(): Promise<void> {
     mesh = await hold(startMeshFixture({ limit: "adaptive" }));
     pinGeneratorAndMesh(Object.values(mesh.pids));
     floorRequest = { path: new URL(readTarget(mesh).url).pathname, headers: readTarget(mesh).headers };
-    console.error(`  running overload: GET /v1/payments/{id} open loop at ${UNLOADED_FACTOR}×, 1× and ${OVERLOAD_FACTOR}× of ${capacity.reqPerSec.toFixed(0)} req/s …`);
-    extra.overload = { ...(await measureOverload(readTarget(mesh), capacity.reqPerSec, settings.seconds)), cpus: { generator: pinning.generator, mesh: pinning.mesh } };
+    console.error(
+      `  running overload: GET /v1/payments/{id} open loop at ${UNLOADED_FACTOR}×, 1× and ${OVERLOAD_FACTOR}× of ${capacity.reqPerSec.toFixed(0)} req/s …`,
+    );
+    extra.overload = {
+      ...(await measureOverload(readTarget(mesh), capacity.reqPerSec, settings.seconds)),
+      cpus: { generator: pinning.generator, mesh: pinning.mesh },
+    };
     const seconds = closedLoopSeconds;
     // After the overload, a pause: the limit forgets it after 5 s with nothing in flight. (Clients that
     // ignore Retry-After and ask again at once while it still sheds are the overload's tail, not a closed loop's.)
     await new Promise((resolve) => setTimeout(resolve, 6_000));
-    console.error(`  closed-loop clients of the mixed load, ${CLOSED_LOOP_CONNECTIONS.join(", ")} connections, ${seconds} s each …`);
-    extra.overload.closedLoops = await measureClosedLoops({ gatewayUrl: mesh.gatewayUrl, token: mesh.token, paymentId: mesh.paymentId }, seconds).catch((err: unknown) => ({ error: message(err) }));
+    console.error(
+      `  closed-loop clients of the mixed load, ${CLOSED_LOOP_CONNECTIONS.join(", ")} connections, ${seconds} s each …`,
+    );
+    extra.overload.closedLoops = await measureClosedLoops(
+      { gatewayUrl: mesh.gatewayUrl, token: mesh.token, paymentId: mesh.paymentId },
+      seconds,
+    ).catch((err: unknown) => ({ error: message(err) }));
   } catch (err) {
     if (interrupted) throw err;
     extra.overload = { error: message(err) };
@@ -502,11 +649,18 @@ async function overload(): Promise<void> {
     // only answers the shed's 503 (what node:http, the kernel and this VM take, with no gateway at all).
     let floor: ServerProcess | undefined;
     try {
-      console.error(`  the same ${OVERLOAD_FACTOR}× against a bare node:http server that answers every request with the shed's 503 …`);
+      console.error(
+        `  the same ${OVERLOAD_FACTOR}× against a bare node:http server that answers every request with the shed's 503 …`,
+      );
       floor = await hold(startServer("fixed-shed.ts", {}, NODE_FLAGS));
       pinGeneratorAndMesh([floor.pid]);
       // The same request: the path and an Authorization header as long as the mesh's.
-      result.shedFloor = await measurePinnedOverload({ url: `http://${floor.address}${floorRequest.path}`, headers: floorRequest.headers }, result.capacityPerSec, settings.seconds, floor.pid);
+      result.shedFloor = await measurePinnedOverload(
+        { url: `http://${floor.address}${floorRequest.path}`, headers: floorRequest.headers },
+        result.capacityPerSec,
+        settings.seconds,
+        floor.pid,
+      );
     } catch (err) {
       if (interrupted) throw err;
       result.shedFloor = { error: message(err) };
@@ -523,7 +677,11 @@ async function overload(): Promise<void> {
       data = await holdReferenceData(undefined);
       reference = await referenceReads(data);
       pinGeneratorAndMesh(Object.values(reference.processes));
-      result.sameWork = await measureServedReference({ url: reference.targets.payment!.url, headers: {} }, result.capacityPerSec, settings.seconds);
+      result.sameWork = await measureServedReference(
+        { url: reference.targets.payment!.url, headers: {} },
+        result.capacityPerSec,
+        settings.seconds,
+      );
     } catch (err) {
       if (interrupted) throw err;
       result.sameWork = { error: message(err) };
@@ -540,9 +698,19 @@ async function overload(): Promise<void> {
 async function requestCost(): Promise<void> {
   extra.requestCost = [];
   for (const { engine, databaseUrl, redisUrl } of comparedEngines()) {
-    console.error(`  one read, one write and one paid order: each process's CPU, on ${redisUrl ? `${engine}, quotas in Redis` : engine} …`);
+    console.error(
+      `  one read, one write and one paid order: each process's CPU, on ${redisUrl ? `${engine}, quotas in Redis` : engine} …`,
+    );
     try {
-      extra.requestCost.push(await measureRequestCost({ databaseUrl, redisUrl, connections: settings.inFlight, seconds: settings.seconds, warmupSeconds: settings.warmupSeconds }));
+      extra.requestCost.push(
+        await measureRequestCost({
+          databaseUrl,
+          redisUrl,
+          connections: settings.inFlight,
+          seconds: settings.seconds,
+          warmupSeconds: settings.warmupSeconds,
+        }),
+      );
     } catch (err) {
       if (interrupted) throw err;
       extra.requestCost.push({ engine, error: message(err).split("\n")[0]! });
@@ -559,9 +727,17 @@ async function scaleOut(): Promise<void> {
   const { DATABASE_URL: databaseUrl, REDIS_URL: redisUrl } = process.env;
   if (!databaseUrl) return;
   const starts = Number(process.env.BENCH_COMPARE_STARTS ?? 2);
-  console.error(`  ${SCALE_OUT_SHAPES.length} meshes at once on the PostgreSQL server: ${starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`);
+  console.error(
+    `  ${SCALE_OUT_SHAPES.length} meshes at once on the PostgreSQL server: ${starts} starts × ${COMPARISON.rounds} rounds of ${COMPARISON.sliceSeconds} s slices, interleaved …`,
+  );
   try {
-    const meshOf = (gateway: number, payments: number) => startMeshFixture({ limit: "none", databaseUrl, redisUrl: redisUrl || undefined, replicas: { gateway, payments } });
+    const meshOf = (gateway: number, payments: number) =>
+      startMeshFixture({
+        limit: "none",
+        databaseUrl,
+        redisUrl: redisUrl || undefined,
+        replicas: { gateway, payments },
+      });
     extra.scaleOut = await measureScaleOut((shape) => meshReads(meshOf(shape.gateways, shape.payments), ["payment"]), {
       ...COMPARISON,
       starts,
@@ -578,32 +754,56 @@ async function scaleOut(): Promise<void> {
 /** The share of an open loop's requests answered 200 (the rest shed, failed or unanswered). */
 const admittedShare = (r: OpenLoopResult) => (r.sent > 0 ? (r.byStatus["200"]?.count ?? 0) / r.sent : 0);
 
-const readTarget = (mesh: MeshFixture) => ({ url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`, headers: { authorization: `Bearer ${mesh.token}` } });
+const readTarget = (mesh: MeshFixture) => ({
+  url: `${mesh.gatewayUrl}/v1/payments/${mesh.paymentId}`,
+  headers: { authorization: `Bearer ${mesh.token}` },
+});
 
 function printExtra(http: HttpOutcome[]): void {
   const out: string[] = [];
   const hop = http.find((o) => o.id === "bare-hop")?.result;
   const docs = http.find((o) => o.id === "docs")?.result;
   const read = http.find((o) => o.id === "read")?.result;
-  if (docs && hop) out.push(`  target: GET /v1/docs/{id} ≥ ${READ_PATH_TARGET} × bare hop req/s → ${(docs.reqPerSec / hop.reqPerSec).toFixed(2)} → ${docs.reqPerSec / hop.reqPerSec >= READ_PATH_TARGET ? "PASS" : "MISS"}`);
-  out.push("", "  The read paths against the same-work reference, libraries only (node:http → @grpc/grpc-js → a grpc-js server doing the stores' one prepared-statement read, JSON out; same engine, node flags and engine settings; no module of the project):");
+  if (docs && hop)
+    out.push(
+      `  target: GET /v1/docs/{id} ≥ ${READ_PATH_TARGET} × bare hop req/s → ${(docs.reqPerSec / hop.reqPerSec).toFixed(2)} → ${docs.reqPerSec / hop.reqPerSec >= READ_PATH_TARGET ? "PASS" : "MISS"}`,
+    );
+  out.push(
+    "",
+    "  The read paths against the same-work reference, libraries only (node:http → @grpc/grpc-js → a grpc-js server doing the stores' one prepared-statement read, JSON out; same engine, node flags and engine settings; no module of the project):",
+  );
   const rows = sameWorkRatios(http);
   for (const { path, engine, ratio, spread } of rows) {
-    out.push(`  ${path} on ${engine}: ${ratio === undefined ? "not measured" : `${ratio.toFixed(2)} × the reference's req/s (target ≥ ${READ_PATH_TARGET} → ${ratio >= READ_PATH_TARGET ? "PASS" : "MISS"}); each start alone: ${spread}`}`);
+    out.push(
+      `  ${path} on ${engine}: ${ratio === undefined ? "not measured" : `${ratio.toFixed(2)} × the reference's req/s (target ≥ ${READ_PATH_TARGET} → ${ratio >= READ_PATH_TARGET ? "PASS" : "MISS"}); each start alone: ${spread}`}`,
+    );
   }
   // No target: where the read path's gap to the reference goes. The reference answers an id; the
   // mesh carries the whole record through gRPC and JSON. R+ carries it too, libraries only, with no policy.
-  out.push("", "  Where the gap goes (no target): the reference answers an id; R+ does the same read but carries and represents the whole record, as the mesh must:");
+  out.push(
+    "",
+    "  Where the gap goes (no target): the reference answers an id; R+ does the same read but carries and represents the whole record, as the mesh must:",
+  );
   const part = (r: Ratio) => (r.ratio === undefined ? "not measured" : `${r.ratio.toFixed(2)} (starts ${r.spread})`);
   for (const { path, engine, payload, policy } of rows) {
-    out.push(`  ${path} on ${engine}: R+ ÷ reference (the payload) ${part(payload)}; mesh ÷ R+ (everything the project adds: auth, quota, limits, validation, headers, metrics, its own server, client and store code) ${part(policy)}`);
+    out.push(
+      `  ${path} on ${engine}: R+ ÷ reference (the payload) ${part(payload)}; mesh ÷ R+ (everything the project adds: auth, quota, limits, validation, headers, metrics, its own server, client and store code) ${part(policy)}`,
+    );
   }
   const store = extra.storeRead;
-  out.push("", "  What one store read costs here, alone (payments' getPayment on embedded PGlite, in process, one at a time):");
+  out.push(
+    "",
+    "  What one store read costs here, alone (payments' getPayment on embedded PGlite, in process, one at a time):",
+  );
   if (!store || "error" in store) out.push(`  FAILED: ${store ? store.error : "not run"}`);
   else {
-    out.push(`  ${store.cpuMsPerRead.toFixed(3)} ms CPU (${store.wallMsPerRead.toFixed(3)} ms wall) per read, over ${store.reads.toLocaleString("en")} reads`);
-    const hopCpu = hop && hop.serverCpuMsPerRequest !== undefined && hop.loadGeneratorCpuMsPerRequest !== undefined ? hop.serverCpuMsPerRequest + hop.loadGeneratorCpuMsPerRequest : undefined;
+    out.push(
+      `  ${store.cpuMsPerRead.toFixed(3)} ms CPU (${store.wallMsPerRead.toFixed(3)} ms wall) per read, over ${store.reads.toLocaleString("en")} reads`,
+    );
+    const hopCpu =
+      hop && hop.serverCpuMsPerRequest !== undefined && hop.loadGeneratorCpuMsPerRequest !== undefined
+        ? hop.serverCpuMsPerRequest + hop.loadGeneratorCpuMsPerRequest
+        : undefined;
     if (hopCpu !== undefined) {
       // Both paths are CPU-bound on this machine: req/s scales with 1 / (CPU per request, servers and load generator).
       const ceiling = hopCpu / (hopCpu + store.cpuMsPerRead);
@@ -613,7 +813,10 @@ function printExtra(http: HttpOutcome[]): void {
     }
   }
 
-  out.push("", `C. Overload — GET /v1/payments/{id}, open loop (requests keep arriving), against the default adaptive concurrency limit`);
+  out.push(
+    "",
+    `C. Overload — GET /v1/payments/{id}, open loop (requests keep arriving), against the default adaptive concurrency limit`,
+  );
   const o = extra.overload;
   if (!o || "error" in o) out.push(`  FAILED: ${o ? o.error : "not run"}`);
   else {
@@ -622,7 +825,9 @@ function printExtra(http: HttpOutcome[]): void {
       ["1× capacity", o.atCapacity],
       [`${OVERLOAD_FACTOR}× capacity (overload)`, o.overload],
     ] as const;
-    out.push(`  load generator on CPU ${o.cpus?.generator ?? "?"}, every mesh process on CPU ${o.cpus?.mesh ?? "?"} (taskset); capacity so pinned: ${o.capacityPerSec.toFixed(0)} req/s (closed loop, 50 connections, no shedding)`);
+    out.push(
+      `  load generator on CPU ${o.cpus?.generator ?? "?"}, every mesh process on CPU ${o.cpus?.mesh ?? "?"} (taskset); capacity so pinned: ${o.capacityPerSec.toFixed(0)} req/s (closed loop, 50 connections, no shedding)`,
+    );
     const row = (label: string, r: OpenLoopResult) => {
       const ok = r.byStatus["200"];
       const shed = r.byStatus["503"];
@@ -635,33 +840,55 @@ function printExtra(http: HttpOutcome[]): void {
     const atCapacityP99 = o.atCapacity.byStatus["200"]?.p99Ms;
     if (admittedP99 !== undefined && unloadedP99 !== undefined) {
       const r = admittedP99 / unloadedP99;
-      out.push(`  target: admitted p99 at ${OVERLOAD_FACTOR}× ≤ ${OVERLOAD_P99_TARGET} × unloaded p99 (${unloadedP99.toFixed(1)} ms) → ${r.toFixed(2)}× → ${r <= OVERLOAD_P99_TARGET ? "PASS" : "MISS"}`);
+      out.push(
+        `  target: admitted p99 at ${OVERLOAD_FACTOR}× ≤ ${OVERLOAD_P99_TARGET} × unloaded p99 (${unloadedP99.toFixed(1)} ms) → ${r.toFixed(2)}× → ${r <= OVERLOAD_P99_TARGET ? "PASS" : "MISS"}`,
+      );
     }
-    if (admittedP99 !== undefined && atCapacityP99 !== undefined) out.push(`  informative: admitted p99 at ${OVERLOAD_FACTOR}× ÷ p99 at 1× = ${(admittedP99 / atCapacityP99).toFixed(2)}×`);
+    if (admittedP99 !== undefined && atCapacityP99 !== undefined)
+      out.push(
+        `  informative: admitted p99 at ${OVERLOAD_FACTOR}× ÷ p99 at 1× = ${(admittedP99 / atCapacityP99).toFixed(2)}×`,
+      );
     const admittedAt1 = admittedShare(o.atCapacity);
-    out.push(`  target: at 1× the limit admits ≥ ${100 * AT_CAPACITY_ADMITTED_TARGET} % → ${(100 * admittedAt1).toFixed(1)} % → ${admittedAt1 >= AT_CAPACITY_ADMITTED_TARGET ? "PASS" : "MISS"}`);
+    out.push(
+      `  target: at 1× the limit admits ≥ ${100 * AT_CAPACITY_ADMITTED_TARGET} % → ${(100 * admittedAt1).toFixed(1)} % → ${admittedAt1 >= AT_CAPACITY_ADMITTED_TARGET ? "PASS" : "MISS"}`,
+    );
     const loops = o.closedLoops;
-    out.push(`  closed-loop clients of the mixed load (60 % payment reads, 20 % catalog pages, 10 % lists, 10 % new payments), each sending its next request when the last is answered, on the same mesh 6 s after the overload (the limit forgets one after 5 s idle): none may be shed (≤ ${100 * CLOSED_LOOP_SHED_TARGET} % 503)`);
+    out.push(
+      `  closed-loop clients of the mixed load (60 % payment reads, 20 % catalog pages, 10 % lists, 10 % new payments), each sending its next request when the last is answered, on the same mesh 6 s after the overload (the limit forgets one after 5 s idle): none may be shed (≤ ${100 * CLOSED_LOOP_SHED_TARGET} % 503)`,
+    );
     if (!loops || "error" in loops) out.push(`  FAILED: ${loops ? loops.error : "not run"}`);
-    else for (const l of loops) out.push(`  ${String(l.connections).padStart(3)} connections, ${l.seconds.toFixed(0)} s: ${l.reqPerSec.toFixed(0)} req/s, ${l.requests} answers, statuses ${JSON.stringify(l.statusCodes)}, 503 ${(100 * l.shedShare).toFixed(3)} %${l.otherFailures ? `, other failures ${l.otherFailures}` : ""} → ${l.shedShare <= CLOSED_LOOP_SHED_TARGET ? "PASS" : "MISS"}`);
+    else
+      for (const l of loops)
+        out.push(
+          `  ${String(l.connections).padStart(3)} connections, ${l.seconds.toFixed(0)} s: ${l.reqPerSec.toFixed(0)} req/s, ${l.requests} answers, statuses ${JSON.stringify(l.statusCodes)}, 503 ${(100 * l.shedShare).toFixed(3)} %${l.otherFailures ? `, other failures ${l.otherFailures}` : ""} → ${l.shedShare <= CLOSED_LOOP_SHED_TARGET ? "PASS" : "MISS"}`,
+        );
     const pinned = o.pinned;
-    out.push(`  reference, another mesh with the gateway's limit pinned at ${PINNED_LIMIT} (the fewest a limit can admit): what shedding alone leaves of the tail at ${OVERLOAD_FACTOR}×`);
+    out.push(
+      `  reference, another mesh with the gateway's limit pinned at ${PINNED_LIMIT} (the fewest a limit can admit): what shedding alone leaves of the tail at ${OVERLOAD_FACTOR}×`,
+    );
     if (!pinned || "error" in pinned) out.push(`  FAILED: ${pinned ? pinned.error : "not run"}`);
     else {
       out.push(row(`${OVERLOAD_FACTOR}×, limit ${PINNED_LIMIT}`, pinned));
       const p99 = pinned.byStatus["200"]?.p99Ms;
       if (p99 !== undefined && unloadedP99 !== undefined) {
-        out.push(`  informative: admitted p99 ÷ unloaded p99 = ${(p99 / unloadedP99).toFixed(2)}×, admitting ${((100 * (pinned.byStatus["200"]?.perSec ?? 0)) / o.capacityPerSec).toFixed(0)}% of capacity (the adaptive limit: ${((100 * (o.overload.byStatus["200"]?.perSec ?? 0)) / o.capacityPerSec).toFixed(0)}%)`);
+        out.push(
+          `  informative: admitted p99 ÷ unloaded p99 = ${(p99 / unloadedP99).toFixed(2)}×, admitting ${((100 * (pinned.byStatus["200"]?.perSec ?? 0)) / o.capacityPerSec).toFixed(0)}% of capacity (the adaptive limit: ${((100 * (o.overload.byStatus["200"]?.perSec ?? 0)) / o.capacityPerSec).toFixed(0)}%)`,
+        );
       }
     }
     const floor = o.shedFloor;
-    out.push(`  reference, the floor of a shed answer here: a bare node:http server answering every request with the shed's 503 (same headers and body), alone on the mesh's core, the same ${OVERLOAD_FACTOR}× rate and generator`);
+    out.push(
+      `  reference, the floor of a shed answer here: a bare node:http server answering every request with the shed's 503 (same headers and body), alone on the mesh's core, the same ${OVERLOAD_FACTOR}× rate and generator`,
+    );
     if (!floor || "error" in floor) out.push(`  FAILED: ${floor ? floor.error : "not run"}`);
     else {
       out.push(row(`${OVERLOAD_FACTOR}×, bare 503 server`, floor));
       const floorP99 = floor.byStatus["503"]?.p99Ms;
       const shedP99 = o.overload.byStatus["503"]?.p99Ms;
-      if (floorP99 !== undefined && shedP99 !== undefined) out.push(`  informative: the gateway's shed p99 ÷ the floor's = ${(shedP99 / floorP99).toFixed(2)}× — no gateway can answer a shed faster here than this server answers its only kind of request`);
+      if (floorP99 !== undefined && shedP99 !== undefined)
+        out.push(
+          `  informative: the gateway's shed p99 ÷ the floor's = ${(shedP99 / floorP99).toFixed(2)}× — no gateway can answer a shed faster here than this server answers its only kind of request`,
+        );
       const cost = floor.serverCpuUsPerAnswer;
       if (cost !== undefined)
         out.push(
@@ -670,24 +897,40 @@ function printExtra(http: HttpOutcome[]): void {
         );
     }
     const sameWork = o.sameWork;
-    out.push(`  reference, the same work with the libraries alone (B's same-work reference: node:http → grpc-js → one payment read), alone on the mesh's core, serving every request of the same open loop unloaded and at ${GOODPUT_TARGET}× the mesh's capacity — what the goodput target asks the mesh to serve at ${OVERLOAD_FACTOR}×`);
+    out.push(
+      `  reference, the same work with the libraries alone (B's same-work reference: node:http → grpc-js → one payment read), alone on the mesh's core, serving every request of the same open loop unloaded and at ${GOODPUT_TARGET}× the mesh's capacity — what the goodput target asks the mesh to serve at ${OVERLOAD_FACTOR}×`,
+    );
     if (!sameWork || "error" in sameWork) out.push(`  FAILED: ${sameWork ? sameWork.error : "not run"}`);
     else {
-      out.push(row(`${UNLOADED_FACTOR}×, same-work reference`, sameWork.unloaded), row(`${GOODPUT_TARGET}×, same-work reference`, sameWork.atGoodputTarget));
+      out.push(
+        row(`${UNLOADED_FACTOR}×, same-work reference`, sameWork.unloaded),
+        row(`${GOODPUT_TARGET}×, same-work reference`, sameWork.atGoodputTarget),
+      );
       const at = sameWork.atGoodputTarget.byStatus["200"]?.p99Ms;
       const idle = sameWork.unloaded.byStatus["200"]?.p99Ms;
-      if (at !== undefined && idle !== undefined) out.push(`  informative: its p99 at ${GOODPUT_TARGET}× ÷ its unloaded p99 = ${(at / idle).toFixed(2)}× (the mesh's admitted p99 target: ≤ ${OVERLOAD_P99_TARGET}× while serving that much and shedding the rest) — above ${OVERLOAD_P99_TARGET}×, even the same work with nothing else, shedding nothing, does not serve that much with that tail here`);
+      if (at !== undefined && idle !== undefined)
+        out.push(
+          `  informative: its p99 at ${GOODPUT_TARGET}× ÷ its unloaded p99 = ${(at / idle).toFixed(2)}× (the mesh's admitted p99 target: ≤ ${OVERLOAD_P99_TARGET}× while serving that much and shedding the rest) — above ${OVERLOAD_P99_TARGET}×, even the same work with nothing else, shedding nothing, does not serve that much with that tail here`,
+        );
     }
   }
-  if (read) out.push(`  (closed loop for comparison, scenario 3, 50 connections, no shedding: p50 ${read.p50Ms.toFixed(1)} ms, p99 ${read.p99Ms.toFixed(1)} ms)`);
+  if (read)
+    out.push(
+      `  (closed loop for comparison, scenario 3, 50 connections, no shedding: p50 ${read.p50Ms.toFixed(1)} ms, p99 ${read.p99Ms.toFixed(1)} ms)`,
+    );
 
-  out.push("", "D. Feed page cost at depth — 1,000,000 posts, keyset page ~90% deep vs near the top (offset beside it)");
+  out.push(
+    "",
+    "D. Feed page cost at depth — 1,000,000 posts, keyset page ~90% deep vs near the top (offset beside it)",
+  );
   const f = extra.feedDepth;
   if (!f) out.push("  not run this time (BENCH_ONLY)");
   else if ("error" in f) out.push(`  FAILED: ${f.error}`);
   else
     for (const r of f) {
-      out.push(`  ${r.engine}: near top ${r.firstPageMs.toFixed(2)} ms, deep keyset ${r.deepKeysetMs.toFixed(2)} ms (${r.keysetDepthRatio.toFixed(2)}×, target ≤ ${r.target}× → ${r.pass ? "PASS" : "MISS"}), deep offset ${r.deepOffsetMs.toFixed(1)} ms (${r.offsetDepthRatio.toFixed(0)}×, for contrast)`);
+      out.push(
+        `  ${r.engine}: near top ${r.firstPageMs.toFixed(2)} ms, deep keyset ${r.deepKeysetMs.toFixed(2)} ms (${r.keysetDepthRatio.toFixed(2)}×, target ≤ ${r.target}× → ${r.pass ? "PASS" : "MISS"}), deep offset ${r.deepOffsetMs.toFixed(1)} ms (${r.offsetDepthRatio.toFixed(0)}×, for contrast)`,
+      );
     }
 
   out.push("", "E. Startup and memory");
@@ -696,22 +939,38 @@ function printExtra(http: HttpOutcome[]): void {
   else if ("error" in fp) out.push(`  FAILED: ${fp.error}`);
   else out.push(...fp.map((f) => formatFootprint(f).replace(/^/gm, "  ")));
 
-  out.push("", "F. The live feed — N subscribers of one tenant on one gateway (GET /v1/posts, text/event-stream), posts published through the API");
+  out.push(
+    "",
+    "F. The live feed — N subscribers of one tenant on one gateway (GET /v1/posts, text/event-stream), posts published through the API",
+  );
   const lf = extra.liveFeed;
   if (!lf) out.push("  not run this time (BENCH_ONLY)");
   else if ("error" in lf) out.push(`  FAILED: ${lf.error}`);
   else out.push(...lf.map(formatLiveFeed));
 
-  out.push("", `G. Cost per request, per process — one read (${REQUEST_KINDS.read}), one write (${REQUEST_KINDS.write}, a fresh Idempotency-Key) and one paid order (${REQUEST_KINDS.pay}: orders → payments); closed loop, ${settings.inFlight} connections; CPU time from /proc; per core = 1000 ÷ CPU ms`);
+  out.push(
+    "",
+    `G. Cost per request, per process — one read (${REQUEST_KINDS.read}), one write (${REQUEST_KINDS.write}, a fresh Idempotency-Key) and one paid order (${REQUEST_KINDS.pay}: orders → payments); closed loop, ${settings.inFlight} connections; CPU time from /proc; per core = 1000 ÷ CPU ms`,
+  );
   const rc = extra.requestCost;
   if (!rc) out.push("  not run this time (BENCH_ONLY)");
   else for (const r of rc) out.push(...("error" in r ? [`  ${r.engine}: FAILED: ${r.error}`] : formatRequestCost(r)));
 
-  out.push("", `H. Scale-out on the PostgreSQL server — ${REQUEST_KINDS.read} through 1 or 2 gateways × 1 or 2 payments replicas, four meshes interleaved, ${settings.inFlight} connections shared out over a mesh's gateways`);
+  out.push(
+    "",
+    `H. Scale-out on the PostgreSQL server — ${REQUEST_KINDS.read} through 1 or 2 gateways × 1 or 2 payments replicas, four meshes interleaved, ${settings.inFlight} connections shared out over a mesh's gateways`,
+  );
   const so = extra.scaleOut;
-  if (!so) out.push(`  not run this time (${process.env.DATABASE_URL ? "BENCH_ONLY" : "DATABASE_URL unset: replicas share a PostgreSQL server"})`);
+  if (!so)
+    out.push(
+      `  not run this time (${process.env.DATABASE_URL ? "BENCH_ONLY" : "DATABASE_URL unset: replicas share a PostgreSQL server"})`,
+    );
   else if ("error" in so) out.push(`  FAILED: ${so.error}`);
-  else out.push(`  quotas ${so.redis ? "in Redis, shared by the gateways" : "counted per gateway (REDIS_URL unset)"}`, ...formatScaleOut(so));
+  else
+    out.push(
+      `  quotas ${so.redis ? "in Redis, shared by the gateways" : "counted per gateway (REDIS_URL unset)"}`,
+      ...formatScaleOut(so),
+    );
   console.log(out.join("\n"));
 }
 
@@ -720,8 +979,19 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
   const rows: SummaryRow[] = [];
   const fixed = (v: number, digits = 2) => v.toFixed(digits);
   for (const { path, engine, ratio } of sameWorkRatios(http)) {
-    const on = engine === "pglite" ? "PGlite" : process.env.REDIS_URL ? "PostgreSQL server, quotas in Redis" : "PostgreSQL server";
-    rows.push({ issue: "#34", figure: `${path} ÷ same-work reference, libraries only (${on})`, value: ratio === undefined ? undefined : fixed(ratio), target: `≥ ${READ_PATH_TARGET}`, pass: ratio !== undefined && ratio >= READ_PATH_TARGET });
+    const on =
+      engine === "pglite"
+        ? "PGlite"
+        : process.env.REDIS_URL
+          ? "PostgreSQL server, quotas in Redis"
+          : "PostgreSQL server";
+    rows.push({
+      issue: "#34",
+      figure: `${path} ÷ same-work reference, libraries only (${on})`,
+      value: ratio === undefined ? undefined : fixed(ratio),
+      target: `≥ ${READ_PATH_TARGET}`,
+      pass: ratio !== undefined && ratio >= READ_PATH_TARGET,
+    });
   }
   const o = extra.overload;
   const ok = o && !("error" in o) ? o : undefined;
@@ -729,9 +999,21 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
   const shed = ok?.overload.byStatus["503"];
   const unloadedP99 = ok?.unloaded.byStatus["200"]?.p99Ms;
   const goodput = ok && admitted ? admitted.perSec / ok.capacityPerSec : undefined;
-  rows.push({ issue: "#15", figure: `overload ${OVERLOAD_FACTOR}×: goodput ÷ capacity`, value: goodput === undefined ? undefined : fixed(goodput), target: `≥ ${GOODPUT_TARGET}`, pass: goodput !== undefined && goodput >= GOODPUT_TARGET });
+  rows.push({
+    issue: "#15",
+    figure: `overload ${OVERLOAD_FACTOR}×: goodput ÷ capacity`,
+    value: goodput === undefined ? undefined : fixed(goodput),
+    target: `≥ ${GOODPUT_TARGET}`,
+    pass: goodput !== undefined && goodput >= GOODPUT_TARGET,
+  });
   const p99Ratio = admitted && unloadedP99 ? admitted.p99Ms / unloadedP99 : undefined;
-  rows.push({ issue: "#15", figure: `overload ${OVERLOAD_FACTOR}×: admitted p99 ÷ unloaded p99`, value: p99Ratio === undefined ? undefined : `${fixed(p99Ratio)}×`, target: `≤ ${OVERLOAD_P99_TARGET}×`, pass: p99Ratio !== undefined && p99Ratio <= OVERLOAD_P99_TARGET });
+  rows.push({
+    issue: "#15",
+    figure: `overload ${OVERLOAD_FACTOR}×: admitted p99 ÷ unloaded p99`,
+    value: p99Ratio === undefined ? undefined : `${fixed(p99Ratio)}×`,
+    target: `≤ ${OVERLOAD_P99_TARGET}×`,
+    pass: p99Ratio !== undefined && p99Ratio <= OVERLOAD_P99_TARGET,
+  });
   const floorP99 = ok?.shedFloor && !("error" in ok.shedFloor) ? ok.shedFloor.byStatus["503"]?.p99Ms : undefined;
   const floorNote = floorP99 === undefined ? "" : ` (a bare node:http 503 here: ${fixed(floorP99, 1)} ms)`;
   rows.push({
@@ -742,13 +1024,28 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
     pass: shed !== undefined && floorP99 !== undefined && shed.p99Ms <= SHED_P99_FLOOR_TARGET * floorP99,
   });
   const admittedAt1 = ok ? admittedShare(ok.atCapacity) : undefined;
-  rows.push({ issue: "#34", figure: "open loop at 1× capacity: share admitted", value: admittedAt1 === undefined ? undefined : `${fixed(100 * admittedAt1, 1)} %`, target: `≥ ${100 * AT_CAPACITY_ADMITTED_TARGET} %`, pass: admittedAt1 !== undefined && admittedAt1 >= AT_CAPACITY_ADMITTED_TARGET });
+  rows.push({
+    issue: "#34",
+    figure: "open loop at 1× capacity: share admitted",
+    value: admittedAt1 === undefined ? undefined : `${fixed(100 * admittedAt1, 1)} %`,
+    target: `≥ ${100 * AT_CAPACITY_ADMITTED_TARGET} %`,
+    pass: admittedAt1 !== undefined && admittedAt1 >= AT_CAPACITY_ADMITTED_TARGET,
+  });
   const loops = ok?.closedLoops && !("error" in ok.closedLoops) ? ok.closedLoops : undefined;
   for (const connections of CLOSED_LOOP_CONNECTIONS) {
     const l = loops?.find((r) => r.connections === connections);
-    rows.push({ issue: "#34", figure: `closed loop, mixed load, ${connections} connections: share shed (503)`, value: l && `${fixed(100 * l.shedShare, 3)} % of ${l.requests}`, target: `≤ ${100 * CLOSED_LOOP_SHED_TARGET} %`, pass: l !== undefined && l.shedShare <= CLOSED_LOOP_SHED_TARGET && l.otherFailures === 0 });
+    rows.push({
+      issue: "#34",
+      figure: `closed loop, mixed load, ${connections} connections: share shed (503)`,
+      value: l && `${fixed(100 * l.shedShare, 3)} % of ${l.requests}`,
+      target: `≤ ${100 * CLOSED_LOOP_SHED_TARGET} %`,
+      pass: l !== undefined && l.shedShare <= CLOSED_LOOP_SHED_TARGET && l.otherFailures === 0,
+    });
   }
-  const lf = extra.liveFeed && !("error" in extra.liveFeed) ? extra.liveFeed.find((r) => r.subscribers >= LIVE_FEED_TARGET.subscribers) : undefined;
+  const lf =
+    extra.liveFeed && !("error" in extra.liveFeed)
+      ? extra.liveFeed.find((r) => r.subscribers >= LIVE_FEED_TARGET.subscribers)
+      : undefined;
   rows.push({
     issue: "#15",
     figure: `live feed, ${LIVE_FEED_TARGET.subscribers.toLocaleString("en")} subscribers: refused / delivered`,
@@ -756,22 +1053,59 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
     target: "0 / 100 %",
     pass: lf !== undefined && lf.refused === 0 && lf.deliveredRatio === 1,
   });
-  rows.push({ issue: "#15", figure: `live feed, ${LIVE_FEED_TARGET.subscribers.toLocaleString("en")} subscribers: POST → delivery p99`, value: lf ? `${lf.p99Ms.toFixed(0)} ms` : undefined, target: `≤ ${LIVE_FEED_TARGET.p99Ms} ms`, pass: lf !== undefined && lf.p99Ms <= LIVE_FEED_TARGET.p99Ms });
+  rows.push({
+    issue: "#15",
+    figure: `live feed, ${LIVE_FEED_TARGET.subscribers.toLocaleString("en")} subscribers: POST → delivery p99`,
+    value: lf ? `${lf.p99Ms.toFixed(0)} ms` : undefined,
+    target: `≤ ${LIVE_FEED_TARGET.p99Ms} ms`,
+    pass: lf !== undefined && lf.p99Ms <= LIVE_FEED_TARGET.p99Ms,
+  });
   const cost = observabilityCost(http);
-  rows.push({ issue: "#12", figure: "read path, tracing off: server capacity vs before observability", value: cost ? `${cost.cpuPct >= 0 ? "+" : ""}${cost.cpuPct.toFixed(1)} %` : undefined, target: "≥ −3 %", pass: cost?.pass });
+  rows.push({
+    issue: "#12",
+    figure: "read path, tracing off: server capacity vs before observability",
+    value: cost ? `${cost.cpuPct >= 0 ? "+" : ""}${cost.cpuPct.toFixed(1)} %` : undefined,
+    target: "≥ −3 %",
+    pass: cost?.pass,
+  });
   const fp = extra.footprint && !("error" in extra.footprint) ? extra.footprint : [];
   for (const engine of ["pglite", "postgres"] as const) {
     const f = fp.find((x) => x.engine === engine);
     const name = engine === "pglite" ? "embedded" : "PostgreSQL server";
     const rssTarget = engine === "pglite" ? FOOTPRINT_TARGETS.rssMbEmbedded : FOOTPRINT_TARGETS.rssMbServer;
     const worst = (r: Footprint["first"]) => Math.max(...Object.values(r.rssMb));
-    rows.push({ issue: "#16", figure: `npm start ready, first run (${name})`, value: f ? `${(f.first.readyMs / 1000).toFixed(1)} s` : undefined, target: `≤ ${FOOTPRINT_TARGETS.firstRunMs / 1000} s`, pass: f !== undefined && f.first.readyMs <= FOOTPRINT_TARGETS.firstRunMs });
-    rows.push({ issue: "#16", figure: `npm start ready, later run (${name})`, value: f ? `${(f.second.readyMs / 1000).toFixed(1)} s` : undefined, target: `≤ ${FOOTPRINT_TARGETS.laterRunMs / 1000} s`, pass: f !== undefined && f.second.readyMs <= FOOTPRINT_TARGETS.laterRunMs });
+    rows.push({
+      issue: "#16",
+      figure: `npm start ready, first run (${name})`,
+      value: f ? `${(f.first.readyMs / 1000).toFixed(1)} s` : undefined,
+      target: `≤ ${FOOTPRINT_TARGETS.firstRunMs / 1000} s`,
+      pass: f !== undefined && f.first.readyMs <= FOOTPRINT_TARGETS.firstRunMs,
+    });
+    rows.push({
+      issue: "#16",
+      figure: `npm start ready, later run (${name})`,
+      value: f ? `${(f.second.readyMs / 1000).toFixed(1)} s` : undefined,
+      target: `≤ ${FOOTPRINT_TARGETS.laterRunMs / 1000} s`,
+      pass: f !== undefined && f.second.readyMs <= FOOTPRINT_TARGETS.laterRunMs,
+    });
     const rss = f ? Math.max(worst(f.first), worst(f.second)) : undefined;
-    rows.push({ issue: "#16", figure: `idle RSS, largest process (${name})`, value: rss === undefined ? undefined : `${rss.toFixed(0)} MiB`, target: `≤ ${rssTarget} MiB`, pass: rss !== undefined && rss <= rssTarget });
+    rows.push({
+      issue: "#16",
+      figure: `idle RSS, largest process (${name})`,
+      value: rss === undefined ? undefined : `${rss.toFixed(0)} MiB`,
+      target: `≤ ${rssTarget} MiB`,
+      pass: rss !== undefined && rss <= rssTarget,
+    });
   }
   const depth = extra.feedDepth && !("error" in extra.feedDepth) ? extra.feedDepth : [];
-  for (const d of depth) rows.push({ issue: "earlier", figure: `feed page ~90 % deep ÷ near the top (${d.engine})`, value: `${fixed(d.keysetDepthRatio)}×`, target: `≤ ${d.target}×`, pass: d.pass });
+  for (const d of depth)
+    rows.push({
+      issue: "earlier",
+      figure: `feed page ~90 % deep ÷ near the top (${d.engine})`,
+      value: `${fixed(d.keysetDepthRatio)}×`,
+      target: `≤ ${d.target}×`,
+      pass: d.pass,
+    });
   rows.push(edgeCatalogSummaryRow(extra.edgeCatalog));
   rows.push(...sizingRows());
   return rows;
@@ -793,15 +1127,36 @@ function sizingRows(): SummaryRow[] {
     for (const kind of Object.keys(REQUEST_KINDS) as RequestKind[]) {
       const cost = result?.kinds[kind];
       const ok = cost && !("error" in cost) ? cost : undefined;
-      rows.push({ issue: "#34", figure: `CPU ms per ${REQUEST_KINDS[kind]}, by process (${name})`, value: ok && shown(result!, ok.cpuMsPerRequest, (ms) => ms.toFixed(2)), target: NO_TARGET, pass: undefined });
-      if (kind === "read") rows.push({ issue: "#34", figure: `reads/s one core of each process buys (${name})`, value: ok && shown(result!, ok.cpuMsPerRequest, (ms) => Math.round(1000 / ms).toLocaleString("en")), target: NO_TARGET, pass: undefined });
+      rows.push({
+        issue: "#34",
+        figure: `CPU ms per ${REQUEST_KINDS[kind]}, by process (${name})`,
+        value: ok && shown(result!, ok.cpuMsPerRequest, (ms) => ms.toFixed(2)),
+        target: NO_TARGET,
+        pass: undefined,
+      });
+      if (kind === "read")
+        rows.push({
+          issue: "#34",
+          figure: `reads/s one core of each process buys (${name})`,
+          value: ok && shown(result!, ok.cpuMsPerRequest, (ms) => Math.round(1000 / ms).toLocaleString("en")),
+          target: NO_TARGET,
+          pass: undefined,
+        });
     }
   }
   const so = extra.scaleOut && !("error" in extra.scaleOut) ? extra.scaleOut : undefined;
   for (const shape of SCALE_OUT_SHAPES) {
     const r = so?.shapes.find((s) => s.gateways === shape.gateways && s.payments === shape.payments)?.result;
     const vs = so && againstSingle(so, shape);
-    rows.push({ issue: "#34", figure: `scale-out, PostgreSQL server: ${shapeName(shape)}, ${REQUEST_KINDS.read}`, value: r && `${r.reqPerSec.toFixed(0)} req/s${vs && (shape.gateways > 1 || shape.payments > 1) ? ` (${vs.ratio.toFixed(2)}× 1 × 1)` : ""}`, target: NO_TARGET, pass: undefined });
+    rows.push({
+      issue: "#34",
+      figure: `scale-out, PostgreSQL server: ${shapeName(shape)}, ${REQUEST_KINDS.read}`,
+      value:
+        r &&
+        `${r.reqPerSec.toFixed(0)} req/s${vs && (shape.gateways > 1 || shape.payments > 1) ? ` (${vs.ratio.toFixed(2)}× 1 × 1)` : ""}`,
+      target: NO_TARGET,
+      pass: undefined,
+    });
   }
   return rows;
 }
@@ -809,7 +1164,17 @@ function sizingRows(): SummaryRow[] {
 const fmt = (ms: number | undefined) => (ms === undefined || Number.isNaN(ms) ? "–" : ms.toFixed(1)).padStart(6);
 
 /** What each BENCH_ONLY value runs: A; B and C; D, F and E; G and H; I; one comparison of B alone; C, G, H or I alone. */
-type Section = "library" | "paths" | "rest" | "samework" | "observability" | "overload" | "baseline" | "cost" | "scaleout" | "edgecache";
+type Section =
+  | "library"
+  | "paths"
+  | "rest"
+  | "samework"
+  | "observability"
+  | "overload"
+  | "baseline"
+  | "cost"
+  | "scaleout"
+  | "edgecache";
 const BENCH_MODES: Record<string, Section[]> = {
   all: ["library", "paths", "rest", "cost", "scaleout", "edgecache"],
   library: ["library"],
@@ -888,11 +1253,14 @@ async function main(): Promise<number> {
     console.error("D. feed paging at depth");
     try {
       extra.feedDepth = [await measureFeedDepth({ databaseUrl: undefined })];
-      if (process.env.DATABASE_URL) extra.feedDepth.push(await measureFeedDepth({ databaseUrl: process.env.DATABASE_URL }));
+      if (process.env.DATABASE_URL)
+        extra.feedDepth.push(await measureFeedDepth({ databaseUrl: process.env.DATABASE_URL }));
     } catch (err) {
       extra.feedDepth = { error: message(err) };
     }
-    console.error(`F. the live feed: 1,000 and ${LIVE_FEED_TARGET.subscribers.toLocaleString("en")} SSE subscribers on one gateway`);
+    console.error(
+      `F. the live feed: 1,000 and ${LIVE_FEED_TARGET.subscribers.toLocaleString("en")} SSE subscribers on one gateway`,
+    );
     try {
       extra.liveFeed = [];
       for (const n of [1_000, LIVE_FEED_TARGET.subscribers]) extra.liveFeed.push(await measureLiveFeed(n));
@@ -903,7 +1271,8 @@ async function main(): Promise<number> {
     console.error("E. startup and memory (the mesh as npm start runs it)");
     try {
       extra.footprint = [await measureFootprint()];
-      if (process.env.DATABASE_URL) extra.footprint.push(await measureFootprint({ databaseUrl: process.env.DATABASE_URL }));
+      if (process.env.DATABASE_URL)
+        extra.footprint.push(await measureFootprint({ databaseUrl: process.env.DATABASE_URL }));
     } catch (err) {
       extra.footprint = { error: message(err) };
     }
@@ -939,10 +1308,13 @@ async function main(): Promise<number> {
   if (extra.edgeCatalog && "error" in extra.edgeCatalog) failed.push({ label: "edge cache catalog" });
   for (const r of extra.requestCost ?? []) {
     if ("error" in r) failed.push({ label: `cost per request (${r.engine})` });
-    else for (const [kind, cost] of Object.entries(r.kinds)) if (cost && "error" in cost) failed.push({ label: `cost per request: ${kind} (${r.engine})` });
+    else
+      for (const [kind, cost] of Object.entries(r.kinds))
+        if (cost && "error" in cost) failed.push({ label: `cost per request: ${kind} (${r.engine})` });
   }
   if (extra.scaleOut && "error" in extra.scaleOut) failed.push({ label: "scale-out" });
-  if (failed.length > 0) console.error(`\n${failed.length} scenario(s) could not run: ${failed.map((o) => o.label).join("; ")}`);
+  if (failed.length > 0)
+    console.error(`\n${failed.length} scenario(s) could not run: ${failed.map((o) => o.label).join("; ")}`);
   return failed.length > 0 ? 1 : 0;
 }
 

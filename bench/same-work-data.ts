@@ -11,15 +11,28 @@ import { SqlPaymentsStore } from "@switchyard/payments/store/sql-store.js";
 import { contentMigrations } from "@switchyard/content/store/migrations.js";
 import { SqlContentStore } from "@switchyard/content/store/sql-store.js";
 
-const { DATABASE_URL: databaseUrl, DATA_DIR: dataDir, TENANT: tenant, PAYMENTS_SCHEMA: paymentsSchema, CONTENT_SCHEMA: contentSchema } = process.env;
-if (!tenant || !paymentsSchema || !contentSchema || (!databaseUrl && !dataDir)) throw new Error("TENANT, PAYMENTS_SCHEMA, CONTENT_SCHEMA and DATABASE_URL or DATA_DIR are required");
+const {
+  DATABASE_URL: databaseUrl,
+  DATA_DIR: dataDir,
+  TENANT: tenant,
+  PAYMENTS_SCHEMA: paymentsSchema,
+  CONTENT_SCHEMA: contentSchema,
+} = process.env;
+if (!tenant || !paymentsSchema || !contentSchema || (!databaseUrl && !dataDir))
+  throw new Error("TENANT, PAYMENTS_SCHEMA, CONTENT_SCHEMA and DATABASE_URL or DATA_DIR are required");
 const where = { ...(databaseUrl ? { databaseUrl } : { dataDir }) };
 
 // One engine at a time: an embedded cluster is opened by one PGlite instance only.
 const payments = await openSqlDatabase({ ...where, schema: paymentsSchema, migrations: paymentsMigrations });
 const payment = await new SqlPaymentsStore(payments)
-  .createPayment(tenant, { principal: "user:1", key: randomUUID(), requestHash: "bench" }, { amount: 1250n, currency: "EUR", source: "tok_visa", ownerUserId: 1n, reference: "" })
+  .createPayment(
+    tenant,
+    { principal: "user:1", key: randomUUID(), requestHash: "bench" },
+    { amount: 1250n, currency: "EUR", source: "tok_visa", ownerUserId: 1n, reference: "" },
+  )
   .finally(() => payments.close());
 const content = await openSqlDatabase({ ...where, schema: contentSchema, migrations: contentMigrations });
-const document = await new SqlContentStore(content).createDocument(tenant, { title: "Bench", body: "a document read under load" }).finally(() => content.close());
+const document = await new SqlContentStore(content)
+  .createDocument(tenant, { title: "Bench", body: "a document read under load" })
+  .finally(() => content.close());
 process.stdout.write(`${JSON.stringify({ paymentId: payment.result.id, documentId: document.id })}\n`);

@@ -38,10 +38,16 @@ export async function prepareReferenceData(databaseUrl: string | undefined): Pro
     TENANT,
     PAYMENTS_SCHEMA: schemas?.env.PAYMENTS_DB_SCHEMA ?? "payments",
     CONTENT_SCHEMA: schemas?.env.CONTENT_DB_SCHEMA ?? "content",
-    ...(databaseUrl ? { DATABASE_URL: databaseUrl, DATA_DIR: "" } : { DATA_DIR: dataDir, DATABASE_URL: "", PGLITE_SETTINGS: PGLITE_SETTINGS.join(" ") }),
+    ...(databaseUrl
+      ? { DATABASE_URL: databaseUrl, DATA_DIR: "" }
+      : { DATA_DIR: dataDir, DATABASE_URL: "", PGLITE_SETTINGS: PGLITE_SETTINGS.join(" ") }),
   };
   try {
-    const { stdout } = await promisify(execFile)(process.execPath, [...NODE_FLAGS, "--import", "tsx", "bench/same-work-data.ts"], { cwd: ROOT, env: { ...process.env, ...env } });
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [...NODE_FLAGS, "--import", "tsx", "bench/same-work-data.ts"],
+      { cwd: ROOT, env: { ...process.env, ...env } },
+    );
     const ids = JSON.parse(stdout.trim().split("\n").at(-1)!) as { paymentId: string; documentId: string };
     return { env, ...ids, remove };
   } catch (err) {

@@ -30,10 +30,17 @@ export interface ScaleOutResult {
 }
 
 /** Every shape's mesh serving the payment read (`setupOf`), interleaved; each shape's result under its own key. */
-export async function measureScaleOut(setupOf: (shape: Shape) => Promise<Setup>, options: InterleavedOptions & { redis: boolean; cores: number }): Promise<ScaleOutResult> {
+export async function measureScaleOut(
+  setupOf: (shape: Shape) => Promise<Setup>,
+  options: InterleavedOptions & { redis: boolean; cores: number },
+): Promise<ScaleOutResult> {
   const setups = Object.fromEntries(SCALE_OUT_SHAPES.map((shape) => [shapeName(shape), () => setupOf(shape)]));
   const results = await measureInterleaved(setups, options);
-  return { redis: options.redis, cores: options.cores, shapes: SCALE_OUT_SHAPES.map((shape) => ({ ...shape, result: results[`${shapeName(shape)}/payment`] })) };
+  return {
+    redis: options.redis,
+    cores: options.cores,
+    shapes: SCALE_OUT_SHAPES.map((shape) => ({ ...shape, result: results[`${shapeName(shape)}/payment`] })),
+  };
 }
 
 /** The shape's req/s over the single mesh's (1 gateway × 1 payments), pooled and per start. */
@@ -41,7 +48,10 @@ export function againstSingle(result: ScaleOutResult, shape: Shape): { ratio: nu
   const single = result.shapes[0]?.result;
   const r = result.shapes.find((s) => s.gateways === shape.gateways && s.payments === shape.payments)?.result;
   if (!single || !r) return undefined;
-  return { ratio: r.reqPerSec / single.reqPerSec, byStart: r.reqPerSecByStart.map((x, i) => (x / single.reqPerSecByStart[i]!).toFixed(2)).join(", ") };
+  return {
+    ratio: r.reqPerSec / single.reqPerSec,
+    byStart: r.reqPerSecByStart.map((x, i) => (x / single.reqPerSecByStart[i]!).toFixed(2)).join(", "),
+  };
 }
 
 export function formatScaleOut(result: ScaleOutResult): string[] {

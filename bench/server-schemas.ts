@@ -14,7 +14,11 @@ export interface ServerSchemas {
 
 export function serverSchemas(databaseUrl: string, label: string): ServerSchemas {
   const suffix = randomBytes(4).toString("hex");
-  const env: NodeJS.ProcessEnv = { DATABASE_URL: databaseUrl, SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64"), DEMO_DATA_FORCE: "true" };
+  const env: NodeJS.ProcessEnv = {
+    DATABASE_URL: databaseUrl,
+    SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
+    DEMO_DATA_FORCE: "true",
+  };
   const schemas: string[] = [];
   for (const name of SCHEMA_SERVICES) {
     const schema = `${name}_${label}_${suffix}`;

@@ -27,11 +27,16 @@ export async function measureStoreRead(reads = 20_000): Promise<StoreReadResult>
     const store = new SqlPaymentsStore(db);
     const ids: string[] = [];
     for (let i = 0; i < 100; i++) {
-      const { result } = await store.createPayment(TENANT, { principal: "user:1", key: crypto.randomUUID(), requestHash: "bench" }, { amount: 1250n, currency: "EUR", source: "tok_visa", ownerUserId: 1n, reference: "" });
+      const { result } = await store.createPayment(
+        TENANT,
+        { principal: "user:1", key: crypto.randomUUID(), requestHash: "bench" },
+        { amount: 1250n, currency: "EUR", source: "tok_visa", ownerUserId: 1n, reference: "" },
+      );
       ids.push(result.id);
     }
     const read = async (count: number) => {
-      for (let i = 0; i < count; i++) if (!(await store.getPayment(TENANT, ids[i % ids.length]!))) throw new Error("a payment went missing");
+      for (let i = 0; i < count; i++)
+        if (!(await store.getPayment(TENANT, ids[i % ids.length]!))) throw new Error("a payment went missing");
     };
     await read(2_000); // warm-up: compiled code, prepared statements
     const cpu = process.cpuUsage();
@@ -39,7 +44,12 @@ export async function measureStoreRead(reads = 20_000): Promise<StoreReadResult>
     await read(reads);
     const wallMs = performance.now() - started;
     const used = process.cpuUsage(cpu);
-    return { engine: db.engine, reads, cpuMsPerRead: (used.user + used.system) / 1_000 / reads, wallMsPerRead: wallMs / reads };
+    return {
+      engine: db.engine,
+      reads,
+      cpuMsPerRead: (used.user + used.system) / 1_000 / reads,
+      wallMsPerRead: wallMs / reads,
+    };
   } finally {
     await db.close();
     rmSync(dataDir, { recursive: true, force: true });

@@ -16,7 +16,8 @@ export interface SummaryRow {
 export const NO_TARGET = "no target";
 
 export function formatSummary(rows: SummaryRow[]): string {
-  const verdict = (r: SummaryRow) => (r.value === undefined ? "not measured" : r.target === NO_TARGET ? "–" : r.pass ? "PASS" : "MISS");
+  const verdict = (r: SummaryRow) =>
+    r.value === undefined ? "not measured" : r.target === NO_TARGET ? "–" : r.pass ? "PASS" : "MISS";
   const table = rows.map((r) => [r.issue, r.figure, r.value ?? "–", r.target, verdict(r)]);
   const header = ["issue", "figure", "measured", "target", "verdict"];
   const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i]!.length)));

@@ -47,7 +47,8 @@ nothing is changed); 2 usage error (arguments or environment), nothing attempted
 
 /** Never echoes the value: it is a secret. */
 function secretParser(raw: string): string {
-  if (!/^[\x21-\x7e]{32,}$/.test(raw)) throw new Error("expected at least 32 visible ASCII characters (the value is not shown)");
+  if (!/^[\x21-\x7e]{32,}$/.test(raw))
+    throw new Error("expected at least 32 visible ASCII characters (the value is not shown)");
   return raw;
 }
 
@@ -55,7 +56,11 @@ export const adminSettings = {
   identityAddress: setting("IDENTITY_ADDRESS", parse.address, "identity's gRPC address", "127.0.0.1:50051"),
   // With mutual TLS on the mesh, the operator's own certificate (spiffe://<domain>/operator).
   ...grpcTlsSettings,
-  operatorSecret: setting("OPERATOR_SECRET", secretParser, `the operator's secret: its entry "${OPERATOR_SERVICE}:<secret>" in identity's IDENTITY_SERVICE_CREDENTIALS`),
+  operatorSecret: setting(
+    "OPERATOR_SECRET",
+    secretParser,
+    `the operator's secret: its entry "${OPERATOR_SERVICE}:<secret>" in identity's IDENTITY_SERVICE_CREDENTIALS`,
+  ),
 };
 
 export interface AdminIo {
@@ -76,7 +81,8 @@ class UsageError extends Error {}
 
 function parseCommand(argv: string[]): CreateTenantCommand | "help" {
   // Said plainly, rather than as an unknown option: a password in argv ends up in shell history and `ps`.
-  if (argv.some((a) => a === "--password" || a.startsWith("--password="))) throw new UsageError("the password is never taken on the command line: use --password-file or stdin");
+  if (argv.some((a) => a === "--password" || a.startsWith("--password=")))
+    throw new UsageError("the password is never taken on the command line: use --password-file or stdin");
   let parsed;
   try {
     parsed = parseArgs({
@@ -102,7 +108,13 @@ function parseCommand(argv: string[]): CreateTenantCommand | "help" {
   if (tenantId === undefined || tenantId === "") throw new UsageError("create-tenant needs a tenant id");
   if (rest.length > 0) throw new UsageError("create-tenant takes one tenant id");
   if (!values.admin) throw new UsageError("create-tenant needs --admin <email>");
-  return { tenantId, adminEmail: values.admin, adminFullName: values.name ?? "", displayName: values["display-name"] ?? "", passwordFile: values["password-file"] };
+  return {
+    tenantId,
+    adminEmail: values.admin,
+    adminFullName: values.name ?? "",
+    displayName: values["display-name"] ?? "",
+    passwordFile: values["password-file"],
+  };
 }
 
 /** The password in a file's or a stream's text: one line, without the line break that usually ends it. */
@@ -150,14 +162,16 @@ function readHiddenLine(prompt: string, input: NodeJS.ReadStream, output: Writab
 }
 
 async function readPassword(command: CreateTenantCommand, io: AdminIo): Promise<string> {
-  if (command.passwordFile !== undefined) return passwordIn(readFileSync(command.passwordFile, "utf8"), command.passwordFile);
+  if (command.passwordFile !== undefined)
+    return passwordIn(readFileSync(command.passwordFile, "utf8"), command.passwordFile);
   if (!io.stdin.isTTY) return passwordIn(await readAll(io.stdin), "stdin");
   // Echo goes off before the first prompt shows and comes back only after the second answer: a
   // password typed as soon as a prompt appears (or pasted ahead) is never shown by the terminal.
   io.stdin.setRawMode(true);
   try {
     const password = await readHiddenLine(`Password for ${command.adminEmail}: `, io.stdin, io.stderr);
-    if ((await readHiddenLine("Repeat it: ", io.stdin, io.stderr)) !== password) throw new Error("the two passwords differ");
+    if ((await readHiddenLine("Repeat it: ", io.stdin, io.stderr)) !== password)
+      throw new Error("the two passwords differ");
     return passwordIn(password, "what was typed");
   } finally {
     io.stdin.setRawMode(false);
@@ -165,7 +179,12 @@ async function readPassword(command: CreateTenantCommand, io: AdminIo): Promise<
 }
 
 /** One line that says what went wrong, for the operator (it never contains the password or a token). */
-function describeFailure(err: unknown, step: "token" | "create", command: CreateTenantCommand, address: string): string {
+function describeFailure(
+  err: unknown,
+  step: "token" | "create",
+  command: CreateTenantCommand,
+  address: string,
+): string {
   if (!(err instanceof ConnectError)) return (err as Error).message ?? String(err);
   const message = err.rawMessage.replace(/\s+/g, " ").trim();
   switch (err.code) {
@@ -183,7 +202,10 @@ function describeFailure(err: unknown, step: "token" | "create", command: Create
   if (step === "token" && err.code === Code.Unauthenticated) {
     return `identity refused OPERATOR_SECRET: it must be the secret of the "${OPERATOR_SERVICE}:<secret>" entry in identity's IDENTITY_SERVICE_CREDENTIALS`;
   }
-  return `${step === "token" ? "getting the operator's token" : "creating the tenant"} failed: ${Code[err.code]} ${errorInfoOf(err)?.reason ?? ""} ${message}`.replace(/\s+/g, " ");
+  return `${step === "token" ? "getting the operator's token" : "creating the tenant"} failed: ${Code[err.code]} ${errorInfoOf(err)?.reason ?? ""} ${message}`.replace(
+    /\s+/g,
+    " ",
+  );
 }
 
 /** Runs one command line; resolves to the exit status. Writes the outcome, never a secret. */
@@ -217,18 +239,34 @@ export async function runAdmin(argv: string[], env: NodeJS.ProcessEnv, io: Admin
   }
 
   const files = tlsFilesOf(config);
-  const channel = openChannel(config.identityAddress, [], {}, files && channelSecurityFromFiles(files, config.tlsTrustDomain, "identity"));
+  const channel = openChannel(
+    config.identityAddress,
+    [],
+    {},
+    files && channelSecurityFromFiles(files, config.tlsTrustDomain, "identity"),
+  );
   let step: "token" | "create" = "token";
   try {
     const identity = createServiceClient(IdentityService, channel);
     const operator = createServiceClient(OperatorService, channel);
-    const { accessToken } = await identity.createServiceToken({ clientId: OPERATOR_SERVICE, clientSecret: config.operatorSecret }, { timeoutMs: TOKEN_DEADLINE_MS });
+    const { accessToken } = await identity.createServiceToken(
+      { clientId: OPERATOR_SERVICE, clientSecret: config.operatorSecret },
+      { timeoutMs: TOKEN_DEADLINE_MS },
+    );
     step = "create";
     const { tenant, admin } = await operator.createTenant(
-      { tenantId: command.tenantId, displayName: command.displayName, adminEmail: command.adminEmail, adminFullName: command.adminFullName, adminPassword: password },
+      {
+        tenantId: command.tenantId,
+        displayName: command.displayName,
+        adminEmail: command.adminEmail,
+        adminFullName: command.adminFullName,
+        adminPassword: password,
+      },
       { timeoutMs: CREATE_DEADLINE_MS, headers: { [SERVICE_AUTHORIZATION]: `Bearer ${accessToken}` } },
     );
-    io.stdout.write(`created tenant ${tenant!.id} ("${tenant!.displayName}") with admin user ${admin!.id} <${admin!.email}>\n`);
+    io.stdout.write(
+      `created tenant ${tenant!.id} ("${tenant!.displayName}") with admin user ${admin!.id} <${admin!.email}>\n`,
+    );
     return EXIT_OK;
   } catch (err) {
     io.stderr.write(`admin: ${describeFailure(err, step, command, config.identityAddress)}\n`);

@@ -32,7 +32,11 @@ export const ENTRIES = {
  * imports a devDependency fails the build (the image installs `--omit=dev`).
  */
 function runtimeDependenciesOnly(dependencies) {
-  const packageOf = (path) => path.split("/").slice(0, path.startsWith("@") ? 2 : 1).join("/");
+  const packageOf = (path) =>
+    path
+      .split("/")
+      .slice(0, path.startsWith("@") ? 2 : 1)
+      .join("/");
   return {
     name: "runtime-dependencies-only",
     setup(b) {
@@ -40,7 +44,9 @@ function runtimeDependenciesOnly(dependencies) {
         if (args.path.startsWith("node:") || builtinModules.includes(args.path)) return { external: true };
         if (args.path.startsWith("@switchyard/")) return undefined; // ours: bundled
         if (dependencies.includes(packageOf(args.path))) return { external: true };
-        return { errors: [{ text: `${packageOf(args.path)} is imported at run time but is not a dependency in package.json` }] };
+        return {
+          errors: [{ text: `${packageOf(args.path)} is imported at run time but is not a dependency in package.json` }],
+        };
       });
     },
   };
@@ -52,7 +58,9 @@ function bundleContents(metafile) {
   for (const [output, info] of Object.entries(metafile.outputs)) {
     if (!output.endsWith(".js")) continue;
     contents[basename(output)] = {
-      sources: Object.keys(info.inputs).map((input) => relative(ROOT, join(ROOT, input))).sort(),
+      sources: Object.keys(info.inputs)
+        .map((input) => relative(ROOT, join(ROOT, input)))
+        .sort(),
       imports: [...new Set(info.imports.filter((i) => i.external).map((i) => i.path))].sort(),
     };
   }
@@ -83,7 +91,10 @@ export async function buildAll() {
     // The gateway's documents as JSON beside its bundle: JSON.parse at start instead of a YAML parser.
     mkdirSync(join(staging, "openapi"));
     for (const file of readdirSync(join(ROOT, "gateway", "openapi")).filter((f) => /^v\d+\.yaml$/.test(f))) {
-      writeFileSync(join(staging, "openapi", file.replace(/\.yaml$/, ".json")), JSON.stringify(parseYaml(readFileSync(join(ROOT, "gateway", "openapi", file), "utf8"))));
+      writeFileSync(
+        join(staging, "openapi", file.replace(/\.yaml$/, ".json")),
+        JSON.stringify(parseYaml(readFileSync(join(ROOT, "gateway", "openapi", file), "utf8"))),
+      );
     }
     writeFileSync(join(staging, "meta.json"), JSON.stringify(bundleContents(result.metafile), null, 1));
     mkdirSync(OUT_DIR, { recursive: true });
@@ -100,5 +111,10 @@ export async function buildAll() {
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const started = Date.now();
   await buildAll();
-  if (!process.argv.includes("--quiet")) process.stdout.write(`built ${Object.keys(ENTRIES).map((n) => `dist/${n}.js`).join(", ")} in ${Date.now() - started} ms\n`);
+  if (!process.argv.includes("--quiet"))
+    process.stdout.write(
+      `built ${Object.keys(ENTRIES)
+        .map((n) => `dist/${n}.js`)
+        .join(", ")} in ${Date.now() - started} ms\n`,
+    );
 }

@@ -24,7 +24,10 @@ const commit = execFileSync("git", ["rev-parse", `${rev}^{commit}`], { cwd: ROOT
 const services: Record<string, Migration[]> = {};
 for (const service of SERVICES) {
   const dir = join(ROOT, "services", service, "src", "store");
-  const source = execFileSync("git", ["show", `${commit}:services/${service}/src/store/migrations.ts`], { cwd: ROOT, encoding: "utf8" });
+  const source = execFileSync("git", ["show", `${commit}:services/${service}/src/store/migrations.ts`], {
+    cwd: ROOT,
+    encoding: "utf8",
+  });
   // Beside the current file, so its imports resolve as they did (the constants it names must not have
   // changed since: the test then finds the current list's first entries equal to these).
   const copy = join(dir, `.migrations-${commit.slice(0, 12)}.ts`);
@@ -33,10 +36,17 @@ for (const service of SERVICES) {
     const module = (await import(pathToFileURL(copy).href)) as Record<string, unknown>;
     const list = Object.values(module).find((v) => Array.isArray(v)) as Migration[] | undefined;
     if (!list) throw new Error(`${service}: no migration list in ${commit}`);
-    services[service] = list.map((m) => ({ version: m.version, name: m.name, sql: m.sql, ...(m.contract ? { contract: m.contract } : {}) }));
+    services[service] = list.map((m) => ({
+      version: m.version,
+      name: m.name,
+      sql: m.sql,
+      ...(m.contract ? { contract: m.contract } : {}),
+    }));
   } finally {
     rmSync(copy, { force: true });
   }
 }
 writeFileSync(FIXTURE, `${JSON.stringify({ commit, services }, null, 2)}\n`);
-process.stdout.write(`${FIXTURE}: ${SERVICES.map((s) => `${s} ${services[s]!.length}`).join(", ")} (at ${commit.slice(0, 12)})\n`);
+process.stdout.write(
+  `${FIXTURE}: ${SERVICES.map((s) => `${s} ${services[s]!.length}`).join(", ")} (at ${commit.slice(0, 12)})\n`,
+);

@@ -26,7 +26,11 @@ export type ServiceName = keyof typeof SERVICES;
  * Gateway settings for a fixed concurrency limit far above any load a test or a capacity
  * measurement brings: no shedding (the adaptive limit is exercised where it is the subject).
  */
-export const NO_SHEDDING = { GATEWAY_CONCURRENCY_INITIAL: "10000", GATEWAY_CONCURRENCY_MIN: "10000", GATEWAY_CONCURRENCY_MAX: "10000" } as const;
+export const NO_SHEDDING = {
+  GATEWAY_CONCURRENCY_INITIAL: "10000",
+  GATEWAY_CONCURRENCY_MIN: "10000",
+  GATEWAY_CONCURRENCY_MAX: "10000",
+} as const;
 
 export interface MeshOptions {
   /** Fixed ports (npm start); otherwise the system picks free ones. */
@@ -87,7 +91,9 @@ export interface Mesh {
 async function listeningSocket(host: string, port: number): Promise<Server> {
   const server = createServer();
   await new Promise<void>((resolve, reject) => {
-    server.once("error", (err: NodeJS.ErrnoException) => reject(err.code === "EADDRINUSE" ? new Error(`port ${port} on ${host} is already in use`) : err));
+    server.once("error", (err: NodeJS.ErrnoException) =>
+      reject(err.code === "EADDRINUSE" ? new Error(`port ${port} on ${host} is already in use`) : err),
+    );
     server.listen({ host, port, exclusive: true }, () => resolve());
   });
   return server;
@@ -95,7 +101,12 @@ async function listeningSocket(host: string, port: number): Promise<Server> {
 
 const fdOf = (server: Server): number => (server as unknown as { _handle: { fd: number } })._handle.fd;
 
-async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: string, failed: () => string | undefined): Promise<void> {
+async function waitFor(
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+  what: string,
+  failed: () => string | undefined,
+): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     const failure = failed();
@@ -112,8 +123,18 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: s
  */
 async function serving(port: number, name: ServiceName, env: NodeJS.ProcessEnv): Promise<boolean> {
   if (name === "gateway") return (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200;
-  const files = tlsFilesOf({ tlsCertFile: env.GRPC_TLS_CERT_FILE, tlsKeyFile: env.GRPC_TLS_KEY_FILE, tlsCaFile: env.GRPC_TLS_CA_FILE });
-  const channel = openChannel(`127.0.0.1:${port}`, [], {}, files && channelSecurityFromFiles(files, env.GRPC_TLS_TRUST_DOMAIN || grpcTlsSettings.tlsTrustDomain.fallback!, name));
+  const files = tlsFilesOf({
+    tlsCertFile: env.GRPC_TLS_CERT_FILE,
+    tlsKeyFile: env.GRPC_TLS_KEY_FILE,
+    tlsCaFile: env.GRPC_TLS_CA_FILE,
+  });
+  const channel = openChannel(
+    `127.0.0.1:${port}`,
+    [],
+    {},
+    files &&
+      channelSecurityFromFiles(files, env.GRPC_TLS_TRUST_DOMAIN || grpcTlsSettings.tlsTrustDomain.fallback!, name),
+  );
   try {
     const reply = await createServiceClient(Health, channel).check({ service: "" }, { timeoutMs: 1_000 });
     return reply.status === HealthCheckResponse_ServingStatus.SERVING;
@@ -151,8 +172,10 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const metricsPorts = {} as Record<ServiceName, number[]>;
   const key = (name: ServiceName, replica: number) => `${name}#${replica}`;
   const metricsKey = (name: ServiceName, replica: number) => `${name}#${replica}#metrics`;
-  const wantsMetrics = (name: ServiceName) => name !== "gateway" && options.metrics !== undefined && options.metrics !== false;
-  const fixedMetricsPort = (name: ServiceName) => (typeof options.metrics === "object" ? (options.metrics[name as Exclude<ServiceName, "gateway">] ?? 0) : 0);
+  const wantsMetrics = (name: ServiceName) =>
+    name !== "gateway" && options.metrics !== undefined && options.metrics !== false;
+  const fixedMetricsPort = (name: ServiceName) =>
+    typeof options.metrics === "object" ? (options.metrics[name as Exclude<ServiceName, "gateway">] ?? 0) : 0;
   try {
     for (const name of NAMES) {
       replicaPorts[name] = [];
@@ -177,7 +200,9 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const ports = Object.fromEntries(NAMES.map((n) => [n, replicaPorts[n][0]!])) as Record<ServiceName, number>;
   // One replica: host:port. Several: a static list the peers' channels balance over (round robin).
   const address = (name: ServiceName) =>
-    replicaPorts[name].length === 1 ? `127.0.0.1:${ports[name]}` : `ipv4:${replicaPorts[name].map((p) => `127.0.0.1:${p}`).join(",")}`;
+    replicaPorts[name].length === 1
+      ? `127.0.0.1:${ports[name]}`
+      : `ipv4:${replicaPorts[name].map((p) => `127.0.0.1:${p}`).join(",")}`;
   const baseEnv: NodeJS.ProcessEnv = {
     ...process.env,
     DATA_DIR: options.dataDir,
@@ -207,7 +232,12 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   const expectedExit = new Set<string>();
 
   /** The environment one process runs with (the mesh's own settings, then the caller's). */
-  const processEnv = (name: ServiceName, replica: number): NodeJS.ProcessEnv => ({ ...baseEnv, ...credentialsFor[name], ...options.envFor?.[name], ...options.envForReplica?.[name]?.[replica] });
+  const processEnv = (name: ServiceName, replica: number): NodeJS.ProcessEnv => ({
+    ...baseEnv,
+    ...credentialsFor[name],
+    ...options.envFor?.[name],
+    ...options.envForReplica?.[name]?.[replica],
+  });
   const launch = async (name: ServiceName, replica: number) => {
     const k = key(name, replica);
     const port = replicaPorts[name][replica]!;
@@ -215,16 +245,21 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     const socket = sockets.get(k) ?? (await listeningSocket(hostOf(name), port));
     sockets.delete(k);
     const mk = metricsKey(name, replica);
-    const metricsSocket = wantsMetrics(name) ? (sockets.get(mk) ?? (await listeningSocket(hostOf(name), metricsPorts[name][replica]!))) : undefined;
+    const metricsSocket = wantsMetrics(name)
+      ? (sockets.get(mk) ?? (await listeningSocket(hostOf(name), metricsPorts[name][replica]!)))
+      : undefined;
     sockets.delete(mk);
     const portSetting = `${name.toUpperCase()}_PORT`;
-    const metricsEnv = metricsSocket ? { [`${name.toUpperCase()}_METRICS_PORT`]: String(metricsPorts[name][replica]), METRICS_LISTEN_FD: "4" } : {};
+    const metricsEnv = metricsSocket
+      ? { [`${name.toUpperCase()}_METRICS_PORT`]: String(metricsPorts[name][replica]), METRICS_LISTEN_FD: "4" }
+      : {};
     const fds = metricsSocket ? [fdOf(socket), fdOf(metricsSocket)] : [fdOf(socket)];
     try {
       const child = spawn(process.execPath, [...NODE_FLAGS, SERVICES[name]], {
         cwd: ROOT,
         env: { ...processEnv(name, replica), [portSetting]: String(port), LISTEN_FD: "3", ...metricsEnv },
-        stdio: options.output === "inherit" ? ["ignore", "inherit", "inherit", ...fds] : ["ignore", "pipe", "pipe", ...fds],
+        stdio:
+          options.output === "inherit" ? ["ignore", "inherit", "inherit", ...fds] : ["ignore", "pipe", "pipe", ...fds],
         detached: options.ownProcessGroup === true,
       });
       if (options.output !== "inherit") {
@@ -239,7 +274,8 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
       }
       exits.delete(k);
       child.once("exit", (code, signal) => {
-        if (!expectedExit.has(k)) exits.set(k, `${k} exited early (code ${code}, signal ${signal})\n${logs.join("").slice(-2_000)}`);
+        if (!expectedExit.has(k))
+          exits.set(k, `${k} exited early (code ${code}, signal ${signal})\n${logs.join("").slice(-2_000)}`);
       });
       children.set(k, child);
     } finally {
@@ -268,7 +304,8 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
   if (options.ownProcessGroup) {
     // Nothing else ends processes outside the launcher's group: they go when it goes.
     process.once("exit", () => {
-      for (const child of children.values()) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      for (const child of children.values())
+        if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
     });
   }
 
@@ -277,7 +314,17 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     for (const name of NAMES) for (let r = 0; r < replicaCount(name); r++) await launch(name, r);
     await waitFor(gatewayReady, readyTimeoutMs, "the mesh to become ready", failure);
     // The gateway is ready when it is; a service is ready when it answers its health check.
-    await waitFor(async () => (await Promise.all(instances().map(([n, r]) => serving(replicaPorts[n][Number(r)]!, n, processEnv(n, Number(r)))))).every(Boolean), readyTimeoutMs, "every service to serve", failure);
+    await waitFor(
+      async () =>
+        (
+          await Promise.all(
+            instances().map(([n, r]) => serving(replicaPorts[n][Number(r)]!, n, processEnv(n, Number(r)))),
+          )
+        ).every(Boolean),
+      readyTimeoutMs,
+      "every service to serve",
+      failure,
+    );
   } catch (err) {
     for (const [n, r] of instances()) await stopService(n, "SIGKILL", Number(r));
     for (const socket of sockets.values()) socket.close();
@@ -300,15 +347,32 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
       await launch(name, replica);
       // Only this process's own early exit fails the wait: another one dying meanwhile (a test that
       // kills processes on purpose) is that one's restart's business.
-      await waitFor(() => serving(replicaPorts[name][replica]!, name, processEnv(name, replica)), readyTimeoutMs, `${k} to become ready again`, () => exits.get(k));
+      await waitFor(
+        () => serving(replicaPorts[name][replica]!, name, processEnv(name, replica)),
+        readyTimeoutMs,
+        `${k} to become ready again`,
+        () => exits.get(k),
+      );
       await waitFor(gatewayReady, readyTimeoutMs, `the gateway to be ready after ${k} restarted`, () => exits.get(k));
     },
     async stop() {
       // The edge first, so no new work arrives; then the services.
-      await Promise.all(instances().filter(([n]) => n === "gateway").map(([n, r]) => stopService(n, "SIGTERM", Number(r))));
-      await Promise.all(instances().filter(([n]) => n !== "gateway" && n !== "identity").map(([n, r]) => stopService(n, "SIGTERM", Number(r))));
+      await Promise.all(
+        instances()
+          .filter(([n]) => n === "gateway")
+          .map(([n, r]) => stopService(n, "SIGTERM", Number(r))),
+      );
+      await Promise.all(
+        instances()
+          .filter(([n]) => n !== "gateway" && n !== "identity")
+          .map(([n, r]) => stopService(n, "SIGTERM", Number(r))),
+      );
       // Identity last: the others follow its revocations until they stop.
-      await Promise.all(instances().filter(([n]) => n === "identity").map(([n, r]) => stopService(n, "SIGTERM", Number(r))));
+      await Promise.all(
+        instances()
+          .filter(([n]) => n === "identity")
+          .map(([n, r]) => stopService(n, "SIGTERM", Number(r))),
+      );
     },
   };
 }

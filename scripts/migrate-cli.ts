@@ -46,7 +46,11 @@ export function migrateSettings(service: string) {
   };
 }
 
-export async function runMigrate(argv: string[], env: NodeJS.ProcessEnv, io: { stdout: Writable; stderr: Writable }): Promise<number> {
+export async function runMigrate(
+  argv: string[],
+  env: NodeJS.ProcessEnv,
+  io: { stdout: Writable; stderr: Writable },
+): Promise<number> {
   if (argv.includes("--help") || argv.includes("-h")) {
     io.stdout.write(USAGE);
     return EXIT_OK;
@@ -54,7 +58,9 @@ export async function runMigrate(argv: string[], env: NodeJS.ProcessEnv, io: { s
   const [service, ...rest] = argv;
   const migrations = service === undefined ? undefined : SERVICE_MIGRATIONS[service];
   if (!migrations || rest.length > 0) {
-    io.stderr.write(`migrate: ${service === undefined ? "a service is required" : migrations ? "one service at a time" : `unknown service "${service}"`}\n${USAGE.split("\n")[0]}\n`);
+    io.stderr.write(
+      `migrate: ${service === undefined ? "a service is required" : migrations ? "one service at a time" : `unknown service "${service}"`}\n${USAGE.split("\n")[0]}\n`,
+    );
     return EXIT_USAGE;
   }
   let config;
@@ -66,7 +72,11 @@ export async function runMigrate(argv: string[], env: NodeJS.ProcessEnv, io: { s
     return EXIT_USAGE;
   }
   try {
-    const { applied, versions } = await migrateSchema({ databaseUrl: config.databaseUrl, schema: config.schema, migrations });
+    const { applied, versions } = await migrateSchema({
+      databaseUrl: config.databaseUrl,
+      schema: config.schema,
+      migrations,
+    });
     const version = versions.length > 0 ? Math.max(...versions) : 0;
     io.stdout.write(
       applied.length > 0

@@ -24,7 +24,8 @@ const V2_VERSIONS = `- **Versions**: this is v2. \`GET /versions\` lists the pub
 function rebase(value: unknown): unknown {
   if (typeof value === "string") return value.replace(/\/v1(?=[/`'"\s)]|$)/g, "/v2");
   if (Array.isArray(value)) return value.map(rebase);
-  if (value && typeof value === "object") return Object.fromEntries(Object.entries(value).map(([k, v]) => [rebase(k) as string, rebase(v)]));
+  if (value && typeof value === "object")
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [rebase(k) as string, rebase(v)]));
   return value;
 }
 
@@ -41,13 +42,21 @@ export function v2Document(v1Text: string): string {
     required: ["given", "family"],
     properties: {
       given: { type: "string", minLength: 1, maxLength: 100 },
-      family: { type: "string", maxLength: 99, description: "Empty when there is none, or when the user was created through v1 with a whole name." },
+      family: {
+        type: "string",
+        maxLength: 99,
+        description: "Empty when there is none, or when the user was created through v1 with a whole name.",
+      },
     },
   };
   for (const name of ["User", "UserCreate"]) {
     const schema = schemas[name] as Json;
     // In full_name's place, so the representation reads as before.
-    schema.properties = Object.fromEntries(Object.entries(schema.properties as Json).map(([k, v]) => (k === "full_name" ? ["name", { $ref: "#/components/schemas/PersonName" }] : [k, v])));
+    schema.properties = Object.fromEntries(
+      Object.entries(schema.properties as Json).map(([k, v]) =>
+        k === "full_name" ? ["name", { $ref: "#/components/schemas/PersonName" }] : [k, v],
+      ),
+    );
     schema.required = (schema.required as string[]).map((r) => (r === "full_name" ? "name" : r));
   }
   return `# Generated from v1.yaml by scripts/openapi-v2.ts (npm run openapi:v2): do not edit while v1 is served.\n${stringify(doc, { lineWidth: 0 })}`;

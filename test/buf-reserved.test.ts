@@ -17,11 +17,22 @@ const PROTO = "switchyard/orders/v1/orders.proto";
 const BUF = join(dirname(require.resolve("@bufbuild/buf/package.json")), "bin", "buf");
 const CASES = ["before", "reuses-number", "reuses-name", "uses-reserved", "new-number"];
 
-interface BufError { path: string; type: string; message: string }
+interface BufError {
+  path: string;
+  type: string;
+  message: string;
+}
 
 function breaking(after: string): { status: number | null; errors: BufError[] } {
-  const run = spawnSync(BUF, ["breaking", after, "--against", "before", "--error-format", "json"], { cwd: FIXTURES, encoding: "utf8", timeout: 30_000 });
-  const errors = run.stdout.split("\n").filter(Boolean).map((line) => JSON.parse(line) as BufError);
+  const run = spawnSync(BUF, ["breaking", after, "--against", "before", "--error-format", "json"], {
+    cwd: FIXTURES,
+    encoding: "utf8",
+    timeout: 30_000,
+  });
+  const errors = run.stdout
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as BufError);
   return { status: run.status, errors };
 }
 
@@ -34,7 +45,10 @@ describe("reserved field numbers and names (buf breaking on NewItem)", () => {
     expect(newItemBlock(readFileSync(join(FIXTURES, "before", PROTO), "utf8"))).to.equal(newItemBlock(real));
     const rootBreaking = (parse(readFileSync(join(ROOT, "buf.yaml"), "utf8")) as { breaking: unknown }).breaking;
     for (const c of CASES) {
-      expect((parse(readFileSync(join(FIXTURES, c, "buf.yaml"), "utf8")) as { breaking: unknown }).breaking, c).to.deep.equal(rootBreaking);
+      expect(
+        (parse(readFileSync(join(FIXTURES, c, "buf.yaml"), "utf8")) as { breaking: unknown }).breaking,
+        c,
+      ).to.deep.equal(rootBreaking);
     }
   });
 

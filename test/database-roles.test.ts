@@ -35,12 +35,22 @@ describe("database roles (deploy/postgres/roles.sql, PostgreSQL server)", functi
       console.log("  (database roles skipped: DATABASE_URL is not set)");
       return this.skip();
     }
-    const psql = await run("psql", ["--version"]).then(() => true, () => false);
+    const psql = await run("psql", ["--version"]).then(
+      () => true,
+      () => false,
+    );
     if (!psql) {
       console.log("  (database roles skipped: psql, which the script is written for, is not installed)");
       return this.skip();
     }
-    const vars = SERVICES.flatMap((s) => ["-v", `${s}_role=${name(s)}`, "-v", `${s}_schema=${name(s)}`, "-v", `${s}_password=role-test-password`]);
+    const vars = SERVICES.flatMap((s) => [
+      "-v",
+      `${s}_role=${name(s)}`,
+      "-v",
+      `${s}_schema=${name(s)}`,
+      "-v",
+      `${s}_password=role-test-password`,
+    ]);
     // Run twice: an operator runs it again when a password changes.
     for (let i = 0; i < 2; i++) await run("psql", [url, "-v", "ON_ERROR_STOP=1", "-q", ...vars, "-f", SCRIPT]);
   });
@@ -50,12 +60,19 @@ describe("database roles (deploy/postgres/roles.sql, PostgreSQL server)", functi
     if (!url) return;
     const admin = new pg.Client(url);
     await admin.connect();
-    for (const s of SERVICES) await admin.query(`DROP SCHEMA IF EXISTS ${name(s)} CASCADE; DROP OWNED BY ${name(s)}; DROP ROLE IF EXISTS ${name(s)}`).catch(() => {});
+    for (const s of SERVICES)
+      await admin
+        .query(`DROP SCHEMA IF EXISTS ${name(s)} CASCADE; DROP OWNED BY ${name(s)}; DROP ROLE IF EXISTS ${name(s)}`)
+        .catch(() => {});
     await admin.end();
   });
 
   const open = async (service: "identity" | "content") => {
-    const db = await openSqlDatabase({ databaseUrl: as(service), schema: name(service), migrations: service === "identity" ? identityMigrations : contentMigrations });
+    const db = await openSqlDatabase({
+      databaseUrl: as(service),
+      schema: name(service),
+      migrations: service === "identity" ? identityMigrations : contentMigrations,
+    });
     opened.push(db);
     return db;
   };
@@ -72,10 +89,19 @@ describe("database roles (deploy/postgres/roles.sql, PostgreSQL server)", functi
     const client = new pg.Client(as("content"));
     await client.connect();
     try {
-      const refused = async (sql: string) => client.query(sql).then(() => "allowed", (e: { code?: string }) => e.code);
+      const refused = async (sql: string) =>
+        client.query(sql).then(
+          () => "allowed",
+          (e: { code?: string }) => e.code,
+        );
       expect(await refused(`SELECT * FROM ${name("identity")}.users`), "reading identity's users").to.equal("42501");
-      expect(await refused(`SELECT * FROM ${name("identity")}.signing_keys`), "reading identity's keys").to.equal("42501");
-      expect(await refused(`CREATE TABLE ${name("identity")}.planted (x int)`), "writing into identity's schema").to.equal("42501");
+      expect(await refused(`SELECT * FROM ${name("identity")}.signing_keys`), "reading identity's keys").to.equal(
+        "42501",
+      );
+      expect(
+        await refused(`CREATE TABLE ${name("identity")}.planted (x int)`),
+        "writing into identity's schema",
+      ).to.equal("42501");
       expect(await refused(`CREATE TABLE public.${prefix}_planted (x int)`), "the public schema").to.equal("42501");
       expect(await refused(`SELECT count(*) FROM ${name("content")}.documents`), "its own schema").to.equal("allowed");
     } finally {
@@ -87,12 +113,24 @@ describe("database roles (deploy/postgres/roles.sql, PostgreSQL server)", functi
     const admin = new pg.Client(url);
     await admin.connect();
     try {
-      const { rows } = await admin.query<{ rolname: string; rolsuper: boolean; rolcreaterole: boolean; rolcreatedb: boolean; rolcanlogin: boolean }>(
+      const { rows } = await admin.query<{
+        rolname: string;
+        rolsuper: boolean;
+        rolcreaterole: boolean;
+        rolcreatedb: boolean;
+        rolcanlogin: boolean;
+      }>(
         "SELECT rolname, rolsuper, rolcreaterole, rolcreatedb, rolcanlogin FROM pg_roles WHERE rolname LIKE $1 ORDER BY rolname",
         [`${prefix}_%`],
       );
       expect(rows.map((r) => r.rolname)).to.deep.equal(SERVICES.map(name).sort());
-      for (const r of rows) expect([r.rolsuper, r.rolcreaterole, r.rolcreatedb, r.rolcanlogin], r.rolname).to.deep.equal([false, false, false, true]);
+      for (const r of rows)
+        expect([r.rolsuper, r.rolcreaterole, r.rolcreatedb, r.rolcanlogin], r.rolname).to.deep.equal([
+          false,
+          false,
+          false,
+          true,
+        ]);
     } finally {
       await admin.end();
     }

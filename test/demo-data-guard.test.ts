@@ -42,18 +42,36 @@ describe("demo data refuses a PostgreSQL server unless forced", function () {
     it(`${service}: ${flag} with DATABASE_URL is a config error naming the way out; embedded storage or DEMO_DATA_FORCE=true is not`, () => {
       const problems = problemsOf(() => load({ [flag]: "true", DATABASE_URL: SERVER }));
       expect(problems).to.have.length(1);
-      expect(problems[0]).to.include(`${flag}=true refuses to seed a PostgreSQL server`).and.include("DEMO_DATA_FORCE=true");
-      expect(problemsOf(() => load({ [flag]: "true", DATABASE_URL: SERVER, DEMO_DATA_FORCE: "false" })), "false is no force").to.have.length(1);
-      expect(problemsOf(() => load({ [flag]: "true", DATABASE_URL: SERVER, DEMO_DATA_FORCE: "true" }))).to.deep.equal([]);
-      expect(problemsOf(() => load({ [flag]: "true", DATABASE_URL: "" })), "embedded storage").to.deep.equal([]);
-      expect(problemsOf(() => load({ [flag]: "false", DATABASE_URL: SERVER })), "no demo data").to.deep.equal([]);
-      expect(problemsOf(() => load({ [flag]: "true", DATABASE_URL: SERVER, DEMO_DATA_FORCE: "maybe" }))).to.deep.equal(['DEMO_DATA_FORCE: expected true or false, got "maybe"']);
+      expect(problems[0])
+        .to.include(`${flag}=true refuses to seed a PostgreSQL server`)
+        .and.include("DEMO_DATA_FORCE=true");
+      expect(
+        problemsOf(() => load({ [flag]: "true", DATABASE_URL: SERVER, DEMO_DATA_FORCE: "false" })),
+        "false is no force",
+      ).to.have.length(1);
+      expect(problemsOf(() => load({ [flag]: "true", DATABASE_URL: SERVER, DEMO_DATA_FORCE: "true" }))).to.deep.equal(
+        [],
+      );
+      expect(
+        problemsOf(() => load({ [flag]: "true", DATABASE_URL: "" })),
+        "embedded storage",
+      ).to.deep.equal([]);
+      expect(
+        problemsOf(() => load({ [flag]: "false", DATABASE_URL: SERVER })),
+        "no demo data",
+      ).to.deep.equal([]);
+      expect(problemsOf(() => load({ [flag]: "true", DATABASE_URL: SERVER, DEMO_DATA_FORCE: "maybe" }))).to.deep.equal([
+        'DEMO_DATA_FORCE: expected true or false, got "maybe"',
+      ]);
     });
   }
 
   it("identity lists it beside its other problems (every problem at once)", () => {
     const problems = problemsOf(() => identityConfigFrom({ IDENTITY_DEMO_DATA: "true", DATABASE_URL: SERVER }));
-    expect(problems.map((p) => p.split(/[ =:]/)[0])).to.deep.equal(["IDENTITY_DEMO_DATA", "SIGNING_KEY_ENCRYPTION_KEY"]);
+    expect(problems.map((p) => p.split(/[ =:]/)[0])).to.deep.equal([
+      "IDENTITY_DEMO_DATA",
+      "SIGNING_KEY_ENCRYPTION_KEY",
+    ]);
   });
 
   describe("the processes stop at start, before they connect to the server", () => {
@@ -76,38 +94,67 @@ describe("demo data refuses a PostgreSQL server unless forced", function () {
       ["content", "services/content/src/main.ts", "CONTENT_DEMO_DATA"],
     ] as const) {
       it(`${service} exits 1 with the config error`, async () => {
-        const env = { PATH: process.env.PATH, ...KEY, [flag]: "true", DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/postgres`, IDENTITY_PORT: "0", CONTENT_PORT: "0" };
-        const child = spawn(process.execPath, ["--import", "tsx", entry], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+        const env = {
+          PATH: process.env.PATH,
+          ...KEY,
+          [flag]: "true",
+          DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/postgres`,
+          IDENTITY_PORT: "0",
+          CONTENT_PORT: "0",
+        };
+        const child = spawn(process.execPath, ["--import", "tsx", entry], {
+          cwd: ROOT,
+          env,
+          stdio: ["ignore", "pipe", "pipe"],
+        });
         let stderr = "";
         child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
         const status = await new Promise<number | null>((resolve) => child.once("exit", resolve));
         expect(status).to.equal(1);
-        expect(stderr).to.include(`${service}: failed to start: invalid configuration`).and.include(`${flag}=true refuses to seed a PostgreSQL server`);
+        expect(stderr)
+          .to.include(`${service}: failed to start: invalid configuration`)
+          .and.include(`${flag}=true refuses to seed a PostgreSQL server`);
         expect(connections, "no connection to the database server").to.equal(0);
       });
     }
   });
 
   const url = process.env.DATABASE_URL;
-  (url ? it : it.skip)("seeds the demo accounts into a PostgreSQL server with DEMO_DATA_FORCE=true (DATABASE_URL)", async () => {
-    const schema = `identity_demo_${randomBytes(4).toString("hex")}`;
-    const dataDir = mkdtempSync(join(tmpdir(), "switchyard-demo-guard-"));
-    const runtime = await startIdentityService(
-      identityConfigFrom({ ...KEY, DATABASE_URL: url, IDENTITY_DB_SCHEMA: schema, IDENTITY_PORT: "0", IDENTITY_DEMO_DATA: "true", DEMO_DATA_FORCE: "true", DATA_DIR: dataDir, SHED_EVENT_LOOP_DELAY_MS: "0" }),
-      createLogger("identity", "silent"),
-    );
-    const channel = openChannel(`127.0.0.1:${runtime.server.port}`);
-    try {
-      const session = await createServiceClient(IdentityService, channel).createSession({ tenantId: "acme", email: "alice@acme.test", password: DEMO_PASSWORD });
-      expect(session.user!.email).to.equal("alice@acme.test");
-    } finally {
-      channel.close();
-      await runtime.stop();
-      rmSync(dataDir, { recursive: true, force: true });
-      const client = new pg.Client(url);
-      await client.connect();
-      await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      await client.end();
-    }
-  });
+  (url ? it : it.skip)(
+    "seeds the demo accounts into a PostgreSQL server with DEMO_DATA_FORCE=true (DATABASE_URL)",
+    async () => {
+      const schema = `identity_demo_${randomBytes(4).toString("hex")}`;
+      const dataDir = mkdtempSync(join(tmpdir(), "switchyard-demo-guard-"));
+      const runtime = await startIdentityService(
+        identityConfigFrom({
+          ...KEY,
+          DATABASE_URL: url,
+          IDENTITY_DB_SCHEMA: schema,
+          IDENTITY_PORT: "0",
+          IDENTITY_DEMO_DATA: "true",
+          DEMO_DATA_FORCE: "true",
+          DATA_DIR: dataDir,
+          SHED_EVENT_LOOP_DELAY_MS: "0",
+        }),
+        createLogger("identity", "silent"),
+      );
+      const channel = openChannel(`127.0.0.1:${runtime.server.port}`);
+      try {
+        const session = await createServiceClient(IdentityService, channel).createSession({
+          tenantId: "acme",
+          email: "alice@acme.test",
+          password: DEMO_PASSWORD,
+        });
+        expect(session.user!.email).to.equal("alice@acme.test");
+      } finally {
+        channel.close();
+        await runtime.stop();
+        rmSync(dataDir, { recursive: true, force: true });
+        const client = new pg.Client(url);
+        await client.connect();
+        await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+        await client.end();
+      }
+    },
+  );
 });

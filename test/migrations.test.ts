@@ -17,7 +17,12 @@ import { Writable } from "node:stream";
 import pg from "pg";
 import { openSqlDatabase, SchemaBehindError, type Migration, type SqlDatabase } from "@switchyard/platform/store";
 import { EXIT_OK, EXIT_USAGE, runMigrate, SERVICE_MIGRATIONS } from "../scripts/migrate-cli.js";
-import { forEachDatabase, PREVIOUS_RELEASE, previousReleaseOf, uniqueSchema } from "../services/platform/test/support/databases.js";
+import {
+  forEachDatabase,
+  PREVIOUS_RELEASE,
+  previousReleaseOf,
+  uniqueSchema,
+} from "../services/platform/test/support/databases.js";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -56,7 +61,8 @@ export function oneStepBreaks(sql: string): string[] {
         if ((a = /^DROP (?:COLUMN )?(?:IF EXISTS )?(\w+)/i.exec(action))) breaks.push(`drops column ${table}.${a[1]}`);
         else if ((a = /^RENAME TO (\w+)/i.exec(action))) breaks.push(`renames table ${table}`);
         else if ((a = /^RENAME (?:COLUMN )?(\w+) TO /i.exec(action))) breaks.push(`renames column ${table}.${a[1]}`);
-        else if ((a = /^ALTER (?:COLUMN )?(\w+) (?:SET DATA )?TYPE\b/i.exec(action))) breaks.push(`changes the type of ${table}.${a[1]}`);
+        else if ((a = /^ALTER (?:COLUMN )?(\w+) (?:SET DATA )?TYPE\b/i.exec(action)))
+          breaks.push(`changes the type of ${table}.${a[1]}`);
       }
     }
   }
@@ -69,7 +75,10 @@ export function oneStepBreaks(sql: string): string[] {
  * NULL, its default dropped). Checked on migrations after the previous release's (earlier ones shipped).
  */
 export function writerBreaks(sql: string): string[] {
-  const text = sql.replace(/\$([A-Za-z_]*)\$[\s\S]*?\$\1\$/g, "''").replace(/--[^\n]*/g, " ").replace(/\/\*[\s\S]*?\*\//g, " ");
+  const text = sql
+    .replace(/\$([A-Za-z_]*)\$[\s\S]*?\$\1\$/g, "''")
+    .replace(/--[^\n]*/g, " ")
+    .replace(/\/\*[\s\S]*?\*\//g, " ");
   const breaks: string[] = [];
   for (const raw of text.split(";")) {
     const statement = raw.replace(/\s+/g, " ").trim();
@@ -77,9 +86,16 @@ export function writerBreaks(sql: string): string[] {
     if (!alter) continue;
     for (const action of alter[2]!.split(/,(?![^(]*\))/).map((a) => a.trim())) {
       let a: RegExpExecArray | null;
-      if ((a = /^ADD (?:COLUMN )?(?:IF NOT EXISTS )?(\w+) (.*)$/i.exec(action)) && /\bNOT NULL\b/i.test(a[2]!) && !/\bDEFAULT\b/i.test(a[2]!)) breaks.push(`adds required column ${alter[1]}.${a[1]} without a default`);
-      else if ((a = /^ALTER (?:COLUMN )?(\w+) SET NOT NULL\b/i.exec(action))) breaks.push(`makes ${alter[1]}.${a[1]} required`);
-      else if ((a = /^ALTER (?:COLUMN )?(\w+) DROP DEFAULT\b/i.exec(action))) breaks.push(`drops the default of ${alter[1]}.${a[1]}`);
+      if (
+        (a = /^ADD (?:COLUMN )?(?:IF NOT EXISTS )?(\w+) (.*)$/i.exec(action)) &&
+        /\bNOT NULL\b/i.test(a[2]!) &&
+        !/\bDEFAULT\b/i.test(a[2]!)
+      )
+        breaks.push(`adds required column ${alter[1]}.${a[1]} without a default`);
+      else if ((a = /^ALTER (?:COLUMN )?(\w+) SET NOT NULL\b/i.exec(action)))
+        breaks.push(`makes ${alter[1]}.${a[1]} required`);
+      else if ((a = /^ALTER (?:COLUMN )?(\w+) DROP DEFAULT\b/i.exec(action)))
+        breaks.push(`drops the default of ${alter[1]}.${a[1]}`);
     }
   }
   return breaks;
@@ -88,8 +104,14 @@ export function writerBreaks(sql: string): string[] {
 /** The service's code, migrations aside: where a dropped name would still be used. */
 function codeOf(service: string): string {
   const dir = join(ROOT, "services", service, "src");
-  const files = (d: string): string[] => readdirSync(d, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(join(d, e.name)) : [join(d, e.name)]));
-  return files(dir).filter((f) => f.endsWith(".ts") && !f.endsWith("migrations.ts")).map((f) => readFileSync(f, "utf8")).join("\n");
+  const files = (d: string): string[] =>
+    readdirSync(d, { withFileTypes: true }).flatMap((e) =>
+      e.isDirectory() ? files(join(d, e.name)) : [join(d, e.name)],
+    );
+  return files(dir)
+    .filter((f) => f.endsWith(".ts") && !f.endsWith("migrations.ts"))
+    .map((f) => readFileSync(f, "utf8"))
+    .join("\n");
 }
 
 describe("migrations", function () {
@@ -131,13 +153,20 @@ describe("migrations", function () {
         ["ALTER TABLE t ALTER c DROP DEFAULT", "drops the default of t.c"],
       ];
       for (const [sql, what] of refused) expect(writerBreaks(sql), sql).to.include(what);
-      for (const sql of ["ALTER TABLE t ADD COLUMN c text NOT NULL DEFAULT ''", "ALTER TABLE t ADD COLUMN c text", "ALTER TABLE t ALTER COLUMN c DROP NOT NULL", "ALTER TABLE t ADD PRIMARY KEY (a, b)"]) expect(writerBreaks(sql), sql).to.deep.equal([]);
+      for (const sql of [
+        "ALTER TABLE t ADD COLUMN c text NOT NULL DEFAULT ''",
+        "ALTER TABLE t ADD COLUMN c text",
+        "ALTER TABLE t ALTER COLUMN c DROP NOT NULL",
+        "ALTER TABLE t ADD PRIMARY KEY (a, b)",
+      ])
+        expect(writerBreaks(sql), sql).to.deep.equal([]);
     });
 
     for (const [service, migrations] of Object.entries(SERVICE_MIGRATIONS)) {
       it(`${service}: no migration after the previous release's makes a column required that its writers do not fill`, () => {
         const shipped = PREVIOUS_RELEASE.services[service]!.length;
-        for (const m of migrations.slice(shipped)) expect(writerBreaks(m.sql), `${service} migration ${m.version} (${m.name})`).to.deep.equal([]);
+        for (const m of migrations.slice(shipped))
+          expect(writerBreaks(m.sql), `${service} migration ${m.version} (${m.name})`).to.deep.equal([]);
       });
     }
 
@@ -147,13 +176,21 @@ describe("migrations", function () {
         for (const m of migrations) {
           const breaks = oneStepBreaks(m.sql);
           if (!m.contract) {
-            expect(breaks, `${service} migration ${m.version} (${m.name}) drops or renames in one step: add instead, and drop a release later (a contract step)`).to.deep.equal([]);
+            expect(
+              breaks,
+              `${service} migration ${m.version} (${m.name}) drops or renames in one step: add instead, and drop a release later (a contract step)`,
+            ).to.deep.equal([]);
             continue;
           }
-          expect(m.contract, "a contract step says which release stopped using what it drops").to.be.a("string").and.not.equal("");
+          expect(m.contract, "a contract step says which release stopped using what it drops")
+            .to.be.a("string")
+            .and.not.equal("");
           for (const b of breaks) {
             const name = b.split(" ").pop()!.split(".").pop()!;
-            expect(new RegExp(`\\b${name}\\b`).test(code), `${service} migration ${m.version}: ${b}, which the code still names`).to.equal(false);
+            expect(
+              new RegExp(`\\b${name}\\b`).test(code),
+              `${service} migration ${m.version}: ${b}, which the code still names`,
+            ).to.equal(false);
           }
         }
       });
@@ -168,7 +205,12 @@ describe("migrations", function () {
       it(`${service}: its first migrations are the previous release's, as they shipped`, () => {
         const previous = PREVIOUS_RELEASE.services[service]!;
         expect(migrations.length).to.be.at.least(previous.length);
-        previous.forEach((m, i) => expect({ version: migrations[i]!.version, name: migrations[i]!.name, sql: migrations[i]!.sql }, `${service} migration ${m.version} shipped: never edit it, add the next`).to.deep.equal({ version: m.version, name: m.name, sql: m.sql }));
+        previous.forEach((m, i) =>
+          expect(
+            { version: migrations[i]!.version, name: migrations[i]!.name, sql: migrations[i]!.sql },
+            `${service} migration ${m.version} shipped: never edit it, add the next`,
+          ).to.deep.equal({ version: m.version, name: m.name, sql: m.sql }),
+        );
         expect(previousReleaseOf(migrations), "the store tests' upgraded target finds it").to.equal(previous);
       });
     }
@@ -178,10 +220,30 @@ describe("migrations", function () {
   async function catalogOf(db: SqlDatabase, schema: string): Promise<string[]> {
     const strip = (s: string) => s.split(`${schema}.`).join("<schema>.");
     const rows = [
-      ...(await db.query<{ d: string }>(`SELECT 'column ' || table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '') AS d FROM information_schema.columns WHERE table_schema = $1`, [schema])).rows,
-      ...(await db.query<{ d: string }>(`SELECT 'index ' || indexname || ' ' || indexdef AS d FROM pg_indexes WHERE schemaname = $1`, [schema])).rows,
-      ...(await db.query<{ d: string }>(`SELECT 'constraint ' || c.conrelid::regclass::text || ' ' || c.conname || ' ' || pg_get_constraintdef(c.oid) AS d FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = $1`, [schema])).rows,
-      ...(await db.query<{ d: string }>(`SELECT 'trigger ' || t.tgname || ' ' || pg_get_triggerdef(t.oid) AS d FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND NOT t.tgisinternal`, [schema])).rows,
+      ...(
+        await db.query<{ d: string }>(
+          `SELECT 'column ' || table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '') AS d FROM information_schema.columns WHERE table_schema = $1`,
+          [schema],
+        )
+      ).rows,
+      ...(
+        await db.query<{ d: string }>(
+          `SELECT 'index ' || indexname || ' ' || indexdef AS d FROM pg_indexes WHERE schemaname = $1`,
+          [schema],
+        )
+      ).rows,
+      ...(
+        await db.query<{ d: string }>(
+          `SELECT 'constraint ' || c.conrelid::regclass::text || ' ' || c.conname || ' ' || pg_get_constraintdef(c.oid) AS d FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = $1`,
+          [schema],
+        )
+      ).rows,
+      ...(
+        await db.query<{ d: string }>(
+          `SELECT 'trigger ' || t.tgname || ' ' || pg_get_triggerdef(t.oid) AS d FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND NOT t.tgisinternal`,
+          [schema],
+        )
+      ).rows,
     ];
     return rows.map((r) => strip(r.d).replace(/\b[a-z_]*t_[0-9a-f]{12}\b/g, "<schema>")).sort();
   }
@@ -208,24 +270,41 @@ describe("migrations", function () {
       await (await place.open(previous)).close();
       const behind = SERVICE_MIGRATIONS.payments!.filter((m) => !previous.some((p) => p.version === m.version));
       expect(behind, "this release adds to payments' schema").to.not.have.lengthOf(0);
-      const refusal = await place.open(SERVICE_MIGRATIONS.payments!, { schemaAtStart: "verify" }).then(() => undefined, (e: unknown) => e);
+      const refusal = await place.open(SERVICE_MIGRATIONS.payments!, { schemaAtStart: "verify" }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       expect(refusal).to.be.instanceOf(SchemaBehindError);
       expect((refusal as SchemaBehindError).missing.map((m) => m.version)).to.deep.equal(behind.map((m) => m.version));
       expect((refusal as Error).message).to.include("node dist/migrate.js");
       // Never migrated at all: refused too.
-      expect(await dbs.place().open(SERVICE_MIGRATIONS.payments!, { schemaAtStart: "verify" }).then(() => undefined, (e: unknown) => e)).to.be.instanceOf(SchemaBehindError);
+      expect(
+        await dbs
+          .place()
+          .open(SERVICE_MIGRATIONS.payments!, { schemaAtStart: "verify" })
+          .then(
+            () => undefined,
+            (e: unknown) => e,
+          ),
+      ).to.be.instanceOf(SchemaBehindError);
     });
 
     it("a process in verify mode serves on its own schema, and on a newer release's (the previous release during a rollout)", async function () {
       if (!dbs.target.persistent) this.skip();
       const current = SERVICE_MIGRATIONS.payments!;
-      const next: Migration = { version: Math.max(...current.map((m) => m.version)) + 1, name: "the next release's column", sql: "ALTER TABLE payments ADD COLUMN next_release_note text NOT NULL DEFAULT ''" };
+      const next: Migration = {
+        version: Math.max(...current.map((m) => m.version)) + 1,
+        name: "the next release's column",
+        sql: "ALTER TABLE payments ADD COLUMN next_release_note text NOT NULL DEFAULT ''",
+      };
       const place = dbs.place();
       await (await place.open([...current, next])).close();
       const db = await place.open(current, { schemaAtStart: "verify" });
       {
         // The older code's writes and reads work on the expanded table.
-        await db.query(`INSERT INTO payments (id, tenant_id, amount, currency, source, owner_user_id, reference) VALUES ('pay_1', 'acme', 100, 'EUR', 'tok', 1, 'r')`);
+        await db.query(
+          `INSERT INTO payments (id, tenant_id, amount, currency, source, owner_user_id, reference) VALUES ('pay_1', 'acme', 100, 'EUR', 'tok', 1, 'r')`,
+        );
         expect((await db.query<{ n: bigint }>("SELECT count(*) AS n FROM payments")).rows[0]!.n).to.equal(1n);
       }
     });
@@ -235,12 +314,22 @@ describe("migrations", function () {
     const io = () => {
       let out = "";
       let err = "";
-      const sink = (append: (s: string) => void) => new Writable({ write: (chunk, _e, done) => (append(String(chunk)), done()) });
-      return { io: { stdout: sink((s) => (out += s)), stderr: sink((s) => (err += s)) }, out: () => out, err: () => err };
+      const sink = (append: (s: string) => void) =>
+        new Writable({ write: (chunk, _e, done) => (append(String(chunk)), done()) });
+      return {
+        io: { stdout: sink((s) => (out += s)), stderr: sink((s) => (err += s)) },
+        out: () => out,
+        err: () => err,
+      };
     };
 
     it("refuses a wrong command line or environment without touching anything (exit 2)", async () => {
-      for (const [argv, env] of [[[], { DATABASE_URL: "postgres://x@127.0.0.1/db" }], [["nope"], { DATABASE_URL: "postgres://x@127.0.0.1/db" }], [["payments", "orders"], { DATABASE_URL: "postgres://x@127.0.0.1/db" }], [["payments"], {}]] as const) {
+      for (const [argv, env] of [
+        [[], { DATABASE_URL: "postgres://x@127.0.0.1/db" }],
+        [["nope"], { DATABASE_URL: "postgres://x@127.0.0.1/db" }],
+        [["payments", "orders"], { DATABASE_URL: "postgres://x@127.0.0.1/db" }],
+        [["payments"], {}],
+      ] as const) {
         const run = io();
         expect(await runMigrate([...argv], { ...env }, run.io), argv.join(" ")).to.equal(EXIT_USAGE);
         expect(run.err()).to.match(/^migrate: /);
@@ -253,14 +342,24 @@ describe("migrations", function () {
       const schema = uniqueSchema();
       try {
         const first = io();
-        expect(await runMigrate(["orders"], { DATABASE_URL: url, ORDERS_DB_SCHEMA: schema }, first.io), first.err()).to.equal(EXIT_OK);
+        expect(
+          await runMigrate(["orders"], { DATABASE_URL: url, ORDERS_DB_SCHEMA: schema }, first.io),
+          first.err(),
+        ).to.equal(EXIT_OK);
         const top = Math.max(...SERVICE_MIGRATIONS.orders!.map((m) => m.version));
         expect(first.out()).to.include(`migrated to version ${top}`);
         const second = io();
-        expect(await runMigrate(["orders"], { DATABASE_URL: url, ORDERS_DB_SCHEMA: schema }, second.io)).to.equal(EXIT_OK);
+        expect(await runMigrate(["orders"], { DATABASE_URL: url, ORDERS_DB_SCHEMA: schema }, second.io)).to.equal(
+          EXIT_OK,
+        );
         expect(second.out()).to.include(`is at version ${top}: nothing to apply`);
         // And a service started with DATABASE_MIGRATIONS=verify accepts it.
-        const db = await openSqlDatabase({ databaseUrl: url, schema, migrations: SERVICE_MIGRATIONS.orders!, schemaAtStart: "verify" });
+        const db = await openSqlDatabase({
+          databaseUrl: url,
+          schema,
+          migrations: SERVICE_MIGRATIONS.orders!,
+          schemaAtStart: "verify",
+        });
         await db.close();
       } finally {
         const client = new pg.Client(url);

@@ -5,7 +5,8 @@ import { parse } from "yaml";
 import { describeBreaks } from "../scripts/ci/check-openapi-breaking.js";
 import { breakingChanges } from "../scripts/ci/openapi-breaking.js";
 
-const doc = () => parse(readFileSync(new URL("../gateway/openapi/v1.yaml", import.meta.url), "utf8")) as Record<string, any>;
+const doc = () =>
+  parse(readFileSync(new URL("../gateway/openapi/v1.yaml", import.meta.url), "utf8")) as Record<string, any>;
 
 describe("OpenAPI breaking-change check", () => {
   it("finds nothing between the document and itself", () => {
@@ -24,33 +25,76 @@ describe("OpenAPI breaking-change check", () => {
   const cases: [string, (d: Record<string, any>) => void, RegExp][] = [
     ["a removed operation", (d) => delete d.paths["/v1/payments/{payment_id}"].get, /operation removed/],
     ["a removed response field", (d) => delete d.components.schemas.Payment.properties.source, /field removed/],
-    ["a renamed response field", (d) => {
-      d.components.schemas.User.properties.name = d.components.schemas.User.properties.full_name;
-      delete d.components.schemas.User.properties.full_name;
-    }, /full_name: field removed/],
+    [
+      "a renamed response field",
+      (d) => {
+        d.components.schemas.User.properties.name = d.components.schemas.User.properties.full_name;
+        delete d.components.schemas.User.properties.full_name;
+      },
+      /full_name: field removed/,
+    ],
     ["a changed type", (d) => (d.components.schemas.Payment.properties.amount.type = "string"), /type changed/],
-    ["a new required request field", (d) => {
-      d.components.schemas.RefundCreate.properties.note = { type: "string" };
-      d.components.schemas.RefundCreate.required.push("note");
-    }, /note: became required/],
-    ["tightened validation", (d) => (d.components.schemas.PaymentCreate.properties.source.maxLength = 10), /maxLength tightened/],
+    [
+      "a new required request field",
+      (d) => {
+        d.components.schemas.RefundCreate.properties.note = { type: "string" };
+        d.components.schemas.RefundCreate.required.push("note");
+      },
+      /note: became required/,
+    ],
+    [
+      "tightened validation",
+      (d) => (d.components.schemas.PaymentCreate.properties.source.maxLength = 10),
+      /maxLength tightened/,
+    ],
     ["a tightened enum", (d) => (d.components.schemas.Role.enum = ["admin"]), /enum tightened/],
-    ["a parameter that became required", (d) => (d.components.parameters.Cursor.required = true), /parameter became required/],
+    [
+      "a parameter that became required",
+      (d) => (d.components.parameters.Cursor.required = true),
+      /parameter became required/,
+    ],
     ["a changed error envelope", (d) => delete d.components.schemas.Error.properties.code, /field removed/],
-    ["a changed default", (d) => (d.components.parameters.Limit.schema.default = 50), /query:limit: default changed \(20 → 50\)/],
-    ["a removed default", (d) => delete d.components.parameters.Limit.schema.default, /query:limit: default removed \(was 20\)/],
-    ["a removed query parameter", (d) => d.paths["/v1/payments"].get.parameters.pop(), /query:cursor: parameter removed/],
-    ["a smaller maxItems", (d) => (d.components.schemas.OrderCreate.properties.items.maxItems = 10), /items: maxItems tightened \(100 → 10\)/],
-    ["a new format on an input", (d) => (d.components.schemas.SessionCreate.properties.email.format = "email"), /email: format tightened/],
-    ["an error envelope under another media type", (d) => {
-      for (const r of Object.values<any>(d.components.responses)) r.content = { "application/problem+json": r.content["application/json"] };
-    }, /→ 404: error envelope changed: media type application\/json removed/],
+    [
+      "a changed default",
+      (d) => (d.components.parameters.Limit.schema.default = 50),
+      /query:limit: default changed \(20 → 50\)/,
+    ],
+    [
+      "a removed default",
+      (d) => delete d.components.parameters.Limit.schema.default,
+      /query:limit: default removed \(was 20\)/,
+    ],
+    [
+      "a removed query parameter",
+      (d) => d.paths["/v1/payments"].get.parameters.pop(),
+      /query:cursor: parameter removed/,
+    ],
+    [
+      "a smaller maxItems",
+      (d) => (d.components.schemas.OrderCreate.properties.items.maxItems = 10),
+      /items: maxItems tightened \(100 → 10\)/,
+    ],
+    [
+      "a new format on an input",
+      (d) => (d.components.schemas.SessionCreate.properties.email.format = "email"),
+      /email: format tightened/,
+    ],
+    [
+      "an error envelope under another media type",
+      (d) => {
+        for (const r of Object.values<any>(d.components.responses))
+          r.content = { "application/problem+json": r.content["application/json"] };
+      },
+      /→ 404: error envelope changed: media type application\/json removed/,
+    ],
   ];
   it("prints a break shared by every operation once, with a count", () => {
     const next = doc();
     delete next.components.schemas.Error.properties.code;
     const lines = describeBreaks(breakingChanges(doc(), next));
-    expect(lines.find((l) => l.includes("→ 404.code: error envelope changed: field removed"))).to.match(/\(and \d+ more operations\)$/);
+    expect(lines.find((l) => l.includes("→ 404.code: error envelope changed: field removed"))).to.match(
+      /\(and \d+ more operations\)$/,
+    );
     expect(lines.length).to.be.lessThan(20);
   });
 

@@ -24,7 +24,10 @@ const BREAKING: Record<string, Break[]> = {
   "changed-default": [{ where: "GET /v1/widgets query:limit", what: "default changed (20 → 50)" }],
   "changed-error-envelope": [
     { where: "GET /v1/widgets/{widget_id} → 400.code", what: "error envelope changed: no longer always present" },
-    { where: "GET /v1/widgets/{widget_id} → 400.error", what: "error envelope changed: type changed from string to object" },
+    {
+      where: "GET /v1/widgets/{widget_id} → 400.error",
+      what: "error envelope changed: type changed from string to object",
+    },
     { where: "GET /v1/widgets/{widget_id} → 400.code", what: "error envelope changed: field removed" },
   ],
   "new-required-field": [{ where: "POST /v1/widgets body.owner", what: "became required" }],
@@ -60,7 +63,11 @@ describe("check-openapi-breaking (the CI script, in a scratch git repository)", 
   afterEach(() => rmSync(repo, { recursive: true, force: true }));
 
   const git = (...args: string[]) => {
-    const r = spawnSync("git", ["-c", "user.name=test", "-c", "user.email=test@example.test", "-c", "commit.gpgsign=false", ...args], { cwd: repo, encoding: "utf8" });
+    const r = spawnSync(
+      "git",
+      ["-c", "user.name=test", "-c", "user.email=test@example.test", "-c", "commit.gpgsign=false", ...args],
+      { cwd: repo, encoding: "utf8" },
+    );
     if (r.status !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr}`);
   };
   const commit = (files: Record<string, string>, message: string) => {
@@ -69,22 +76,34 @@ describe("check-openapi-breaking (the CI script, in a scratch git repository)", 
     git("commit", "-q", "-m", message);
   };
   const runCheck = () => {
-    const r = spawnSync(join(ROOT, "node_modules/.bin/tsx"), [join(ROOT, "scripts/ci/check-openapi-breaking.ts")], { cwd: repo, encoding: "utf8", timeout: 30_000 });
+    const r = spawnSync(join(ROOT, "node_modules/.bin/tsx"), [join(ROOT, "scripts/ci/check-openapi-breaking.ts")], {
+      cwd: repo,
+      encoding: "utf8",
+      timeout: 30_000,
+    });
     return { status: r.status, stdout: r.stdout, stderr: r.stderr };
   };
 
   it("fails on a break within v1, and passes a new v2 with no history, saying so", () => {
     commit({ "v1.yaml": fixture("removed-field", "before") }, "v1");
-    commit({ "v1.yaml": fixture("removed-field", "after"), "v2.yaml": fixture("renamed-field", "after") }, "v1 loses a field; v2 appears");
+    commit(
+      { "v1.yaml": fixture("removed-field", "after"), "v2.yaml": fixture("renamed-field", "after") },
+      "v1 loses a field; v2 appears",
+    );
     const { status, stdout, stderr } = runCheck();
     expect(status, stdout + stderr).to.equal(1);
-    expect(stderr).to.match(/OpenAPI v1: breaking changes against \w+ v1:\n {2}GET \/v1\/widgets\/\{widget_id\} → 200\.colour: field removed/);
+    expect(stderr).to.match(
+      /OpenAPI v1: breaking changes against \w+ v1:\n {2}GET \/v1\/widgets\/\{widget_id\} → 200\.colour: field removed/,
+    );
     expect(stdout).to.include("OpenAPI v2: no earlier version to compare with");
   });
 
   it("compares each version with its own history only: v2 may break what v1 had, v1 may grow", () => {
     commit({ "v1.yaml": fixture("new-optional-field", "before") }, "v1");
-    commit({ "v1.yaml": fixture("new-optional-field", "after"), "v2.yaml": fixture("tightened-validation", "after") }, "v1 grows; v2 (maxLength 40) appears");
+    commit(
+      { "v1.yaml": fixture("new-optional-field", "after"), "v2.yaml": fixture("tightened-validation", "after") },
+      "v1 grows; v2 (maxLength 40) appears",
+    );
     commit({ "v2.yaml": fixture("tightened-validation", "before") }, "v2 loosens");
     const { status, stdout, stderr } = runCheck();
     expect(status, stdout + stderr).to.equal(0);
@@ -93,12 +112,17 @@ describe("check-openapi-breaking (the CI script, in a scratch git repository)", 
   });
 
   it("fails on an uncommitted break, and on a version that disappears", () => {
-    commit({ "v1.yaml": fixture("changed-default", "before"), "v2.yaml": fixture("new-endpoint", "before") }, "v1 and v2");
+    commit(
+      { "v1.yaml": fixture("changed-default", "before"), "v2.yaml": fixture("new-endpoint", "before") },
+      "v1 and v2",
+    );
     writeFileSync(join(repo, "gateway/openapi/v1.yaml"), fixture("changed-default", "after"));
     rmSync(join(repo, "gateway/openapi/v2.yaml"));
     const { status, stderr } = runCheck();
     expect(status).to.equal(1);
     expect(stderr).to.include("GET /v1/widgets query:limit: default changed (20 → 50)");
-    expect(stderr).to.match(/OpenAPI v2: breaking changes against \w+ v1 and v2 \(the document is gone\):\n {2}GET \/v1\/widgets\/\{widget_id\}: operation removed/);
+    expect(stderr).to.match(
+      /OpenAPI v2: breaking changes against \w+ v1 and v2 \(the document is gone\):\n {2}GET \/v1\/widgets\/\{widget_id\}: operation removed/,
+    );
   });
 });

@@ -17,7 +17,11 @@ const bundle = (name: string) => {
   expect(b, `dist/${name}.js was built`).to.not.equal(undefined);
   return b!;
 };
-const packageOf = (specifier: string) => specifier.split("/").slice(0, specifier.startsWith("@") ? 2 : 1).join("/");
+const packageOf = (specifier: string) =>
+  specifier
+    .split("/")
+    .slice(0, specifier.startsWith("@") ? 2 : 1)
+    .join("/");
 
 describe("package boundaries (what each bundle holds)", () => {
   before(() => {
@@ -26,15 +30,32 @@ describe("package boundaries (what each bundle holds)", () => {
 
   it("the gateway loads no database code: no store adapter, no database driver, no service's code", () => {
     const { sources, imports } = bundle("gateway");
-    expect(sources.filter((s) => s.startsWith("services/platform/src/store/")), "store adapters").to.deep.equal([]);
-    expect(imports.map(packageOf).filter((p) => DATABASE_PACKAGES.includes(p)), "database drivers").to.deep.equal([]);
-    expect(sources.filter((s) => /^services\/(identity|payments|orders|content)\//.test(s)), "a service's code").to.deep.equal([]);
-    expect(sources.some((s) => s.startsWith("gateway/src/")), "its own code").to.equal(true);
+    expect(
+      sources.filter((s) => s.startsWith("services/platform/src/store/")),
+      "store adapters",
+    ).to.deep.equal([]);
+    expect(
+      imports.map(packageOf).filter((p) => DATABASE_PACKAGES.includes(p)),
+      "database drivers",
+    ).to.deep.equal([]);
+    expect(
+      sources.filter((s) => /^services\/(identity|payments|orders|content)\//.test(s)),
+      "a service's code",
+    ).to.deep.equal([]);
+    expect(
+      sources.some((s) => s.startsWith("gateway/src/")),
+      "its own code",
+    ).to.equal(true);
   });
 
   it("the operator's command line opens no database either", () => {
     const { sources, imports } = bundle("admin");
-    expect(sources.filter((s) => s.startsWith("services/platform/src/store/") || /^services\/(identity|payments|orders|content)\//.test(s))).to.deep.equal([]);
+    expect(
+      sources.filter(
+        (s) =>
+          s.startsWith("services/platform/src/store/") || /^services\/(identity|payments|orders|content)\//.test(s),
+      ),
+    ).to.deep.equal([]);
     expect(imports.map(packageOf).filter((p) => DATABASE_PACKAGES.includes(p))).to.deep.equal([]);
   });
 
@@ -42,14 +63,19 @@ describe("package boundaries (what each bundle holds)", () => {
     it(`${service} bundles its own code and the platform, no other service's and not the gateway's`, () => {
       const { sources, imports } = bundle(service);
       const others = SERVICES.filter((s) => s !== service);
-      expect(sources.filter((s) => others.some((o) => s.startsWith(`services/${o}/`)) || s.startsWith("gateway/")), "foreign code").to.deep.equal([]);
+      expect(
+        sources.filter((s) => others.some((o) => s.startsWith(`services/${o}/`)) || s.startsWith("gateway/")),
+        "foreign code",
+      ).to.deep.equal([]);
       expect(sources.some((s) => s.startsWith(`services/${service}/src/`))).to.equal(true);
       expect(imports.map(packageOf), "its database drivers").to.include.members(DATABASE_PACKAGES);
     });
   }
 
   it("the platform package is imported by subpath only: it has no entry that loads everything", () => {
-    const pkg = JSON.parse(readFileSync(`${ROOT}services/platform/package.json`, "utf8")) as { exports: Record<string, string> };
+    const pkg = JSON.parse(readFileSync(`${ROOT}services/platform/package.json`, "utf8")) as {
+      exports: Record<string, string>;
+    };
     expect(Object.keys(pkg.exports)).not.to.include(".");
     expect(pkg.exports["./store"]).to.equal("./src/store/index.ts");
   });

@@ -27,7 +27,10 @@ describe("binary schema evolution (orders.proto before and after 7c5c110)", () =
     try {
       const out = join(work, "before.binpb");
       const buf = join(dirname(require.resolve("@bufbuild/buf/package.json")), "bin", "buf");
-      const run = spawnSync(buf, ["build", BEFORE, "--exclude-source-info", "-o", out], { encoding: "utf8", timeout: 30_000 });
+      const run = spawnSync(buf, ["build", BEFORE, "--exclude-source-info", "-o", out], {
+        encoding: "utf8",
+        timeout: 30_000,
+      });
       if (run.status !== 0) throw new Error(`buf build of the older orders.proto failed:\n${run.stderr}`);
       const registry = createFileRegistry(fromBinary(FileDescriptorSetSchema, readFileSync(out)));
       OldOrder = registry.getMessage("switchyard.orders.v1.Order")!;
@@ -42,21 +45,49 @@ describe("binary schema evolution (orders.proto before and after 7c5c110)", () =
     if (git.status !== 0) this.skip(); // a shallow clone has no such commit; the copy still stands
     expect(readFileSync(join(BEFORE, PROTO), "utf8")).to.equal(git.stdout);
     // And the two schemas differ where this test says they do.
-    expect(OldNewItem.fields.map((f) => [f.number, f.name])).to.deep.equal([[1, "sku"], [2, "quantity"], [3, "unit_price"]]);
-    expect(NewItemSchema.fields.map((f) => [f.number, f.name])).to.deep.equal([[1, "sku"], [2, "quantity"], [4, "expected_unit_price"]]);
+    expect(OldNewItem.fields.map((f) => [f.number, f.name])).to.deep.equal([
+      [1, "sku"],
+      [2, "quantity"],
+      [3, "unit_price"],
+    ]);
+    expect(NewItemSchema.fields.map((f) => [f.number, f.name])).to.deep.equal([
+      [1, "sku"],
+      [2, "quantity"],
+      [4, "expected_unit_price"],
+    ]);
     expect(OldOrder.fields.map((f) => f.number)).to.not.include(16);
   });
 
   describe("newer writer, older reader: unknown numbers are skipped", () => {
     it("an Order with step_in_progress (16) reads with every known field intact, 16 kept as an unknown field", () => {
-      const bytes = toBinary(OrderSchema, create(OrderSchema, {
-        id: 7n, userId: 3n, status: OrderStatus.PENDING, currency: "EUR", total: 2500n, note: "gift",
-        items: [{ id: 1n, sku: "SKU-1", quantity: 2n, unitPrice: 1250n }],
-        stepInProgress: OrderStep.PAYMENT,
-      }));
+      const bytes = toBinary(
+        OrderSchema,
+        create(OrderSchema, {
+          id: 7n,
+          userId: 3n,
+          status: OrderStatus.PENDING,
+          currency: "EUR",
+          total: 2500n,
+          note: "gift",
+          items: [{ id: 1n, sku: "SKU-1", quantity: 2n, unitPrice: 1250n }],
+          stepInProgress: OrderStep.PAYMENT,
+        }),
+      );
       const old = fromBinary(OldOrder, bytes) as Record<string, unknown>;
-      expect(old).to.include({ id: 7n, userId: 3n, status: OrderStatus.PENDING, currency: "EUR", total: 2500n, note: "gift" });
-      expect((old.items as Record<string, unknown>[])[0]).to.include({ id: 1n, sku: "SKU-1", quantity: 2n, unitPrice: 1250n });
+      expect(old).to.include({
+        id: 7n,
+        userId: 3n,
+        status: OrderStatus.PENDING,
+        currency: "EUR",
+        total: 2500n,
+        note: "gift",
+      });
+      expect((old.items as Record<string, unknown>[])[0]).to.include({
+        id: 1n,
+        sku: "SKU-1",
+        quantity: 2n,
+        unitPrice: 1250n,
+      });
       expect(old).to.not.have.property("stepInProgress");
       // protobuf-es keeps what it skipped: field 16, varint, value 1 (ORDER_STEP_PAYMENT).
       expect(old.$unknown).to.deep.equal([{ no: 16, wireType: WireType.Varint, data: new Uint8Array([1]) }]);
@@ -69,7 +100,10 @@ describe("binary schema evolution (orders.proto before and after 7c5c110)", () =
     });
 
     it("a NewItem's expected_unit_price (4) never lands in the old unit_price (3): it is unknown to the old reader", () => {
-      const bytes = toBinary(NewItemSchema, create(NewItemSchema, { sku: "SKU-1", quantity: 2n, expectedUnitPrice: 1250n }));
+      const bytes = toBinary(
+        NewItemSchema,
+        create(NewItemSchema, { sku: "SKU-1", quantity: 2n, expectedUnitPrice: 1250n }),
+      );
       const old = fromBinary(OldNewItem, bytes) as Record<string, unknown>;
       expect(old).to.include({ sku: "SKU-1", quantity: 2n, unitPrice: 0n });
       expect(old.$unknown).to.have.length(1);
@@ -79,7 +113,10 @@ describe("binary schema evolution (orders.proto before and after 7c5c110)", () =
 
   describe("older writer, newer reader: missing fields read as defaults", () => {
     it("an Order without step_in_progress reads as ORDER_STEP_UNSPECIFIED (0), not set", () => {
-      const bytes = toBinary(OldOrder, create(OldOrder, { id: 7n, status: OrderStatus.PAID, currency: "EUR", total: 2500n }));
+      const bytes = toBinary(
+        OldOrder,
+        create(OldOrder, { id: 7n, status: OrderStatus.PAID, currency: "EUR", total: 2500n }),
+      );
       const order = fromBinary(OrderSchema, bytes);
       expect(order).to.include({ id: 7n, status: OrderStatus.PAID, currency: "EUR", total: 2500n });
       expect(order.stepInProgress).to.equal(OrderStep.UNSPECIFIED);

@@ -41,21 +41,33 @@ describe("README", function () {
 
   it("documents every environment variable the processes read", () => {
     const table = section("Configuration");
-    for (const spec of [identitySettings, paymentsSettings, ordersSettings, contentSettings, gatewaySettings, adminSettings]) {
+    for (const spec of [
+      identitySettings,
+      paymentsSettings,
+      ordersSettings,
+      contentSettings,
+      gatewaySettings,
+      adminSettings,
+    ]) {
       for (const s of Object.values(spec)) expect(table, s.env).to.include(`\`${s.env}\``);
     }
   });
 
   it("lists every status the gateway's error table answers with among its errors", () => {
     const errors = /^- Errors: [\s\S]*?(?=\n- )/m.exec(section("The public API in short"))?.[0] ?? "";
-    for (const status of new Set(Object.values(HTTP_STATUS))) expect(errors, `status ${status}`).to.match(new RegExp(`\\b${status}\\b`));
+    for (const status of new Set(Object.values(HTTP_STATUS)))
+      expect(errors, `status ${status}`).to.match(new RegExp(`\\b${status}\\b`));
   });
 
   it("sends every request of Try it to a route of the published documents, with header parameters that route takes", () => {
     const router = new Router([1, 2].flatMap((major) => loadApiDocument(openApiPath(major)).operations));
     // Logical lines (continuations joined); each curl to the gateway, however its output is used.
-    const lines = section("Try it").replace(/\\\n\s*/g, " ").split("\n");
-    const requests = lines.flatMap((line) => [...line.matchAll(/curl (.*)$/g)].map((m) => m[1]!)).filter((args) => args.includes("127.0.0.1:8080"));
+    const lines = section("Try it")
+      .replace(/\\\n\s*/g, " ")
+      .split("\n");
+    const requests = lines
+      .flatMap((line) => [...line.matchAll(/curl (.*)$/g)].map((m) => m[1]!))
+      .filter((args) => args.includes("127.0.0.1:8080"));
     expect(requests.length).to.be.greaterThan(20);
     for (const args of requests) {
       const method = /-X (\w+)/.exec(args)?.[1] ?? (/ -d /.test(args) ? "POST" : "GET");
@@ -69,7 +81,10 @@ describe("README", function () {
       }
       for (const [, name] of args.matchAll(/-H ["']([\w-]+):/g)) {
         if (["authorization", "content-type", "accept"].includes(name!.toLowerCase())) continue;
-        expect(operation.headerParams.map((p) => p.key), `${method} ${path} takes ${name}`).to.include(name!.toLowerCase());
+        expect(
+          operation.headerParams.map((p) => p.key),
+          `${method} ${path} takes ${name}`,
+        ).to.include(name!.toLowerCase());
       }
     }
   });
@@ -86,7 +101,13 @@ describe("README", function () {
         demoData: true,
         output: "collect",
         // As npm start runs it (scripts/start.ts): with server reflection, which the gRPC example uses.
-        env: { DATABASE_URL: "", LOG_LEVEL: "warn", GRPC_REFLECTION: "true", GATEWAY_RATE_LIMIT_PREFIX: `${prefix}:rl`, LOGIN_THROTTLE_PREFIX: `${prefix}:login` },
+        env: {
+          DATABASE_URL: "",
+          LOG_LEVEL: "warn",
+          GRPC_REFLECTION: "true",
+          GATEWAY_RATE_LIMIT_PREFIX: `${prefix}:rl`,
+          LOGIN_THROTTLE_PREFIX: `${prefix}:login`,
+        },
       });
     });
     after(async () => {
@@ -115,7 +136,11 @@ describe("README", function () {
     it("stops at a failed login, saying why, instead of going on with a token that is no token", async () => {
       const login = /```sh\n([\s\S]*?)```/.exec(section("Try it"))![1]!;
       expect(login).to.match(/^TOKEN=/m);
-      const script = ["set -e", login.replace('"password":"demo-password"', '"password":"not-the-password"'), 'echo "TOKEN=$TOKEN"']
+      const script = [
+        "set -e",
+        login.replace('"password":"demo-password"', '"password":"not-the-password"'),
+        'echo "TOKEN=$TOKEN"',
+      ]
         .join("\n")
         .replaceAll("127.0.0.1:8080", `127.0.0.1:${mesh.ports.gateway}`);
       const failed = await run("bash", ["-c", script], { cwd: ROOT }).then(
@@ -134,15 +159,22 @@ describe("README", function () {
         .split("\n")
         .filter((l) => l.startsWith("curl "))
         .map((l) => l.replaceAll("127.0.0.1:8080", `127.0.0.1:${mesh.ports.gateway}`));
-      expect(resume, "four commands: watch, post, post while away, resume").to.include("Last-Event-ID: <the last id: it printed>");
-      const login = await fetch(`${mesh.gatewayUrl}/v1/tenants/acme/sessions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: "alice@acme.test", password: "demo-password" }) });
+      expect(resume, "four commands: watch, post, post while away, resume").to.include(
+        "Last-Event-ID: <the last id: it printed>",
+      );
+      const login = await fetch(`${mesh.gatewayUrl}/v1/tenants/acme/sessions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ email: "alice@acme.test", password: "demo-password" }),
+      });
       const env = { ...process.env, TOKEN: ((await login.json()) as { access_token: string }).access_token };
       // Shell 1 watches (curl stops by itself after a while, should the test not stop it first).
       const watcher = spawn("bash", ["-c", `${watch!} --max-time 30`], { env });
       let watched = "";
       watcher.stdout.setEncoding("utf8").on("data", (d: string) => (watched += d));
       const until = async (what: string, done: () => boolean) => {
-        for (const stop = Date.now() + 20_000; !done(); await new Promise((r) => setTimeout(r, 50))) if (Date.now() > stop) expect.fail(`${what}; the feed so far: ${watched}`);
+        for (const stop = Date.now() + 20_000; !done(); await new Promise((r) => setTimeout(r, 50)))
+          if (Date.now() > stop) expect.fail(`${what}; the feed so far: ${watched}`);
       };
       try {
         await until("the feed opened", () => watched.includes("retry:"));
@@ -154,7 +186,11 @@ describe("README", function () {
       const last = [...watched.matchAll(/^id: (.+)$/gm)].at(-1)![1]!;
       await run("bash", ["-c", postMissed!], { env });
       // Shell 1 again, for 3 s: what it missed first, then the live tail (curl's own timeout ends it: exit 28).
-      const { stdout: resumed } = await run("bash", ["-c", `${resume!.replace("<the last id: it printed>", last)} --max-time 3 || [ $? -eq 28 ]`], { env });
+      const { stdout: resumed } = await run(
+        "bash",
+        ["-c", `${resume!.replace("<the last id: it printed>", last)} --max-time 3 || [ $? -eq 28 ]`],
+        { env },
+      );
       expect(resumed).to.match(/^data: .*"title":"Missed"/m);
       expect(resumed, "nothing from before the last event seen").to.not.include('"title":"Hello"');
     });

@@ -13,7 +13,12 @@ const SERVERS = join(ROOT, "bench/servers");
 
 /** Every module specifier a source names: static and re-exporting `from`, bare `import "…"`, import() and require(). */
 function specifiersOf(source: string): { specifiers: string[]; computed: number } {
-  const literal = [/\bfrom\s*["']([^"']+)["']/g, /\bimport\s*["']([^"']+)["']/g, /\bimport\s*\(\s*["']([^"']+)["']\s*\)/g, /\brequire\s*\(\s*["']([^"']+)["']\s*\)/g];
+  const literal = [
+    /\bfrom\s*["']([^"']+)["']/g,
+    /\bimport\s*["']([^"']+)["']/g,
+    /\bimport\s*\(\s*["']([^"']+)["']\s*\)/g,
+    /\brequire\s*\(\s*["']([^"']+)["']\s*\)/g,
+  ];
   const specifiers = literal.flatMap((pattern) => [...source.matchAll(pattern)].map((m) => m[1]!));
   // import(x) or require(x) of anything but a string literal cannot be read off the text.
   const computed = [...source.matchAll(/\b(?:import|require)\s*\(\s*(?!["'])/g)].length;
@@ -70,7 +75,14 @@ describe("the bench's same-work reference (libraries only)", () => {
       `const g = await import(name);`,
     ].join("\n");
     expect(specifiersOf(source)).to.deep.equal({
-      specifiers: ["@switchyard/platform/store", "../../services/payments/src/store/sql-store.js", "pg", "./child.js", "@switchyard/gen/x.js", "../scripts/mesh.js"],
+      specifiers: [
+        "@switchyard/platform/store",
+        "../../services/payments/src/store/sql-store.js",
+        "pg",
+        "./child.js",
+        "@switchyard/gen/x.js",
+        "../scripts/mesh.js",
+      ],
       computed: 1,
     });
   });

@@ -43,7 +43,10 @@ function mix(target: ClosedLoopMixTarget): autocannon.Request[] {
       path: "/v1/payments",
       headers: { ...auth, "content-type": "application/json" },
       body: JSON.stringify({ amount: 1_250, currency: "EUR", source: "tok_closed_loop" }),
-      setupRequest: (req: autocannon.Request) => ({ ...req, headers: { ...req.headers, "idempotency-key": randomUUID() } }),
+      setupRequest: (req: autocannon.Request) => ({
+        ...req,
+        headers: { ...req.headers, "idempotency-key": randomUUID() },
+      }),
     },
     read,
     { method: "GET", path: "/v1/catalog/items?page=2", headers: {} },
@@ -53,24 +56,33 @@ function mix(target: ClosedLoopMixTarget): autocannon.Request[] {
 }
 
 /** One closed-loop run of `connections` for `seconds`. */
-export function measureClosedLoopMix(target: ClosedLoopMixTarget, connections: number, seconds: number): Promise<ClosedLoopMixResult> {
+export function measureClosedLoopMix(
+  target: ClosedLoopMixTarget,
+  connections: number,
+  seconds: number,
+): Promise<ClosedLoopMixResult> {
   const statusCodes: Record<string, number> = {};
   return new Promise((resolve, reject) => {
-    const instance = autocannon({ url: target.gatewayUrl, connections, pipelining: 1, duration: seconds, timeout: 10, requests: mix(target) }, (err: unknown, result: autocannon.Result) => {
-      if (err) return reject(err instanceof Error ? err : new Error(String(err)));
-      const requests = Object.values(statusCodes).reduce((a, b) => a + b, 0);
-      const shed = statusCodes["503"] ?? 0;
-      const other = Object.entries(statusCodes).filter(([code]) => !code.startsWith("2") && code !== "503").reduce((n, [, count]) => n + count, 0);
-      resolve({
-        connections,
-        seconds: result.duration,
-        requests,
-        reqPerSec: requests / result.duration,
-        statusCodes,
-        shedShare: requests > 0 ? shed / requests : 0,
-        otherFailures: other + result.errors + result.timeouts,
-      });
-    });
+    const instance = autocannon(
+      { url: target.gatewayUrl, connections, pipelining: 1, duration: seconds, timeout: 10, requests: mix(target) },
+      (err: unknown, result: autocannon.Result) => {
+        if (err) return reject(err instanceof Error ? err : new Error(String(err)));
+        const requests = Object.values(statusCodes).reduce((a, b) => a + b, 0);
+        const shed = statusCodes["503"] ?? 0;
+        const other = Object.entries(statusCodes)
+          .filter(([code]) => !code.startsWith("2") && code !== "503")
+          .reduce((n, [, count]) => n + count, 0);
+        resolve({
+          connections,
+          seconds: result.duration,
+          requests,
+          reqPerSec: requests / result.duration,
+          statusCodes,
+          shedShare: requests > 0 ? shed / requests : 0,
+          otherFailures: other + result.errors + result.timeouts,
+        });
+      },
+    );
     instance.on("response", (_client: unknown, statusCode: number) => {
       statusCodes[statusCode] = (statusCodes[statusCode] ?? 0) + 1;
     });
@@ -78,8 +90,12 @@ export function measureClosedLoopMix(target: ClosedLoopMixTarget, connections: n
 }
 
 /** 4, 16 and 64 connections, `secondsEach` each, one after another. */
-export async function measureClosedLoops(target: ClosedLoopMixTarget, secondsEach: number): Promise<ClosedLoopMixResult[]> {
+export async function measureClosedLoops(
+  target: ClosedLoopMixTarget,
+  secondsEach: number,
+): Promise<ClosedLoopMixResult[]> {
   const results: ClosedLoopMixResult[] = [];
-  for (const connections of CLOSED_LOOP_CONNECTIONS) results.push(await measureClosedLoopMix(target, connections, secondsEach));
+  for (const connections of CLOSED_LOOP_CONNECTIONS)
+    results.push(await measureClosedLoopMix(target, connections, secondsEach));
   return results;
 }

@@ -41,9 +41,18 @@ async function closedLoop(call: () => Promise<unknown>, concurrency: number, sec
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
-  if (firstError !== undefined) throw new Error(`${errors} call(s) failed, first: ${firstError instanceof Error ? firstError.message : String(firstError)}`);
+  if (firstError !== undefined)
+    throw new Error(
+      `${errors} call(s) failed, first: ${firstError instanceof Error ? firstError.message : String(firstError)}`,
+    );
   const elapsed = (performance.now() - start) / 1_000;
-  return { calls: latencies.count, seconds: elapsed, callsPerSec: latencies.count / elapsed, p50Ms: latencies.percentileMs(50), p99Ms: latencies.percentileMs(99) };
+  return {
+    calls: latencies.count,
+    seconds: elapsed,
+    callsPerSec: latencies.count / elapsed,
+    p50Ms: latencies.percentileMs(50),
+    p99Ms: latencies.percentileMs(99),
+  };
 }
 
 /** A warm-up run (discarded), then the measured run. Any failed call fails the scenario. */
@@ -52,5 +61,9 @@ export async function measureCalls(call: () => Promise<unknown>, options: LoadOp
   const cpu = watchCpu();
   const result = await closedLoop(call, options.concurrency, options.seconds);
   const { serverCpuMs, otherCpuPct } = cpu();
-  return { ...result, serverCpuMsPerRequest: serverCpuMs === undefined ? undefined : serverCpuMs / result.calls, otherCpuPct };
+  return {
+    ...result,
+    serverCpuMsPerRequest: serverCpuMs === undefined ? undefined : serverCpuMs / result.calls,
+    otherCpuPct,
+  };
 }

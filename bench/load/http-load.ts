@@ -53,21 +53,51 @@ export interface HttpLoadResult {
  * `amount` — until that many requests are answered (autocannon prepares up to one more per
  * connection than it sends: a target whose requests use something up needs that much spare).
  */
-export function fire(target: HttpTarget, connections: number, seconds: number, amount?: number): Promise<HttpLoadResult> {
-  if (target.spreadOver && target.spreadOver.length > 1) return fireSpread(target, target.spreadOver, connections, seconds, amount);
+export function fire(
+  target: HttpTarget,
+  connections: number,
+  seconds: number,
+  amount?: number,
+): Promise<HttpLoadResult> {
+  if (target.spreadOver && target.spreadOver.length > 1)
+    return fireSpread(target, target.spreadOver, connections, seconds, amount);
   return fireOne(target, connections, seconds, amount);
 }
 
 /** One run over several origins at once: their answers added up, their latencies the worst of theirs. */
-async function fireSpread(target: HttpTarget, origins: string[], connections: number, seconds: number, amount?: number): Promise<HttpLoadResult> {
+async function fireSpread(
+  target: HttpTarget,
+  origins: string[],
+  connections: number,
+  seconds: number,
+  amount?: number,
+): Promise<HttpLoadResult> {
   const { pathname, search } = new URL(target.url);
   const share = (i: number, n: number) => Math.floor(n / origins.length) + (i < n % origins.length ? 1 : 0);
-  const parts = await Promise.all(origins.map((origin, i) => fireOne({ ...target, url: `${origin}${pathname}${search}` }, share(i, connections), seconds, amount === undefined ? undefined : share(i, amount))));
+  const parts = await Promise.all(
+    origins.map((origin, i) =>
+      fireOne(
+        { ...target, url: `${origin}${pathname}${search}` },
+        share(i, connections),
+        seconds,
+        amount === undefined ? undefined : share(i, amount),
+      ),
+    ),
+  );
   const statusCodes: Record<string, number> = {};
-  for (const part of parts) for (const [code, n] of Object.entries(part.statusCodes)) statusCodes[code] = (statusCodes[code] ?? 0) + n;
+  for (const part of parts)
+    for (const [code, n] of Object.entries(part.statusCodes)) statusCodes[code] = (statusCodes[code] ?? 0) + n;
   const requests = parts.reduce((sum, p) => sum + p.requests, 0);
   const elapsed = Math.max(...parts.map((p) => p.seconds));
-  return { requests, seconds: elapsed, reqPerSec: requests / elapsed, p50Ms: Math.max(...parts.map((p) => p.p50Ms)), p99Ms: Math.max(...parts.map((p) => p.p99Ms)), non2xx: parts.reduce((sum, p) => sum + p.non2xx, 0), statusCodes };
+  return {
+    requests,
+    seconds: elapsed,
+    reqPerSec: requests / elapsed,
+    p50Ms: Math.max(...parts.map((p) => p.p50Ms)),
+    p99Ms: Math.max(...parts.map((p) => p.p99Ms)),
+    non2xx: parts.reduce((sum, p) => sum + p.non2xx, 0),
+    statusCodes,
+  };
 }
 
 function fireOne(target: HttpTarget, connections: number, seconds: number, amount?: number): Promise<HttpLoadResult> {
@@ -76,7 +106,11 @@ function fireOne(target: HttpTarget, connections: number, seconds: number, amoun
   const { perRequestHeaders: headersOf, perRequestPath: pathOf } = target;
   const setupRequest =
     headersOf || pathOf
-      ? (req: autocannon.Request) => ({ ...req, ...(headersOf ? { headers: { ...req.headers, ...headersOf() } } : {}), ...(pathOf ? { path: pathOf() } : {}) })
+      ? (req: autocannon.Request) => ({
+          ...req,
+          ...(headersOf ? { headers: { ...req.headers, ...headersOf() } } : {}),
+          ...(pathOf ? { path: pathOf() } : {}),
+        })
       : undefined;
   return new Promise((resolve, reject) => {
     const instance = autocannon(
@@ -100,8 +134,18 @@ function fireOne(target: HttpTarget, connections: number, seconds: number, amoun
         if (err) return reject(err instanceof Error ? err : new Error(String(err)));
         const expected = String(target.expectStatus ?? 200);
         const unexpected = Object.entries(statusCodes).filter(([code]) => code !== expected);
-        if (result.errors > 0 || result.timeouts > 0 || result.non2xx > 0 || unexpected.length > 0 || latencies.count === 0) {
-          return reject(new Error(`${target.method ?? "GET"} ${target.url}: expected only ${expected}, got statuses ${JSON.stringify(statusCodes)}, non-2xx ${result.non2xx}, connection errors ${result.errors} (timeouts ${result.timeouts})`));
+        if (
+          result.errors > 0 ||
+          result.timeouts > 0 ||
+          result.non2xx > 0 ||
+          unexpected.length > 0 ||
+          latencies.count === 0
+        ) {
+          return reject(
+            new Error(
+              `${target.method ?? "GET"} ${target.url}: expected only ${expected}, got statuses ${JSON.stringify(statusCodes)}, non-2xx ${result.non2xx}, connection errors ${result.errors} (timeouts ${result.timeouts})`,
+            ),
+          );
         }
         resolve({
           requests: latencies.count,
@@ -130,7 +174,8 @@ export async function measureHttp(target: HttpTarget, options: HttpLoadOptions):
   return {
     ...result,
     serverCpuMsPerRequest: serverCpuMs === undefined ? undefined : perRequest(serverCpuMs),
-    cpuMsPerRequestBy: byProcessMs && Object.fromEntries(Object.entries(byProcessMs).map(([name, ms]) => [name, perRequest(ms)])),
+    cpuMsPerRequestBy:
+      byProcessMs && Object.fromEntries(Object.entries(byProcessMs).map(([name, ms]) => [name, perRequest(ms)])),
     loadGeneratorCpuMsPerRequest: selfCpuMs === undefined ? undefined : perRequest(selfCpuMs),
     otherCpuPct,
   };

@@ -52,7 +52,10 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
  * brings up all setups (one after the other, in the opposite order from the start before), warms
  * each target, then runs `rounds` slices of each.
  */
-export async function measureInterleaved(setups: Record<string, () => Promise<Setup>>, options: InterleavedOptions): Promise<Record<string, InterleavedResult>> {
+export async function measureInterleaved(
+  setups: Record<string, () => Promise<Setup>>,
+  options: InterleavedOptions,
+): Promise<Record<string, InterleavedResult>> {
   const tallies = new Map<string, Tally>();
   for (let start = 0; start < options.starts; start++) {
     options.onStart?.(start);
@@ -63,7 +66,13 @@ export async function measureInterleaved(setups: Record<string, () => Promise<Se
       // the other way round when it started second — a placement, not the code.
       const order = Object.entries(setups);
       for (const [name, up] of start % 2 === 0 ? order : order.reverse()) running.push([name, await up()]);
-      const slots = running.flatMap(([name, setup]) => Object.entries(setup.targets).map(([target, http]) => ({ key: `${name}/${target}`, http, processes: setup.processes })));
+      const slots = running.flatMap(([name, setup]) =>
+        Object.entries(setup.targets).map(([target, http]) => ({
+          key: `${name}/${target}`,
+          http,
+          processes: setup.processes,
+        })),
+      );
       for (const slot of slots) await fire(slot.http, options.connections, options.warmupSeconds);
       const thisStart = new Map<string, { requests: number; seconds: number }>();
       for (let round = 0; round < options.rounds; round++) {
@@ -71,7 +80,18 @@ export async function measureInterleaved(setups: Record<string, () => Promise<Se
           const cpu = watchCpu(slot.processes);
           const r = await fire(slot.http, options.connections, options.sliceSeconds);
           const use = cpu();
-          const t = tallies.get(slot.key) ?? { requests: 0, seconds: 0, cpuMs: 0, byProcessMs: {}, selfCpuMs: 0, otherPct: [], p50: [], p99: [], statusCodes: {}, byStart: [] };
+          const t = tallies.get(slot.key) ?? {
+            requests: 0,
+            seconds: 0,
+            cpuMs: 0,
+            byProcessMs: {},
+            selfCpuMs: 0,
+            otherPct: [],
+            p50: [],
+            p99: [],
+            statusCodes: {},
+            byStart: [],
+          };
           tallies.set(slot.key, t);
           t.requests += r.requests;
           t.seconds += r.seconds;
@@ -106,7 +126,9 @@ export async function measureInterleaved(setups: Record<string, () => Promise<Se
         non2xx: 0,
         statusCodes: t.statusCodes,
         serverCpuMsPerRequest: t.cpuMs / t.requests,
-        cpuMsPerRequestBy: Object.fromEntries(Object.entries(t.byProcessMs).map(([name, ms]) => [name, ms / t.requests])),
+        cpuMsPerRequestBy: Object.fromEntries(
+          Object.entries(t.byProcessMs).map(([name, ms]) => [name, ms / t.requests]),
+        ),
         loadGeneratorCpuMsPerRequest: t.selfCpuMs / t.requests,
         otherCpuPct: t.otherPct.length ? t.otherPct.reduce((a, b) => a + b, 0) / t.otherPct.length : undefined,
         reqPerSecByStart: t.byStart,

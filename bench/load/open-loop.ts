@@ -106,7 +106,11 @@ class Connection {
 
 export async function measureOpenLoop(target: OpenLoopTarget, options: OpenLoopOptions): Promise<OpenLoopResult> {
   const url = new URL(target.url);
-  const head = [`GET ${url.pathname}${url.search} HTTP/1.1`, `host: ${url.host}`, ...Object.entries(target.headers).map(([k, v]) => `${k}: ${v}`)];
+  const head = [
+    `GET ${url.pathname}${url.search} HTTP/1.1`,
+    `host: ${url.host}`,
+    ...Object.entries(target.headers).map(([k, v]) => `${k}: ${v}`),
+  ];
   const request = Buffer.from(`${head.join("\r\n")}\r\n\r\n`);
   const latencies = new Map<number, Latencies>();
   const lateness = new Latencies();
@@ -132,7 +136,18 @@ export async function measureOpenLoop(target: OpenLoopTarget, options: OpenLoopO
         new Promise<Connection>((resolve, reject) => {
           const socket = connect({ host: url.hostname, port: Number(url.port), noDelay: true });
           socket.once("error", reject);
-          socket.once("connect", () => resolve(new Connection(socket, request, nextDue, onAnswer, (c) => idle.push(c), (c) => idle.includes(c) && idle.splice(idle.indexOf(c), 1))));
+          socket.once("connect", () =>
+            resolve(
+              new Connection(
+                socket,
+                request,
+                nextDue,
+                onAnswer,
+                (c) => idle.push(c),
+                (c) => idle.includes(c) && idle.splice(idle.indexOf(c), 1),
+              ),
+            ),
+          );
         }),
     ),
   );
@@ -165,7 +180,18 @@ export async function measureOpenLoop(target: OpenLoopTarget, options: OpenLoopO
   while (answered < sent && performance.now() < grace) await new Promise((r) => setTimeout(r, 10));
   for (const c of connections) c.destroy();
   const byStatus = Object.fromEntries(
-    [...latencies].map(([status, l]) => [String(status), { count: l.count, perSec: l.count / options.seconds, p50Ms: l.percentileMs(50), p99Ms: l.percentileMs(99) }]),
+    [...latencies].map(([status, l]) => [
+      String(status),
+      { count: l.count, perSec: l.count / options.seconds, p50Ms: l.percentileMs(50), p99Ms: l.percentileMs(99) },
+    ]),
   );
-  return { rate: options.rate, seconds: options.seconds, sent, byStatus, withRetryAfter503, unanswered: sent - answered, sendLateness: { p99Ms: lateness.percentileMs(99), maxMs: lateness.maxMs } };
+  return {
+    rate: options.rate,
+    seconds: options.seconds,
+    sent,
+    byStatus,
+    withRetryAfter503,
+    unanswered: sent - answered,
+    sendLateness: { p99Ms: lateness.percentileMs(99), maxMs: lateness.maxMs },
+  };
 }

@@ -52,11 +52,17 @@ export interface ServedReference {
   atGoodputTarget: OpenLoopResult;
 }
 
-const runAt = (target: OpenLoopTarget, capacityPerSec: number, factor: number, seconds: number) => measureOpenLoop(target, { rate: capacityPerSec * factor, seconds, sockets: SOCKETS });
+const runAt = (target: OpenLoopTarget, capacityPerSec: number, factor: number, seconds: number) =>
+  measureOpenLoop(target, { rate: capacityPerSec * factor, seconds, sockets: SOCKETS });
 /** A run at a third of capacity before measuring: compiled code, warm connections (and a limit's first lessons). */
-const warmUp = (target: OpenLoopTarget, capacityPerSec: number, seconds: number) => runAt(target, capacityPerSec, 0.3, seconds);
+const warmUp = (target: OpenLoopTarget, capacityPerSec: number, seconds: number) =>
+  runAt(target, capacityPerSec, 0.3, seconds);
 
-export async function measureOverload(target: OpenLoopTarget, capacityPerSec: number, seconds: number): Promise<OverloadResult> {
+export async function measureOverload(
+  target: OpenLoopTarget,
+  capacityPerSec: number,
+  seconds: number,
+): Promise<OverloadResult> {
   const run = (factor: number, s = seconds) => runAt(target, capacityPerSec, factor, s);
   // Longer here: the limit learns the latency without a queue from the quieter requests of that load.
   await warmUp(target, capacityPerSec, 7);
@@ -72,13 +78,21 @@ export async function measureOverload(target: OpenLoopTarget, capacityPerSec: nu
  * The overload alone, against a gateway with its limit pinned or the shed floor's server (no latency
  * measurements to warm up for). With `serverPid`, also the CPU time that process spent per answer.
  */
-export async function measurePinnedOverload(target: OpenLoopTarget, capacityPerSec: number, seconds: number, serverPid?: number): Promise<OpenLoopResult & { serverCpuUsPerAnswer?: number }> {
+export async function measurePinnedOverload(
+  target: OpenLoopTarget,
+  capacityPerSec: number,
+  seconds: number,
+  serverPid?: number,
+): Promise<OpenLoopResult & { serverCpuUsPerAnswer?: number }> {
   await warmUp(target, capacityPerSec, 3);
   const before = serverPid === undefined ? 0 : cpuSeconds(serverPid);
   const result = await runAt(target, capacityPerSec, OVERLOAD_FACTOR, seconds);
   if (serverPid === undefined) return result;
   const answers = Object.values(result.byStatus).reduce((n, s) => n + s.count, 0);
-  return { ...result, serverCpuUsPerAnswer: answers > 0 ? ((cpuSeconds(serverPid) - before) * 1e6) / answers : undefined };
+  return {
+    ...result,
+    serverCpuUsPerAnswer: answers > 0 ? ((cpuSeconds(serverPid) - before) * 1e6) / answers : undefined,
+  };
 }
 
 /**
@@ -86,7 +100,11 @@ export async function measurePinnedOverload(target: OpenLoopTarget, capacityPerS
  * goodput target asks the mesh to serve at 3×. Whether its own p99 stays within OVERLOAD_P99_TARGET
  * there tells whether serving that much with that tail is possible on this machine at all.
  */
-export async function measureServedReference(target: OpenLoopTarget, capacityPerSec: number, seconds: number): Promise<ServedReference> {
+export async function measureServedReference(
+  target: OpenLoopTarget,
+  capacityPerSec: number,
+  seconds: number,
+): Promise<ServedReference> {
   await warmUp(target, capacityPerSec, 3);
   const unloaded = await runAt(target, capacityPerSec, UNLOADED_FACTOR, seconds * UNLOADED_RUN_LENGTH);
   const atGoodputTarget = await runAt(target, capacityPerSec, GOODPUT_TARGET, seconds);

@@ -28,7 +28,10 @@ export function serve(name: string, start: () => Promise<Started>): void {
 }
 
 /** Closes a node:http / node:http2 server, cutting keep-alive connections. */
-export function closeServer(server: { close(cb: () => void): unknown; closeAllConnections?: () => void }): Promise<void> {
+export function closeServer(server: {
+  close(cb: () => void): unknown;
+  closeAllConnections?: () => void;
+}): Promise<void> {
   return new Promise((resolve) => {
     server.close(() => resolve());
     server.closeAllConnections?.();

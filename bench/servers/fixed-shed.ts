@@ -7,7 +7,10 @@ import type { AddressInfo } from "node:net";
 import { randomUUID } from "node:crypto";
 import { closeServer, serve } from "./child.js";
 
-const BODY = JSON.stringify({ error: "the gateway is at capacity; retry after the Retry-After delay", code: "LOAD_SHED" });
+const BODY = JSON.stringify({
+  error: "the gateway is at capacity; retry after the Retry-After delay",
+  code: "LOAD_SHED",
+});
 
 serve("fixed-shed", async () => {
   const server = createServer((req, res) => {

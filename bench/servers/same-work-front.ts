@@ -15,12 +15,19 @@ const ROUTE = /^\/(id|record)\/(payments|docs)\/([^/?]+)$/;
 
 function call<R>(client: grpc.Client, name: ReadName, id: string): Promise<R> {
   const method = READS[name];
-  return new Promise((resolve, reject) => client.makeUnaryRequest(method.path, method.requestSerialize, method.responseDeserialize, { id }, (err, value) => (err ? reject(err) : resolve(value as R))));
+  return new Promise((resolve, reject) =>
+    client.makeUnaryRequest(method.path, method.requestSerialize, method.responseDeserialize, { id }, (err, value) =>
+      err ? reject(err) : resolve(value as R),
+    ),
+  );
 }
 
 function answer(res: ServerResponse, status: number, body: unknown, etag?: string): void {
   const text = JSON.stringify(body);
-  const head: Record<string, string | number> = { "content-type": "application/json; charset=utf-8", "content-length": Buffer.byteLength(text) };
+  const head: Record<string, string | number> = {
+    "content-type": "application/json; charset=utf-8",
+    "content-length": Buffer.byteLength(text),
+  };
   if (etag) head.etag = etag;
   res.writeHead(status, head);
   res.end(text);
@@ -51,7 +58,13 @@ function documentJson(d: DocumentRow) {
   return { id: d.id, title: d.title, body: d.body, created_at: d.created_at, updated_at: d.updated_at };
 }
 
-async function respond(client: grpc.Client, view: string, kind: string, encodedId: string, res: ServerResponse): Promise<void> {
+async function respond(
+  client: grpc.Client,
+  view: string,
+  kind: string,
+  encodedId: string,
+  res: ServerResponse,
+): Promise<void> {
   const id = decodeURIComponent(encodedId);
   if (kind === "payments") {
     if (view === "id") return answer(res, 200, { id: (await call<IdReply>(client, "payment", id)).id });

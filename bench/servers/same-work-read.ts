@@ -14,8 +14,10 @@ import { serve } from "./child.js";
 import { READS, type DocumentRow, type IdReply, type PaymentRow, type ReadRequest } from "./same-work-rpc.js";
 
 // Word for word what SqlPaymentsStore.getPayment and SqlContentStore.getDocument run.
-const PAYMENT_BY_ID = "SELECT id, tenant_id, amount, currency, source, amount_refunded, owner_user_id, reference, created_at FROM payments WHERE id = $1 AND tenant_id = $2";
-const DOCUMENT_BY_ID = "SELECT id, tenant_id, title, body, version, created_at, updated_at FROM documents WHERE id = $1 AND tenant_id = $2";
+const PAYMENT_BY_ID =
+  "SELECT id, tenant_id, amount, currency, source, amount_refunded, owner_user_id, reference, created_at FROM payments WHERE id = $1 AND tenant_id = $2";
+const DOCUMENT_BY_ID =
+  "SELECT id, tenant_id, title, body, version, created_at, updated_at FROM documents WHERE id = $1 AND tenant_id = $2";
 
 /** A row's columns in the statement's order, decoded by the driver. */
 type Row = unknown[];
@@ -34,10 +36,12 @@ interface Where {
 
 /** `pg`: a pool per service schema (as each service keeps its own), a named statement prepared once per connection. */
 function serverReader(databaseUrl: string, where: Where): Reader {
-  const pool = (schema: string) => new pg.Pool({ connectionString: databaseUrl, max: 10, options: `-c search_path=${schema}` });
+  const pool = (schema: string) =>
+    new pg.Pool({ connectionString: databaseUrl, max: 10, options: `-c search_path=${schema}` });
   const payments = pool(where.paymentsSchema);
   const content = pool(where.contentSchema);
-  const read = (from: pg.Pool, name: string, text: string) => async (id: string) => (await from.query({ name, text, values: [id, where.tenant], rowMode: "array" })).rows[0];
+  const read = (from: pg.Pool, name: string, text: string) => async (id: string) =>
+    (await from.query({ name, text, values: [id, where.tenant], rowMode: "array" })).rows[0];
   return {
     payment: read(payments, "payment_by_id", PAYMENT_BY_ID),
     document: read(content, "document_by_id", DOCUMENT_BY_ID),
@@ -51,7 +55,10 @@ function serverReader(databaseUrl: string, where: Where): Reader {
  * every call — slower than the mesh's store adapter, and a reference must not be the slower side.)
  */
 async function embeddedReader(dataDir: string, settings: string[], where: Where): Promise<Reader> {
-  const db = new PGlite({ dataDir, startParams: [...PGlite.defaultStartParams, ...settings.flatMap((s) => ["-c", s])] });
+  const db = new PGlite({
+    dataDir,
+    startParams: [...PGlite.defaultStartParams, ...settings.flatMap((s) => ["-c", s])],
+  });
   await db.waitReady;
   await db.exec(`SET search_path TO ${where.paymentsSchema}, ${where.contentSchema}`);
   const exchange = async (messages: Uint8Array[]) => {
@@ -61,15 +68,27 @@ async function embeddedReader(dataDir: string, settings: string[], where: Where)
     return replyOf(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
   };
   const prepare = async (name: string, text: string) => {
-    const { columnTypes } = await exchange([protocol.serialize.parse({ name, text }), protocol.serialize.describe({ type: "S", name }), protocol.serialize.sync()]);
+    const { columnTypes } = await exchange([
+      protocol.serialize.parse({ name, text }),
+      protocol.serialize.describe({ type: "S", name }),
+      protocol.serialize.sync(),
+    ]);
     const parsers = columnTypes.map((type) => db.parsers[type]);
     return async (id: string): Promise<Row | undefined> => {
-      const { rows } = await exchange([protocol.serialize.bind({ statement: name, values: [id, where.tenant] }), protocol.serialize.execute({}), protocol.serialize.sync()]);
+      const { rows } = await exchange([
+        protocol.serialize.bind({ statement: name, values: [id, where.tenant] }),
+        protocol.serialize.execute({}),
+        protocol.serialize.sync(),
+      ]);
       const fields = rows[0];
       return fields?.map((raw, i) => (raw === null ? null : parsers[i] ? parsers[i](raw, columnTypes[i]) : raw));
     };
   };
-  return { payment: await prepare("payment_by_id", PAYMENT_BY_ID), document: await prepare("document_by_id", DOCUMENT_BY_ID), close: () => db.close() };
+  return {
+    payment: await prepare("payment_by_id", PAYMENT_BY_ID),
+    document: await prepare("document_by_id", DOCUMENT_BY_ID),
+    close: () => db.close(),
+  };
 }
 
 const utf8 = new TextDecoder();
@@ -79,7 +98,7 @@ function replyOf(bytes: Uint8Array): { rows: (string | null)[][]; columnTypes: n
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const rows: (string | null)[][] = [];
   const columnTypes: number[] = [];
-  for (let at = 0; at + 5 <= bytes.length; ) {
+  for (let at = 0; at + 5 <= bytes.length;) {
     const code = bytes[at]!;
     const end = at + 1 + view.getInt32(at + 1);
     let p = at + 5;
@@ -115,29 +134,59 @@ function replyOf(bytes: Uint8Array): { rows: (string | null)[][]; columnTypes: n
 }
 
 /** As content's entityTag: the first 27 characters of SHA-256(id:version) in base64url, quoted. */
-const entityTag = (id: unknown, version: unknown) => `"${hash("sha256", `${String(id)}:${String(version)}`, "base64url").slice(0, 27)}"`;
+const entityTag = (id: unknown, version: unknown) =>
+  `"${hash("sha256", `${String(id)}:${String(version)}`, "base64url").slice(0, 27)}"`;
 const time = (value: unknown) => (value instanceof Date ? value.toISOString() : String(value));
 
 function paymentRow(r: Row): PaymentRow {
-  return { id: String(r[0]), tenant_id: String(r[1]), amount: String(r[2]), currency: String(r[3]), source: String(r[4]), amount_refunded: String(r[5]), owner_user_id: String(r[6]), reference: String(r[7]), created_at: time(r[8]) };
+  return {
+    id: String(r[0]),
+    tenant_id: String(r[1]),
+    amount: String(r[2]),
+    currency: String(r[3]),
+    source: String(r[4]),
+    amount_refunded: String(r[5]),
+    owner_user_id: String(r[6]),
+    reference: String(r[7]),
+    created_at: time(r[8]),
+  };
 }
 
 function documentRow(r: Row): DocumentRow {
-  return { id: String(r[0]), tenant_id: String(r[1]), title: String(r[2]), body: String(r[3]), version: Number(r[4]), created_at: time(r[5]), updated_at: time(r[6]), etag: entityTag(r[0], r[4]) };
+  return {
+    id: String(r[0]),
+    tenant_id: String(r[1]),
+    title: String(r[2]),
+    body: String(r[3]),
+    version: Number(r[4]),
+    created_at: time(r[5]),
+    updated_at: time(r[6]),
+    etag: entityTag(r[0], r[4]),
+  };
 }
 
 function unary<R>(answer: (id: string) => Promise<R | undefined>): grpc.handleUnaryCall<ReadRequest, R> {
   return (call, callback) => {
     answer(call.request.id).then(
-      (reply) => (reply === undefined ? callback({ code: grpc.status.NOT_FOUND, details: "no such record" }) : callback(null, reply)),
+      (reply) =>
+        reply === undefined
+          ? callback({ code: grpc.status.NOT_FOUND, details: "no such record" })
+          : callback(null, reply),
       (err: unknown) => callback({ code: grpc.status.INTERNAL, details: String(err) }),
     );
   };
 }
 
 serve("same-work-read", async () => {
-  const { DATABASE_URL: databaseUrl, DATA_DIR: dataDir, TENANT: tenant, PAYMENTS_SCHEMA: paymentsSchema, CONTENT_SCHEMA: contentSchema } = process.env;
-  if (!tenant || !paymentsSchema || !contentSchema || (!databaseUrl && !dataDir)) throw new Error("TENANT, PAYMENTS_SCHEMA, CONTENT_SCHEMA and DATABASE_URL or DATA_DIR are required");
+  const {
+    DATABASE_URL: databaseUrl,
+    DATA_DIR: dataDir,
+    TENANT: tenant,
+    PAYMENTS_SCHEMA: paymentsSchema,
+    CONTENT_SCHEMA: contentSchema,
+  } = process.env;
+  if (!tenant || !paymentsSchema || !contentSchema || (!databaseUrl && !dataDir))
+    throw new Error("TENANT, PAYMENTS_SCHEMA, CONTENT_SCHEMA and DATABASE_URL or DATA_DIR are required");
   const where = { tenant, paymentsSchema, contentSchema };
   const settings = (process.env.PGLITE_SETTINGS ?? "").split(" ").filter(Boolean);
   const reader = databaseUrl ? serverReader(databaseUrl, where) : await embeddedReader(dataDir!, settings, where);
@@ -160,7 +209,11 @@ serve("same-work-read", async () => {
       return row && documentRow(row);
     }),
   });
-  const port = await new Promise<number>((resolve, reject) => server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))));
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, bound) =>
+      err ? reject(err) : resolve(bound),
+    ),
+  );
   return {
     port,
     async stop() {

@@ -44,7 +44,16 @@ const serialize = (value: unknown) => Buffer.from(JSON.stringify(value));
 const deserialize = (bytes: Buffer) => JSON.parse(bytes.toString("utf8")) as unknown;
 
 function unary(name: string) {
-  return { path: `/samework.Reads/${name}`, requestStream: false, responseStream: false, requestSerialize: serialize, requestDeserialize: deserialize, responseSerialize: serialize, responseDeserialize: deserialize, originalName: name };
+  return {
+    path: `/samework.Reads/${name}`,
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: serialize,
+    requestDeserialize: deserialize,
+    responseSerialize: serialize,
+    responseDeserialize: deserialize,
+    originalName: name,
+  };
 }
 
 /** payment / document: R (the id); paymentRecord / documentRecord: R+ (the whole record). */

@@ -96,15 +96,25 @@ export interface DocsVersion {
 /** The Redoc bundle, read from the installed package (found from this file, the same from src/ and dist/). */
 export function readRedocBundle(): string {
   const file = new URL(import.meta.resolve("redoc/bundles/redoc.standalone.js"));
-  return readFileSync(file, "utf8")
-    .replaceAll(EXTERNAL_LOGO, "")
-    // Its source map is not served (and would not match the line above any more).
-    .replace(/\n\/\/# sourceMappingURL=\S+\s*$/, "\n");
+  return (
+    readFileSync(file, "utf8")
+      .replaceAll(EXTERNAL_LOGO, "")
+      // Its source map is not served (and would not match the line above any more).
+      .replace(/\n\/\/# sourceMappingURL=\S+\s*$/, "\n")
+  );
 }
 
-function page(title: string, versions: readonly { version: string }[], current: string | undefined, main: string): string {
+function page(
+  title: string,
+  versions: readonly { version: string }[],
+  current: string | undefined,
+  main: string,
+): string {
   const links = versions
-    .map((v) => `<a href="${docsPathOf(v.version)}"${v.version === current ? ' aria-current="page"' : ""}>${escapeHtml(v.version)}</a>`)
+    .map(
+      (v) =>
+        `<a href="${docsPathOf(v.version)}"${v.version === current ? ' aria-current="page"' : ""}>${escapeHtml(v.version)}</a>`,
+    )
     .join("\n    ");
   return `<!doctype html>
 <html lang="en">
@@ -144,13 +154,18 @@ export function createDocsSite(published: readonly DocsVersion[], redocBundle: s
   const html = (text: string) => asset(text, "text/html; charset=utf-8");
   const files = new Map<string, Asset>();
   const index = html(
-    page("Switchyard API reference", versions, undefined, `  <main class="index">
+    page(
+      "Switchyard API reference",
+      versions,
+      undefined,
+      `  <main class="index">
     <h1>Switchyard API reference</h1>
     <p>Every published version of the public API:</p>
     <ul>
 ${versions.map((v) => `      <li><a href="${docsPathOf(v.version)}">${escapeHtml(v.version)}</a>${v.status ? ` (${escapeHtml(v.status)})` : ""} — ${escapeHtml(v.title)} (<a href="${v.documentPath}">OpenAPI document</a>)</li>`).join("\n")}
     </ul>
-  </main>`),
+  </main>`,
+    ),
   );
   files.set(DOCS_PATH, index);
   files.set(`${DOCS_PATH}/`, index);
@@ -158,9 +173,14 @@ ${versions.map((v) => `      <li><a href="${docsPathOf(v.version)}">${escapeHtml
     files.set(
       docsPathOf(v.version),
       html(
-        page(`${v.title} (${v.version}) — API reference`, versions, v.version, `  <div id="redoc" data-spec-url="${v.documentPath}" data-state="loading"></div>
+        page(
+          `${v.title} (${v.version}) — API reference`,
+          versions,
+          v.version,
+          `  <div id="redoc" data-spec-url="${v.documentPath}" data-state="loading"></div>
   <script src="${REDOC_ASSET}"></script>
-  <script src="${DOCS_PATH}/assets/docs.js"></script>`),
+  <script src="${DOCS_PATH}/assets/docs.js"></script>`,
+        ),
       ),
     );
   }
@@ -174,7 +194,11 @@ ${versions.map((v) => `      <li><a href="${docsPathOf(v.version)}">${escapeHtml
       req.resume();
       const method = req.method ?? "GET";
       if (method !== "GET" && method !== "HEAD") {
-        return sendError(res, edgeError("METHOD_NOT_ALLOWED", `${method} is not allowed here; allowed: GET, HEAD`, { allow: "GET, HEAD" }), false);
+        return sendError(
+          res,
+          edgeError("METHOD_NOT_ALLOWED", `${method} is not allowed here; allowed: GET, HEAD`, { allow: "GET, HEAD" }),
+          false,
+        );
       }
       // Only the files above, by exact path: nothing else is ever read, so no path leads out.
       const file = files.get(pathname);

@@ -13,9 +13,30 @@
 // cancels the call. Only the route (the allow-list) and the representation are the proxy's own.
 // Authorization stays with the services, which see the caller's own token.
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { fromBinary, type DescMethod, type DescMethodServerStreaming, type DescMethodUnary, type DescService } from "@bufbuild/protobuf";
-import { Code, ConnectError, createConnectRouter, createContextKey, createContextValues, type CallOptions, type ConnectRouter, type HandlerContext, type Interceptor } from "@connectrpc/connect";
-import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from "@connectrpc/connect-node";
+import {
+  fromBinary,
+  type DescMethod,
+  type DescMethodServerStreaming,
+  type DescMethodUnary,
+  type DescService,
+} from "@bufbuild/protobuf";
+import {
+  Code,
+  ConnectError,
+  createConnectRouter,
+  createContextKey,
+  createContextValues,
+  type CallOptions,
+  type ConnectRouter,
+  type HandlerContext,
+  type Interceptor,
+} from "@connectrpc/connect";
+import {
+  compressionBrotli,
+  compressionGzip,
+  universalRequestFromNodeRequest,
+  universalResponseToNodeResponse,
+} from "@connectrpc/connect-node";
 import type { UniversalServerRequest } from "@connectrpc/connect/protocol";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
@@ -33,10 +54,52 @@ import type { EdgePolicy } from "./pipeline/edge-policy.js";
  * payments' ResolveIdempotencyKey (orders' own), and the operator and echo services entirely.
  */
 export const BROWSER_METHODS: Readonly<Record<string, readonly string[]>> = {
-  [IdentityService.typeName]: ["CreateSession", "GetSession", "DeleteSession", "GetTenant", "ListUsers", "CreateUser", "GetUser", "DeleteUser"],
-  [PaymentService.typeName]: ["CreatePayment", "GetPayment", "ListPayments", "CreateRefund", "GetRefund", "ListRefunds"],
-  [OrderService.typeName]: ["CreateOrder", "GetOrder", "UpdateOrder", "ListUserOrders", "PayOrder", "ShipOrder", "CancelOrder", "AddItem", "ListItems", "AddDiscount", "ListDiscounts", "TrackOrders"],
-  [ContentService.typeName]: ["CreateDocument", "GetDocument", "UpdateDocument", "CreatePost", "GetPost", "ListPosts", "WatchPosts", "ListCatalogItems", "BatchGetCatalogItems", "ImportItems", "CreateImportJob", "GetImportJob"],
+  [IdentityService.typeName]: [
+    "CreateSession",
+    "GetSession",
+    "DeleteSession",
+    "GetTenant",
+    "ListUsers",
+    "CreateUser",
+    "GetUser",
+    "DeleteUser",
+  ],
+  [PaymentService.typeName]: [
+    "CreatePayment",
+    "GetPayment",
+    "ListPayments",
+    "CreateRefund",
+    "GetRefund",
+    "ListRefunds",
+  ],
+  [OrderService.typeName]: [
+    "CreateOrder",
+    "GetOrder",
+    "UpdateOrder",
+    "ListUserOrders",
+    "PayOrder",
+    "ShipOrder",
+    "CancelOrder",
+    "AddItem",
+    "ListItems",
+    "AddDiscount",
+    "ListDiscounts",
+    "TrackOrders",
+  ],
+  [ContentService.typeName]: [
+    "CreateDocument",
+    "GetDocument",
+    "UpdateDocument",
+    "CreatePost",
+    "GetPost",
+    "ListPosts",
+    "WatchPosts",
+    "ListCatalogItems",
+    "BatchGetCatalogItems",
+    "ImportItems",
+    "CreateImportJob",
+    "GetImportJob",
+  ],
 };
 
 export const RPC_PREFIX = "/rpc";
@@ -93,7 +156,9 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
   /** The methods a page may call, each with its upstream client's function. */
   const allowed = services.flatMap(([service, upstream]) => {
     const client = options.upstreams[upstream] as unknown as Record<string, (...args: unknown[]) => unknown>;
-    return service.methods.filter((method) => BROWSER_METHODS[service.typeName]!.includes(method.name)).map((method) => ({ service, method, upstream, call: client[method.localName]! }));
+    return service.methods
+      .filter((method) => BROWSER_METHODS[service.typeName]!.includes(method.name))
+      .map((method) => ({ service, method, upstream, call: client[method.localName]! }));
   });
   const upstreamOf = new Map<DescMethod, UpstreamName>(allowed.map((a) => [a.method, a.upstream]));
 
@@ -199,20 +264,30 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
     handle(req, res, address, record) {
       const path = (req.url ?? "").split("?")[0]!;
       const found = methods.get(path);
-      if (!found) return refuse(req, res, "unimplemented", `no method ${path.slice(RPC_PREFIX.length + 1)} is served through the browser proxy`, 404);
+      if (!found)
+        return refuse(
+          req,
+          res,
+          "unimplemented",
+          `no method ${path.slice(RPC_PREFIX.length + 1)} is served through the browser proxy`,
+          404,
+        );
       const kind = found.method.methodKind;
       // Answered here, in the protocol's format: connect-node would refuse a bidirectional stream over HTTP/1.1 with a 505.
-      if (kind === "client_streaming" || kind === "bidi_streaming") return refuse(req, res, "unimplemented", notThroughBrowsers(found.service, found.method).rawMessage, 404);
+      if (kind === "client_streaming" || kind === "bidi_streaming")
+        return refuse(req, res, "unimplemented", notThroughBrowsers(found.service, found.method).rawMessage, 404);
       const handler = handlers.get(path)!;
       const values = createContextValues().set(CALL, new RpcCall(address, record, {}));
       const universal = universalRequestFromNodeRequest(req, res, undefined, values);
-      void checkedMessage(universal, found.method, options.maxBodyBytes).then(async (checked) => {
-        if ("refusal" in checked) return refuse(req, res, checked.refusal.code, checked.refusal.message, 400);
-        await universalResponseToNodeResponse(await handler(checked.request), res);
-      }).catch(() => {
-        // The call was answered as far as it could be (a client gone mid-answer); nothing more to send.
-        if (!res.headersSent) refuse(req, res, "internal", "the browser proxy could not answer", 500);
-      });
+      void checkedMessage(universal, found.method, options.maxBodyBytes)
+        .then(async (checked) => {
+          if ("refusal" in checked) return refuse(req, res, checked.refusal.code, checked.refusal.message, 400);
+          await universalResponseToNodeResponse(await handler(checked.request), res);
+        })
+        .catch(() => {
+          // The call was answered as far as it could be (a client gone mid-answer); nothing more to send.
+          if (!res.headersSent) refuse(req, res, "internal", "the browser proxy could not answer", 500);
+        });
     },
     routeOf: (path) => (methods.has(path) ? path : `${RPC_PREFIX}/{other}`),
   };
@@ -236,12 +311,29 @@ function withQuota<R extends { header: Headers }>(res: R, call: EdgeCall): R {
  * error with `status` (404 for unimplemented — what a Connect client reads as such — 400 otherwise:
  * refusals of the caller's input are never a 5xx).
  */
-function refuse(req: IncomingMessage, res: ServerResponse, code: "unimplemented" | "invalid_argument" | "resource_exhausted" | "internal", message: string, status: number): void {
+function refuse(
+  req: IncomingMessage,
+  res: ServerResponse,
+  code: "unimplemented" | "invalid_argument" | "resource_exhausted" | "internal",
+  message: string,
+  status: number,
+): void {
   req.resume();
   const type = String(req.headers["content-type"] ?? "").toLowerCase();
   if (type.startsWith("application/grpc-web")) {
-    const grpcStatus = { unimplemented: Code.Unimplemented, invalid_argument: Code.InvalidArgument, resource_exhausted: Code.ResourceExhausted, internal: Code.Internal }[code];
-    res.writeHead(200, { "content-type": type.startsWith("application/grpc-web-text") ? "application/grpc-web-text+proto" : "application/grpc-web+proto", "grpc-status": String(grpcStatus), "grpc-message": encodeURIComponent(message) });
+    const grpcStatus = {
+      unimplemented: Code.Unimplemented,
+      invalid_argument: Code.InvalidArgument,
+      resource_exhausted: Code.ResourceExhausted,
+      internal: Code.Internal,
+    }[code];
+    res.writeHead(200, {
+      "content-type": type.startsWith("application/grpc-web-text")
+        ? "application/grpc-web-text+proto"
+        : "application/grpc-web+proto",
+      "grpc-status": String(grpcStatus),
+      "grpc-message": encodeURIComponent(message),
+    });
     res.end();
     return;
   }
@@ -264,29 +356,49 @@ function refuse(req: IncomingMessage, res: ServerResponse, code: "unimplemented"
  * `application/connect+proto`) and gRPC-Web bodies are read (up to the body limit) and parsed once;
  * compressed or JSON ones go on unread (connect-node reports JSON it cannot parse as invalid_argument).
  */
-async function checkedMessage(request: UniversalServerRequest, method: DescMethod, maxBytes: number): Promise<{ request: UniversalServerRequest } | { refusal: { code: "invalid_argument" | "resource_exhausted"; message: string } }> {
+async function checkedMessage(
+  request: UniversalServerRequest,
+  method: DescMethod,
+  maxBytes: number,
+): Promise<
+  | { request: UniversalServerRequest }
+  | { refusal: { code: "invalid_argument" | "resource_exhausted"; message: string } }
+> {
   const type = (request.header.get("content-type") ?? "").toLowerCase().split(";")[0]!.trim();
-  const enveloped = type === "application/connect+proto" || type === "application/grpc-web" || type === "application/grpc-web+proto";
-  if ((type !== "application/proto" && !enveloped) || request.header.get("content-encoding") || !isAsyncIterable(request.body)) return { request };
+  const enveloped =
+    type === "application/connect+proto" || type === "application/grpc-web" || type === "application/grpc-web+proto";
+  if (
+    (type !== "application/proto" && !enveloped) ||
+    request.header.get("content-encoding") ||
+    !isAsyncIterable(request.body)
+  )
+    return { request };
   const chunks: Uint8Array[] = [];
   let size = 0;
   for await (const chunk of request.body) {
     size += chunk.byteLength;
-    if (size > maxBytes) return { refusal: { code: "resource_exhausted", message: `the request is larger than ${maxBytes} bytes` } };
+    if (size > maxBytes)
+      return { refusal: { code: "resource_exhausted", message: `the request is larger than ${maxBytes} bytes` } };
     chunks.push(chunk);
   }
   const bytes = Buffer.concat(chunks);
   let message: Uint8Array = bytes;
   if (enveloped) {
     const length = bytes.length >= 5 ? bytes.readUInt32BE(1) : -1;
-    if (length < 0 || bytes.length !== 5 + length) return { refusal: { code: "invalid_argument", message: "the request is not one enveloped message" } };
+    if (length < 0 || bytes.length !== 5 + length)
+      return { refusal: { code: "invalid_argument", message: "the request is not one enveloped message" } };
     if ((bytes[0]! & 0b1) !== 0) return { request: { ...request, body: once(bytes) } }; // compressed: connect-node reads it
     message = bytes.subarray(5);
   }
   try {
     fromBinary(method.input, message);
   } catch (err) {
-    return { refusal: { code: "invalid_argument", message: `the request is not a valid ${method.input.typeName}: ${err instanceof Error ? err.message : String(err)}` } };
+    return {
+      refusal: {
+        code: "invalid_argument",
+        message: `the request is not a valid ${method.input.typeName}: ${err instanceof Error ? err.message : String(err)}`,
+      },
+    };
   }
   return { request: { ...request, body: once(bytes) } };
 }

@@ -97,7 +97,14 @@ describe("request cancellation (edge)", () => {
     let server: RunningServer;
     let channel: ReturnType<typeof openChannel>;
     before(async () => {
-      server = await startGrpcServer({ name: "echo", host: "127.0.0.1", port: 0, services: [registration(EchoService, echoImpl())], logger: createLogger("test", "silent"), drainTimeoutMs: 1_000 });
+      server = await startGrpcServer({
+        name: "echo",
+        host: "127.0.0.1",
+        port: 0,
+        services: [registration(EchoService, echoImpl())],
+        logger: createLogger("test", "silent"),
+        drainTimeoutMs: 1_000,
+      });
       channel = openChannel(`127.0.0.1:${server.port}`);
     });
     after(async () => {
@@ -123,7 +130,10 @@ describe("request cancellation (edge)", () => {
     it("refuses to start a call for a request already cancelled, and leaves a finished call's answer alone", async () => {
       const echo = createServiceClient(EchoService, channel);
       const done = new RequestCancellation();
-      expect(await echo.echo({ message: "quick", delayMs: 0 }, { signal: done.callSignal })).to.have.property("message", "quick");
+      expect(await echo.echo({ message: "quick", delayMs: 0 }, { signal: done.callSignal })).to.have.property(
+        "message",
+        "quick",
+      );
       done.abort(); // after the answer: nothing to cancel, nothing thrown
 
       const gone = new RequestCancellation();

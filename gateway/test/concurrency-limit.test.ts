@@ -1,11 +1,22 @@
 // The adaptive concurrency limit on its own, with a fake clock and a simulated upstream.
 import { expect } from "chai";
-import { AdaptiveConcurrencyLimit, type ConcurrencyLimitOptions, type Release } from "../src/runtime/concurrency-limit.js";
+import {
+  AdaptiveConcurrencyLimit,
+  type ConcurrencyLimitOptions,
+  type Release,
+} from "../src/runtime/concurrency-limit.js";
 
 /** The gateway's defaults (GATEWAY_CONCURRENCY_INITIAL / MIN / MAX, buffer 50%). */
 function limiter(options: Partial<ConcurrencyLimitOptions> & { clock: { now: number } }): AdaptiveConcurrencyLimit {
   const { clock, ...rest } = options;
-  return new AdaptiveConcurrencyLimit({ initialLimit: 100, minLimit: 3, maxLimit: 1_000, now: () => clock.now, random: () => 0.5, ...rest });
+  return new AdaptiveConcurrencyLimit({
+    initialLimit: 100,
+    minLimit: 3,
+    maxLimit: 1_000,
+    now: () => clock.now,
+    random: () => 0.5,
+    ...rest,
+  });
 }
 
 /** Sequential requests of a fixed latency (no queue): each one sampled. */
@@ -22,7 +33,11 @@ function serial(limit: AdaptiveConcurrencyLimit, clock: { now: number }, rttMs: 
  * `size` requests at once against an upstream that serves `parallel` at once in `serviceMs` each
  * and queues the rest; the admitted ones all finish. Returns how many were refused.
  */
-function burst(limit: AdaptiveConcurrencyLimit, clock: { now: number }, { size, parallel, serviceMs }: { size: number; parallel: number; serviceMs: number }): number {
+function burst(
+  limit: AdaptiveConcurrencyLimit,
+  clock: { now: number },
+  { size, parallel, serviceMs }: { size: number; parallel: number; serviceMs: number },
+): number {
   const admitted: Release[] = [];
   for (let i = 0; i < size; i++) {
     const release = limit.tryAcquire();
@@ -49,9 +64,20 @@ interface SimulationResult {
  * `serviceMs` each and queues the rest (latency = serviceMs × max(1, in flight / parallel)).
  * A shed client tries again 5 ms later. Requests still in flight at the end finish then.
  */
-function closedLoop(limit: AdaptiveConcurrencyLimit, clock: { now: number }, { clients, parallel, serviceMs, durationMs }: { clients: number; parallel: number; serviceMs: number; durationMs: number }): SimulationResult {
+function closedLoop(
+  limit: AdaptiveConcurrencyLimit,
+  clock: { now: number },
+  {
+    clients,
+    parallel,
+    serviceMs,
+    durationMs,
+  }: { clients: number; parallel: number; serviceMs: number; durationMs: number },
+): SimulationResult {
   const start = clock.now;
-  const events: { at: number; release?: Release }[] = Array.from({ length: clients }, (_, i) => ({ at: start + i * 0.01 }));
+  const events: { at: number; release?: Release }[] = Array.from({ length: clients }, (_, i) => ({
+    at: start + i * 0.01,
+  }));
   const result: SimulationResult = { admitted: 0, shed: 0, lateLatencies: [], limits: [] };
   let inUpstream = 0;
   while (events.length > 0) {
@@ -93,7 +119,17 @@ function closedLoop(limit: AdaptiveConcurrencyLimit, clock: { now: number }, { c
  * from `stall.at` for `stall.ms` (a replica killed, its calls failing over): what would have finished
  * then finishes when it ends.
  */
-function openLoop(limit: AdaptiveConcurrencyLimit, clock: { now: number }, { perMs, parallel, serviceMs, durationMs, stall }: { perMs: number; parallel: number; serviceMs: number; durationMs: number; stall?: { at: number; ms: number } }): SimulationResult {
+function openLoop(
+  limit: AdaptiveConcurrencyLimit,
+  clock: { now: number },
+  {
+    perMs,
+    parallel,
+    serviceMs,
+    durationMs,
+    stall,
+  }: { perMs: number; parallel: number; serviceMs: number; durationMs: number; stall?: { at: number; ms: number } },
+): SimulationResult {
   const start = clock.now;
   const result: SimulationResult = { admitted: 0, shed: 0, lateLatencies: [], limits: [] };
   const pending: { at: number; release: Release }[] = [];
@@ -121,7 +157,8 @@ function openLoop(limit: AdaptiveConcurrencyLimit, clock: { now: number }, { per
     result.admitted++;
     inUpstream++;
     let done = at + serviceMs * Math.max(1, inUpstream / parallel);
-    if (stall && done >= start + stall.at && at < start + stall.at + stall.ms) done = Math.max(done, start + stall.at + stall.ms) + serviceMs;
+    if (stall && done >= start + stall.at && at < start + stall.at + stall.ms)
+      done = Math.max(done, start + stall.at + stall.ms) + serviceMs;
     if (at - start > durationMs / 2) result.lateLatencies.push(done - at);
     pending.push({ at: done, release });
   }
@@ -157,7 +194,9 @@ describe("adaptive concurrency limit", () => {
         const run = closedLoop(limit, clock, { clients, parallel: 4, serviceMs: 5, durationMs: 20_000 });
         expect(run.shed, "shed").to.equal(0);
         expect(limit.shedding).to.equal(false);
-        expect(run.admitted / 20_000, "served per ms: the upstream's capacity").to.be.above(Math.min(clients, 4) / 5 * 0.95);
+        expect(run.admitted / 20_000, "served per ms: the upstream's capacity").to.be.above(
+          (Math.min(clients, 4) / 5) * 0.95,
+        );
       });
     }
 
@@ -165,7 +204,8 @@ describe("adaptive concurrency limit", () => {
       const clock = { now: 0 };
       const limit = limiter({ clock });
       let shed = 0;
-      for (const clients of [4, 16, 64, 16, 64, 4]) shed += closedLoop(limit, clock, { clients, parallel: 4, serviceMs: 5, durationMs: 5_000 }).shed;
+      for (const clients of [4, 16, 64, 16, 64, 4])
+        shed += closedLoop(limit, clock, { clients, parallel: 4, serviceMs: 5, durationMs: 5_000 }).shed;
       expect(shed).to.equal(0);
     });
 
@@ -181,7 +221,13 @@ describe("adaptive concurrency limit", () => {
       const clock = { now: 0 };
       const limit = limiter({ clock });
       serial(limit, clock, 5, 50);
-      const run = openLoop(limit, clock, { perMs: 0.4, parallel: 4, serviceMs: 5, durationMs: 10_000, stall: { at: 5_000, ms: 150 } });
+      const run = openLoop(limit, clock, {
+        perMs: 0.4,
+        parallel: 4,
+        serviceMs: 5,
+        durationMs: 10_000,
+        stall: { at: 5_000, ms: 150 },
+      });
       expect(run.shed).to.equal(0);
       expect(Math.max(...run.lateLatencies), "the stall was felt").to.be.at.least(150);
     });
@@ -215,7 +261,10 @@ describe("adaptive concurrency limit", () => {
       expect(limit.sheddingLimit).to.be.below(20);
       // … and once nothing has been in flight for a while, it is forgotten.
       clock.now += 60_000;
-      expect(burst(limit, clock, { size: 64, parallel: 64, serviceMs: 5 }), "refused after overload and a quiet minute").to.equal(0);
+      expect(
+        burst(limit, clock, { size: 64, parallel: 64, serviceMs: 5 }),
+        "refused after overload and a quiet minute",
+      ).to.equal(0);
     });
 
     it("admits bursts of 64 all through what used to be the re-measurements (~5 s after start, then every minute)", () => {

@@ -8,7 +8,10 @@ const REQUIRED = { GATEWAY_SERVICE_SECRET: "a-secret-of-the-gateway-at-least-32-
 
 describe("gateway: GATEWAY_CORS_ORIGINS", () => {
   it("takes a comma-separated list of exact origins (spaces and empty entries ignored)", () => {
-    expect(parseOrigins("https://app.example, http://127.0.0.1:3000,,")).to.deep.equal(["https://app.example", "http://127.0.0.1:3000"]);
+    expect(parseOrigins("https://app.example, http://127.0.0.1:3000,,")).to.deep.equal([
+      "https://app.example",
+      "http://127.0.0.1:3000",
+    ]);
   });
 
   it("refuses what a browser never sends as an Origin: a path, a trailing slash, another scheme, a non-URL", () => {
@@ -19,6 +22,8 @@ describe("gateway: GATEWAY_CORS_ORIGINS", () => {
 
   it("is optional, and a bad value stops the gateway's configuration naming the setting", () => {
     expect(gatewayConfigFrom(REQUIRED).corsOrigins).to.equal(undefined);
-    expect(() => gatewayConfigFrom({ ...REQUIRED, GATEWAY_CORS_ORIGINS: "https://app.example/" })).to.throw(/GATEWAY_CORS_ORIGINS/);
+    expect(() => gatewayConfigFrom({ ...REQUIRED, GATEWAY_CORS_ORIGINS: "https://app.example/" })).to.throw(
+      /GATEWAY_CORS_ORIGINS/,
+    );
   });
 });

@@ -5,8 +5,14 @@ import { expect } from "chai";
 import { CATALOG_GROUP, documentGroup, EdgeCache, type CachedAnswer } from "../src/runtime/edge-cache.js";
 import { CacheLease } from "../src/runtime/cache-lease.js";
 
-const answer = (text: string, etag?: string): CachedAnswer => ({ status: 200, headers: etag ? { etag } : {}, body: Buffer.from(JSON.stringify({ text })), ...(etag ? { etag } : {}) });
-const textOf = (a: CachedAnswer | undefined) => (a ? (JSON.parse(a.body.toString()) as { text: string }).text : undefined);
+const answer = (text: string, etag?: string): CachedAnswer => ({
+  status: 200,
+  headers: etag ? { etag } : {},
+  body: Buffer.from(JSON.stringify({ text })),
+  ...(etag ? { etag } : {}),
+});
+const textOf = (a: CachedAnswer | undefined) =>
+  a ? (JSON.parse(a.body.toString()) as { text: string }).text : undefined;
 
 describe("edge cache: memory", () => {
   const open = (limits = { maxEntries: 100, maxBytes: 1 << 20 }) => {
@@ -34,7 +40,11 @@ describe("edge cache: memory", () => {
     cache.fill(cache.ticket(documentGroup("globex", "doc_a")), "ga:v1", answer("ga"));
     cache.drop(documentGroup("acme", "doc_a"));
     expect([cache.lookup("a:v1"), cache.lookup("a:v2")]).to.deep.equal([undefined, undefined]);
-    expect([textOf(cache.lookup("b:v1")), textOf(cache.lookup("ga:v1")), textOf(cache.lookup("p1"))]).to.deep.equal(["b1", "ga", "one"]);
+    expect([textOf(cache.lookup("b:v1")), textOf(cache.lookup("ga:v1")), textOf(cache.lookup("p1"))]).to.deep.equal([
+      "b1",
+      "ga",
+      "one",
+    ]);
     cache.drop(CATALOG_GROUP);
     expect([cache.lookup("p1"), cache.lookup("p2")]).to.deep.equal([undefined, undefined]);
     expect(textOf(cache.lookup("b:v1"))).to.equal("b1");
@@ -70,7 +80,12 @@ describe("edge cache: memory", () => {
     for (const k of ["a", "b", "c"]) cache.fill(cache.ticket(CATALOG_GROUP), k, answer(k));
     cache.lookup("a"); // a is now the most recently used
     cache.fill(cache.ticket(CATALOG_GROUP), "d", answer("d"));
-    expect([textOf(cache.lookup("a")), cache.lookup("b"), textOf(cache.lookup("c")), textOf(cache.lookup("d"))]).to.deep.equal(["a", undefined, "c", "d"]);
+    expect([
+      textOf(cache.lookup("a")),
+      cache.lookup("b"),
+      textOf(cache.lookup("c")),
+      textOf(cache.lookup("d")),
+    ]).to.deep.equal(["a", undefined, "c", "d"]);
     const small = open({ maxEntries: 100, maxBytes: 3 * (256 + 20) }).cache;
     for (const k of ["k1", "k2", "k3", "k4"]) small.fill(small.ticket(CATALOG_GROUP), k, answer("x".repeat(8)));
     expect(small.size).to.be.at.most(3);

@@ -8,7 +8,8 @@ function capture() {
   const lines: Record<string, unknown>[] = [];
   const stream = new Writable({
     write(chunk: Buffer, _encoding, done) {
-      for (const line of chunk.toString("utf8").split("\n").filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
+      for (const line of chunk.toString("utf8").split("\n").filter(Boolean))
+        lines.push(JSON.parse(line) as Record<string, unknown>);
       done();
     },
   });
@@ -24,7 +25,8 @@ describe("failure log", () => {
     const log = new FailureLog(logger, 1_000, () => clock.now);
     try {
       let described = 0;
-      for (let i = 0; i < 500; i++) log.report("LOAD_SHED", () => (described++, { status: 503, path: "/v1/payments/x" }));
+      for (let i = 0; i < 500; i++)
+        log.report("LOAD_SHED", () => (described++, { status: 503, path: "/v1/payments/x" }));
       expect(described, "only the failure logged in full is described").to.equal(1);
       log.report("UPSTREAM_UNAVAILABLE", () => ({ status: 502, path: "/v1/orders" }));
       log.report("UPSTREAM_UNAVAILABLE", () => ({ status: 502, path: "/v1/orders" }));

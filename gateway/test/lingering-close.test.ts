@@ -22,7 +22,8 @@ async function refusingServer(): Promise<{ server: Server; port: number }> {
 }
 
 /** The server's open connections. */
-const connections = (server: Server) => new Promise<number>((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
+const connections = (server: Server) =>
+  new Promise<number>((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
 
 describe("lingering close", function () {
   this.timeout(30_000);
@@ -35,7 +36,9 @@ describe("lingering close", function () {
   });
 
   it("lets a client that is still sending its body read an answer given before the body was read", async () => {
-    const answers = await Promise.all(Array.from({ length: 12 }, () => sendWholeThenRead(port, { path: "/v1/docs", headers: [], bodyBytes: 120_000 })));
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, () => sendWholeThenRead(port, { path: "/v1/docs", headers: [], bodyBytes: 120_000 })),
+    );
     for (const answer of answers) {
       expect(answer.split("\r\n")[0]).to.equal("HTTP/1.1 413 Payload Too Large");
       expect(answer.endsWith(`\r\n\r\n${REFUSAL}`), answer.slice(0, 300)).to.equal(true);

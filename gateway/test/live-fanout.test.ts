@@ -29,12 +29,20 @@ function simulatedUpstream(refuse: (authorization: string | undefined) => boolea
 }
 
 const event = (n: number): LiveEvent => ({ id: `c${n}`, event: "post", data: { n } });
-const credential = (token: string, expiresInSeconds = 600) => ({ headers: { authorization: `Bearer ${token}` }, expiresAt: Date.now() / 1000 + expiresInSeconds });
+const credential = (token: string, expiresInSeconds = 600) => ({
+  headers: { authorization: `Bearer ${token}` },
+  expiresAt: Date.now() / 1000 + expiresInSeconds,
+});
 const tick = () => new Promise((r) => setImmediate(r));
 
 /** Follows a subscription, collecting what its writer is given; `keep` false makes the writer say it is done. */
 function follow(sub: LiveSubscription, sent: ReadonlySet<string> = new Set()) {
-  const f = { events: [] as LiveEvent[], keep: true, ended: undefined as unknown as Promise<void>, ids: () => f.events.map((e) => e.id) };
+  const f = {
+    events: [] as LiveEvent[],
+    keep: true,
+    ended: undefined as unknown as Promise<void>,
+    ids: () => f.events.map((e) => e.id),
+  };
   f.ended = sub.follow(sent, (event) => {
     f.events.push(event);
     return f.keep;
@@ -49,7 +57,9 @@ describe("gateway: shared live streams (fan-out)", () => {
   it("opens one upstream stream per key however many subscribe, and hands every subscriber the same event object (framed once)", async () => {
     const fanout = new LiveFanout(logger);
     const upstream = simulatedUpstream();
-    const subs = await Promise.all([1, 2, 3].map((i) => fanout.join("posts/acme", credential(`acme-${i}`), upstream.open)));
+    const subs = await Promise.all(
+      [1, 2, 3].map((i) => fanout.join("posts/acme", credential(`acme-${i}`), upstream.open)),
+    );
     const other = await fanout.join("posts/globex", credential("globex"), upstream.open);
     expect(upstream.opened.map((o) => o.position)).to.deep.equal(["", ""]);
     expect(fanout.size).to.equal(2);
@@ -59,7 +69,10 @@ describe("gateway: shared live streams (fan-out)", () => {
     upstream.opened[0]!.events.push(shared);
     upstream.opened[1]!.events.push(event(9));
     await tick();
-    for (const f of followers) expect(f.events, "the very same object").to.deep.equal([shared]).and.satisfy((e: LiveEvent[]) => e[0] === shared);
+    for (const f of followers)
+      expect(f.events, "the very same object")
+        .to.deep.equal([shared])
+        .and.satisfy((e: LiveEvent[]) => e[0] === shared);
     expect(otherFollower.ids()).to.deep.equal(["c9"]);
     for (const s of [...subs, other]) s.leave();
     for (const f of [...followers, otherFollower]) await f.ended; // leaving ends a follow normally
@@ -159,7 +172,13 @@ describe("gateway: shared live streams (fan-out)", () => {
   it("ends every feed of every key with the error when the gateway stops (endAll), closing each upstream stream", async () => {
     const fanout = new LiveFanout(logger);
     const upstream = simulatedUpstream();
-    const subs = await Promise.all([["posts/acme", "a"], ["posts/acme", "b"], ["posts/globex", "c"]].map(([key, t]) => fanout.join(key!, credential(t!), upstream.open)));
+    const subs = await Promise.all(
+      [
+        ["posts/acme", "a"],
+        ["posts/acme", "b"],
+        ["posts/globex", "c"],
+      ].map(([key, t]) => fanout.join(key!, credential(t!), upstream.open)),
+    );
     const followers = subs.map((s) => follow(s));
     fanout.endAll(fail("UPSTREAM_UNAVAILABLE", "the gateway is shutting down; reconnect"));
     for (const f of followers) {
@@ -167,7 +186,10 @@ describe("gateway: shared live streams (fan-out)", () => {
       await f.ended.catch((err: unknown) => (ended = err));
       expect(String(ended)).to.match(/shutting down/);
     }
-    expect(upstream.opened.every((o) => o.signal.aborted), "every upstream stream closed").to.equal(true);
+    expect(
+      upstream.opened.every((o) => o.signal.aborted),
+      "every upstream stream closed",
+    ).to.equal(true);
     expect(fanout.size).to.equal(0);
   });
 

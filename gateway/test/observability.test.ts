@@ -14,7 +14,8 @@ describe("request ids at the edge", () => {
 
   it("generates one when there is none or it is malformed (no spaces, quotes or newlines into the logs)", () => {
     expect(requestIdOf(request({}), 1)).to.match(UUID);
-    for (const bad of ["with space", 'quote"', "line\nbreak", "x".repeat(129), ""]) expect(requestIdOf(request({ "x-request-id": bad }), 1)).to.match(UUID);
+    for (const bad of ["with space", 'quote"', "line\nbreak", "x".repeat(129), ""])
+      expect(requestIdOf(request({ "x-request-id": bad }), 1)).to.match(UUID);
   });
 
   it("is a new one per request", () => {

@@ -28,7 +28,9 @@ describe("browser proxy (/rpc): shedding and the quota", () => {
     // A fixed limit of one request at a time, and a quota of QUOTA calls per address.
     concurrency = new AdaptiveConcurrencyLimit({ initialLimit: 1, minLimit: 1, maxLimit: 1 });
     rateLimiter = createRateLimiter({ limit: QUOTA, windowSeconds: 600, keyPrefix: `rpc-admission-${process.pid}` });
-    const content = { getDocument: async () => (upstreamCalls++, { document: { id: "doc_x", title: "t", body: "b", etag: '"e"' } }) };
+    const content = {
+      getDocument: async () => (upstreamCalls++, { document: { id: "doc_x", title: "t", body: "b", etag: '"e"' } }),
+    };
     const policy = edgePolicy({
       verifier: {} as TokenVerifier,
       // Content's calls carry no client address, so the gateway's own token is never asked for.
@@ -43,7 +45,11 @@ describe("browser proxy (/rpc): shedding and the quota", () => {
       maxDeadlineMs: 1_000,
       onShed: () => sheds++,
     });
-    const rpc = rpcProxy({ upstreams: { identity: {}, payments: {}, orders: {}, content } as unknown as Upstreams, policy, maxBodyBytes: 64 * 1024 });
+    const rpc = rpcProxy({
+      upstreams: { identity: {}, payments: {}, orders: {}, content } as unknown as Upstreams,
+      policy,
+      maxBodyBytes: 64 * 1024,
+    });
     server = createServer((req, res) => rpc.handle(req, res, ADDRESS, { requestId: "r", quotaKind: undefined }));
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/rpc/switchyard.content.v1.ContentService/GetDocument`;
@@ -54,10 +60,15 @@ describe("browser proxy (/rpc): shedding and the quota", () => {
   });
 
   const call = async () => {
-    const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ documentId: "doc_x" }) });
+    const res = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ documentId: "doc_x" }),
+    });
     return { status: res.status, headers: res.headers, body: (await res.json()) as { code?: string } };
   };
-  const remaining = async () => Number((await rateLimiter.peek(quotaKey(undefined, ADDRESS))).headers["x-ratelimit-remaining"]);
+  const remaining = async () =>
+    Number((await rateLimiter.peek(quotaKey(undefined, ADDRESS))).headers["x-ratelimit-remaining"]);
 
   it("sheds at the limit with unavailable, drawing nothing on the caller's quota", async () => {
     const held = concurrency.tryAcquire();
@@ -68,7 +79,9 @@ describe("browser proxy (/rpc): shedding and the quota", () => {
         expect(shed.status).to.equal(503);
         expect(shed.body.code).to.equal("unavailable");
         expect(shed.headers.get("retry-after")).to.equal("1");
-        expect(shed.headers.get("x-ratelimit-remaining"), "the quota as it stands, as /v1 says it").to.equal(String(QUOTA));
+        expect(shed.headers.get("x-ratelimit-remaining"), "the quota as it stands, as /v1 says it").to.equal(
+          String(QUOTA),
+        );
       }
     } finally {
       held!(false);

@@ -23,14 +23,17 @@ describe("gateway runtime", () => {
     });
 
     it("documents every error code the catalogue can answer with, and no other", () => {
-      const documented = ((api.document.components as Record<string, Record<string, { enum: string[] }>>).schemas!.ErrorCode!.enum).slice().sort();
+      const documented = (api.document.components as Record<string, Record<string, { enum: string[] }>>)
+        .schemas!.ErrorCode!.enum.slice()
+        .sort();
       expect(documented).to.deep.equal(Object.keys(errorCatalogue).sort());
     });
 
     it("states its paths without verbs, under /v1", () => {
       for (const op of api.operations) {
         expect(op.pathTemplate).to.match(/^\/v1\//);
-        for (const segment of op.pathTemplate.split("/")) expect(segment).to.not.match(/^(create|get|delete|update|list|add|remove|do)([A-Z_-]|$)/);
+        for (const segment of op.pathTemplate.split("/"))
+          expect(segment).to.not.match(/^(create|get|delete|update|list|add|remove|do)([A-Z_-]|$)/);
       }
     });
 
@@ -49,18 +52,30 @@ describe("gateway runtime", () => {
 
     it("checks an import's items one by one (x-switchyard-per-line-items), and takes it as NDJSON too — only it", () => {
       const imports = api.operations.find((o) => o.operationId === "createCatalogImport")!;
-      expect(api.operations.filter((o) => o.acceptsNdjson || o.validateLine).map((o) => o.operationId)).to.deep.equal(["createCatalogImport"]);
+      expect(api.operations.filter((o) => o.acceptsNdjson || o.validateLine).map((o) => o.operationId)).to.deep.equal([
+        "createCatalogImport",
+      ]);
       // The request is the array; its elements are the job's lines.
       expect(imports.validateBody!([17, {}, { sku: "A-1" }])).to.equal(true);
       expect(imports.validateBody!({ items: [] })).to.equal(false);
-      expect(describeBodyError(imports.validateBody!.errors![0]!)).to.deep.equal({ status: 400, message: "body must be of type array" });
+      expect(describeBodyError(imports.validateBody!.errors![0]!)).to.deep.equal({
+        status: 400,
+        message: "body must be of type array",
+      });
       expect(imports.validateBody!([])).to.equal(false);
       expect(describeBodyError(imports.validateBody!.errors![0]!).status).to.equal(422);
-      const line = (value: unknown) => (imports.validateLine!(value) ? undefined : describeBodyError(imports.validateLine!.errors![0]!, "item"));
+      const line = (value: unknown) =>
+        imports.validateLine!(value) ? undefined : describeBodyError(imports.validateLine!.errors![0]!, "item");
       expect(line({ sku: "A-1", name: "A thing", price: 100, currency: "EUR" })).to.equal(undefined);
       expect(line(17)).to.deep.equal({ status: 400, message: "item must be of type object" });
-      expect(line({ sku: "A-1", name: "A thing", price: "100", currency: "EUR" })).to.deep.equal({ status: 400, message: "price must be of type integer" });
-      expect(line({ sku: "A-1", name: "A thing", price: -1, currency: "EUR" })).to.deep.equal({ status: 422, message: "price must be >= 0" });
+      expect(line({ sku: "A-1", name: "A thing", price: "100", currency: "EUR" })).to.deep.equal({
+        status: 400,
+        message: "price must be of type integer",
+      });
+      expect(line({ sku: "A-1", name: "A thing", price: -1, currency: "EUR" })).to.deep.equal({
+        status: 422,
+        message: "price must be >= 0",
+      });
     });
   });
 
@@ -92,8 +107,12 @@ describe("gateway runtime", () => {
     }
 
     it("never echoes upstream internals in a 5xx message, and asks 503s to come back later", () => {
-      expect(toHttpError(new ConnectError("pg: password authentication failed", Code.Internal)).message).to.equal("internal error");
-      expect(toHttpError(new ConnectError("connect ECONNREFUSED 10.0.0.1", Code.Unavailable), "payments").message).to.equal("the payments service is unavailable");
+      expect(toHttpError(new ConnectError("pg: password authentication failed", Code.Internal)).message).to.equal(
+        "internal error",
+      );
+      expect(
+        toHttpError(new ConnectError("connect ECONNREFUSED 10.0.0.1", Code.Unavailable), "payments").message,
+      ).to.equal("the payments service is unavailable");
       expect(toHttpError(fail("LOAD_SHED", "busy")).headers).to.have.property("retry-after");
     });
     it("serializes an error's body once, with its details when it has them", () => {
@@ -101,7 +120,11 @@ describe("gateway runtime", () => {
       expect(JSON.parse(shed.body)).to.deep.equal({ error: "at capacity", code: "LOAD_SHED" });
       expect(shed.body, "the same string each time").to.equal(shed.body);
       const changed = new HttpError(409, "PRICE_CHANGED", "the price changed", {}, { price: 1200 });
-      expect(JSON.parse(changed.body)).to.deep.equal({ error: "the price changed", code: "PRICE_CHANGED", details: { price: 1200 } });
+      expect(JSON.parse(changed.body)).to.deep.equal({
+        error: "the price changed",
+        code: "PRICE_CHANGED",
+        details: { price: 1200 },
+      });
     });
   });
 
@@ -113,9 +136,21 @@ describe("gateway runtime", () => {
       expect(m.pathParams).to.deep.equal({ tenant_id: "acme", user_id: "42" });
     });
     it("answers 404 for an unknown path and 405 with Allow for another method", () => {
-      const unknown = (() => { try { router.match("GET", "/v1/nope"); } catch (e) { return e as HttpError; } })();
+      const unknown = (() => {
+        try {
+          router.match("GET", "/v1/nope");
+        } catch (e) {
+          return e as HttpError;
+        }
+      })();
       expect(unknown?.status).to.equal(404);
-      const method = (() => { try { router.match("PUT", "/v1/payments"); } catch (e) { return e as HttpError; } })();
+      const method = (() => {
+        try {
+          router.match("PUT", "/v1/payments");
+        } catch (e) {
+          return e as HttpError;
+        }
+      })();
       expect(method?.status).to.equal(405);
       expect(method?.headers.allow?.split(", ").sort()).to.deep.equal(["GET", "HEAD", "POST"]);
     });
@@ -136,7 +171,11 @@ describe("gateway runtime", () => {
           return (e as HttpError).status;
         }
       };
-      const paths = all.flatMap((o) => [o.pathTemplate.replace(/\{\w+\}/g, "x1"), o.pathTemplate.replace(/\{\w+\}/g, "a%2Fb"), `${o.pathTemplate.replace(/\{\w+\}/g, "x1")}/extra`]);
+      const paths = all.flatMap((o) => [
+        o.pathTemplate.replace(/\{\w+\}/g, "x1"),
+        o.pathTemplate.replace(/\{\w+\}/g, "a%2Fb"),
+        `${o.pathTemplate.replace(/\{\w+\}/g, "x1")}/extra`,
+      ]);
       paths.push("/", "/v1", "/v1/", "/v3/payments", "/v1/payments/", "//v1/payments", "/v1//payments");
       let compared = 0;
       for (const path of paths) {
@@ -149,9 +188,22 @@ describe("gateway runtime", () => {
     });
     it("decodes only what is percent-encoded, refuses bad encoding with 400, and matches a template whose collection is a parameter", () => {
       expect(router.match("GET", "/v1/tenants/ac%20me/users/42").pathParams.tenant_id).to.equal("ac me");
-      const bad = (() => { try { router.match("GET", "/v1/tenants/%E0%A4%A/users/42"); } catch (e) { return e as HttpError; } })();
+      const bad = (() => {
+        try {
+          router.match("GET", "/v1/tenants/%E0%A4%A/users/42");
+        } catch (e) {
+          return e as HttpError;
+        }
+      })();
       expect(bad?.status).to.equal(400);
-      const byParameter = { ...api.operations[0]!, operationId: "anyCollection", method: "GET", pathTemplate: "/v9/{collection}", pattern: /^\/v9\/([^/]+)$/, pathParams: ["collection"] };
+      const byParameter = {
+        ...api.operations[0]!,
+        operationId: "anyCollection",
+        method: "GET",
+        pathTemplate: "/v9/{collection}",
+        pattern: /^\/v9\/([^/]+)$/,
+        pathParams: ["collection"],
+      };
       const withParameterLead = new Router([...api.operations, byParameter]);
       expect(withParameterLead.match("GET", "/v9/things").pathParams).to.deep.equal({ collection: "things" });
       expect(withParameterLead.match("GET", "/v1/tenants/acme/users/42").operation.operationId).to.equal("getUser");
@@ -159,13 +211,26 @@ describe("gateway runtime", () => {
   });
 
   describe("quota keys and client addresses", () => {
-    const request = (headers: Record<string, string | string[]>, remoteAddress = "192.0.2.7") => ({ headers, socket: { remoteAddress } }) as unknown as IncomingMessage;
-    const caller = (tenantId: string, userId: bigint, token: string): Caller => ({ tenantId, userId, role: "member", sessionId: "s", expiresAt: 0, token });
+    const request = (headers: Record<string, string | string[]>, remoteAddress = "192.0.2.7") =>
+      ({ headers, socket: { remoteAddress } }) as unknown as IncomingMessage;
+    const caller = (tenantId: string, userId: bigint, token: string): Caller => ({
+      tenantId,
+      userId,
+      role: "member",
+      sessionId: "s",
+      expiresAt: 0,
+      token,
+    });
 
     it("draw one quota per verified user — every token of theirs together — and per client address otherwise", () => {
       expect(quotaKey(caller("acme", 2n, "t1"), "192.0.2.7")).to.equal("user:acme:2");
-      expect(quotaKey(caller("acme", 2n, "t2"), "198.51.100.1"), "another token and address of the same user").to.equal("user:acme:2");
-      expect(quotaKey(caller("globex", 2n, "t3"), "192.0.2.7"), "the same id in another tenant is another user").to.equal("user:globex:2");
+      expect(quotaKey(caller("acme", 2n, "t2"), "198.51.100.1"), "another token and address of the same user").to.equal(
+        "user:acme:2",
+      );
+      expect(
+        quotaKey(caller("globex", 2n, "t3"), "192.0.2.7"),
+        "the same id in another tenant is another user",
+      ).to.equal("user:globex:2");
       expect(quotaKey(undefined, "192.0.2.7")).to.equal("addr:192.0.2.7");
     });
 
@@ -178,7 +243,11 @@ describe("gateway runtime", () => {
         expect(fresh.headers["x-ratelimit-remaining"]).to.equal("3");
         expect(Number(fresh.headers["x-ratelimit-reset"])).to.be.within(Date.now() / 1000, Date.now() / 1000 + 61);
         expect((await limiter.check("user:acme:1")).headers["x-ratelimit-remaining"]).to.equal("2");
-        for (let i = 0; i < 3; i++) expect((await limiter.peek("user:acme:1")).headers["x-ratelimit-remaining"], "peeking draws nothing").to.equal("2");
+        for (let i = 0; i < 3; i++)
+          expect(
+            (await limiter.peek("user:acme:1")).headers["x-ratelimit-remaining"],
+            "peeking draws nothing",
+          ).to.equal("2");
         expect((await limiter.check("user:acme:1")).headers["x-ratelimit-remaining"]).to.equal("1");
         await limiter.check("user:acme:1");
         const exhausted = await limiter.peek("user:acme:1");
@@ -198,9 +267,17 @@ describe("gateway runtime", () => {
     it("take the N-th X-Forwarded-For entry from the right behind N trusted proxies, never the client-written left ones", () => {
       // The client wrote "1.1.1.1"; Envoy appended the address it saw (203.0.113.9).
       expect(clientAddress(request({ "x-forwarded-for": "1.1.1.1, 203.0.113.9" }), 1)).to.equal("203.0.113.9");
-      expect(clientAddress(request({ "x-forwarded-for": "1.1.1.1, 203.0.113.9, 10.0.0.2" }), 2)).to.equal("203.0.113.9");
-      expect(clientAddress(request({ "x-forwarded-for": ["1.1.1.1", "203.0.113.9"] }), 1), "repeated headers count in order").to.equal("203.0.113.9");
-      expect(clientAddress(request({ "x-forwarded-for": "203.0.113.9" }), 2), "fewer entries than trusted proxies: the peer").to.equal("192.0.2.7");
+      expect(clientAddress(request({ "x-forwarded-for": "1.1.1.1, 203.0.113.9, 10.0.0.2" }), 2)).to.equal(
+        "203.0.113.9",
+      );
+      expect(
+        clientAddress(request({ "x-forwarded-for": ["1.1.1.1", "203.0.113.9"] }), 1),
+        "repeated headers count in order",
+      ).to.equal("203.0.113.9");
+      expect(
+        clientAddress(request({ "x-forwarded-for": "203.0.113.9" }), 2),
+        "fewer entries than trusted proxies: the peer",
+      ).to.equal("192.0.2.7");
       expect(clientAddress(request({}), 1), "no header: the peer").to.equal("192.0.2.7");
     });
   });
@@ -215,7 +292,9 @@ describe("live streams at the edge", () => {
     expect(wantsEventStream(feed, "application/json, Text/Event-Stream;q=0.5")).to.equal(true);
     expect(wantsEventStream(feed, ["application/json", "text/event-stream"])).to.equal(true);
     expect(wantsEventStream(feed, "text/event-stream;q=0"), "q=0 refuses it").to.equal(false);
-    expect(wantsEventStream(feed, "application/json;x=text/event-stream"), "a parameter that mentions it").to.equal(false);
+    expect(wantsEventStream(feed, "application/json;x=text/event-stream"), "a parameter that mentions it").to.equal(
+      false,
+    );
     expect(wantsEventStream(feed, "*/*")).to.equal(false);
     expect(wantsEventStream(feed, "text/event-streams")).to.equal(false);
     expect(wantsEventStream(feed, undefined)).to.equal(false);

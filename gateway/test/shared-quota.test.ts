@@ -11,7 +11,10 @@ import { SharedQuota, type QuotaState } from "../src/runtime/shared-quota.js";
 import { forgetRedisKeys } from "../../test/support/redis-keys.js";
 
 const redisUrl = process.env.REDIS_URL;
-const unusedInsurance = { draw: (): Promise<QuotaState> => Promise.reject(new Error("Redis failed")), peek: (): Promise<QuotaState> => Promise.reject(new Error("Redis failed")) };
+const unusedInsurance = {
+  draw: (): Promise<QuotaState> => Promise.reject(new Error("Redis failed")),
+  peek: (): Promise<QuotaState> => Promise.reject(new Error("Redis failed")),
+};
 
 describe("the quota shared in Redis (REDIS_URL)", function () {
   this.timeout(20_000);
@@ -60,7 +63,9 @@ describe("the quota shared in Redis (REDIS_URL)", function () {
       answers.push(`${state.allowed}:${state.remaining}`);
     }
     expect(answers).to.deep.equal(["true:5", "true:4", "true:3", "true:2", "true:1", "true:0", "false:0", "false:0"]);
-    expect(first!.reservations + second!.reservations, "the refusals after the first are answered in memory").to.equal(7);
+    expect(first!.reservations + second!.reservations, "the refusals after the first are answered in memory").to.equal(
+      7,
+    );
   });
 
   it("never admits beyond a large quota under concurrent draws on two replicas, refuses at most 1 % early on each, and spares most round trips", async () => {
@@ -97,7 +102,9 @@ describe("the quota shared in Redis (REDIS_URL)", function () {
     expect(refused.allowed).to.equal(false);
     expect(refused.msBeforeReset).to.be.within(1, 1_000);
     expect((await quota!.draw("addr:192.0.2.90")).allowed).to.equal(false);
-    expect(quota!.reservations, "the last reservation saw the window used up: the refusals asked nobody").to.equal(roundTrips);
+    expect(quota!.reservations, "the last reservation saw the window used up: the refusals asked nobody").to.equal(
+      roundTrips,
+    );
     await new Promise((resolve) => setTimeout(resolve, refused.msBeforeReset + 50));
     const next = await quota!.draw("addr:192.0.2.90");
     expect([next.allowed, next.remaining]).to.deep.equal([true, 2]);
@@ -107,19 +114,40 @@ describe("the quota shared in Redis (REDIS_URL)", function () {
     const keyPrefix = freshPrefix();
     const limiter = createRateLimiter({ limit: 300, windowSeconds: 60, redisUrl, keyPrefix });
     limiters.push(limiter);
-    expect((await limiter.peek("user:acme:3")).headers["x-ratelimit-remaining"], "a fresh quota is whole").to.equal("300");
+    expect((await limiter.peek("user:acme:3")).headers["x-ratelimit-remaining"], "a fresh quota is whole").to.equal(
+      "300",
+    );
     // Drawn fast: the replica reserves ahead (1 % of 300: up to 3 points).
     const remaining: number[] = [];
-    for (let i = 0; i < 40; i++) remaining.push(Number((await limiter.check("user:acme:3")).headers["x-ratelimit-remaining"]));
-    expect(remaining, "one replica's own count goes down by one a draw").to.deep.equal(Array.from({ length: 40 }, (_, i) => 299 - i));
-    for (let i = 0; i < 3; i++) expect((await limiter.peek("user:acme:3")).headers["x-ratelimit-remaining"], "peeking draws nothing").to.equal("260");
+    for (let i = 0; i < 40; i++)
+      remaining.push(Number((await limiter.check("user:acme:3")).headers["x-ratelimit-remaining"]));
+    expect(remaining, "one replica's own count goes down by one a draw").to.deep.equal(
+      Array.from({ length: 40 }, (_, i) => 299 - i),
+    );
+    for (let i = 0; i < 3; i++)
+      expect((await limiter.peek("user:acme:3")).headers["x-ratelimit-remaining"], "peeking draws nothing").to.equal(
+        "260",
+      );
   });
 
   it("answers from the process's own counters while Redis cannot be reached", async () => {
-    const limiter = createRateLimiter({ limit: 2, windowSeconds: 60, redisUrl: "redis://127.0.0.1:1", keyPrefix: freshPrefix() });
+    const limiter = createRateLimiter({
+      limit: 2,
+      windowSeconds: 60,
+      redisUrl: "redis://127.0.0.1:1",
+      keyPrefix: freshPrefix(),
+    });
     limiters.push(limiter);
-    const decisions = [await limiter.check("addr:192.0.2.91"), await limiter.check("addr:192.0.2.91"), await limiter.check("addr:192.0.2.91")];
-    expect(decisions.map((d) => `${d.allowed}:${d.headers["x-ratelimit-remaining"]}`)).to.deep.equal(["true:1", "true:0", "false:0"]);
+    const decisions = [
+      await limiter.check("addr:192.0.2.91"),
+      await limiter.check("addr:192.0.2.91"),
+      await limiter.check("addr:192.0.2.91"),
+    ];
+    expect(decisions.map((d) => `${d.allowed}:${d.headers["x-ratelimit-remaining"]}`)).to.deep.equal([
+      "true:1",
+      "true:0",
+      "false:0",
+    ]);
     expect(decisions[2]!.headers["retry-after"]).to.match(/^\d+$/);
     expect((await limiter.peek("addr:192.0.2.91")).allowed).to.equal(false);
   });

@@ -18,19 +18,34 @@ const GRPC_JS_TEXT: [Code, string][] = [
   [Code.PermissionDenied, "Protocol not secure enough"],
   [Code.Unimplemented, "The server does not implement the method /switchyard.content.v1.ContentService/ListPosts"],
 ];
-const LEAKS = /remote_addr|127\.0\.0\.1|\d{4,}|Deadline exceeded after|larger than max|RST_STREAM|ECONNREFUSED|switchyard\.content/;
+const LEAKS =
+  /remote_addr|127\.0\.0\.1|\d{4,}|Deadline exceeded after|larger than max|RST_STREAM|ECONNREFUSED|switchyard\.content/;
 
 describe("transport failures reach no client", () => {
   describe("/v1 (toHttpError)", () => {
     it("answers an answer past the channel's receive limit with 502 and the gateway's message — not 429 with grpc-js's", () => {
-      const http = toHttpError(new ConnectError("Received message larger than max (4331505 vs 4194304)", Code.ResourceExhausted), "content");
-      expect([http.status, http.code, http.message]).to.deep.equal([502, "UPSTREAM_UNAVAILABLE", "the content service gave an answer that could not be used"]);
+      const http = toHttpError(
+        new ConnectError("Received message larger than max (4331505 vs 4194304)", Code.ResourceExhausted),
+        "content",
+      );
+      expect([http.status, http.code, http.message]).to.deep.equal([
+        502,
+        "UPSTREAM_UNAVAILABLE",
+        "the content service gave an answer that could not be used",
+      ]);
       expect(http.headers).to.not.have.property("retry-after");
     });
 
     it("answers grpc-js's own deadline with 504 and the gateway's message", () => {
-      const http = toHttpError(new ConnectError("Deadline exceeded after 0.000s,remote_addr=127.0.0.1:50054", Code.DeadlineExceeded), "content");
-      expect([http.status, http.code, http.message]).to.deep.equal([504, "DEADLINE_EXCEEDED", "the content service did not answer in time; the operation may have completed"]);
+      const http = toHttpError(
+        new ConnectError("Deadline exceeded after 0.000s,remote_addr=127.0.0.1:50054", Code.DeadlineExceeded),
+        "content",
+      );
+      expect([http.status, http.code, http.message]).to.deep.equal([
+        504,
+        "DEADLINE_EXCEEDED",
+        "the content service did not answer in time; the operation may have completed",
+      ]);
     });
 
     it("never answers a failure without a catalogued reason with a 4xx (but a cancelled request's 499) nor with its text", () => {
@@ -39,23 +54,35 @@ describe("transport failures reach no client", () => {
         expect(http.status, Code[code]).to.be.within(500, 504);
         expect(http.message, Code[code]).to.not.match(LEAKS);
       }
-      for (const [code, text] of GRPC_JS_TEXT) expect(toHttpError(new ConnectError(text, code), "content").body, text).to.not.match(LEAKS);
+      for (const [code, text] of GRPC_JS_TEXT)
+        expect(toHttpError(new ConnectError(text, code), "content").body, text).to.not.match(LEAKS);
       const cancelled = toHttpError(new ConnectError("Cancelled on client", Code.Canceled));
       expect([cancelled.status, cancelled.message]).to.deep.equal([499, "the request was cancelled"]);
     });
 
     it("maps a catalogued reason as before: its status, and the service's message below 500", () => {
-      expect([toHttpError(fail("RATE_LIMITED", "slow down")).status, toHttpError(fail("LOGIN_THROTTLED", "wait")).status]).to.deep.equal([429, 429]);
+      expect([
+        toHttpError(fail("RATE_LIMITED", "slow down")).status,
+        toHttpError(fail("LOGIN_THROTTLED", "wait")).status,
+      ]).to.deep.equal([429, 429]);
       const invalid = toHttpError(fail("INVALID_CURSOR", "the cursor is malformed"));
       expect([invalid.status, invalid.message]).to.deep.equal([400, "the cursor is malformed"]);
       const shed = toHttpError(fail("LOAD_SHED", "event loop 612 ms behind"), "orders");
-      expect([shed.status, shed.message, shed.headers["retry-after"]]).to.deep.equal([503, "the orders service is shedding load; retry after the Retry-After delay", "1"]);
+      expect([shed.status, shed.message, shed.headers["retry-after"]]).to.deep.equal([
+        503,
+        "the orders service is shedding load; retry after the Retry-After delay",
+        "1",
+      ]);
     });
   });
 
   describe("/rpc (toRpcError)", () => {
     it("passes a catalogued refusal of the request through as the service raised it", () => {
-      const refusal = fail("PRICE_CHANGED", "the price of BOOK-1 is 1500 EUR", { sku: "BOOK-1", unit_price: "1500", currency: "EUR" });
+      const refusal = fail("PRICE_CHANGED", "the price of BOOK-1 is 1500 EUR", {
+        sku: "BOOK-1",
+        unit_price: "1500",
+        currency: "EUR",
+      });
       expect(toRpcError(refusal, "orders")).to.equal(refusal);
     });
 
@@ -81,14 +108,29 @@ describe("transport failures reach no client", () => {
 
     it("says connect-node's own deadline in the same words as grpc-js's", () => {
       const ours = toRpcError(new ConnectError("the operation timed out", Code.DeadlineExceeded), "content");
-      const theirs = toRpcError(new ConnectError("Deadline exceeded after 0.001s,remote_addr=127.0.0.1:50054", Code.DeadlineExceeded), "content");
+      const theirs = toRpcError(
+        new ConnectError("Deadline exceeded after 0.001s,remote_addr=127.0.0.1:50054", Code.DeadlineExceeded),
+        "content",
+      );
       expect([ours.code, ours.rawMessage]).to.deep.equal([theirs.code, theirs.rawMessage]);
     });
 
     it("gives a catalogued 5xx the gateway's message and Retry-After; a cancellation stays one; a bug is internal", () => {
       const shed = toRpcError(fail("LOAD_SHED", "the service is overloaded (event loop 612 ms behind)"), "orders");
-      expect([Code[shed.code], shed.rawMessage, shed.metadata.get("retry-after"), errorInfoOf(shed)?.reason]).to.deep.equal(["Unavailable", "the orders service is shedding load; retry after the Retry-After delay", "1", "LOAD_SHED"]);
-      expect(Code[toRpcError(new ConnectError("Cancelled on client", Code.Canceled), "orders").code]).to.equal("Canceled");
+      expect([
+        Code[shed.code],
+        shed.rawMessage,
+        shed.metadata.get("retry-after"),
+        errorInfoOf(shed)?.reason,
+      ]).to.deep.equal([
+        "Unavailable",
+        "the orders service is shedding load; retry after the Retry-After delay",
+        "1",
+        "LOAD_SHED",
+      ]);
+      expect(Code[toRpcError(new ConnectError("Cancelled on client", Code.Canceled), "orders").code]).to.equal(
+        "Canceled",
+      );
       const bug = toRpcError(new TypeError("cannot read properties of undefined (reading 'id')"), "orders");
       expect([Code[bug.code], bug.rawMessage]).to.deep.equal(["Internal", "internal error"]);
     });

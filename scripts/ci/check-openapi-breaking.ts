@@ -24,12 +24,21 @@ export function describeBreaks(breaks: Break[]): string[] {
     const key = `${b.where.replace(/^[A-Z]+ \S+/, "")}\u0000${b.what}`;
     groups.set(key, [...(groups.get(key) ?? []), b]);
   }
-  return [...groups.values()].map(([first, ...rest]) => `  ${first!.where}: ${first!.what}${rest.length > 0 ? ` (and ${rest.length} more operations)` : ""}`);
+  return [...groups.values()].map(
+    ([first, ...rest]) =>
+      `  ${first!.where}: ${first!.what}${rest.length > 0 ? ` (and ${rest.length} more operations)` : ""}`,
+  );
 }
 
 /** One major version's document against its own earlier versions; true when nothing breaks. */
-export function checkVersion(name: string, current: string | undefined, earlier: EarlierVersion[], log = console.log, error = console.error): boolean {
-  const doc = (current === undefined ? {} : parse(current) ?? {}) as Record<string, unknown>;
+export function checkVersion(
+  name: string,
+  current: string | undefined,
+  earlier: EarlierVersion[],
+  log = console.log,
+  error = console.error,
+): boolean {
+  const doc = (current === undefined ? {} : (parse(current) ?? {})) as Record<string, unknown>;
   const differing = earlier.filter((e) => e.text !== current);
   if (differing.length === 0) {
     log(`OpenAPI ${name}: no earlier version to compare with`);
@@ -40,7 +49,9 @@ export function checkVersion(name: string, current: string | undefined, earlier:
     const breaks = breakingChanges(parse(e.text) as Record<string, unknown>, doc);
     if (breaks.length > 0) {
       ok = false;
-      error(`OpenAPI ${name}: breaking changes against ${e.label}${current === undefined ? " (the document is gone)" : ""}:`);
+      error(
+        `OpenAPI ${name}: breaking changes against ${e.label}${current === undefined ? " (the document is gone)" : ""}:`,
+      );
       for (const line of describeBreaks(breaks)) error(line);
     } else {
       log(`OpenAPI ${name}: no breaking change against ${e.label}`);
@@ -61,7 +72,8 @@ function main(): void {
       return false;
     }
   })();
-  const history = (path: string) => (hasHead ? git("log", "--format=%H", "-n", "50", "HEAD", "--", path).split("\n").filter(Boolean) : []);
+  const history = (path: string) =>
+    hasHead ? git("log", "--format=%H", "-n", "50", "HEAD", "--", path).split("\n").filter(Boolean) : [];
   const names = new Set(existsSync(DIR) ? readdirSync(DIR).filter((f) => VERSION_FILE.test(f)) : []);
   for (const path of hasHead ? git("log", "--format=", "--name-only", "HEAD", "--", DIR).split("\n") : []) {
     const file = path.slice(DIR.length + 1);

@@ -25,7 +25,10 @@ function checkRedis(url) {
 }
 
 let failed = false;
-for (const [name, check, url] of [["PostgreSQL", checkPostgres, process.env.DATABASE_URL], ["Redis", checkRedis, process.env.REDIS_URL]]) {
+for (const [name, check, url] of [
+  ["PostgreSQL", checkPostgres, process.env.DATABASE_URL],
+  ["Redis", checkRedis, process.env.REDIS_URL],
+]) {
   try {
     console.log(`${name} at ${new URL(url).host}: ${await check(url)}`);
   } catch (err) {

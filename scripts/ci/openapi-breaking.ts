@@ -22,12 +22,16 @@ function deref(doc: Json, node: unknown, seen = new Set<string>()): Json {
     seen.add(ref);
     let target: unknown = doc;
     for (const part of ref.replace(/^#\//, "").split("/")) target = (target as Json | undefined)?.[part];
-    current = { ...((target ?? {}) as Json), ...Object.fromEntries(Object.entries(current).filter(([k]) => k !== "$ref")) };
+    current = {
+      ...((target ?? {}) as Json),
+      ...Object.fromEntries(Object.entries(current).filter(([k]) => k !== "$ref")),
+    };
   }
   return current;
 }
 
-const typesOf = (s: Json): string[] => (s.type === undefined ? [] : ([] as string[]).concat(s.type as string | string[]).sort());
+const typesOf = (s: Json): string[] =>
+  s.type === undefined ? [] : ([] as string[]).concat(s.type as string | string[]).sort();
 const show = (v: unknown) => JSON.stringify(v);
 
 /** What a schema accepts, without the words around it: two fields with the same shape look alike. */
@@ -36,7 +40,16 @@ function shape(doc: Json, node: unknown): string {
   return JSON.stringify(rest);
 }
 
-function compareSchemas(oldDoc: Json, newDoc: Json, oldNode: unknown, newNode: unknown, where: string, direction: Direction, out: Break[], depth = 0): void {
+function compareSchemas(
+  oldDoc: Json,
+  newDoc: Json,
+  oldNode: unknown,
+  newNode: unknown,
+  where: string,
+  direction: Direction,
+  out: Break[],
+  depth = 0,
+): void {
   if (depth > 20) return;
   const o = deref(oldDoc, oldNode);
   const n = deref(newDoc, newNode);
@@ -44,22 +57,33 @@ function compareSchemas(oldDoc: Json, newDoc: Json, oldNode: unknown, newNode: u
   const newTypes = typesOf(n);
   if (oldTypes.length > 0 && newTypes.length > 0) {
     // A request may accept more types; a response may not start sending other ones.
-    const lost = direction === "request" ? oldTypes.filter((t) => !newTypes.includes(t) && !(t === "integer" && newTypes.includes("number"))) : newTypes.filter((t) => !oldTypes.includes(t));
+    const lost =
+      direction === "request"
+        ? oldTypes.filter((t) => !newTypes.includes(t) && !(t === "integer" && newTypes.includes("number")))
+        : newTypes.filter((t) => !oldTypes.includes(t));
     if (lost.length > 0) out.push({ where, what: `type changed from ${oldTypes.join("|")} to ${newTypes.join("|")}` });
   }
   // An absent value means the default, in a request as in a response: another default changes what
   // a client that leaves it out gets.
   if ("default" in o && !isDeepStrictEqual(o.default, n.default)) {
-    out.push({ where, what: "default" in n ? `default changed (${show(o.default)} → ${show(n.default)})` : `default removed (was ${show(o.default)})` });
+    out.push({
+      where,
+      what:
+        "default" in n
+          ? `default changed (${show(o.default)} → ${show(n.default)})`
+          : `default removed (was ${show(o.default)})`,
+    });
   }
   if (direction === "request") {
     const oldEnum = o.enum as unknown[] | undefined;
     const newEnum = n.enum as unknown[] | undefined;
-    if (newEnum && (!oldEnum || oldEnum.some((v) => !newEnum.some((w) => isDeepStrictEqual(v, w))))) out.push({ where, what: "enum tightened" });
+    if (newEnum && (!oldEnum || oldEnum.some((v) => !newEnum.some((w) => isDeepStrictEqual(v, w)))))
+      out.push({ where, what: "enum tightened" });
     const tightened = (k: string, stricter: (a: number, b: number) => boolean) => {
       const a = o[k] as number | undefined;
       const b = n[k] as number | undefined;
-      if (typeof b === "number" && (typeof a !== "number" || stricter(a, b))) out.push({ where, what: `${k} tightened (${a ?? "none"} → ${b})` });
+      if (typeof b === "number" && (typeof a !== "number" || stricter(a, b)))
+        out.push({ where, what: `${k} tightened (${a ?? "none"} → ${b})` });
     };
     tightened("maxLength", (a, b) => b < a);
     tightened("maximum", (a, b) => b < a);
@@ -74,15 +98,20 @@ function compareSchemas(oldDoc: Json, newDoc: Json, oldNode: unknown, newNode: u
     // Every multiple of a is one of b only when a is a multiple of b (with room for 0.1 / 0.01).
     tightened("multipleOf", (a, b) => Math.abs(a / b - Math.round(a / b)) > 1e-9);
     for (const k of ["pattern", "format", "const"]) {
-      if (n[k] !== undefined && !isDeepStrictEqual(n[k], o[k])) out.push({ where, what: `${k} tightened (${show(o[k]) ?? "none"} → ${show(n[k])})` });
+      if (n[k] !== undefined && !isDeepStrictEqual(n[k], o[k]))
+        out.push({ where, what: `${k} tightened (${show(o[k]) ?? "none"} → ${show(n[k])})` });
     }
-    if (n.uniqueItems === true && o.uniqueItems !== true) out.push({ where, what: "uniqueItems tightened (false → true)" });
-    if (n.additionalProperties === false && o.additionalProperties !== false) out.push({ where, what: "additionalProperties tightened (unknown fields now refused)" });
+    if (n.uniqueItems === true && o.uniqueItems !== true)
+      out.push({ where, what: "uniqueItems tightened (false → true)" });
+    if (n.additionalProperties === false && o.additionalProperties !== false)
+      out.push({ where, what: "additionalProperties tightened (unknown fields now refused)" });
     const oldRequired = new Set((o.required ?? []) as string[]);
-    for (const r of (n.required ?? []) as string[]) if (!oldRequired.has(r)) out.push({ where: `${where}.${r}`, what: "became required" });
+    for (const r of (n.required ?? []) as string[])
+      if (!oldRequired.has(r)) out.push({ where: `${where}.${r}`, what: "became required" });
   } else {
     const newRequired = new Set((n.required ?? []) as string[]);
-    for (const r of (o.required ?? []) as string[]) if (!newRequired.has(r)) out.push({ where: `${where}.${r}`, what: "no longer always present" });
+    for (const r of (o.required ?? []) as string[])
+      if (!newRequired.has(r)) out.push({ where: `${where}.${r}`, what: "no longer always present" });
   }
   const oldProps = (o.properties ?? {}) as Json;
   const newProps = (n.properties ?? {}) as Json;
@@ -92,19 +121,40 @@ function compareSchemas(oldDoc: Json, newDoc: Json, oldNode: unknown, newNode: u
       // A request field may go from an open object (it is ignored then); a closed one refuses it.
       if (direction === "response" || n.additionalProperties === false) {
         const renamed = added.find((a) => shape(newDoc, newProps[a]) === shape(oldDoc, schema));
-        out.push({ where: `${where}.${name}`, what: renamed ? `field removed (renamed to "${renamed}"?)` : "field removed" });
+        out.push({
+          where: `${where}.${name}`,
+          what: renamed ? `field removed (renamed to "${renamed}"?)` : "field removed",
+        });
       }
       continue;
     }
     compareSchemas(oldDoc, newDoc, schema, newProps[name], `${where}.${name}`, direction, out, depth + 1);
   }
   const isSchema = (s: unknown) => typeof s === "object" && s !== null;
-  if (isSchema(o.additionalProperties) && isSchema(n.additionalProperties)) compareSchemas(oldDoc, newDoc, o.additionalProperties, n.additionalProperties, `${where}.*`, direction, out, depth + 1);
+  if (isSchema(o.additionalProperties) && isSchema(n.additionalProperties))
+    compareSchemas(
+      oldDoc,
+      newDoc,
+      o.additionalProperties,
+      n.additionalProperties,
+      `${where}.*`,
+      direction,
+      out,
+      depth + 1,
+    );
   if (o.items || n.items) compareSchemas(oldDoc, newDoc, o.items, n.items, `${where}[]`, direction, out, depth + 1);
 }
 
 /** A request body's or a response's media types: one taken away is refused (415) or never sent again. */
-function compareContent(oldDoc: Json, newDoc: Json, oldContent: unknown, newContent: unknown, where: string, direction: Direction, out: Break[]): void {
+function compareContent(
+  oldDoc: Json,
+  newDoc: Json,
+  oldContent: unknown,
+  newContent: unknown,
+  where: string,
+  direction: Direction,
+  out: Break[],
+): void {
   for (const [mediaType, rawOld] of Object.entries((oldContent ?? {}) as Json)) {
     const rawNew = ((newContent ?? {}) as Json)[mediaType];
     if (!rawNew) {
@@ -118,7 +168,9 @@ function compareContent(oldDoc: Json, newDoc: Json, oldContent: unknown, newCont
 }
 
 function parametersOf(doc: Json, pathItem: Json, op: Json): Map<string, Json> {
-  const all = [...((pathItem.parameters ?? []) as unknown[]), ...((op.parameters ?? []) as unknown[])].map((p) => deref(doc, p));
+  const all = [...((pathItem.parameters ?? []) as unknown[]), ...((op.parameters ?? []) as unknown[])].map((p) =>
+    deref(doc, p),
+  );
   return new Map(all.map((p) => [`${String(p.in)}:${String(p.name).toLowerCase()}`, p]));
 }
 
@@ -146,7 +198,9 @@ export function breakingChanges(oldDoc: Json, newDoc: Json): Break[] {
         if (before) compareSchemas(oldDoc, newDoc, before.schema, p.schema, `${where} ${key}`, "request", out);
       }
       // A path parameter can not go without the path changing (operation removed above).
-      for (const key of oldParams.keys()) if (!newParams.has(key) && !key.startsWith("path:")) out.push({ where: `${where} ${key}`, what: "parameter removed" });
+      for (const key of oldParams.keys())
+        if (!newParams.has(key) && !key.startsWith("path:"))
+          out.push({ where: `${where} ${key}`, what: "parameter removed" });
       const oldBody = deref(oldDoc, oldOp.requestBody);
       const newBody = deref(newDoc, newOp.requestBody);
       if (newBody.required && !oldBody.required) out.push({ where, what: "request body became required" });
@@ -160,7 +214,15 @@ export function breakingChanges(oldDoc: Json, newDoc: Json): Break[] {
           continue;
         }
         const found: Break[] = [];
-        compareContent(oldDoc, newDoc, deref(oldDoc, rawResponse).content, deref(newDoc, newResponse).content, `${where} → ${status}`, "response", found);
+        compareContent(
+          oldDoc,
+          newDoc,
+          deref(oldDoc, rawResponse).content,
+          deref(newDoc, newResponse).content,
+          `${where} → ${status}`,
+          "response",
+          found,
+        );
         // Every failure shares one body, {"error", "code"} (README: Errors): a change there breaks
         // every client's error handling at once, so it is named as such.
         const isError = !/^[23]/.test(status);

@@ -9,18 +9,43 @@
 import { expect } from "chai";
 import { readFileSync } from "node:fs";
 import { parse } from "yaml";
-import { ALICE, Api, BOB, CAROL, expectError, jwtPayload, newKey, startE2eMesh, unique, type ApiResponse, type E2eMesh } from "../support/http.js";
+import {
+  ALICE,
+  Api,
+  BOB,
+  CAROL,
+  expectError,
+  jwtPayload,
+  newKey,
+  startE2eMesh,
+  unique,
+  type ApiResponse,
+  type E2eMesh,
+} from "../support/http.js";
 
 // ---------------------------------------------------------------------------------------------
 // The document: every operation, its rule and its success status
 // ---------------------------------------------------------------------------------------------
 
-const OPENAPI = parse(readFileSync(new URL("../../gateway/openapi/v1.yaml", import.meta.url), "utf8")) as { paths: Record<string, Record<string, any>> };
+const OPENAPI = parse(readFileSync(new URL("../../gateway/openapi/v1.yaml", import.meta.url), "utf8")) as {
+  paths: Record<string, Record<string, any>>;
+};
 const HTTP_METHODS = ["get", "put", "post", "delete", "patch", "head", "options", "trace"] as const;
 
-const RULES = ["public", "tenant", "tenant-own-items", "owner", "owner-admin", "admin", "self-or-admin", "session-owner", "catalog-owner"] as const;
+const RULES = [
+  "public",
+  "tenant",
+  "tenant-own-items",
+  "owner",
+  "owner-admin",
+  "admin",
+  "self-or-admin",
+  "session-owner",
+  "catalog-owner",
+] as const;
 type Rule = (typeof RULES)[number];
-const isRule = (value: unknown): value is Rule => typeof value === "string" && (RULES as readonly string[]).includes(value);
+const isRule = (value: unknown): value is Rule =>
+  typeof value === "string" && (RULES as readonly string[]).includes(value);
 
 interface Operation {
   /** "POST /v1/orders/{order_id}/payment" */
@@ -35,7 +60,9 @@ interface Operation {
 }
 
 function successStatusOf(method: string, operation: Record<string, any>): number | undefined {
-  const codes = Object.keys(operation.responses ?? {}).filter((code) => /^2\d\d$/.test(code)).map(Number);
+  const codes = Object.keys(operation.responses ?? {})
+    .filter((code) => /^2\d\d$/.test(code))
+    .map(Number);
   if (codes.length === 1) return codes[0];
   // A create that also documents the 200 of an idempotent replay: success is the 201.
   if (method === "POST" && codes.includes(201)) return 201;
@@ -46,7 +73,14 @@ const OPERATIONS: readonly Operation[] = Object.entries(OPENAPI.paths).flatMap((
   HTTP_METHODS.filter((m) => item[m] !== undefined).map((m) => {
     const operation = item[m] as Record<string, any>;
     const method = m.toUpperCase();
-    return { key: `${method} ${path}`, method, path, operationId: String(operation.operationId), access: operation["x-switchyard-access"], successStatus: successStatusOf(method, operation) };
+    return {
+      key: `${method} ${path}`,
+      method,
+      path,
+      operationId: String(operation.operationId),
+      access: operation["x-switchyard-access"],
+      successStatus: successStatusOf(method, operation),
+    };
   }),
 );
 
@@ -104,7 +138,8 @@ function expectedOutcome(rule: Rule, op: Operation, actor: Actor): Outcome {
   }
 }
 
-const outcomeText = (op: Operation, outcome: Outcome) => (outcome.ok ? String(op.successStatus ?? "2xx") : `${outcome.status} ${outcome.code}`);
+const outcomeText = (op: Operation, outcome: Outcome) =>
+  outcome.ok ? String(op.successStatus ?? "2xx") : `${outcome.status} ${outcome.code}`;
 
 // ---------------------------------------------------------------------------------------------
 // Shapes used below
@@ -185,19 +220,35 @@ describe("e2e: access matrix — every operation of the document × {owner membe
     return res.json;
   }
 
-  async function bobsOrder(note = "original", items: { sku: string; quantity: number }[] = [{ sku: "BOOK-1", quantity: 1 }]): Promise<OrderJson> {
-    return created(await api.post("/v1/orders", { token: tokens.owner, json: { currency: "EUR", items, note } }), "bob's order") as Promise<OrderJson>;
+  async function bobsOrder(
+    note = "original",
+    items: { sku: string; quantity: number }[] = [{ sku: "BOOK-1", quantity: 1 }],
+  ): Promise<OrderJson> {
+    return created(
+      await api.post("/v1/orders", { token: tokens.owner, json: { currency: "EUR", items, note } }),
+      "bob's order",
+    ) as Promise<OrderJson>;
   }
 
   async function bobsPaidOrder(): Promise<OrderJson> {
     const order = await bobsOrder();
-    const paid = await created(await api.post(`/v1/orders/${order.id}/payment`, { token: tokens.owner, json: { source: "tok_visa" } }), "bob pays his order");
+    const paid = await created(
+      await api.post(`/v1/orders/${order.id}/payment`, { token: tokens.owner, json: { source: "tok_visa" } }),
+      "bob pays his order",
+    );
     expect(paid.status).to.equal("paid");
     return paid as OrderJson;
   }
 
   async function bobsPayment(): Promise<PaymentJson> {
-    return created(await api.post("/v1/payments", { token: tokens.owner, key: newKey(), json: { amount: 1_250, currency: "EUR", source: `tok_visa` } }), "bob's payment") as Promise<PaymentJson>;
+    return created(
+      await api.post("/v1/payments", {
+        token: tokens.owner,
+        key: newKey(),
+        json: { amount: 1_250, currency: "EUR", source: `tok_visa` },
+      }),
+      "bob's payment",
+    ) as Promise<PaymentJson>;
   }
 
   type PaymentSource = "a payment bob made" | "the payment of bob's order";
@@ -212,7 +263,8 @@ describe("e2e: access matrix — every operation of the document × {owner membe
     return res.json;
   }
   const orderOf = (id: number): Promise<OrderJson> => read(`/v1/orders/${id}`);
-  const catalogSkus = async (): Promise<string[]> => (await read("/v1/catalog/items?page_size=100")).items.map((i: { sku: string }) => i.sku);
+  const catalogSkus = async (): Promise<string[]> =>
+    (await read("/v1/catalog/items?page_size=100")).items.map((i: { sku: string }) => i.sku);
   /** An import job, read (as alice) until it is no longer queued or running. */
   async function importFinished(location: string): Promise<any> {
     for (let i = 0; i < 300; i++) {
@@ -226,33 +278,46 @@ describe("e2e: access matrix — every operation of the document × {owner membe
 
   async function throwawayUser(): Promise<{ id: number; email: string }> {
     const email = `throwaway-${unique()}@acme.test`;
-    return created(await api.post("/v1/tenants/acme/users", { token: tokens.admin, json: { email, full_name: "Throw Away", password: "throwaway-password", role: "member" } }), "throwaway user");
+    return created(
+      await api.post("/v1/tenants/acme/users", {
+        token: tokens.admin,
+        json: { email, full_name: "Throw Away", password: "throwaway-password", role: "member" },
+      }),
+      "throwaway user",
+    );
   }
 
   /** The fields of a resource that differ between two reads, as "field: before → after". */
   function changedFields(before: Record<string, unknown>, after: Record<string, unknown>): string[] {
     const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort();
-    return keys.filter((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k])).map((k) => `${k}: ${JSON.stringify(before[k])} → ${JSON.stringify(after[k])}`);
+    return keys
+      .filter((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]))
+      .map((k) => `${k}: ${JSON.stringify(before[k])} → ${JSON.stringify(after[k])}`);
   }
-  const expectSame = (what: string, before: Record<string, unknown>, after: Record<string, unknown>) => expect(changedFields(before, after), `${what} changed`).to.deep.equal([]);
+  const expectSame = (what: string, before: Record<string, unknown>, after: Record<string, unknown>) =>
+    expect(changedFields(before, after), `${what} changed`).to.deep.equal([]);
 
   /** The order must read back exactly as before the refused call. */
-  const orderUnchanged = (before: OrderJson) => async () => expectSame(`order ${before.id}`, before, await orderOf(before.id));
+  const orderUnchanged = (before: OrderJson) => async () =>
+    expectSame(`order ${before.id}`, before, await orderOf(before.id));
 
-  const sendAs = (actor: Actor, method: string, path: string, options: { json?: unknown; key?: string } = {}) => api.request(method, path, { token: tokens[actor], ...options });
+  const sendAs = (actor: Actor, method: string, path: string, options: { json?: unknown; key?: string } = {}) =>
+    api.request(method, path, { token: tokens[actor], ...options });
 
   // -------------------------------------------------------------------------------------------
   // The case table: every operation of the document, keyed "METHOD /path"
   // -------------------------------------------------------------------------------------------
 
-  const paymentCases = (make: (source: PaymentSource) => OpCase): OpCase[] => (Object.keys(PAYMENT_SOURCES) as PaymentSource[]).map((source) => ({ ...make(source), variant: source }));
+  const paymentCases = (make: (source: PaymentSource) => OpCase): OpCase[] =>
+    (Object.keys(PAYMENT_SOURCES) as PaymentSource[]).map((source) => ({ ...make(source), variant: source }));
 
   const CASES: Record<string, OpCase[]> = {
     "GET /v1/openapi.json": [
       {
         rule: "public",
         send: async (actor) => ({ res: await sendAs(actor, "GET", "/v1/openapi.json") }),
-        ok: (_actor, res) => expect(Object.keys(res.json.paths).sort()).to.deep.equal(Object.keys(OPENAPI.paths).sort()),
+        ok: (_actor, res) =>
+          expect(Object.keys(res.json.paths).sort()).to.deep.equal(Object.keys(OPENAPI.paths).sort()),
       },
     ],
     "POST /v1/tenants/{tenant_id}/sessions": [
@@ -280,14 +345,21 @@ describe("e2e: access matrix — every operation of the document × {owner membe
         rule: "session-owner",
         send: async (actor) => {
           // A fresh session of bob's for each actor: logging out is for good.
-          const login = await created(await api.post("/v1/tenants/acme/sessions", { json: { email: BOB.email, password: "demo-password" } }), "bob's session to log out");
+          const login = await created(
+            await api.post("/v1/tenants/acme/sessions", { json: { email: BOB.email, password: "demo-password" } }),
+            "bob's session to log out",
+          );
           const res = await sendAs(actor, "DELETE", `/v1/tenants/acme/sessions/${login.id}`);
           return {
             res,
-            unchanged: async () => expect((await api.get("/v1/payments?limit=1", { token: login.access_token })).status, "bob's token still works").to.equal(200),
+            unchanged: async () =>
+              expect(
+                (await api.get("/v1/payments?limit=1", { token: login.access_token })).status,
+                "bob's token still works",
+              ).to.equal(200),
             changed: async () => {
               let status = 0;
-              for (const until = Date.now() + 2_000; Date.now() < until; ) {
+              for (const until = Date.now() + 2_000; Date.now() < until;) {
                 status = (await api.get("/v1/payments?limit=1", { token: login.access_token })).status;
                 if (status === 401) break;
               }
@@ -313,13 +385,21 @@ describe("e2e: access matrix — every operation of the document × {owner membe
         send: async (actor) => {
           const email = `made-by-${actor}-${unique()}@acme.test`;
           const password = "made-by-password";
-          const res = await sendAs(actor, "POST", "/v1/tenants/acme/users", { json: { email, full_name: `Made by ${actor}`, password, role: "member" } });
+          const res = await sendAs(actor, "POST", "/v1/tenants/acme/users", {
+            json: { email, full_name: `Made by ${actor}`, password, role: "member" },
+          });
           return {
             res,
             unchanged: async () => {
               const users = await api.listAll("/v1/tenants/acme/users", tokens.admin);
-              expect(users.map((u) => u.email), "no user was created").not.to.include(email);
-              expect((await api.post("/v1/tenants/acme/sessions", { json: { email, password } })).status, "nobody can log in as it").to.equal(401);
+              expect(
+                users.map((u) => u.email),
+                "no user was created",
+              ).not.to.include(email);
+              expect(
+                (await api.post("/v1/tenants/acme/sessions", { json: { email, password } })).status,
+                "nobody can log in as it",
+              ).to.equal(401);
             },
           };
         },
@@ -345,8 +425,14 @@ describe("e2e: access matrix — every operation of the document × {owner membe
           const res = await sendAs(actor, "DELETE", `/v1/tenants/acme/users/${user.id}`);
           return {
             res,
-            unchanged: async () => expectSame(`user ${user.id}`, before, await read(`/v1/tenants/acme/users/${user.id}`)),
-            changed: async () => expectError(await api.get(`/v1/tenants/acme/users/${user.id}`, { token: tokens.admin }), 404, "NOT_FOUND"),
+            unchanged: async () =>
+              expectSame(`user ${user.id}`, before, await read(`/v1/tenants/acme/users/${user.id}`)),
+            changed: async () =>
+              expectError(
+                await api.get(`/v1/tenants/acme/users/${user.id}`, { token: tokens.admin }),
+                404,
+                "NOT_FOUND",
+              ),
           };
         },
         ok: async (_actor, res) => {
@@ -357,12 +443,20 @@ describe("e2e: access matrix — every operation of the document × {owner membe
     "POST /v1/payments": [
       {
         rule: "tenant",
-        send: async (actor) => ({ res: await sendAs(actor, "POST", "/v1/payments", { key: newKey(), json: { amount: 777, currency: "EUR", source: "tok_visa" } }) }),
+        send: async (actor) => ({
+          res: await sendAs(actor, "POST", "/v1/payments", {
+            key: newKey(),
+            json: { amount: 777, currency: "EUR", source: "tok_visa" },
+          }),
+        }),
         ok: async (actor, res) => {
           expect(res.json).to.include({ amount: 777, user_id: ids[actor] });
-          expect((await read(`/v1/payments/${res.json.id}`, tokens[actor])).id, "the creator reads it").to.equal(res.json.id);
+          expect((await read(`/v1/payments/${res.json.id}`, tokens[actor])).id, "the creator reads it").to.equal(
+            res.json.id,
+          );
           // Made in the actor's own tenant: invisible to acme's admin when carol made it.
-          if (actor === "other") expectError(await api.get(`/v1/payments/${res.json.id}`, { token: tokens.admin }), 404, "NOT_FOUND");
+          if (actor === "other")
+            expectError(await api.get(`/v1/payments/${res.json.id}`, { token: tokens.admin }), 404, "NOT_FOUND");
           else expect((await read(`/v1/payments/${res.json.id}`)).id).to.equal(res.json.id);
         },
       },
@@ -375,10 +469,14 @@ describe("e2e: access matrix — every operation of the document × {owner membe
           const listed = (await api.listAll("/v1/payments", tokens[actor])) as PaymentJson[];
           const listedIds = listed.map((p) => p.id);
           const bobs = Object.values(payments).map((p) => p.payment.id);
-          if (actor === "owner" || actor === "admin") expect(listedIds, `${actor} sees bob's payments`).to.include.members(bobs);
+          if (actor === "owner" || actor === "admin")
+            expect(listedIds, `${actor} sees bob's payments`).to.include.members(bobs);
           else for (const id of bobs) expect(listedIds, `${actor} does not see bob's payment ${id}`).not.to.include(id);
           if (actor === "owner" || actor === "member") {
-            expect(listed.filter((p) => p.user_id !== ids[actor]).map((p) => p.id), "a member's list holds only their own payments").to.deep.equal([]);
+            expect(
+              listed.filter((p) => p.user_id !== ids[actor]).map((p) => p.id),
+              "a member's list holds only their own payments",
+            ).to.deep.equal([]);
           }
         },
       },
@@ -393,36 +491,57 @@ describe("e2e: access matrix — every operation of the document × {owner membe
       send: async (actor) => {
         const paymentId = await PAYMENT_SOURCES[source]();
         const before = await paymentOf(paymentId);
-        const res = await sendAs(actor, "POST", `/v1/payments/${paymentId}/refunds`, { key: newKey(), json: { amount: 100, reason: `by ${actor}` } });
+        const res = await sendAs(actor, "POST", `/v1/payments/${paymentId}/refunds`, {
+          key: newKey(),
+          json: { amount: 100, reason: `by ${actor}` },
+        });
         return {
           res,
           unchanged: async () => {
             expectSame(`payment ${paymentId}`, before, await paymentOf(paymentId));
             expect((await read(`/v1/payments/${paymentId}/refunds`)).items, "no refund").to.deep.equal([]);
           },
-          changed: async () => expect(await paymentOf(paymentId)).to.include({ amount_refunded: before.amount_refunded + 100 }),
+          changed: async () =>
+            expect(await paymentOf(paymentId)).to.include({ amount_refunded: before.amount_refunded + 100 }),
         };
       },
       ok: (_actor, res) => expect(res.json).to.include({ amount: 100 }),
     })),
     "GET /v1/payments/{payment_id}/refunds": paymentCases((source) => ({
       rule: "owner",
-      send: async (actor) => ({ res: await sendAs(actor, "GET", `/v1/payments/${payments[source].payment.id}/refunds`) }),
-      ok: (_actor, res) => expect(res.json.items.map((r: { id: string }) => r.id)).to.deep.equal([payments[source].refundId]),
+      send: async (actor) => ({
+        res: await sendAs(actor, "GET", `/v1/payments/${payments[source].payment.id}/refunds`),
+      }),
+      ok: (_actor, res) =>
+        expect(res.json.items.map((r: { id: string }) => r.id)).to.deep.equal([payments[source].refundId]),
     })),
     "GET /v1/payments/{payment_id}/refunds/{refund_id}": paymentCases((source) => ({
       rule: "owner",
-      send: async (actor) => ({ res: await sendAs(actor, "GET", `/v1/payments/${payments[source].payment.id}/refunds/${payments[source].refundId}`) }),
-      ok: (_actor, res) => expect(res.json).to.include({ id: payments[source].refundId, payment_id: payments[source].payment.id }),
+      send: async (actor) => ({
+        res: await sendAs(
+          actor,
+          "GET",
+          `/v1/payments/${payments[source].payment.id}/refunds/${payments[source].refundId}`,
+        ),
+      }),
+      ok: (_actor, res) =>
+        expect(res.json).to.include({ id: payments[source].refundId, payment_id: payments[source].payment.id }),
     })),
     "POST /v1/orders": [
       {
         rule: "tenant",
-        send: async (actor) => ({ res: await sendAs(actor, "POST", "/v1/orders", { json: { currency: "EUR", items: [{ sku: "PEN-1", quantity: 1 }] } }) }),
+        send: async (actor) => ({
+          res: await sendAs(actor, "POST", "/v1/orders", {
+            json: { currency: "EUR", items: [{ sku: "PEN-1", quantity: 1 }] },
+          }),
+        }),
         ok: async (actor, res) => {
           expect(res.json).to.include({ user_id: ids[actor], status: "pending", total: 2_500 });
-          expect((await read(`/v1/orders/${res.json.id}`, tokens[actor])).id, "the creator reads it").to.equal(res.json.id);
-          if (actor === "other") expectError(await api.get(`/v1/orders/${res.json.id}`, { token: tokens.admin }), 404, "NOT_FOUND");
+          expect((await read(`/v1/orders/${res.json.id}`, tokens[actor])).id, "the creator reads it").to.equal(
+            res.json.id,
+          );
+          if (actor === "other")
+            expectError(await api.get(`/v1/orders/${res.json.id}`, { token: tokens.admin }), 404, "NOT_FOUND");
           else expect((await orderOf(res.json.id)).user_id).to.equal(ids[actor]);
         },
       },
@@ -462,7 +581,10 @@ describe("e2e: access matrix — every operation of the document × {owner membe
               await orderUnchanged(before)();
               expect(before).to.include({ status: "pending", payment_id: null });
               const all = (await api.listAll("/v1/payments", tokens.admin)) as PaymentJson[];
-              expect(all.filter((p) => p.reference === `order:${order.id}`), "no payment was made for the order").to.deep.equal([]);
+              expect(
+                all.filter((p) => p.reference === `order:${order.id}`),
+                "no payment was made for the order",
+              ).to.deep.equal([]);
             },
             changed: async () => expect(await orderOf(order.id)).to.include({ status: "paid", user_id: ids.owner }),
           };
@@ -471,7 +593,10 @@ describe("e2e: access matrix — every operation of the document × {owner membe
           expect(res.json).to.include({ status: "paid", user_id: ids.owner });
           expect(res.headers.get("location")).to.equal(`/v1/payments/${res.json.payment_id}`);
           // Whoever paid, the charge is the order owner's.
-          expect(await read(`/v1/payments/${res.json.payment_id}`, tokens.owner)).to.include({ user_id: ids.owner, reference: `order:${res.json.id}` });
+          expect(await read(`/v1/payments/${res.json.payment_id}`, tokens.owner)).to.include({
+            user_id: ids.owner,
+            reference: `order:${res.json.id}`,
+          });
         },
       },
     ],
@@ -482,7 +607,9 @@ describe("e2e: access matrix — every operation of the document × {owner membe
           const order = await bobsPaidOrder();
           const before = await orderOf(order.id);
           return {
-            res: await sendAs(actor, "POST", `/v1/orders/${order.id}/shipments`, { json: { carrier: "DHL", tracking_number: `T-${actor}` } }),
+            res: await sendAs(actor, "POST", `/v1/orders/${order.id}/shipments`, {
+              json: { carrier: "DHL", tracking_number: `T-${actor}` },
+            }),
             unchanged: orderUnchanged(before),
             changed: async () => expect(await orderOf(order.id)).to.include({ status: "shipped" }),
           };
@@ -500,7 +627,9 @@ describe("e2e: access matrix — every operation of the document × {owner membe
     "GET /v1/orders/{order_id}/shipments/{shipment_id}": [
       {
         rule: "owner",
-        send: async (actor) => ({ res: await sendAs(actor, "GET", `/v1/orders/${shippedOrder.id}/shipments/${shipmentId}`) }),
+        send: async (actor) => ({
+          res: await sendAs(actor, "GET", `/v1/orders/${shippedOrder.id}/shipments/${shipmentId}`),
+        }),
         ok: (_actor, res) => expect(res.json).to.include({ id: shipmentId, order_id: shippedOrder.id }),
       },
     ],
@@ -523,7 +652,8 @@ describe("e2e: access matrix — every operation of the document × {owner membe
       {
         rule: "owner",
         send: async (actor) => ({ res: await sendAs(actor, "GET", `/v1/orders/${readOrder.id}/items`) }),
-        ok: (_actor, res) => expect(res.json.items.map((i: { id: number }) => i.id)).to.deep.equal(readOrder.items.map((i) => i.id)),
+        ok: (_actor, res) =>
+          expect(res.json.items.map((i: { id: number }) => i.id)).to.deep.equal(readOrder.items.map((i) => i.id)),
       },
     ],
     "POST /v1/orders/{order_id}/items": [
@@ -544,7 +674,9 @@ describe("e2e: access matrix — every operation of the document × {owner membe
     "GET /v1/orders/{order_id}/items/{item_id}": [
       {
         rule: "owner",
-        send: async (actor) => ({ res: await sendAs(actor, "GET", `/v1/orders/${readOrder.id}/items/${readOrder.items[0]!.id}`) }),
+        send: async (actor) => ({
+          res: await sendAs(actor, "GET", `/v1/orders/${readOrder.id}/items/${readOrder.items[0]!.id}`),
+        }),
         ok: (_actor, res) => expect(res.json).to.include({ id: readOrder.items[0]!.id, sku: "BOOK-1" }),
       },
     ],
@@ -552,7 +684,8 @@ describe("e2e: access matrix — every operation of the document × {owner membe
       {
         rule: "owner",
         send: async (actor) => ({ res: await sendAs(actor, "GET", `/v1/orders/${readOrder.id}/discounts`) }),
-        ok: (_actor, res) => expect(res.json.items.map((d: { id: number }) => d.id)).to.deep.equal(readOrder.discounts.map((d) => d.id)),
+        ok: (_actor, res) =>
+          expect(res.json.items.map((d: { id: number }) => d.id)).to.deep.equal(readOrder.discounts.map((d) => d.id)),
       },
     ],
     "POST /v1/orders/{order_id}/discounts": [
@@ -562,7 +695,9 @@ describe("e2e: access matrix — every operation of the document × {owner membe
           const order = await bobsOrder();
           const before = await orderOf(order.id);
           return {
-            res: await sendAs(actor, "POST", `/v1/orders/${order.id}/discounts`, { json: { code: `BY-${actor.toUpperCase()}`, amount: 100 } }),
+            res: await sendAs(actor, "POST", `/v1/orders/${order.id}/discounts`, {
+              json: { code: `BY-${actor.toUpperCase()}`, amount: 100 },
+            }),
             unchanged: orderUnchanged(before),
             changed: async () => expect((await orderOf(order.id)).total, "BOOK-1 − 100").to.equal(1_400),
           };
@@ -573,7 +708,9 @@ describe("e2e: access matrix — every operation of the document × {owner membe
     "GET /v1/orders/{order_id}/discounts/{discount_id}": [
       {
         rule: "owner",
-        send: async (actor) => ({ res: await sendAs(actor, "GET", `/v1/orders/${readOrder.id}/discounts/${readOrder.discounts[0]!.id}`) }),
+        send: async (actor) => ({
+          res: await sendAs(actor, "GET", `/v1/orders/${readOrder.id}/discounts/${readOrder.discounts[0]!.id}`),
+        }),
         ok: (_actor, res) => expect(res.json).to.include({ id: readOrder.discounts[0]!.id, code: "WELCOME" }),
       },
     ],
@@ -589,18 +726,24 @@ describe("e2e: access matrix — every operation of the document × {owner membe
           }
           const listed = (await api.listAll(`/v1/users/${ids.owner}/orders`, tokens[actor])) as OrderJson[];
           expect(listed.map((o) => o.id)).to.include.members([readOrder.id, shippedOrder.id]);
-          expect(listed.filter((o) => o.user_id !== ids.owner).map((o) => o.id), "only bob's orders").to.deep.equal([]);
+          expect(
+            listed.filter((o) => o.user_id !== ids.owner).map((o) => o.id),
+            "only bob's orders",
+          ).to.deep.equal([]);
         },
       },
     ],
     "POST /v1/docs": [
       {
         rule: "tenant",
-        send: async (actor) => ({ res: await sendAs(actor, "POST", "/v1/docs", { json: { title: `Doc of ${actor}`, body: "v1" } }) }),
+        send: async (actor) => ({
+          res: await sendAs(actor, "POST", "/v1/docs", { json: { title: `Doc of ${actor}`, body: "v1" } }),
+        }),
         ok: async (actor, res) => {
           expect(res.json).to.include({ title: `Doc of ${actor}`, body: "v1" });
           expect((await read(`/v1/docs/${res.json.id}`, tokens[actor])).id).to.equal(res.json.id);
-          if (actor === "other") expectError(await api.get(`/v1/docs/${res.json.id}`, { token: tokens.owner }), 404, "NOT_FOUND");
+          if (actor === "other")
+            expectError(await api.get(`/v1/docs/${res.json.id}`, { token: tokens.owner }), 404, "NOT_FOUND");
           else expectError(await api.get(`/v1/docs/${res.json.id}`, { token: tokens.other }), 404, "NOT_FOUND");
         },
       },
@@ -616,13 +759,20 @@ describe("e2e: access matrix — every operation of the document × {owner membe
       {
         rule: "tenant",
         send: async (actor) => {
-          const doc = await created(await api.post("/v1/docs", { token: tokens.owner, json: { title: "Bob's runbook", body: "original" } }), "bob's doc");
+          const doc = await created(
+            await api.post("/v1/docs", { token: tokens.owner, json: { title: "Bob's runbook", body: "original" } }),
+            "bob's doc",
+          );
           const before = await read(`/v1/docs/${doc.id}`, tokens.owner);
-          const res = await sendAs(actor, "PUT", `/v1/docs/${doc.id}`, { json: { title: "Bob's runbook", body: `changed by ${actor}` } });
+          const res = await sendAs(actor, "PUT", `/v1/docs/${doc.id}`, {
+            json: { title: "Bob's runbook", body: `changed by ${actor}` },
+          });
           return {
             res,
-            unchanged: async () => expectSame(`document ${doc.id}`, before, await read(`/v1/docs/${doc.id}`, tokens.owner)),
-            changed: async () => expect((await read(`/v1/docs/${doc.id}`, tokens.owner)).body).to.equal(`changed by ${actor}`),
+            unchanged: async () =>
+              expectSame(`document ${doc.id}`, before, await read(`/v1/docs/${doc.id}`, tokens.owner)),
+            changed: async () =>
+              expect((await read(`/v1/docs/${doc.id}`, tokens.owner)).body).to.equal(`changed by ${actor}`),
           };
         },
         ok: (actor, res) => expect(res.json).to.include({ body: `changed by ${actor}` }),
@@ -631,11 +781,14 @@ describe("e2e: access matrix — every operation of the document × {owner membe
     "POST /v1/posts": [
       {
         rule: "tenant",
-        send: async (actor) => ({ res: await sendAs(actor, "POST", "/v1/posts", { json: { title: `Post of ${actor}`, body: "hello" } }) }),
+        send: async (actor) => ({
+          res: await sendAs(actor, "POST", "/v1/posts", { json: { title: `Post of ${actor}`, body: "hello" } }),
+        }),
         ok: async (actor, res) => {
           expect(res.json).to.include({ title: `Post of ${actor}`, author_id: ids[actor] });
           expect((await read(`/v1/posts/${res.json.id}`, tokens[actor])).id).to.equal(res.json.id);
-          if (actor === "other") expectError(await api.get(`/v1/posts/${res.json.id}`, { token: tokens.owner }), 404, "NOT_FOUND");
+          if (actor === "other")
+            expectError(await api.get(`/v1/posts/${res.json.id}`, { token: tokens.owner }), 404, "NOT_FOUND");
           else expectError(await api.get(`/v1/posts/${res.json.id}`, { token: tokens.other }), 404, "NOT_FOUND");
         },
       },
@@ -663,7 +816,10 @@ describe("e2e: access matrix — every operation of the document × {owner membe
         rule: "catalog-owner",
         send: async (actor) => {
           const sku = `IMPORTED-BY-${actor.toUpperCase()}-${unique()}`;
-          const res = await sendAs(actor, "POST", "/v1/catalog/imports", { key: newKey(), json: [{ sku, name: `Imported by ${actor}`, price: 100, currency: "EUR" }] });
+          const res = await sendAs(actor, "POST", "/v1/catalog/imports", {
+            key: newKey(),
+            json: [{ sku, name: `Imported by ${actor}`, price: 100, currency: "EUR" }],
+          });
           return {
             res,
             unchanged: async () => expect(await catalogSkus(), "nothing imported").not.to.include(sku),
@@ -683,14 +839,26 @@ describe("e2e: access matrix — every operation of the document × {owner membe
       {
         rule: "owner-admin",
         send: async (actor) => ({ res: await sendAs(actor, "GET", `/v1/catalog/imports/${importJob.id}`) }),
-        ok: (_actor, res) => expect(res.json).to.deep.include({ id: importJob.id, status: "succeeded", counts: { received: 1, imported: 1, failed: 0 } }),
+        ok: (_actor, res) =>
+          expect(res.json).to.deep.include({
+            id: importJob.id,
+            status: "succeeded",
+            counts: { received: 1, imported: 1, failed: 0 },
+          }),
       },
     ],
     "GET /v1/catalog/items": [
       {
         rule: "public",
         send: async (actor) => ({ res: await sendAs(actor, "GET", "/v1/catalog/items?page_size=100") }),
-        ok: (_actor, res) => expect(res.json.items.map((i: { sku: string }) => i.sku)).to.include.members(["BOOK-1", "MUG-1", "PEN-1", "SHIRT-1", "STICKER-1"]),
+        ok: (_actor, res) =>
+          expect(res.json.items.map((i: { sku: string }) => i.sku)).to.include.members([
+            "BOOK-1",
+            "MUG-1",
+            "PEN-1",
+            "SHIRT-1",
+            "STICKER-1",
+          ]),
       },
     ],
   };
@@ -701,11 +869,18 @@ describe("e2e: access matrix — every operation of the document × {owner membe
     this.timeout(120_000);
     env = await startE2eMesh("access");
     api = env.api;
-    [tokens.owner, tokens.admin, tokens.other] = await Promise.all([api.login(BOB), api.login(ALICE), api.login(CAROL)]);
+    [tokens.owner, tokens.admin, tokens.other] = await Promise.all([
+      api.login(BOB),
+      api.login(ALICE),
+      api.login(CAROL),
+    ]);
 
     // The other member: a second acme member, made by alice.
     const member = { tenant: "acme", email: `other-member-${unique()}@acme.test`, password: "other-member-password" };
-    const made = await api.post("/v1/tenants/acme/users", { token: tokens.admin, json: { email: member.email, full_name: "Other Member", password: member.password, role: "member" } });
+    const made = await api.post("/v1/tenants/acme/users", {
+      token: tokens.admin,
+      json: { email: member.email, full_name: "Other Member", password: member.password, role: "member" },
+    });
     expect(made.status, made.text).to.equal(201);
     tokens.member = await api.login(member, member.password);
 
@@ -719,33 +894,64 @@ describe("e2e: access matrix — every operation of the document × {owner membe
     expect(new Set([ids.owner, ids.member, ids.admin]).size, "three distinct acme users").to.equal(3);
 
     // bob's own session, from a login of its own.
-    bobSession = await created(await api.post("/v1/tenants/acme/sessions", { json: { email: BOB.email, password: "demo-password" } }), "bob's session");
+    bobSession = await created(
+      await api.post("/v1/tenants/acme/sessions", { json: { email: BOB.email, password: "demo-password" } }),
+      "bob's session",
+    );
 
     // A pending order with an item, a discount (alice's) and a secret note.
     const order = await bobsOrder(SECRET, [{ sku: "BOOK-1", quantity: 2 }]);
-    await created(await api.post(`/v1/orders/${order.id}/discounts`, { token: tokens.admin, json: { code: "WELCOME", amount: 500 } }), "alice's discount");
+    await created(
+      await api.post(`/v1/orders/${order.id}/discounts`, {
+        token: tokens.admin,
+        json: { code: "WELCOME", amount: 500 },
+      }),
+      "alice's discount",
+    );
     readOrder = await orderOf(order.id);
     expect(readOrder.items).to.have.length(1);
     expect(readOrder.discounts).to.have.length(1);
 
     // A shipped order: bob pays, alice ships.
     const paid = await bobsPaidOrder();
-    shipmentId = (await created(await api.post(`/v1/orders/${paid.id}/shipments`, { token: tokens.admin, json: { carrier: "UPS" } }), "alice ships")).id;
+    shipmentId = (
+      await created(
+        await api.post(`/v1/orders/${paid.id}/shipments`, { token: tokens.admin, json: { carrier: "UPS" } }),
+        "alice ships",
+      )
+    ).id;
     shippedOrder = await orderOf(paid.id);
 
     // Two payments of bob's, each with one refund (alice's).
     for (const source of Object.keys(PAYMENT_SOURCES) as PaymentSource[]) {
       const paymentId = await PAYMENT_SOURCES[source]();
-      const refund = await created(await api.post(`/v1/payments/${paymentId}/refunds`, { token: tokens.admin, key: newKey(), json: { amount: 100 } }), "alice refunds");
+      const refund = await created(
+        await api.post(`/v1/payments/${paymentId}/refunds`, {
+          token: tokens.admin,
+          key: newKey(),
+          json: { amount: 100 },
+        }),
+        "alice refunds",
+      );
       payments[source] = { payment: await paymentOf(paymentId), refundId: refund.id };
       expect(payments[source].payment.user_id, `${source} is bob's`).to.equal(ids.owner);
     }
 
-    bobDoc = await created(await api.post("/v1/docs", { token: tokens.owner, json: { title: "Bob's doc", body: SECRET } }), "bob's doc");
-    bobPost = await created(await api.post("/v1/posts", { token: tokens.owner, json: { title: "Bob's post", body: SECRET } }), "bob's post");
+    bobDoc = await created(
+      await api.post("/v1/docs", { token: tokens.owner, json: { title: "Bob's doc", body: SECRET } }),
+      "bob's doc",
+    );
+    bobPost = await created(
+      await api.post("/v1/posts", { token: tokens.owner, json: { title: "Bob's post", body: SECRET } }),
+      "bob's post",
+    );
 
     // An import job of acme's (the catalog's owner), run to its end.
-    const imported = await api.post("/v1/catalog/imports", { token: tokens.admin, key: newKey(), json: [{ sku: `FIXTURE-${unique()}`, name: "Fixture", price: 1, currency: "EUR" }] });
+    const imported = await api.post("/v1/catalog/imports", {
+      token: tokens.admin,
+      key: newKey(),
+      json: [{ sku: `FIXTURE-${unique()}`, name: "Fixture", price: 1, currency: "EUR" }],
+    });
     expect(imported.status, imported.text).to.equal(202);
     importJob = await importFinished(imported.headers.get("location")!);
     expect(importJob).to.include({ status: "succeeded" });
@@ -762,7 +968,9 @@ describe("e2e: access matrix — every operation of the document × {owner membe
 
   describe("the document states a rule for every operation, and the table covers each", () => {
     it("every operation carries x-switchyard-access with a known rule", () => {
-      const problems = OPERATIONS.filter((op) => !isRule(op.access)).map((op) => `${op.key} (${op.operationId}): x-switchyard-access ${JSON.stringify(op.access)}`);
+      const problems = OPERATIONS.filter((op) => !isRule(op.access)).map(
+        (op) => `${op.key} (${op.operationId}): x-switchyard-access ${JSON.stringify(op.access)}`,
+      );
       expect(problems, `operations without a known rule (known: ${RULES.join(", ")})`).to.deep.equal([]);
     });
 
@@ -771,9 +979,16 @@ describe("e2e: access matrix — every operation of the document × {owner membe
       for (const op of OPERATIONS) {
         const cases = CASES[op.key];
         if (!cases || cases.length === 0) problems.push(`${op.key} (${op.operationId}): no case`);
-        else for (const c of cases) if (c.rule !== op.access) problems.push(`${op.key}: the case is written for ${c.rule}, the document says ${JSON.stringify(op.access)}`);
+        else
+          for (const c of cases)
+            if (c.rule !== op.access)
+              problems.push(
+                `${op.key}: the case is written for ${c.rule}, the document says ${JSON.stringify(op.access)}`,
+              );
       }
-      for (const key of Object.keys(CASES)) if (!OPERATIONS.some((op) => op.key === key)) problems.push(`${key}: a case for an operation the document does not have`);
+      for (const key of Object.keys(CASES))
+        if (!OPERATIONS.some((op) => op.key === key))
+          problems.push(`${key}: a case for an operation the document does not have`);
       expect(problems).to.deep.equal([]);
     });
 
@@ -784,7 +999,11 @@ describe("e2e: access matrix — every operation of the document × {owner membe
     it("the public operations answer without any token", async () => {
       for (const op of OPERATIONS.filter((o) => o.access === "public")) {
         const path = op.path.replace("{tenant_id}", "acme");
-        const res = await api.request(op.method, path, op.method === "POST" ? { json: { email: BOB.email, password: "demo-password" } } : {});
+        const res = await api.request(
+          op.method,
+          path,
+          op.method === "POST" ? { json: { email: BOB.email, password: "demo-password" } } : {},
+        );
         expect(res.status, `${op.key} without a token: ${res.text}`).to.equal(op.successStatus);
       }
     });
@@ -797,13 +1016,16 @@ describe("e2e: access matrix — every operation of the document × {owner membe
   for (const op of OPERATIONS) {
     const rule = op.access;
     const cases = CASES[op.key] ?? [];
-    if (cases.length === 0) it(`${op.key} (${String(rule)}): has a case in the access matrix`, () => expect.fail(`${op.key} (${op.operationId}) has no case in the access matrix`));
+    if (cases.length === 0)
+      it(`${op.key} (${String(rule)}): has a case in the access matrix`, () =>
+        expect.fail(`${op.key} (${op.operationId}) has no case in the access matrix`));
     for (const opCase of cases) {
       const label = `${op.key} (${String(rule)})${opCase.variant ? ` [${opCase.variant}]` : ""}`;
       describe(label, () => {
         for (const actor of ACTORS) {
           if (!isRule(rule)) {
-            it(`${label}: ${ACTOR_LABEL[actor]} → (no known rule)`, () => expect.fail(`${op.key} has no known x-switchyard-access rule`));
+            it(`${label}: ${ACTOR_LABEL[actor]} → (no known rule)`, () =>
+              expect.fail(`${op.key} has no known x-switchyard-access rule`));
             continue;
           }
           const outcome = expectedOutcome(rule, op, actor);
@@ -822,7 +1044,8 @@ describe("e2e: access matrix — every operation of the document × {owner membe
             } else {
               expectError(res, outcome.status, outcome.code);
               // A refusal names nothing of the resource: no note, no sku, no email of bob's.
-              for (const secret of [SECRET, "BOOK-1", BOB.email]) expect(res.text, "the refusal leaks nothing").not.to.include(secret);
+              for (const secret of [SECRET, "BOOK-1", BOB.email])
+                expect(res.text, "the refusal leaks nothing").not.to.include(secret);
             }
           });
         }
@@ -844,7 +1067,10 @@ describe("e2e: access matrix — every operation of the document × {owner membe
         if (op.method === "GET" || refused.length === 0) continue;
         it(`${label}: unchanged after the attempts of ${refused.map((a) => ACTOR_LABEL[a]).join(", ")}`, async () => {
           const checks = readBacks.get(label) ?? [];
-          expect(checks.map((c) => c.actor), "every refused attempt was made").to.deep.equal(refused);
+          expect(
+            checks.map((c) => c.actor),
+            "every refused attempt was made",
+          ).to.deep.equal(refused);
           const failures: string[] = [];
           for (const { actor, check } of checks) {
             try {

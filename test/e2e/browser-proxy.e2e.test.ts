@@ -25,7 +25,10 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
 
   before(async function () {
     this.timeout(120_000);
-    env = await startE2eMesh("browser-proxy", { metrics: true, envFor: { gateway: { GATEWAY_CORS_ORIGINS: `${PAGE_ORIGIN},https://other.switchyard.test` } } });
+    env = await startE2eMesh("browser-proxy", {
+      metrics: true,
+      envFor: { gateway: { GATEWAY_CORS_ORIGINS: `${PAGE_ORIGIN},https://other.switchyard.test` } },
+    });
     alice = await env.api.login(ALICE);
     rpc = `${env.mesh.gatewayUrl}/rpc`;
   });
@@ -60,7 +63,12 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
         expect([read.document?.title, read.document?.etag]).to.deep.equal([title, document!.etag]);
         const anonymous = await refusal(() => content.getDocument({ documentId: document!.id }));
         expect(anonymous.code).to.equal(Code.Unauthenticated);
-        const otherTenant = await refusal(async () => content.getDocument({ documentId: document!.id }, { headers: { authorization: `Bearer ${await env.api.login(CAROL)}` } }));
+        const otherTenant = await refusal(async () =>
+          content.getDocument(
+            { documentId: document!.id },
+            { headers: { authorization: `Bearer ${await env.api.login(CAROL)}` } },
+          ),
+        );
         expect(otherTenant.code, "another tenant's document is not found").to.equal(Code.NotFound);
       });
 
@@ -94,7 +102,9 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
         let open = Number.NaN;
         while (Date.now() < until) {
           const scrape = await (await fetch(`http://127.0.0.1:${env.mesh.metricsPorts.content[0]}/metrics`)).text();
-          open = Number(/^switchyard_rpc_server_open_streams\{[^}]*rpc_method="WatchPosts"[^}]*\} (\S+)$/m.exec(scrape)?.[1]);
+          open = Number(
+            /^switchyard_rpc_server_open_streams\{[^}]*rpc_method="WatchPosts"[^}]*\} (\S+)$/m.exec(scrape)?.[1],
+          );
           if (open === 0) break;
           await new Promise((r) => setTimeout(r, 50));
         }
@@ -106,15 +116,27 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
         const bidi = await refusal(async () => {
           for await (const _ of orders.trackOrders((async function* () {})(), auth())) void _;
         });
-        expect([Code[bidi.code], bidi.rawMessage]).to.satisfy(([code, message]: [string, string]) => code === "Unimplemented" && /TrackOrders is bidirectional streaming, which is not available through the browser proxy/.test(message));
+        expect([Code[bidi.code], bidi.rawMessage]).to.satisfy(
+          ([code, message]: [string, string]) =>
+            code === "Unimplemented" &&
+            /TrackOrders is bidirectional streaming, which is not available through the browser proxy/.test(message),
+        );
         const content = createClient(ContentService, transport());
         const client = await refusal(() => content.importItems((async function* () {})(), auth()));
-        expect([Code[client.code], client.rawMessage]).to.satisfy(([code, message]: [string, string]) => code === "Unimplemented" && /ImportItems is client streaming, which is not available through the browser proxy/.test(message));
+        expect([Code[client.code], client.rawMessage]).to.satisfy(
+          ([code, message]: [string, string]) =>
+            code === "Unimplemented" &&
+            /ImportItems is client streaming, which is not available through the browser proxy/.test(message),
+        );
       });
 
       it("exposes only allow-listed methods: key sets, service tokens and the operator's service are unimplemented", async () => {
         const identity = createClient(IdentityService, transport());
-        for (const call of [() => identity.getJwks({}), () => identity.createServiceToken({}), () => createClient(OperatorService, transport()).createTenant({})]) {
+        for (const call of [
+          () => identity.getJwks({}),
+          () => identity.createServiceToken({}),
+          () => createClient(OperatorService, transport()).createTenant({}),
+        ]) {
           const refused = await refusal(call);
           expect(refused.code).to.equal(Code.Unimplemented);
         }
@@ -124,7 +146,11 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
 
   it("passes the caller's deadline on, capped (Connect-Timeout-Ms), and answers a payment read as GET /v1 does", async () => {
     const payments = createClient(PaymentService, createConnectTransport({ baseUrl: rpc, httpVersion: "1.1" }));
-    const created = await env.api.post("/v1/payments", { token: alice, json: { amount: 700, currency: "EUR", source: "tok_visa" }, headers: { "idempotency-key": newKey() } });
+    const created = await env.api.post("/v1/payments", {
+      token: alice,
+      json: { amount: 700, currency: "EUR", source: "tok_visa" },
+      headers: { "idempotency-key": newKey() },
+    });
     expect(created.status).to.equal(201);
     const { payment } = await payments.getPayment({ paymentId: created.json.id }, { ...auth(), timeoutMs: 600_000 });
     expect([payment?.id, payment?.amount]).to.deep.equal([created.json.id, 700n]);
@@ -132,18 +158,46 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
 
   it("answers bad input in the protocol's own format, never a 5xx: malformed JSON and binary bodies → invalid_argument, an unknown method → unimplemented, an unknown service → 404", async () => {
     const post = (path: string, body: string | Uint8Array<ArrayBuffer>, type: string) =>
-      fetch(`${rpc}/${path}`, { method: "POST", headers: { "content-type": type, authorization: `Bearer ${alice}`, "connect-protocol-version": "1" }, body });
+      fetch(`${rpc}/${path}`, {
+        method: "POST",
+        headers: { "content-type": type, authorization: `Bearer ${alice}`, "connect-protocol-version": "1" },
+        body,
+      });
     const badJson = await post("switchyard.content.v1.ContentService/GetDocument", "{not json", "application/json");
     const badJsonText = await badJson.text();
-    expect([badJson.status, (JSON.parse(badJsonText) as { code: string }).code], badJsonText).to.deep.equal([400, "invalid_argument"]);
-    const badBinary = await post("switchyard.content.v1.ContentService/GetDocument", new Uint8Array([0xff, 0xff, 0xff]), "application/proto");
-    expect([badBinary.status, ((await badBinary.json()) as { code: string }).code]).to.deep.equal([400, "invalid_argument"]);
-    const badGrpcWeb = await post("switchyard.content.v1.ContentService/GetDocument", new Uint8Array([0, 0, 0, 0, 9, 1]), "application/grpc-web+proto");
-    expect([badGrpcWeb.status, badGrpcWeb.headers.get("grpc-status")], "gRPC-Web: invalid_argument (3), trailers-only").to.deep.equal([200, "3"]);
-    const notEnveloped = await post("switchyard.content.v1.ContentService/GetDocument", new Uint8Array([0, 0, 0]), "application/grpc-web+proto");
+    expect([badJson.status, (JSON.parse(badJsonText) as { code: string }).code], badJsonText).to.deep.equal([
+      400,
+      "invalid_argument",
+    ]);
+    const badBinary = await post(
+      "switchyard.content.v1.ContentService/GetDocument",
+      new Uint8Array([0xff, 0xff, 0xff]),
+      "application/proto",
+    );
+    expect([badBinary.status, ((await badBinary.json()) as { code: string }).code]).to.deep.equal([
+      400,
+      "invalid_argument",
+    ]);
+    const badGrpcWeb = await post(
+      "switchyard.content.v1.ContentService/GetDocument",
+      new Uint8Array([0, 0, 0, 0, 9, 1]),
+      "application/grpc-web+proto",
+    );
+    expect(
+      [badGrpcWeb.status, badGrpcWeb.headers.get("grpc-status")],
+      "gRPC-Web: invalid_argument (3), trailers-only",
+    ).to.deep.equal([200, "3"]);
+    const notEnveloped = await post(
+      "switchyard.content.v1.ContentService/GetDocument",
+      new Uint8Array([0, 0, 0]),
+      "application/grpc-web+proto",
+    );
     expect([notEnveloped.status, notEnveloped.headers.get("grpc-status")]).to.deep.equal([200, "3"]);
     const unknownMethod = await post("switchyard.content.v1.ContentService/DropEverything", "{}", "application/json");
-    expect([unknownMethod.status, ((await unknownMethod.json()) as { code: string }).code]).to.deep.equal([404, "unimplemented"]);
+    expect([unknownMethod.status, ((await unknownMethod.json()) as { code: string }).code]).to.deep.equal([
+      404,
+      "unimplemented",
+    ]);
     const unknownService = await post("switchyard.nothing.v1.Nothing/Call", "{}", "application/json");
     expect(unknownService.status).to.equal(404);
   });
@@ -153,33 +207,70 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
       for (const path of ["/v1/posts", "/rpc/switchyard.content.v1.ContentService/WatchPosts"]) {
         const res = await fetch(`${env.mesh.gatewayUrl}${path}`, {
           method: "OPTIONS",
-          headers: { origin: PAGE_ORIGIN, "access-control-request-method": "POST", "access-control-request-headers": "authorization, content-type, connect-protocol-version, x-grpc-web" },
+          headers: {
+            origin: PAGE_ORIGIN,
+            "access-control-request-method": "POST",
+            "access-control-request-headers": "authorization, content-type, connect-protocol-version, x-grpc-web",
+          },
         });
         expect(res.status, path).to.equal(204);
         expect(res.headers.get("access-control-allow-origin")).to.equal(PAGE_ORIGIN);
         expect(res.headers.get("access-control-allow-methods")).to.include("POST");
-        for (const h of ["authorization", "content-type", "connect-protocol-version", "x-grpc-web", "idempotency-key", "last-event-id"]) expect(res.headers.get("access-control-allow-headers"), h).to.include(h);
+        for (const h of [
+          "authorization",
+          "content-type",
+          "connect-protocol-version",
+          "x-grpc-web",
+          "idempotency-key",
+          "last-event-id",
+        ])
+          expect(res.headers.get("access-control-allow-headers"), h).to.include(h);
         expect(Number(res.headers.get("access-control-max-age"))).to.be.greaterThan(0);
         expect(res.headers.get("vary")).to.include("Origin");
       }
     });
 
     it("gives an origin not on the list no CORS headers, on a preflight or a request", async () => {
-      const preflight = await fetch(`${env.mesh.gatewayUrl}/v1/posts`, { method: "OPTIONS", headers: { origin: "https://evil.example", "access-control-request-method": "GET" } });
+      const preflight = await fetch(`${env.mesh.gatewayUrl}/v1/posts`, {
+        method: "OPTIONS",
+        headers: { origin: "https://evil.example", "access-control-request-method": "GET" },
+      });
       expect(preflight.status).to.equal(204);
       expect([...preflight.headers.keys()].filter((h) => h.startsWith("access-control-"))).to.deep.equal([]);
-      const get = await fetch(`${env.mesh.gatewayUrl}/v1/posts`, { headers: { origin: "https://evil.example", authorization: `Bearer ${alice}` } });
+      const get = await fetch(`${env.mesh.gatewayUrl}/v1/posts`, {
+        headers: { origin: "https://evil.example", authorization: `Bearer ${alice}` },
+      });
       expect(get.status).to.equal(200);
       expect(get.headers.get("access-control-allow-origin")).to.equal(null);
     });
 
     it("lets an allowed origin read the headers a client needs: ETag, Location, X-RateLimit-*, Retry-After, Deprecation, Sunset, Link, and the gRPC-Web trailers", async () => {
-      const res = await fetch(`${env.mesh.gatewayUrl}/v1/docs`, { method: "POST", headers: { origin: PAGE_ORIGIN, authorization: `Bearer ${alice}`, "content-type": "application/json" }, body: JSON.stringify({ title: "cors", body: "x" }) });
+      const res = await fetch(`${env.mesh.gatewayUrl}/v1/docs`, {
+        method: "POST",
+        headers: { origin: PAGE_ORIGIN, authorization: `Bearer ${alice}`, "content-type": "application/json" },
+        body: JSON.stringify({ title: "cors", body: "x" }),
+      });
       expect(res.status).to.equal(201);
       expect(res.headers.get("access-control-allow-origin")).to.equal(PAGE_ORIGIN);
       const exposed = (res.headers.get("access-control-expose-headers") ?? "").split(/,\s*/);
-      for (const h of ["etag", "location", "retry-after", "x-ratelimit-limit", "x-ratelimit-remaining", "x-ratelimit-reset", "idempotent-replayed", "deprecation", "sunset", "link", "grpc-status", "grpc-message"]) expect(exposed, h).to.include(h);
-      expect(res.headers.get("vary")).to.match(/Origin/).and.match(/Accept/);
+      for (const h of [
+        "etag",
+        "location",
+        "retry-after",
+        "x-ratelimit-limit",
+        "x-ratelimit-remaining",
+        "x-ratelimit-reset",
+        "idempotent-replayed",
+        "deprecation",
+        "sunset",
+        "link",
+        "grpc-status",
+        "grpc-message",
+      ])
+        expect(exposed, h).to.include(h);
+      expect(res.headers.get("vary"))
+        .to.match(/Origin/)
+        .and.match(/Accept/);
     });
   });
 
@@ -187,7 +278,15 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
     let limited: E2eMesh;
     before(async function () {
       this.timeout(120_000);
-      limited = await startE2eMesh("browser-proxy-limits", { envFor: { gateway: { GATEWAY_RATE_LIMIT: String(RATE_LIMIT), GATEWAY_RATE_WINDOW_SECONDS: "600", GATEWAY_MAX_STREAMS_PER_CALLER: "1" } } });
+      limited = await startE2eMesh("browser-proxy-limits", {
+        envFor: {
+          gateway: {
+            GATEWAY_RATE_LIMIT: String(RATE_LIMIT),
+            GATEWAY_RATE_WINDOW_SECONDS: "600",
+            GATEWAY_MAX_STREAMS_PER_CALLER: "1",
+          },
+        },
+      });
     });
     after(async function () {
       this.timeout(60_000);
@@ -196,7 +295,10 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
 
     it(`draws on the caller's quota: past ${RATE_LIMIT} calls, resource_exhausted with Retry-After, and /v1 is refused too (one quota)`, async () => {
       const token = await limited.api.login(ALICE);
-      const catalog = createClient(ContentService, createConnectTransport({ baseUrl: `${limited.mesh.gatewayUrl}/rpc`, httpVersion: "1.1" }));
+      const catalog = createClient(
+        ContentService,
+        createConnectTransport({ baseUrl: `${limited.mesh.gatewayUrl}/rpc`, httpVersion: "1.1" }),
+      );
       let refused: ConnectError | undefined;
       for (let i = 0; i < RATE_LIMIT + 2 && !refused; i++) {
         try {
@@ -213,7 +315,10 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
 
     it("holds a caller to its live streams (GATEWAY_MAX_STREAMS_PER_CALLER, shared with the SSE feed): one more WatchPosts is resource_exhausted, and the slot comes back when the first ends", async () => {
       const token = await limited.api.login(BOB);
-      const content = createClient(ContentService, createGrpcWebTransport({ baseUrl: `${limited.mesh.gatewayUrl}/rpc`, httpVersion: "1.1" }));
+      const content = createClient(
+        ContentService,
+        createGrpcWebTransport({ baseUrl: `${limited.mesh.gatewayUrl}/rpc`, httpVersion: "1.1" }),
+      );
       const headers = { authorization: `Bearer ${token}` };
       const open = async () => {
         const controller = new AbortController();
@@ -224,8 +329,13 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
       const one = await open();
       expect(one.subscribed).to.equal(true);
       const refused = await refusal(() => open());
-      expect([Code[refused.code], refused.rawMessage]).to.deep.equal(["ResourceExhausted", "at most 1 live streams at once; close one first"]);
-      const sse = await fetch(`${limited.mesh.gatewayUrl}/v1/posts`, { headers: { ...headers, accept: "text/event-stream" } });
+      expect([Code[refused.code], refused.rawMessage]).to.deep.equal([
+        "ResourceExhausted",
+        "at most 1 live streams at once; close one first",
+      ]);
+      const sse = await fetch(`${limited.mesh.gatewayUrl}/v1/posts`, {
+        headers: { ...headers, accept: "text/event-stream" },
+      });
       expect(sse.status, "the SSE feed counts against the same slots").to.equal(429);
       await sse.body?.cancel();
       one.close();
@@ -243,9 +353,18 @@ describe("e2e: the browser proxy (/rpc) and CORS", function () {
 
     it("counts the proxy's refusals by the quota that made them, as /v1's (not as identity's login throttle), whatever status the protocol says them with", async () => {
       const scrape = await (await fetch(`${limited.mesh.gatewayUrl}/metrics`)).text();
-      const refused = (kind: string) => Number(new RegExp(`^switchyard_gateway_rate_limited_total\\{[^}]*kind="${kind}"[^}]*\\} (\\S+)$`, "m").exec(scrape)?.[1] ?? 0);
+      const refused = (kind: string) =>
+        Number(
+          new RegExp(`^switchyard_gateway_rate_limited_total\\{[^}]*kind="${kind}"[^}]*\\} (\\S+)$`, "m").exec(
+            scrape,
+          )?.[1] ?? 0,
+        );
       // The quota: one Connect refusal (429) and one /v1 refusal; the stream slots: one gRPC-Web refusal (in a 200's trailers) and one SSE 429.
-      expect({ user: refused("user"), streams: refused("streams"), login: refused("login") }).to.deep.equal({ user: 2, streams: 2, login: 0 });
+      expect({ user: refused("user"), streams: refused("streams"), login: refused("login") }).to.deep.equal({
+        user: 2,
+        streams: 2,
+        login: 0,
+      });
     });
   });
 });

@@ -30,7 +30,8 @@ async function servePage(bundle: string): Promise<{ port: number; server: Server
 <script>document.getElementById("origin").textContent = "origin: " + location.origin;</script>
 <script type="module" src="/app.js"></script></body></html>`;
   const server = createServer((req, res) => {
-    if (req.url === "/app.js") return res.writeHead(200, { "content-type": "text/javascript; charset=utf-8" }).end(bundle);
+    if (req.url === "/app.js")
+      return res.writeHead(200, { "content-type": "text/javascript; charset=utf-8" }).end(bundle);
     if (req.url === "/") return res.writeHead(200, { "content-type": "text/html; charset=utf-8" }).end(html);
     res.writeHead(404).end();
   });
@@ -47,17 +48,30 @@ describe("e2e: a page on another origin in Chromium (CORS, /rpc over Connect and
 
   before(async function () {
     if (!existsSync(CHROMIUM)) {
-      console.log(`      (browser test skipped: no Chromium at ${CHROMIUM}; apt-get install -y chromium, or set CHROMIUM_PATH)`);
+      console.log(
+        `      (browser test skipped: no Chromium at ${CHROMIUM}; apt-get install -y chromium, or set CHROMIUM_PATH)`,
+      );
       return this.skip();
     }
     this.timeout(180_000);
-    const bundled = await build({ entryPoints: [join(ROOT, "test/e2e/browser-page/app.ts")], bundle: true, write: false, format: "esm", platform: "browser", target: "chrome120", logLevel: "silent" });
+    const bundled = await build({
+      entryPoints: [join(ROOT, "test/e2e/browser-page/app.ts")],
+      bundle: true,
+      write: false,
+      format: "esm",
+      platform: "browser",
+      target: "chrome120",
+      logLevel: "silent",
+    });
     page = await servePage(bundled.outputFiles[0]!.text);
     allowedOrigin = `http://127.0.0.1:${page.port}`;
     // Only the page's 127.0.0.1 origin is allowed; the same page from localhost is another origin.
     env = await startE2eMesh("browser", { envFor: { gateway: { GATEWAY_CORS_ORIGINS: allowedOrigin } } });
     const { chromium } = await import("playwright-core");
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--headless", "--no-sandbox", "--disable-gpu"] });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ["--headless", "--no-sandbox", "--disable-gpu"],
+    });
     mkdirSync(ARTIFACTS, { recursive: true });
   });
   after(async function () {
@@ -67,12 +81,20 @@ describe("e2e: a page on another origin in Chromium (CORS, /rpc over Connect and
     await env?.stop();
   });
 
-  async function runIn(origin: string, fn: "switchyardRun" | "switchyardRunDisallowed", screenshot: string): Promise<Outcome[]> {
+  async function runIn(
+    origin: string,
+    fn: "switchyardRun" | "switchyardRunDisallowed",
+    screenshot: string,
+  ): Promise<Outcome[]> {
     const tab = await browser!.newPage();
     try {
       await tab.goto(`${origin}/`);
       await tab.waitForFunction((name) => typeof (globalThis as Record<string, unknown>)[name] === "function", fn);
-      const outcomes = await tab.evaluate(([name, gateway]) => ((globalThis as Record<string, unknown>)[name] as (g: string) => Promise<Outcome[]>)(gateway), [fn, env!.mesh.gatewayUrl] as const);
+      const outcomes = await tab.evaluate(
+        ([name, gateway]) =>
+          ((globalThis as Record<string, unknown>)[name] as (g: string) => Promise<Outcome[]>)(gateway),
+        [fn, env!.mesh.gatewayUrl] as const,
+      );
       await tab.screenshot({ path: join(ARTIFACTS, screenshot), fullPage: true });
       return outcomes;
     } finally {
@@ -91,7 +113,9 @@ describe("e2e: a page on another origin in Chromium (CORS, /rpc over Connect and
       "the SSE live feed with fetch and a stream reader",
     ]);
     for (const o of outcomes) expect(o.ok, `${o.check}: ${o.detail}`).to.equal(true);
-    expect(outcomes[0]!.detail, "an exposed header is readable across origins").to.match(/X-RateLimit-Remaining readable: \d+/);
+    expect(outcomes[0]!.detail, "an exposed header is readable across origins").to.match(
+      /X-RateLimit-Remaining readable: \d+/,
+    );
   });
 
   it("from an origin not on the list: the browser blocks the answer", async () => {

@@ -9,7 +9,11 @@ import { expect } from "chai";
 import { ALICE, newKey, startE2eMesh, type E2eMesh } from "../support/http.js";
 
 /** The defaults of GATEWAY_CONCURRENCY_INITIAL / MIN / MAX (README, gateway settings). */
-const DEFAULT_LIMIT = { GATEWAY_CONCURRENCY_INITIAL: "100", GATEWAY_CONCURRENCY_MIN: "3", GATEWAY_CONCURRENCY_MAX: "1000" };
+const DEFAULT_LIMIT = {
+  GATEWAY_CONCURRENCY_INITIAL: "100",
+  GATEWAY_CONCURRENCY_MIN: "3",
+  GATEWAY_CONCURRENCY_MAX: "1000",
+};
 const PROBE_INTERVAL_MS = 1_000;
 const BURST = 64;
 
@@ -18,7 +22,9 @@ describe("e2e: bursts on the default adaptive concurrency limit", function () {
   let env: E2eMesh;
 
   before(async () => {
-    env = await startE2eMesh("burst", { envFor: { gateway: { ...DEFAULT_LIMIT, GATEWAY_CONCURRENCY_PROBE_INTERVAL_MS: String(PROBE_INTERVAL_MS) } } });
+    env = await startE2eMesh("burst", {
+      envFor: { gateway: { ...DEFAULT_LIMIT, GATEWAY_CONCURRENCY_PROBE_INTERVAL_MS: String(PROBE_INTERVAL_MS) } },
+    });
   });
   after(async () => env?.stop());
 
@@ -62,7 +68,11 @@ describe("e2e: bursts on the default adaptive concurrency limit", function () {
   it("never sheds closed-loop clients of a mixed load: 4, 16 and 64 connections, one after another without a pause", async function () {
     this.timeout(120_000);
     const token = await env.api.login(ALICE);
-    const paid = await env.api.post("/v1/payments", { token, key: newKey(), json: { amount: 1_250, currency: "EUR", source: "tok_closed_loop" } });
+    const paid = await env.api.post("/v1/payments", {
+      token,
+      key: newKey(),
+      json: { amount: 1_250, currency: "EUR", source: "tok_closed_loop" },
+    });
     expect(paid.status, paid.text).to.equal(201);
     // The issue's mix: 60 % reads of a payment, 20 % catalog pages, 10 % lists, 10 % new payments.
     const mix = (i: number) => {
@@ -70,7 +80,11 @@ describe("e2e: bursts on the default adaptive concurrency limit", function () {
       if (k < 6) return env.api.get(`/v1/payments/${paid.json.id}`, { token });
       if (k < 8) return env.api.get(`/v1/catalog/items?page=${1 + (i % 3)}`);
       if (k < 9) return env.api.get("/v1/payments?limit=20", { token });
-      return env.api.post("/v1/payments", { token, key: newKey(), json: { amount: 100 + (i % 50), currency: "EUR", source: "tok_closed_loop" } });
+      return env.api.post("/v1/payments", {
+        token,
+        key: newKey(),
+        json: { amount: 100 + (i % 50), currency: "EUR", source: "tok_closed_loop" },
+      });
     };
     const statuses: Record<string, Record<number, number>> = {};
     for (const connections of [4, 16, 64]) {

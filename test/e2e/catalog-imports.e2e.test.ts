@@ -6,7 +6,19 @@
 // a restart of the gateway (its state is content's) and of content itself.
 import { expect } from "chai";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ALICE, BOB, CAROL, expectError, expectUnauthenticated, newKey, startE2eMesh, unique, type Api, type ApiResponse, type E2eMesh } from "../support/http.js";
+import {
+  ALICE,
+  BOB,
+  CAROL,
+  expectError,
+  expectUnauthenticated,
+  newKey,
+  startE2eMesh,
+  unique,
+  type Api,
+  type ApiResponse,
+  type E2eMesh,
+} from "../support/http.js";
 
 const JOB_KEYS = ["counts", "created_at", "errors", "failure", "id", "status", "updated_at"];
 const JOB_LOCATION = /^\/v1\/catalog\/imports\/(imp_[A-Za-z0-9_-]{20})$/;
@@ -122,12 +134,22 @@ describe("e2e: catalog imports — 202 + Location, a job run by the content serv
     const items = await catalog();
     expect(items.get(`${sku}-A`)).to.deep.equal({ name: "Lamp", price: 1_250, currency: "EUR" });
     expect(items.get("PEN-1")).to.deep.equal({ name: "Fountain pen", price: 2_700, currency: "EUR" });
-    for (const bad of ["B", "C", "D", "E", "F"]) expect(items.has(`${sku}-${bad}`), `${sku}-${bad} refused`).to.equal(false);
+    for (const bad of ["B", "C", "D", "E", "F"])
+      expect(items.has(`${sku}-${bad}`), `${sku}-${bad} refused`).to.equal(false);
   });
 
   it("takes NDJSON: one item per line, line numbers as sent (blank lines counted, CRLF), a line that is no JSON a per-line error", async () => {
     const sku = `ND-${unique()}`;
-    const text = [JSON.stringify(item(`${sku}-1`, 100)), "", JSON.stringify(item(`${sku}-3`, 300)) + "\r", "{not json", "   ", JSON.stringify({ sku: `${sku}-6` }), JSON.stringify(item(`${sku}-7`, 700)), ""].join("\n");
+    const text = [
+      JSON.stringify(item(`${sku}-1`, 100)),
+      "",
+      JSON.stringify(item(`${sku}-3`, 300)) + "\r",
+      "{not json",
+      "   ",
+      JSON.stringify({ sku: `${sku}-6` }),
+      JSON.stringify(item(`${sku}-7`, 700)),
+      "",
+    ].join("\n");
     const res = await api.post("/v1/catalog/imports", { token: alice, key: newKey(), raw: text, headers: NDJSON });
     expectAccepted(res, 5);
     const done = await finished(res.headers.get("location")!);
@@ -139,7 +161,16 @@ describe("e2e: catalog imports — 202 + Location, a job run by the content serv
     const items = await catalog();
     expect([1, 3, 7].map((n) => items.get(`${sku}-${n}`)?.price)).to.deep.equal([100, 300, 700]);
     // A charset other than UTF-8 is another media type.
-    expectError(await api.post("/v1/catalog/imports", { token: alice, key: newKey(), raw: text, headers: { "content-type": "application/x-ndjson; charset=latin1" } }), 415, "UNSUPPORTED_MEDIA_TYPE");
+    expectError(
+      await api.post("/v1/catalog/imports", {
+        token: alice,
+        key: newKey(),
+        raw: text,
+        headers: { "content-type": "application/x-ndjson; charset=latin1" },
+      }),
+      415,
+      "UNSUPPORTED_MEDIA_TYPE",
+    );
   });
 
   it("makes one job per Idempotency-Key: a retry answers 202 with the same Location and Idempotent-Replayed, another body 422", async () => {
@@ -157,17 +188,35 @@ describe("e2e: catalog imports — 202 + Location, a job run by the content serv
     expect(again.headers.get("idempotent-replayed")).to.equal("true");
     expect(again.json, "the same job, as it is now").to.deep.equal(done);
     // The same items as NDJSON are the same lines: the same job.
-    const asNdjson = await api.post("/v1/catalog/imports", { token: alice, key, raw: ndjson(...body), headers: NDJSON });
-    expect([asNdjson.status, asNdjson.headers.get("location"), asNdjson.headers.get("idempotent-replayed")]).to.deep.equal([202, location, "true"]);
-    expectError(await api.post("/v1/catalog/imports", { token: alice, key, json: [item(`${sku}-1`, 11), item(`${sku}-2`, 20)] }), 422, "IDEMPOTENCY_KEY_REUSED");
+    const asNdjson = await api.post("/v1/catalog/imports", {
+      token: alice,
+      key,
+      raw: ndjson(...body),
+      headers: NDJSON,
+    });
+    expect([
+      asNdjson.status,
+      asNdjson.headers.get("location"),
+      asNdjson.headers.get("idempotent-replayed"),
+    ]).to.deep.equal([202, location, "true"]);
+    expectError(
+      await api.post("/v1/catalog/imports", { token: alice, key, json: [item(`${sku}-1`, 11), item(`${sku}-2`, 20)] }),
+      422,
+      "IDEMPOTENCY_KEY_REUSED",
+    );
     expectError(await api.post("/v1/catalog/imports", { token: alice, json: body }), 400, "INVALID_REQUEST");
-    expectError(await api.post("/v1/catalog/imports", { token: alice, key: "not-a-uuid", json: body }), 400, "INVALID_REQUEST");
+    expectError(
+      await api.post("/v1/catalog/imports", { token: alice, key: "not-a-uuid", json: body }),
+      400,
+      "INVALID_REQUEST",
+    );
     expect((await catalog()).get(`${sku}-1`)?.price, "imported once, by the first request").to.equal(10);
   });
 
   it("refuses at once, with a JSON error, a body that is no list of items — and queues nothing", async () => {
     const before = await catalog();
-    const sent = async (options: { json?: unknown; raw?: string | Buffer; headers?: Record<string, string> }) => api.post("/v1/catalog/imports", { token: alice, key: newKey(), ...options });
+    const sent = async (options: { json?: unknown; raw?: string | Buffer; headers?: Record<string, string> }) =>
+      api.post("/v1/catalog/imports", { token: alice, key: newKey(), ...options });
     const cases: [string, Promise<ApiResponse>, number, string][] = [
       ["a JSON object", sent({ json: { items: [item("OBJ-1", 1)] } }), 400, "INVALID_REQUEST"],
       ["a JSON string", sent({ json: "BOOK-1" }), 400, "INVALID_REQUEST"],
@@ -175,15 +224,38 @@ describe("e2e: catalog imports — 202 + Location, a job run by the content serv
       ["an empty array", sent({ json: [] }), 422, "RULE_VIOLATION"],
       ["10001 items", sent({ json: Array.from({ length: 10_001 }, () => 0) }), 422, "RULE_VIOLATION"],
       ["no JSON", sent({ raw: "[{", headers: { "content-type": "application/json" } }), 400, "INVALID_REQUEST"],
-      ["an empty JSON body", sent({ raw: "", headers: { "content-type": "application/json" } }), 400, "INVALID_REQUEST"],
+      [
+        "an empty JSON body",
+        sent({ raw: "", headers: { "content-type": "application/json" } }),
+        400,
+        "INVALID_REQUEST",
+      ],
       ["an empty NDJSON body", sent({ raw: "", headers: NDJSON }), 400, "INVALID_REQUEST"],
       ["only blank lines", sent({ raw: "\n \r\n\t\n", headers: NDJSON }), 400, "INVALID_REQUEST"],
       ["CSV sent as NDJSON", sent({ raw: "sku,name,price\nX-1,Thing,100\n", headers: NDJSON }), 400, "INVALID_REQUEST"],
-      ["a pretty-printed JSON array sent as NDJSON", sent({ raw: JSON.stringify([item("PP-1", 1)], null, 2), headers: NDJSON }), 400, "INVALID_REQUEST"],
-      ["invalid UTF-8", sent({ raw: Buffer.concat([Buffer.from('{"sku":"X'), Buffer.from([0xff]), Buffer.from('"}')]), headers: NDJSON }), 400, "INVALID_REQUEST"],
+      [
+        "a pretty-printed JSON array sent as NDJSON",
+        sent({ raw: JSON.stringify([item("PP-1", 1)], null, 2), headers: NDJSON }),
+        400,
+        "INVALID_REQUEST",
+      ],
+      [
+        "invalid UTF-8",
+        sent({
+          raw: Buffer.concat([Buffer.from('{"sku":"X'), Buffer.from([0xff]), Buffer.from('"}')]),
+          headers: NDJSON,
+        }),
+        400,
+        "INVALID_REQUEST",
+      ],
       ["text/csv", sent({ raw: "sku,name\n", headers: { "content-type": "text/csv" } }), 415, "UNSUPPORTED_MEDIA_TYPE"],
       ["no content type", sent({ raw: "[]" }), 415, "UNSUPPORTED_MEDIA_TYPE"],
-      ["more than 64 KiB", sent({ raw: ndjson(...Array.from({ length: 1_200 }, (_, i) => item(`BIG-${i}`, i))), headers: NDJSON }), 413, "PAYLOAD_TOO_LARGE"],
+      [
+        "more than 64 KiB",
+        sent({ raw: ndjson(...Array.from({ length: 1_200 }, (_, i) => item(`BIG-${i}`, i))), headers: NDJSON }),
+        413,
+        "PAYLOAD_TOO_LARGE",
+      ],
     ];
     for (const [what, res, status, code] of cases) {
       const answer = await res;
@@ -191,7 +263,11 @@ describe("e2e: catalog imports — 202 + Location, a job run by the content serv
       expectError(answer, status, code);
     }
     // NDJSON is this operation's alone.
-    expectError(await api.post("/v1/docs", { token: alice, raw: JSON.stringify({ title: "t", body: "b" }), headers: NDJSON }), 415, "UNSUPPORTED_MEDIA_TYPE");
+    expectError(
+      await api.post("/v1/docs", { token: alice, raw: JSON.stringify({ title: "t", body: "b" }), headers: NDJSON }),
+      415,
+      "UNSUPPORTED_MEDIA_TYPE",
+    );
     await sleep(500);
     expect([...(await catalog()).keys()].sort(), "nothing was imported").to.deep.equal([...before.keys()].sort());
   });
@@ -199,7 +275,11 @@ describe("e2e: catalog imports — 202 + Location, a job run by the content serv
   it("lets only the catalog owner's admins import (403 otherwise, 401 without a token), and only the tenant's admins read a job (404 for another tenant)", async () => {
     const body = [item(`WHO-${unique()}`, 1)];
     expectError(await api.post("/v1/catalog/imports", { token: bob, key: newKey(), json: body }), 403, "ROLE_REQUIRED");
-    expectError(await api.post("/v1/catalog/imports", { token: carol, key: newKey(), json: body }), 403, "TENANT_MISMATCH");
+    expectError(
+      await api.post("/v1/catalog/imports", { token: carol, key: newKey(), json: body }),
+      403,
+      "TENANT_MISMATCH",
+    );
     expectUnauthenticated(await api.post("/v1/catalog/imports", { key: newKey(), json: body }));
     expect((await catalog()).has(body[0]!.sku), "the refused imports imported nothing").to.equal(false);
     const res = await api.post("/v1/catalog/imports", { token: alice, key: newKey(), json: body });
@@ -216,7 +296,11 @@ describe("e2e: catalog imports — 202 + Location, a job run by the content serv
   });
 
   it("is the same at /v2: Location on the path asked on, the job readable on both versions' paths", async () => {
-    const res = await api.post("/v2/catalog/imports", { token: alice, key: newKey(), json: [item(`V2-${unique()}`, 1)] });
+    const res = await api.post("/v2/catalog/imports", {
+      token: alice,
+      key: newKey(),
+      json: [item(`V2-${unique()}`, 1)],
+    });
     expect(res.status, res.text).to.equal(202);
     const location = res.headers.get("location") ?? "";
     expect(location).to.equal(`/v2/catalog/imports/${res.json.id}`);
@@ -238,15 +322,26 @@ describe("e2e: catalog imports — 202 + Location, a job run by the content serv
     expect([done.status, done.counts]).to.deep.equal(["succeeded", { received: 400, imported: 400, failed: 0 }]);
     // The new gateway also knows the key: it is content's, not the gateway's.
     const again = await api.post("/v1/catalog/imports", { token: alice, key, raw: text, headers: NDJSON });
-    expect([again.status, again.headers.get("location"), again.headers.get("idempotent-replayed")]).to.deep.equal([202, location, "true"]);
+    expect([again.status, again.headers.get("location"), again.headers.get("idempotent-replayed")]).to.deep.equal([
+      202,
+      location,
+      "true",
+    ]);
     const items = await catalog();
-    expect(Array.from({ length: 400 }, (_, i) => items.get(`${sku}-${i}`)?.price)).to.deep.equal(Array.from({ length: 400 }, (_, i) => i + 1));
+    expect(Array.from({ length: 400 }, (_, i) => items.get(`${sku}-${i}`)?.price)).to.deep.equal(
+      Array.from({ length: 400 }, (_, i) => i + 1),
+    );
   });
 
   it("finishes a job whose content process is restarted while it is queued or running: every line imported once", async function () {
     this.timeout(120_000);
     const sku = `CONTENT-${unique()}`;
-    const res = await api.post("/v1/catalog/imports", { token: alice, key: newKey(), raw: ndjson(...Array.from({ length: 400 }, (_, i) => item(`${sku}-${i}`, 7))), headers: NDJSON });
+    const res = await api.post("/v1/catalog/imports", {
+      token: alice,
+      key: newKey(),
+      raw: ndjson(...Array.from({ length: 400 }, (_, i) => item(`${sku}-${i}`, 7))),
+      headers: NDJSON,
+    });
     expectAccepted(res, 400);
     await env.mesh.restartService("content");
     const done = await finished(res.headers.get("location")!);

@@ -12,7 +12,19 @@ import { Code, ConnectError, createClient, type Client } from "@connectrpc/conne
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { errorInfoOf } from "@switchyard/platform/errors.js";
-import { ALICE, BOB, b64url, CAROL, expectError, expectUnauthenticated, startE2eMesh, unique, type Api, type ApiResponse, type E2eMesh } from "../support/http.js";
+import {
+  ALICE,
+  BOB,
+  b64url,
+  CAROL,
+  expectError,
+  expectUnauthenticated,
+  startE2eMesh,
+  unique,
+  type Api,
+  type ApiResponse,
+  type E2eMesh,
+} from "../support/http.js";
 
 const DOC_KEYS = ["body", "created_at", "id", "title", "updated_at"];
 const POST_KEYS = ["author_id", "body", "created_at", "id", "title"];
@@ -182,7 +194,10 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
 
   /** Opens the live feed and waits for its 200 (the watch is confirmed by then). */
   async function openFeed(token: string, lastEventId?: string): Promise<SseStream> {
-    const stream = openSse(feedUrl(), { ...bearer(token), ...(lastEventId === undefined ? {} : { "last-event-id": lastEventId }) });
+    const stream = openSse(feedUrl(), {
+      ...bearer(token),
+      ...(lastEventId === undefined ? {} : { "last-event-id": lastEventId }),
+    });
     await stream.opened;
     expect(stream.status, stream.raw).to.equal(200);
     return stream;
@@ -196,7 +211,11 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
     return res.json as PostJson;
   }
 
-  async function createDoc(title = `Runbook ${unique()}`, body = "v1", token = alice): Promise<{ path: string; etag: string; res: ApiResponse }> {
+  async function createDoc(
+    title = `Runbook ${unique()}`,
+    body = "v1",
+    token = alice,
+  ): Promise<{ path: string; etag: string; res: ApiResponse }> {
     const res = await api.post("/v1/docs", { token, json: { title, body } });
     expect(res.status, res.text).to.equal(201);
     return { path: res.headers.get("location")!, etag: res.headers.get("etag")!, res };
@@ -211,7 +230,10 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       const prev = items[i - 1]!;
       const cur = items[i]!;
       const [tp, tc] = [Date.parse(prev.created_at), Date.parse(cur.created_at)];
-      expect(tp > tc || (tp === tc && prev.id > cur.id), `order at ${i}: ${prev.created_at} ${prev.id} then ${cur.created_at} ${cur.id}`).to.equal(true);
+      expect(
+        tp > tc || (tp === tc && prev.id > cur.id),
+        `order at ${i}: ${prev.created_at} ${prev.id} then ${cur.created_at} ${cur.id}`,
+      ).to.equal(true);
     }
   }
 
@@ -249,7 +271,12 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       const saved = await putDoc(path, { title: "Runbook, second", body: "v2" }, tag1);
       expect(saved.status, saved.text).to.equal(200);
       expect(Object.keys(saved.json).sort()).to.deep.equal(DOC_KEYS);
-      expect(saved.json).to.include({ id: created.json.id, title: "Runbook, second", body: "v2", created_at: created.json.created_at });
+      expect(saved.json).to.include({
+        id: created.json.id,
+        title: "Runbook, second",
+        body: "v2",
+        created_at: created.json.created_at,
+      });
       expect(Date.parse(saved.json.updated_at)).to.be.at.least(Date.parse(created.json.updated_at));
       const tag2 = saved.headers.get("etag")!;
       expect(tag2).to.match(STRONG_ETAG).and.not.equal(tag1);
@@ -283,10 +310,22 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
     it("validates writes against the contract: empty title → 422 (minLength), blank title → 422, unknown/missing field or wrong type → 400", async () => {
       // v1.yaml DocumentWrite: title minLength 1 / maxLength 200 — a value constraint, so 422 RULE_VIOLATION.
       expectError(await api.post("/v1/docs", { token: alice, json: { title: "", body: "x" } }), 422, "RULE_VIOLATION");
-      expectError(await api.post("/v1/docs", { token: alice, json: { title: "t".repeat(201), body: "x" } }), 422, "RULE_VIOLATION");
+      expectError(
+        await api.post("/v1/docs", { token: alice, json: { title: "t".repeat(201), body: "x" } }),
+        422,
+        "RULE_VIOLATION",
+      );
       // Passes the schema, breaks the service's rule (a title of spaces only).
-      expectError(await api.post("/v1/docs", { token: alice, json: { title: "   ", body: "x" } }), 422, "RULE_VIOLATION");
-      expectError(await api.post("/v1/docs", { token: alice, json: { title: "t", body: "x", owner: "mallory" } }), 400, "INVALID_REQUEST");
+      expectError(
+        await api.post("/v1/docs", { token: alice, json: { title: "   ", body: "x" } }),
+        422,
+        "RULE_VIOLATION",
+      );
+      expectError(
+        await api.post("/v1/docs", { token: alice, json: { title: "t", body: "x", owner: "mallory" } }),
+        400,
+        "INVALID_REQUEST",
+      );
       expectError(await api.post("/v1/docs", { token: alice, json: { title: "t" } }), 400, "INVALID_REQUEST");
       expectError(await api.post("/v1/docs", { token: alice, json: { title: 7, body: "x" } }), 400, "INVALID_REQUEST");
 
@@ -309,7 +348,13 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       expect(still.json).to.include({ title: "Acme only", body: "secret plans" });
       expect(still.headers.get("etag")).to.equal(etag);
 
-      for (const id of ["not-a-doc-id", "doc_short", `pay_${"A".repeat(20)}`, `doc_${"A".repeat(20)}`, "doc_%21%21%21%21%21%21%21%21%21%21%21%21%21%21%21%21%21%21%21%21"]) {
+      for (const id of [
+        "not-a-doc-id",
+        "doc_short",
+        `pay_${"A".repeat(20)}`,
+        `doc_${"A".repeat(20)}`,
+        "doc_%21%21%21%21%21%21%21%21%21%21%21%21%21%21%21%21%21%21%21%21",
+      ]) {
         expectError(await api.get(`/v1/docs/${id}`, { token: alice }), 404, "NOT_FOUND");
       }
       expectError(await putDoc(`/v1/docs/doc_${"A".repeat(20)}`, { title: "t", body: "b" }), 404, "NOT_FOUND");
@@ -321,7 +366,10 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
     it("100 concurrent PUTs with the same current tag: exactly one 200, 99 × 412, and the winner's body is stored", async function () {
       this.timeout(60_000);
       const { path, etag } = await createDoc("Contended", "v0");
-      const writers = Array.from({ length: 100 }, (_, i) => ({ title: `Contended by writer ${i}`, body: `body of writer ${i}` }));
+      const writers = Array.from({ length: 100 }, (_, i) => ({
+        title: `Contended by writer ${i}`,
+        body: `body of writer ${i}`,
+      }));
       const answers = await Promise.all(writers.map((w) => putDoc(path, w, etag)));
       const statuses = answers.map((a) => a.status);
       const winners = answers.filter((a) => a.status === 200);
@@ -356,7 +404,10 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       expectNewestFirst(existing);
       expect(new Set(existing.map((p) => p.id)).size).to.equal(existing.length);
       const madeIds = new Set(made.map((p) => p.id));
-      expect(existing.filter((p) => madeIds.has(p.id)).map((p) => p.id), "all 30 listed, newest first").to.deep.equal([...made].reverse().map((p) => p.id));
+      expect(
+        existing.filter((p) => madeIds.has(p.id)).map((p) => p.id),
+        "all 30 listed, newest first",
+      ).to.deep.equal([...made].reverse().map((p) => p.id));
       expect(existing.find((p) => p.id === made[0]!.id)).to.deep.equal(made[0]);
 
       const walked: PostJson[] = [];
@@ -379,7 +430,9 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
           next = null;
         } else {
           expect(items.length).to.equal(7);
-          expect(cursor).to.be.a("string").and.match(/^[A-Za-z0-9_-]+$/);
+          expect(cursor)
+            .to.be.a("string")
+            .and.match(/^[A-Za-z0-9_-]+$/);
           expect(link).to.equal(`</v1/posts?limit=7&cursor=${cursor}>; rel="next"`);
           next = /^<([^>]+)>; rel="next"$/.exec(link!)![1]!;
           // Someone posts while we page: that goes to the head of the feed, not into our walk.
@@ -388,7 +441,10 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
         expect(pages).to.be.below(100);
       }
       expect(pages).to.equal(Math.ceil(existing.length / 7));
-      expect(walked.map((p) => p.id), "no duplicate, no gap, same order").to.deep.equal(existing.map((p) => p.id));
+      expect(
+        walked.map((p) => p.id),
+        "no duplicate, no gap, same order",
+      ).to.deep.equal(existing.map((p) => p.id));
       expect(walked).to.deep.equal(existing);
       expect(intruders.length).to.equal(pages - 1);
       // And the intruders are there for whoever starts again from the top.
@@ -397,8 +453,17 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
     });
 
     it("a malformed or foreign cursor → 400 INVALID_CURSOR; limit outside 1–100 → 400; `page` is not a parameter (ignored: the first page)", async () => {
-      for (const cursor of ["garbage", "!!!", b64url({ v: 1, c: "posts:acme", t: "soon", i: "post_x" }), b64url({ v: 1, c: "payments:acme", t: Date.now(), i: "post_AAAAAAAAAAAAAAAAAAAA" })]) {
-        expectError(await api.get(`/v1/posts?cursor=${encodeURIComponent(cursor)}`, { token: alice }), 400, "INVALID_CURSOR");
+      for (const cursor of [
+        "garbage",
+        "!!!",
+        b64url({ v: 1, c: "posts:acme", t: "soon", i: "post_x" }),
+        b64url({ v: 1, c: "payments:acme", t: Date.now(), i: "post_AAAAAAAAAAAAAAAAAAAA" }),
+      ]) {
+        expectError(
+          await api.get(`/v1/posts?cursor=${encodeURIComponent(cursor)}`, { token: alice }),
+          400,
+          "INVALID_CURSOR",
+        );
       }
       // A real cursor of acme's feed is foreign to globex.
       const first = await api.get("/v1/posts?limit=1", { token: alice });
@@ -438,12 +503,19 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       expect(first.raw.split("\n")[0], "the first line").to.match(/^retry: \d+$/);
       expect(first.frames[0]?.retry).to.match(/^\d+$/);
 
-      const made = [await createPost(`live-${run}-1`), await createPost(`live-${run}-2`), await createPost(`live-${run}-3`)];
+      const made = [
+        await createPost(`live-${run}-1`),
+        await createPost(`live-${run}-2`),
+        await createPost(`live-${run}-3`),
+      ];
       await first.waitFor(() => first.postFrames().length >= 3, "three post events");
       const frames = first.postFrames();
       expect(frames.length).to.equal(3);
       expect(first.posts(), "the events' data are the posts as created, in order").to.deep.equal(made);
-      for (const f of frames) expect(f.id).to.be.a("string").and.match(/^[A-Za-z0-9_-]+$/);
+      for (const f of frames)
+        expect(f.id)
+          .to.be.a("string")
+          .and.match(/^[A-Za-z0-9_-]+$/);
       expect(new Set(frames.map((f) => f.id)).size).to.equal(3);
       // The event id is the post's keyset position: as a page cursor it continues right after that post.
       const afterThird = await api.get(`/v1/posts?limit=2&cursor=${frames[2]!.id!}`, { token: alice });
@@ -453,7 +525,11 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       // Idle: heartbeat comments keep the connection open (GATEWAY_SSE_HEARTBEAT_MS=1000 here).
       const framesBefore = first.frames.length;
       await sleep(1_500);
-      await first.waitFor(() => first.frames.slice(framesBefore).some((f) => f.comments.includes("keep-alive")), "a `: keep-alive` comment while idle", 3_000);
+      await first.waitFor(
+        () => first.frames.slice(framesBefore).some((f) => f.comments.includes("keep-alive")),
+        "a `: keep-alive` comment while idle",
+        3_000,
+      );
       expect(first.raw).to.include("\n: keep-alive\n\n");
       expect(first.postFrames().length, "heartbeats are not events").to.equal(3);
 
@@ -489,25 +565,43 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
         return burst.filter((p) => !got.has(p.id)).map((p) => `${p.id} @ ${p.created_at}`);
       };
       const burstOn = (s: SseStream) => s.posts().filter((p) => ids.has(p.id)).length;
-      await live.waitFor(() => burstOn(live) >= BURST, `all ${BURST} posts of the burst`, 5_000).catch((err: unknown) => {
-        throw new Error(`the live stream lost ${lostFrom(live).length} of ${BURST} concurrent posts: ${lostFrom(live).join(", ")}\n${String(err).slice(0, 500)}`);
-      });
+      await live
+        .waitFor(() => burstOn(live) >= BURST, `all ${BURST} posts of the burst`, 5_000)
+        .catch((err: unknown) => {
+          throw new Error(
+            `the live stream lost ${lostFrom(live).length} of ${BURST} concurrent posts: ${lostFrom(live).join(", ")}\n${String(err).slice(0, 500)}`,
+          );
+        });
       await sleep(300);
       expect(live.posts().length, "the marker and the burst, each once").to.equal(BURST + 1);
       await live.close();
 
       // Resuming from the marker replays the whole burst.
       const resumed = await openFeed(alice, markerId);
-      await resumed.waitFor(() => burstOn(resumed) >= BURST, "the burst, replayed", 5_000).catch((err: unknown) => {
-        throw new Error(`the resumed stream lost ${lostFrom(resumed).length} of ${BURST} concurrent posts: ${lostFrom(resumed).join(", ")}\n${String(err).slice(0, 500)}`);
-      });
+      await resumed
+        .waitFor(() => burstOn(resumed) >= BURST, "the burst, replayed", 5_000)
+        .catch((err: unknown) => {
+          throw new Error(
+            `the resumed stream lost ${lostFrom(resumed).length} of ${BURST} concurrent posts: ${lostFrom(resumed).join(", ")}\n${String(err).slice(0, 500)}`,
+          );
+        });
       await sleep(300);
-      expect(resumed.posts().map((p) => p.id).sort(), "each once").to.deep.equal([...ids].sort());
+      expect(
+        resumed
+          .posts()
+          .map((p) => p.id)
+          .sort(),
+        "each once",
+      ).to.deep.equal([...ids].sort());
       await resumed.close();
     });
 
     it("shows posts to a real `curl -N` as they are made", async () => {
-      const curl = spawn("curl", ["-sN", "-H", "Accept: text/event-stream", "-H", `Authorization: Bearer ${alice}`, feedUrl()], { stdio: ["ignore", "pipe", "pipe"] });
+      const curl = spawn(
+        "curl",
+        ["-sN", "-H", "Accept: text/event-stream", "-H", `Authorization: Bearer ${alice}`, feedUrl()],
+        { stdio: ["ignore", "pipe", "pipe"] },
+      );
       children.add(curl);
       const exited = new Promise<void>((resolve) => curl.once("exit", () => resolve()));
       let out = "";
@@ -549,10 +643,25 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       const anonymous = await api.get("/v1/posts", { headers: sse });
       expectUnauthenticated(anonymous);
       expectUnauthenticated(await api.get("/v1/posts", { token: "not.a.jwt", headers: sse }));
-      expectError(await api.get("/v1/posts", { token: alice, headers: { ...sse, "last-event-id": "garbage" } }), 400, "INVALID_CURSOR");
-      expectError(await api.get("/v1/posts", { token: alice, headers: { ...sse, "last-event-id": b64url({ v: 1, c: "posts:acme", t: -1, i: "x" }) } }), 400, "INVALID_CURSOR");
+      expectError(
+        await api.get("/v1/posts", { token: alice, headers: { ...sse, "last-event-id": "garbage" } }),
+        400,
+        "INVALID_CURSOR",
+      );
+      expectError(
+        await api.get("/v1/posts", {
+          token: alice,
+          headers: { ...sse, "last-event-id": b64url({ v: 1, c: "posts:acme", t: -1, i: "x" }) },
+        }),
+        400,
+        "INVALID_CURSOR",
+      );
       // v1.yaml: Last-Event-ID maxLength 512.
-      expectError(await api.get("/v1/posts", { token: alice, headers: { ...sse, "last-event-id": "A".repeat(513) } }), 400, "INVALID_REQUEST");
+      expectError(
+        await api.get("/v1/posts", { token: alice, headers: { ...sse, "last-event-id": "A".repeat(513) } }),
+        400,
+        "INVALID_REQUEST",
+      );
 
       // An id seen on alice's stream is a position in acme's feed: globex cannot resume from it.
       const stream = await openFeed(alice);
@@ -560,7 +669,11 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       await stream.waitFor(() => stream.postFrames().length >= 1, "one event");
       const acmeEventId = stream.postFrames()[0]!.id!;
       await stream.close();
-      expectError(await api.get("/v1/posts", { token: carol, headers: { ...sse, "last-event-id": acmeEventId } }), 400, "INVALID_CURSOR");
+      expectError(
+        await api.get("/v1/posts", { token: carol, headers: { ...sse, "last-event-id": acmeEventId } }),
+        400,
+        "INVALID_CURSOR",
+      );
       // The same id is fine for its own tenant (a stream opens).
       const own = await openFeed(alice, acmeEventId);
       await own.close();
@@ -572,7 +685,9 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       const received: Buffer[] = [];
       socket.on("data", (chunk: Buffer) => received.push(chunk));
       const closed = new Promise<void>((resolve) => socket.on("close", () => resolve()));
-      socket.write(`HEAD /v1/posts HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: Bearer ${alice}\r\naccept: text/event-stream\r\n\r\n`);
+      socket.write(
+        `HEAD /v1/posts HTTP/1.1\r\nhost: ${url.host}\r\nauthorization: Bearer ${alice}\r\naccept: text/event-stream\r\n\r\n`,
+      );
       // A post made meanwhile and the 1 s heartbeat would both be body bytes if the stream went on.
       await createPost(`head-${unique()}`);
       const ended = await Promise.race([closed.then(() => true), sleep(3_000).then(() => false)]);
@@ -591,7 +706,12 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       await stream.close();
       await sleep(1_000);
       const lines = env.mesh.logs.slice(mark).join("").split("\n").filter(Boolean);
-      const bad = lines.filter((l) => /"level":"(error|fatal)"/.test(l) || (/WatchPosts/.test(l) && /"level":"warn"/.test(l)) || /unhandled/i.test(l));
+      const bad = lines.filter(
+        (l) =>
+          /"level":"(error|fatal)"/.test(l) ||
+          (/WatchPosts/.test(l) && /"level":"warn"/.test(l)) ||
+          /unhandled/i.test(l),
+      );
       expect(bad, "no error logged for a client hanging up").to.deep.equal([]);
       const page = await api.get("/v1/posts?limit=1", { token: alice });
       expect(page.status, page.text).to.equal(200);
@@ -614,7 +734,12 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       expect(all.json.items[0]).to.include({ sku: "BOOK-1", price: 1500, currency: "EUR" });
 
       const pages: unknown[] = [];
-      for (const [page, size] of [[1, 2], [2, 2], [3, 2], [4, 2]] as const) {
+      for (const [page, size] of [
+        [1, 2],
+        [2, 2],
+        [3, 2],
+        [4, 2],
+      ] as const) {
         const res = await api.get(`/v1/catalog/items?page=${page}&page_size=${size}`);
         expect(res.status, res.text).to.equal(200);
         expect(res.json).to.include({ page, page_size: size, total: 5 });
@@ -628,7 +753,17 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
     });
 
     it("refuses page=0, page_size=101 and page=abc (and friends) with 400 INVALID_REQUEST", async () => {
-      for (const query of ["page=0", "page_size=101", "page=abc", "page_size=0", "page=-1", "page=1.5", "page=1000001", "page=1&page=2", "page_size=1e1"]) {
+      for (const query of [
+        "page=0",
+        "page_size=101",
+        "page=abc",
+        "page_size=0",
+        "page=-1",
+        "page=1.5",
+        "page=1000001",
+        "page=1&page=2",
+        "page_size=1e1",
+      ]) {
         expectError(await api.get(`/v1/catalog/items?${query}`), 400, "INVALID_REQUEST");
       }
     });
@@ -667,7 +802,9 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       const catalog = await api.get("/v1/catalog/items?page_size=100");
       expect(catalog.status, catalog.text).to.equal(200);
       expect(catalog.json.total).to.equal(7);
-      const bySku = new Map<string, Record<string, unknown>>(catalog.json.items.map((i: { sku: string }) => [i.sku, i]));
+      const bySku = new Map<string, Record<string, unknown>>(
+        catalog.json.items.map((i: { sku: string }) => [i.sku, i]),
+      );
       expect(bySku.get(`IMP-${run}-A`)).to.include({ name: "Imported lamp", price: 4200, currency: "EUR" });
       expect(bySku.get(`IMP-${run}-B`)).to.include({ name: "Imported chair", price: 12900, currency: "EUR" });
       expect(bySku.get("BOOK-1")).to.include({ name: "The Pragmatic Switchyard", price: 1700, currency: "EUR" });
@@ -679,7 +816,10 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       const sku = `IMP-${unique().toUpperCase()}-NO`;
       const item = [{ sku, name: "Should not exist", price: 100n, currency: "EUR" }];
       // The catalog is written only by admins of the tenant that owns it (CATALOG_OWNER_TENANT, acme here).
-      for (const [who, token, reason] of [["bob", bob, "ROLE_REQUIRED"], ["carol", carol, "TENANT_MISMATCH"]] as const) {
+      for (const [who, token, reason] of [
+        ["bob", bob, "ROLE_REQUIRED"],
+        ["carol", carol, "TENANT_MISMATCH"],
+      ] as const) {
         const refused = await content.importItems(itemsOf(item), { headers: bearer(token), timeoutMs: 10_000 }).then(
           () => undefined,
           (e: unknown) => e,
@@ -707,7 +847,8 @@ describe("e2e: content through the gateway (documents, posts feed, catalog, Impo
       const streams = await Promise.all(Array.from({ length: 5 }, () => openFeed(alice)));
       // Each of them is really live upstream: one post reaches all five.
       const made = await createPost(`five-${unique()}`);
-      for (const s of streams) await s.waitFor(() => s.posts().some((p) => p.id === made.id), "the post on every stream");
+      for (const s of streams)
+        await s.waitFor(() => s.posts().some((p) => p.id === made.id), "the post on every stream");
       await Promise.all(streams.map((s) => s.close()));
       await sleep(300);
       const started = Date.now();

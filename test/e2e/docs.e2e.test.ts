@@ -49,7 +49,11 @@ function rawGet(baseUrl: string, path: string): Promise<ApiResponse> {
         } catch {
           json = undefined;
         }
-        const headers = new Headers(Object.entries(res.headers).flatMap(([k, v]) => (v === undefined ? [] : [[k, String(v)] as [string, string]])));
+        const headers = new Headers(
+          Object.entries(res.headers).flatMap(([k, v]) =>
+            v === undefined ? [] : [[k, String(v)] as [string, string]],
+          ),
+        );
         resolve({ status: res.statusCode!, headers, text, json, ms: performance.now() - started });
       });
     });
@@ -101,7 +105,13 @@ async function startGatewayAlone(): Promise<{ url: string; logs: string[]; stop(
   };
   for (const until = Date.now() + 30_000; Date.now() < until; await sleep(100)) {
     if (child.exitCode !== null) throw new Error(`the gateway exited (code ${child.exitCode}):\n${logs.join("")}`);
-    if ((await fetch(`${url}/readyz`).then((r) => r.status, () => 0)) === 200) return { url, logs, stop };
+    if (
+      (await fetch(`${url}/readyz`).then(
+        (r) => r.status,
+        () => 0,
+      )) === 200
+    )
+      return { url, logs, stop };
   }
   await stop();
   throw new Error(`the gateway did not become ready:\n${logs.join("")}`);
@@ -130,7 +140,10 @@ describe("e2e: the API reference at /docs", function () {
 
   describe("over HTTP", () => {
     it("publishes every document in gateway/openapi/, and the gateway serves each at /<version>/openapi.json", async () => {
-      const files = readdirSync(OPENAPI_DIR).filter((f) => f.endsWith(".yaml")).map((f) => f.replace(/\.yaml$/, "")).sort();
+      const files = readdirSync(OPENAPI_DIR)
+        .filter((f) => f.endsWith(".yaml"))
+        .map((f) => f.replace(/\.yaml$/, ""))
+        .sort();
       expect([...published].sort(), "GET /versions against gateway/openapi/*.yaml").to.deep.equal(files);
       for (const version of published) {
         const res = await api.get(`/${version}/openapi.json`);
@@ -174,8 +187,14 @@ describe("e2e: the API reference at /docs", function () {
       const bundle = await api.get(REDOC_ASSET);
       expect(bundle.status).to.equal(200);
       expect(bundle.headers.get("content-type")).to.equal("text/javascript; charset=utf-8");
-      const installed = readFileSync(createRequire(import.meta.url).resolve("redoc/bundles/redoc.standalone.js"), "utf8");
-      expect(bundle.text.length, "the installed package's bundle").to.be.within(installed.length - 200, installed.length);
+      const installed = readFileSync(
+        createRequire(import.meta.url).resolve("redoc/bundles/redoc.standalone.js"),
+        "utf8",
+      );
+      expect(bundle.text.length, "the installed package's bundle").to.be.within(
+        installed.length - 200,
+        installed.length,
+      );
       expect(bundle.text).to.not.include("cdn.redoc.ly");
       // Revalidation: the same ETag → 304 with no body.
       const again = await api.get(REDOC_ASSET, { headers: { "if-none-match": bundle.headers.get("etag")! } });
@@ -222,11 +241,16 @@ describe("e2e: the API reference at /docs", function () {
 
     before(async function () {
       if (!existsSync(CHROMIUM)) {
-        console.log(`      (browser test skipped: no Chromium at ${CHROMIUM}; apt-get install -y chromium, or set CHROMIUM_PATH)`);
+        console.log(
+          `      (browser test skipped: no Chromium at ${CHROMIUM}; apt-get install -y chromium, or set CHROMIUM_PATH)`,
+        );
         return this.skip();
       }
       const { chromium } = await import("playwright-core");
-      browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--headless", "--no-sandbox", "--disable-gpu"] });
+      browser = await chromium.launch({
+        executablePath: CHROMIUM,
+        args: ["--headless", "--no-sandbox", "--disable-gpu"],
+      });
     });
     after(async () => browser?.close());
 
@@ -240,10 +264,14 @@ describe("e2e: the API reference at /docs", function () {
       page.on("console", (m) => m.type() === "error" && problems.push(`console error: ${m.text()}`));
       page.on("response", (r) => r.status() >= 400 && problems.push(`${r.status()} for ${r.url()}`));
       // CSP refusals are reported to the page: any one means the policy and the renderer disagree.
-      await page.addInitScript("document.addEventListener('securitypolicyviolation', (e) => console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI))");
+      await page.addInitScript(
+        "document.addEventListener('securitypolicyviolation', (e) => console.error('CSP violation: ' + e.violatedDirective + ' ' + e.blockedURI))",
+      );
 
       await page.goto(`${origin}/docs`);
-      const links = (await page.locator("main.index a[href^='/docs/']").evaluateAll((as) => as.map((a) => a.getAttribute("href")))) as string[];
+      const links = (await page
+        .locator("main.index a[href^='/docs/']")
+        .evaluateAll((as) => as.map((a) => a.getAttribute("href")))) as string[];
       expect(links, "the index links every published version").to.deep.equal(published.map(docsPathOf));
 
       mkdirSync(ARTIFACTS, { recursive: true });
@@ -251,16 +279,24 @@ describe("e2e: the API reference at /docs", function () {
         await page.locator(`main.index a[href='${docsPathOf(version)}']`).click();
         await page.waitForURL(`${origin}${docsPathOf(version)}`);
         await page.locator("#redoc[data-state='rendered'], #redoc[data-state='failed']").waitFor({ timeout: 30_000 });
-        expect(await page.locator("#redoc").getAttribute("data-state"), (await page.locator("#redoc").textContent()) ?? "").to.equal("rendered");
+        expect(
+          await page.locator("#redoc").getAttribute("data-state"),
+          (await page.locator("#redoc").textContent()) ?? "",
+        ).to.equal("rendered");
         // Redoc shows each operation as its verb beside its path.
-        const rendered = await page.locator("#redoc .http-verb").evaluateAll((verbs) =>
-          verbs.map((v) => `${(v.textContent ?? "").toUpperCase()} ${v.nextElementSibling?.textContent ?? ""}`),
-        );
+        const rendered = await page
+          .locator("#redoc .http-verb")
+          .evaluateAll((verbs) =>
+            verbs.map((v) => `${(v.textContent ?? "").toUpperCase()} ${v.nextElementSibling?.textContent ?? ""}`),
+          );
         const { operations } = documentOf(version);
         expect(operations.length, `${version} has operations`).to.be.greaterThan(0);
-        expect([...new Set(rendered)].sort(), `operations rendered at ${docsPathOf(version)}`).to.deep.equal(operations);
+        expect([...new Set(rendered)].sort(), `operations rendered at ${docsPathOf(version)}`).to.deep.equal(
+          operations,
+        );
         const text = await page.locator("#redoc").innerText();
-        for (const path of new Set(operations.map((o) => o.split(" ")[1]!))) expect(text, `${version}: ${path}`).to.include(path);
+        for (const path of new Set(operations.map((o) => o.split(" ")[1]!)))
+          expect(text, `${version}: ${path}`).to.include(path);
         const shot = join(ARTIFACTS, `${version}.png`);
         await page.screenshot({ path: shot });
         console.log(`      (screenshot of ${docsPathOf(version)}: ${shot})`);

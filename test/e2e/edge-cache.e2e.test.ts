@@ -37,7 +37,10 @@ async function cacheCounts(baseUrl: string): Promise<Record<string, number>> {
 }
 
 /** Reads in a tight loop (several at once) until `stop`, each noted with when it started and what it saw. */
-function readLoop(read: () => Promise<{ status: number; seen: number }>, concurrency = 4): { reads: Read[]; stop: () => Promise<void> } {
+function readLoop(
+  read: () => Promise<{ status: number; seen: number }>,
+  concurrency = 4,
+): { reads: Read[]; stop: () => Promise<void> } {
   const reads: Read[] = [];
   let stopped = false;
   const loops = Array.from({ length: concurrency }, async () => {
@@ -69,7 +72,10 @@ function staleReads(reads: Read[], answeredAt: number[]): string[] {
     answeredAt.forEach((at, version) => {
       if (at <= r.startedAt) latest = version;
     });
-    if (r.seen < latest) stale.push(`a read started ${(r.startedAt - answeredAt[latest]!).toFixed(1)} ms after write ${latest} answered saw version ${r.seen}`);
+    if (r.seen < latest)
+      stale.push(
+        `a read started ${(r.startedAt - answeredAt[latest]!).toFixed(1)} ms after write ${latest} answered saw version ${r.seen}`,
+      );
   }
   return stale;
 }
@@ -85,8 +91,13 @@ describe("edge cache: coherent reads of the catalog and documents across gateway
   let token: string;
 
   before(async function () {
-    if (!databaseUrl) console.log("      (two content replicas on one server database skipped: DATABASE_URL is not set; one content process on embedded storage)");
-    const contentOnServer = databaseUrl ? { DATABASE_URL: databaseUrl, CONTENT_DB_SCHEMA: schema, DEMO_DATA_FORCE: "true" } : {};
+    if (!databaseUrl)
+      console.log(
+        "      (two content replicas on one server database skipped: DATABASE_URL is not set; one content process on embedded storage)",
+      );
+    const contentOnServer = databaseUrl
+      ? { DATABASE_URL: databaseUrl, CONTENT_DB_SCHEMA: schema, DEMO_DATA_FORCE: "true" }
+      : {};
     env = await startE2eMesh("edge-cache", {
       replicas: { gateway: 2, ...(databaseUrl ? { content: 2 } : {}) },
       envFor: { content: { CONTENT_CACHE_LEASE_MS: String(LEASE_MS), ...contentOnServer } },
@@ -172,7 +183,8 @@ describe("edge cache: coherent reads of the catalog and documents across gateway
   it("never answers a catalog page through one gateway from before an import job seen succeeded through the other", async () => {
     const sku = `EDGE-${unique()}`;
     const page = "/v1/catalog/items?page=1&page_size=100";
-    const priceIn = (json: { items: { sku: string; price: number }[] }) => json.items.find((i) => i.sku === sku)?.price ?? 0;
+    const priceIn = (json: { items: { sku: string; price: number }[] }) =>
+      json.items.find((i) => i.sku === sku)?.price ?? 0;
     await untilCached(b, page);
     const hitsBefore = (await cacheCounts(bUrl)).hit!;
     const loop = readLoop(async () => {
@@ -182,7 +194,11 @@ describe("edge cache: coherent reads of the catalog and documents across gateway
     // Price = version: each import raises it by one.
     const answeredAt: number[] = [0];
     for (let version = 1; version <= 6; version++) {
-      const res = await a.post("/v1/catalog/imports", { token, key: newKey(), json: [{ sku, name: "Edge", price: version, currency: "EUR" }] });
+      const res = await a.post("/v1/catalog/imports", {
+        token,
+        key: newKey(),
+        json: [{ sku, name: "Edge", price: version, currency: "EUR" }],
+      });
       expect(res.status, res.text).to.equal(202);
       const location = res.headers.get("location")!;
       for (;;) {
@@ -218,7 +234,10 @@ describe("edge cache: coherent reads of the catalog and documents across gateway
     expect((await cacheCounts(bUrl)).hit, "answers from memory with content gone").to.equal(hitsWhileDown);
     const down = loop.reads.filter((r) => r.startedAt > cutAt + 300);
     expect(down.length, "reads while content was down").to.be.above(0);
-    expect(down.filter((r) => r.status === 200), "a cached 200 while content was down").to.deep.equal([]);
+    expect(
+      down.filter((r) => r.status === 200),
+      "a cached 200 while content was down",
+    ).to.deep.equal([]);
     for (let r = 0; r < replicas; r++) await env.mesh.restartService("content", r);
     // A write as soon as content is back, through the other gateway: gateway B may not have
     // resubscribed yet; whatever it answers after this write's answer must be new.

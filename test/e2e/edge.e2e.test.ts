@@ -18,14 +18,23 @@ describe("e2e: deadlines, shedding and cancellation at the edge", function () {
   before(async () => {
     env = await startE2eMesh("edge", {
       envFor: {
-        gateway: { GATEWAY_DEADLINE_MS: "3000", GATEWAY_CONCURRENCY_INITIAL: "2", GATEWAY_CONCURRENCY_MIN: "2", GATEWAY_CONCURRENCY_MAX: "2" },
+        gateway: {
+          GATEWAY_DEADLINE_MS: "3000",
+          GATEWAY_CONCURRENCY_INITIAL: "2",
+          GATEWAY_CONCURRENCY_MIN: "2",
+          GATEWAY_CONCURRENCY_MAX: "2",
+        },
         // A money step left unsettled by a cancelled call is settled soon after its deadline.
         orders: { ORDERS_RECONCILE_INTERVAL_MS: "300" },
       },
     });
     api = new Api(env.mesh.gatewayUrl);
     token = await api.login(ALICE);
-    const created = await api.post("/v1/payments", { token, key: newKey(), json: { amount: 700, currency: "EUR", source: "tok_edge" } });
+    const created = await api.post("/v1/payments", {
+      token,
+      key: newKey(),
+      json: { amount: 700, currency: "EUR", source: "tok_edge" },
+    });
     expect(created.status, created.text).to.equal(201);
     paymentPath = created.headers.get("location")!;
   });
@@ -35,7 +44,12 @@ describe("e2e: deadlines, shedding and cancellation at the edge", function () {
   after(async () => env?.stop());
 
   it("refuses a malformed X-Request-Timeout-Ms with 400", async () => {
-    for (const bad of ["abc", "0", "-5", "1.5"]) expectError(await api.get(paymentPath, { token, headers: { "x-request-timeout-ms": bad } }), 400, "INVALID_REQUEST");
+    for (const bad of ["abc", "0", "-5", "1.5"])
+      expectError(
+        await api.get(paymentPath, { token, headers: { "x-request-timeout-ms": bad } }),
+        400,
+        "INVALID_REQUEST",
+      );
   });
 
   it("honours a shorter deadline the client asks for: 504 at that deadline, not the default", async () => {
@@ -59,7 +73,10 @@ describe("e2e: deadlines, shedding and cancellation at the edge", function () {
     // that began anew between the two could only raise what is left).
     const shedAgain = await api.get(paymentPath, { token });
     expectError(shedAgain, 503, "LOAD_SHED");
-    expect(Number(shedAgain.headers.get("x-ratelimit-remaining")), "nothing drawn by the first shed answer").to.be.at.least(Number(shed.headers.get("x-ratelimit-remaining")));
+    expect(
+      Number(shedAgain.headers.get("x-ratelimit-remaining")),
+      "nothing drawn by the first shed answer",
+    ).to.be.at.least(Number(shed.headers.get("x-ratelimit-remaining")));
     env.mesh.process("payments").kill("SIGCONT");
     // Held calls finish, time out, or are shed by payments itself (its event loop saw the pause).
     for (const res of await Promise.all(stuck)) expect(res.status).to.be.oneOf([200, 503, 504]);
@@ -92,7 +109,10 @@ describe("e2e: deadlines, shedding and cancellation at the edge", function () {
           await sleep(60_000);
           yield { item: { sku: "NEVER", name: "never", price: 1n, currency: "EUR" } };
         })();
-        const call = content.importItems(never, { signal: controller.signal, headers: { authorization: `Bearer ${token}` } });
+        const call = content.importItems(never, {
+          signal: controller.signal,
+          headers: { authorization: `Bearer ${token}` },
+        });
         await sleep(100);
         controller.abort();
         expect(await code(call)).to.equal(Code.Canceled);
@@ -110,7 +130,9 @@ describe("e2e: deadlines, shedding and cancellation at the edge", function () {
           yield { action: { case: "followOrderId" as const, value: 1n } };
           await sleep(60_000);
         })();
-        expect(await code(orders.trackOrders(follow, { timeoutMs: 1, headers: { authorization: `Bearer ${token}` } }))).to.equal(Code.DeadlineExceeded);
+        expect(
+          await code(orders.trackOrders(follow, { timeoutMs: 1, headers: { authorization: `Bearer ${token}` } })),
+        ).to.equal(Code.DeadlineExceeded);
       } finally {
         channel.close();
       }
@@ -118,11 +140,16 @@ describe("e2e: deadlines, shedding and cancellation at the edge", function () {
   });
 
   it("cancels the work below when the HTTP client hangs up mid-request (seen in the service's log)", async () => {
-    const order = await api.post("/v1/orders", { token, json: { currency: "EUR", items: [{ sku: "BOOK-1", quantity: 1 }] } });
+    const order = await api.post("/v1/orders", {
+      token,
+      json: { currency: "EUR", items: [{ sku: "BOOK-1", quantity: 1 }] },
+    });
     expect(order.status, order.text).to.equal(201);
     env.mesh.process("payments").kill("SIGSTOP");
     const controller = new AbortController();
-    const pending = api.post(`/v1/orders/${order.json.id}/payment`, { token, json: { source: "tok_edge" }, signal: controller.signal }).catch((err: unknown) => err);
+    const pending = api
+      .post(`/v1/orders/${order.json.id}/payment`, { token, json: { source: "tok_edge" }, signal: controller.signal })
+      .catch((err: unknown) => err);
     await sleep(400);
     controller.abort();
     await pending;
@@ -130,8 +157,16 @@ describe("e2e: deadlines, shedding and cancellation at the edge", function () {
     // became of the charge it had started — for at most its resolve timeout (3 s) — before it ends as
     // cancelled: payments stays paused until then, so the step cannot settle as paid meanwhile.
     let logged = false;
-    for (const until = Date.now() + 10_000; !logged && Date.now() < until; ) {
-      logged = env.mesh.logs.join("").split("\n").some((line) => line.includes('"service":"orders"') && line.includes("OrderService/PayOrder") && line.includes('"code":"Canceled"'));
+    for (const until = Date.now() + 10_000; !logged && Date.now() < until;) {
+      logged = env.mesh.logs
+        .join("")
+        .split("\n")
+        .some(
+          (line) =>
+            line.includes('"service":"orders"') &&
+            line.includes("OrderService/PayOrder") &&
+            line.includes('"code":"Canceled"'),
+        );
       if (!logged) await sleep(50);
     }
     expect(logged, "orders logged its PayOrder call as cancelled by the caller").to.equal(true);
@@ -141,7 +176,10 @@ describe("e2e: deadlines, shedding and cancellation at the edge", function () {
     // by asking payments under its key: charged after all (paid, with that one payment) or never (still
     // pending, nothing charged). Read until it is settled.
     let after = await api.get(`/v1/orders/${order.json.id}`, { token });
-    for (const until = Date.now() + 30_000; after.status === 200 && after.json.step_in_progress !== null && Date.now() < until; ) {
+    for (
+      const until = Date.now() + 30_000;
+      after.status === 200 && after.json.step_in_progress !== null && Date.now() < until;
+    ) {
       await sleep(100);
       after = await api.get(`/v1/orders/${order.json.id}`, { token });
     }
@@ -149,7 +187,10 @@ describe("e2e: deadlines, shedding and cancellation at the edge", function () {
     expect(after.json.step_in_progress, `settled: ${after.text}`).to.equal(null);
     expect(after.json.status, after.text).to.be.oneOf(["pending", "paid"]);
     const charges = (await api.listAll("/v1/payments", token)).filter((p) => p.reference === `order:${order.json.id}`);
-    if (after.json.status === "paid") expect(charges.map((p) => [p.id, p.amount, p.amount_refunded])).to.deep.equal([[after.json.payment_id, 1_500, 0]]);
+    if (after.json.status === "paid")
+      expect(charges.map((p) => [p.id, p.amount, p.amount_refunded])).to.deep.equal([
+        [after.json.payment_id, 1_500, 0],
+      ]);
     else expect(charges, "a pending order was never charged").to.deep.equal([]);
   });
 });

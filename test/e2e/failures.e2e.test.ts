@@ -3,7 +3,17 @@
 // and the mesh stops cleanly (exit code 0) on SIGINT and SIGTERM.
 import { expect } from "chai";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ALICE, MESH_PROCESSES, expectError, newKey, startE2eMesh, unique, type Api, type ApiResponse, type E2eMesh } from "../support/http.js";
+import {
+  ALICE,
+  MESH_PROCESSES,
+  expectError,
+  newKey,
+  startE2eMesh,
+  unique,
+  type Api,
+  type ApiResponse,
+  type E2eMesh,
+} from "../support/http.js";
 
 const DEADLINE_MS = 1_500;
 
@@ -20,7 +30,11 @@ describe("e2e: failures of single processes", function () {
     env = await startE2eMesh("failures", { envFor: { gateway: { GATEWAY_DEADLINE_MS: String(DEADLINE_MS) } } });
     api = env.api;
     alice = await api.login(ALICE);
-    const res = await api.post("/v1/payments", { token: alice, key: newKey(), json: { amount: 2_500, currency: "EUR", source: `tok_${unique()}` } });
+    const res = await api.post("/v1/payments", {
+      token: alice,
+      key: newKey(),
+      json: { amount: 2_500, currency: "EUR", source: `tok_${unique()}` },
+    });
     expect(res.status, res.text).to.equal(201);
     payment = res.json;
   });
@@ -56,7 +70,12 @@ describe("e2e: failures of single processes", function () {
       for (const send of [
         () => api.get(`/v1/payments/${payment.id}`, { token: alice }),
         () => api.get("/v1/payments", { token: alice }),
-        () => api.post("/v1/payments", { token: alice, key: newKey(), json: { amount: 1, currency: "EUR", source: "tok_down" } }),
+        () =>
+          api.post("/v1/payments", {
+            token: alice,
+            key: newKey(),
+            json: { amount: 1, currency: "EUR", source: "tok_down" },
+          }),
       ]) {
         const res = await send();
         expectError(res, 502, "UPSTREAM_UNAVAILABLE");
@@ -68,10 +87,15 @@ describe("e2e: failures of single processes", function () {
     it("stays ready itself (it says payments is unreachable), and identity routes still work", async () => {
       const ready = await fetch(`${env.mesh.gatewayUrl}/readyz`);
       expect(ready.status, "one service down does not take the edge out of rotation").to.equal(200);
-      expect(await ready.json()).to.deep.equal({ status: "ready", upstreams: { identity: "SERVING", payments: "UNREACHABLE", orders: "SERVING", content: "SERVING" } });
+      expect(await ready.json()).to.deep.equal({
+        status: "ready",
+        upstreams: { identity: "SERVING", payments: "UNREACHABLE", orders: "SERVING", content: "SERVING" },
+      });
       const users = await api.get("/v1/tenants/acme/users", { token: alice });
       expect(users.status, users.text).to.equal(200);
-      const login = await api.post("/v1/tenants/acme/sessions", { json: { email: ALICE.email, password: "demo-password" } });
+      const login = await api.post("/v1/tenants/acme/sessions", {
+        json: { email: ALICE.email, password: "demo-password" },
+      });
       expect(login.status, login.text).to.equal(201);
     });
 
@@ -82,7 +106,11 @@ describe("e2e: failures of single processes", function () {
       const list = await api.listAll("/v1/payments", alice);
       expect(list.map((p) => p.id)).to.deep.equal([payment.id]);
       // And it takes writes again.
-      const res = await api.post("/v1/payments", { token: alice, key: newKey(), json: { amount: 1, currency: "EUR", source: `tok_${unique()}` } });
+      const res = await api.post("/v1/payments", {
+        token: alice,
+        key: newKey(),
+        json: { amount: 1, currency: "EUR", source: `tok_${unique()}` },
+      });
       expect(res.status, res.text).to.equal(201);
     });
   });
@@ -145,11 +173,17 @@ describe("e2e: failures of single processes", function () {
 
     it("answers an order with 502 at once and stores nothing; orders and payments still answer", async () => {
       const before = await api.listAll("/v1/users/1/orders", alice);
-      const res = await api.post("/v1/orders", { token: alice, json: { currency: "EUR", items: [{ sku: "MUG-1", quantity: 1 }] } });
+      const res = await api.post("/v1/orders", {
+        token: alice,
+        json: { currency: "EUR", items: [{ sku: "MUG-1", quantity: 1 }] },
+      });
       expectError(res, 502, "UPSTREAM_UNAVAILABLE");
       expect(res.ms, `answered in ${res.ms.toFixed(0)} ms`).to.be.below(1_000);
       expect(res.text, "no internals in a 5xx").not.to.match(/ECONNREFUSED|127\.0\.0\.1|stack/i);
-      expect((await api.listAll("/v1/users/1/orders", alice)).map((o) => o.id), "nothing stored").to.deep.equal(before.map((o) => o.id));
+      expect(
+        (await api.listAll("/v1/users/1/orders", alice)).map((o) => o.id),
+        "nothing stored",
+      ).to.deep.equal(before.map((o) => o.id));
       await expectPaymentIntact();
     });
 
@@ -158,10 +192,16 @@ describe("e2e: failures of single processes", function () {
       await env.mesh.restartService("content");
       // Orders' own channel to content may still be waiting out its reconnect backoff (up to 2 s):
       // retried as a client would after a 502.
-      let res = await api.post("/v1/orders", { token: alice, json: { currency: "EUR", items: [{ sku: "MUG-1", quantity: 1 }] } });
-      for (const until = Date.now() + 10_000; res.status === 502 && Date.now() < until; ) {
+      let res = await api.post("/v1/orders", {
+        token: alice,
+        json: { currency: "EUR", items: [{ sku: "MUG-1", quantity: 1 }] },
+      });
+      for (const until = Date.now() + 10_000; res.status === 502 && Date.now() < until;) {
         await sleep(200);
-        res = await api.post("/v1/orders", { token: alice, json: { currency: "EUR", items: [{ sku: "MUG-1", quantity: 1 }] } });
+        res = await api.post("/v1/orders", {
+          token: alice,
+          json: { currency: "EUR", items: [{ sku: "MUG-1", quantity: 1 }] },
+        });
       }
       expect(res.status, res.text).to.equal(201);
       expect(res.json.total).to.equal(900);
@@ -175,7 +215,9 @@ describe("e2e: failures of single processes", function () {
     });
 
     it("answers logins with 502 quickly, while payments still serve a token verified before", async () => {
-      const login = await api.post("/v1/tenants/acme/sessions", { json: { email: ALICE.email, password: "demo-password" } });
+      const login = await api.post("/v1/tenants/acme/sessions", {
+        json: { email: ALICE.email, password: "demo-password" },
+      });
       expectError(login, 502, "UPSTREAM_UNAVAILABLE");
       expect(login.ms).to.be.below(1_000);
       await expectPaymentIntact();
@@ -201,7 +243,10 @@ describe("e2e: failures of single processes", function () {
         const child = env.mesh.process(name);
         expect({ name, code: child.exitCode, signal: child.signalCode }).to.deep.equal({ name, code: 0, signal: null });
       }
-      const bad = env.mesh.logs.join("").split("\n").filter((line) => /drain timeout|unhandled|failed with an internal error/i.test(line));
+      const bad = env.mesh.logs
+        .join("")
+        .split("\n")
+        .filter((line) => /drain timeout|unhandled|failed with an internal error/i.test(line));
       expect(bad, "no drain timeout, unhandled error or internal error in any log").to.deep.equal([]);
     });
   });

@@ -28,7 +28,10 @@ describe("e2e: the live feed shared per tenant at the gateway", function () {
 
   before(async function () {
     this.timeout(120_000);
-    env = await startE2eMesh("fanout", { envFor: { gateway: { GATEWAY_MAX_STREAMS_PER_CALLER: String(SUBSCRIBERS) } }, metrics: true });
+    env = await startE2eMesh("fanout", {
+      envFor: { gateway: { GATEWAY_MAX_STREAMS_PER_CALLER: String(SUBSCRIBERS) } },
+      metrics: true,
+    });
     [alice, bob, carol] = await Promise.all([env.api.login(ALICE), env.api.login(BOB), env.api.login(CAROL)]);
   });
   after(async function () {
@@ -41,7 +44,13 @@ describe("e2e: the live feed shared per tenant at the gateway", function () {
     return new Promise((resolve, reject) => {
       let req: ClientRequest;
       const onResponse = (res: IncomingMessage) => {
-        const sub: Subscriber = { events: [], text: "", status: res.statusCode ?? 0, ended: undefined as never, close: () => req.destroy() };
+        const sub: Subscriber = {
+          events: [],
+          text: "",
+          status: res.statusCode ?? 0,
+          ended: undefined as never,
+          close: () => req.destroy(),
+        };
         let pending = "";
         sub.ended = new Promise<void>((done) => {
           res.setEncoding("utf8").on("data", (chunk: string) => {
@@ -53,7 +62,8 @@ describe("e2e: the live feed shared per tenant at the gateway", function () {
               pending = pending.slice(end + 2);
               const id = /^id: (.*)$/m.exec(block)?.[1];
               const data = /^data: (.*)$/m.exec(block)?.[1];
-              if (id && /^event: post$/m.test(block)) sub.events.push({ id, title: (JSON.parse(data!) as { title: string }).title });
+              if (id && /^event: post$/m.test(block))
+                sub.events.push({ id, title: (JSON.parse(data!) as { title: string }).title });
             }
           });
           res.on("close", () => done());
@@ -61,7 +71,15 @@ describe("e2e: the live feed shared per tenant at the gateway", function () {
         });
         resolve(sub);
       };
-      req = request({ host: url.hostname, port: url.port, path: url.pathname, headers: { authorization: `Bearer ${token}`, accept: "text/event-stream", ...headers } }, onResponse);
+      req = request(
+        {
+          host: url.hostname,
+          port: url.port,
+          path: url.pathname,
+          headers: { authorization: `Bearer ${token}`, accept: "text/event-stream", ...headers },
+        },
+        onResponse,
+      );
       req.on("error", reject);
       req.end();
     });
@@ -96,7 +114,10 @@ describe("e2e: the live feed shared per tenant at the gateway", function () {
     const other = await subscribe(carol);
     for (const s of [...subs, other]) expect(s.status).to.equal(200);
     // Each subscriber's own (catch-up) stream is closed once it has caught up: one stream per tenant stays.
-    await until("content holds one stream per tenant", async () => (await scrape(contentMetrics(), "switchyard_rpc_server_open_streams", "WatchPosts")) === 2);
+    await until(
+      "content holds one stream per tenant",
+      async () => (await scrape(contentMetrics(), "switchyard_rpc_server_open_streams", "WatchPosts")) === 2,
+    );
     expect(await scrape(gatewayMetrics(), "switchyard_gateway_shared_live_streams")).to.equal(2);
     expect(await scrape(gatewayMetrics(), "switchyard_gateway_live_streams")).to.equal(SUBSCRIBERS + 1);
 
@@ -109,13 +130,32 @@ describe("e2e: the live feed shared per tenant at the gateway", function () {
     expect(other.events, "globex's subscriber sees none of acme's posts").to.deep.equal([]);
 
     for (const s of [...subs, other]) s.close();
-    await until("the shared streams close with their last subscriber", async () => (await scrape(gatewayMetrics(), "switchyard_gateway_shared_live_streams")) === 0);
-    await until("content holds no stream", async () => (await scrape(contentMetrics(), "switchyard_rpc_server_open_streams", "WatchPosts")) === 0);
+    await until(
+      "the shared streams close with their last subscriber",
+      async () => (await scrape(gatewayMetrics(), "switchyard_gateway_shared_live_streams")) === 0,
+    );
+    await until(
+      "content holds no stream",
+      async () => (await scrape(contentMetrics(), "switchyard_rpc_server_open_streams", "WatchPosts")) === 0,
+    );
     // Each live stream is counted as one when it closes, apart from the latencies (it lasted the whole test).
-    await until("every stream is counted", async () => (await scrape(gatewayMetrics(), "switchyard_gateway_streams_opened_total")) === SUBSCRIBERS + 1);
-    const counts = (await (await fetch(gatewayMetrics())).text()).split("\n").filter((l) => l.startsWith("switchyard_http_request_duration_seconds_count{") && l.includes('route="/v1/posts"'));
-    expect(counts.filter((l) => l.includes('method="GET"')), "no live stream in the latency histogram").to.deep.equal([]);
-    expect(counts.filter((l) => l.includes('method="POST"') && l.endsWith(" 8")), "the posts made are in it").to.have.length(1);
+    await until(
+      "every stream is counted",
+      async () => (await scrape(gatewayMetrics(), "switchyard_gateway_streams_opened_total")) === SUBSCRIBERS + 1,
+    );
+    const counts = (await (await fetch(gatewayMetrics())).text())
+      .split("\n")
+      .filter(
+        (l) => l.startsWith("switchyard_http_request_duration_seconds_count{") && l.includes('route="/v1/posts"'),
+      );
+    expect(
+      counts.filter((l) => l.includes('method="GET"')),
+      "no live stream in the latency histogram",
+    ).to.deep.equal([]);
+    expect(
+      counts.filter((l) => l.includes('method="POST"') && l.endsWith(" 8")),
+      "the posts made are in it",
+    ).to.have.length(1);
   });
 
   it("a subscriber resuming with Last-Event-ID beside live ones gets what it missed, then the shared tail — each post once", async () => {
@@ -143,8 +183,14 @@ describe("e2e: the live feed shared per tenant at the gateway", function () {
     await post(alice, "before-kill");
     await until("every subscriber got before-kill", () => subs.every((s) => s.events.length === 1));
     await env.mesh.stopService("content", "SIGKILL");
-    await Promise.race([Promise.all(subs.map((s) => s.ended)), sleep(10_000).then(() => Promise.reject(new Error("a stream did not end after content died")))]);
-    for (const s of subs) expect(s.text).to.match(/event: error\ndata: \{"error":"the live feed was interrupted; reconnect","code":"UPSTREAM_UNAVAILABLE"\}/);
+    await Promise.race([
+      Promise.all(subs.map((s) => s.ended)),
+      sleep(10_000).then(() => Promise.reject(new Error("a stream did not end after content died"))),
+    ]);
+    for (const s of subs)
+      expect(s.text).to.match(
+        /event: error\ndata: \{"error":"the live feed was interrupted; reconnect","code":"UPSTREAM_UNAVAILABLE"\}/,
+      );
     await env.mesh.restartService("content");
     await post(alice, "while-away");
     const back = await Promise.all(subs.map((s) => subscribe(alice, { "last-event-id": s.events[0]!.id })));

@@ -2,7 +2,20 @@
 // sessions, users, tenant scope and roles, forged tokens, malformed ids, and that no credential
 // or hash ever leaves the mesh — neither in a response nor in a log line.
 import { expect } from "chai";
-import { ALICE, BOB, CAROL, DEMO_PASSWORD, b64url, expectError, expectUnauthenticated, jwtPayload, startE2eMesh, unique, type Api, type E2eMesh } from "../support/http.js";
+import {
+  ALICE,
+  BOB,
+  CAROL,
+  DEMO_PASSWORD,
+  b64url,
+  expectError,
+  expectUnauthenticated,
+  jwtPayload,
+  startE2eMesh,
+  unique,
+  type Api,
+  type E2eMesh,
+} from "../support/http.js";
 
 const USER_KEYS = ["created_at", "email", "full_name", "id", "role"];
 const SESSION_KEYS = ["access_token", "expires_in", "id", "token_type"];
@@ -36,7 +49,13 @@ describe("e2e: identity through the gateway", function () {
   async function createUser(overrides: Record<string, unknown> = {}, token = alice) {
     const password = `pw-${unique()}-long-enough`;
     passwords.push(password);
-    const body = { email: `user-${unique()}@acme.test`, full_name: "Test User", password, role: "member", ...overrides };
+    const body = {
+      email: `user-${unique()}@acme.test`,
+      full_name: "Test User",
+      password,
+      role: "member",
+      ...overrides,
+    };
     const res = await api.post("/v1/tenants/acme/users", { token, json: body });
     return { res, body };
   }
@@ -49,7 +68,9 @@ describe("e2e: identity through the gateway", function () {
 
   describe("sessions", () => {
     it("creates a session: 201, Location, {id, access_token, token_type Bearer, expires_in}", async () => {
-      const res = await api.post("/v1/tenants/acme/sessions", { json: { email: ALICE.email, password: DEMO_PASSWORD } });
+      const res = await api.post("/v1/tenants/acme/sessions", {
+        json: { email: ALICE.email, password: DEMO_PASSWORD },
+      });
       expect(res.status, res.text).to.equal(201);
       expect(Object.keys(res.json).sort()).to.deep.equal(SESSION_KEYS);
       expect(res.json.token_type).to.equal("Bearer");
@@ -68,7 +89,9 @@ describe("e2e: identity through the gateway", function () {
     });
 
     it("finds the email without regard to case", async () => {
-      const res = await api.post("/v1/tenants/acme/sessions", { json: { email: "ALICE@Acme.Test", password: DEMO_PASSWORD } });
+      const res = await api.post("/v1/tenants/acme/sessions", {
+        json: { email: "ALICE@Acme.Test", password: DEMO_PASSWORD },
+      });
       expect(res.status, res.text).to.equal(201);
       tokens.push(res.json.access_token as string);
     });
@@ -88,8 +111,18 @@ describe("e2e: identity through the gateway", function () {
     }
 
     it("refuses a session body with a missing field (400) or an unknown field (400)", async () => {
-      expectError(await api.post("/v1/tenants/acme/sessions", { json: { email: ALICE.email } }), 400, "INVALID_REQUEST");
-      expectError(await api.post("/v1/tenants/acme/sessions", { json: { email: ALICE.email, password: DEMO_PASSWORD, admin: true } }), 400, "INVALID_REQUEST");
+      expectError(
+        await api.post("/v1/tenants/acme/sessions", { json: { email: ALICE.email } }),
+        400,
+        "INVALID_REQUEST",
+      );
+      expectError(
+        await api.post("/v1/tenants/acme/sessions", {
+          json: { email: ALICE.email, password: DEMO_PASSWORD, admin: true },
+        }),
+        400,
+        "INVALID_REQUEST",
+      );
     });
   });
 
@@ -157,12 +190,19 @@ describe("e2e: identity through the gateway", function () {
 
     it("refuses a cursor of another tenant's list with 400", async () => {
       // globex has only carol, so make it page: create one more globex user.
-      const created = await api.post("/v1/tenants/globex/users", { token: carol, json: { email: `g-${unique()}@globex.test`, full_name: "G", password: "globex-password-1" } });
+      const created = await api.post("/v1/tenants/globex/users", {
+        token: carol,
+        json: { email: `g-${unique()}@globex.test`, full_name: "G", password: "globex-password-1" },
+      });
       passwords.push("globex-password-1");
       expect(created.status, created.text).to.equal(201);
       const page = await api.get("/v1/tenants/globex/users?limit=1", { token: carol });
       expect(page.json.next_cursor).to.be.a("string");
-      expectError(await api.get(`/v1/tenants/acme/users?limit=1&cursor=${page.json.next_cursor}`, { token: alice }), 400, "INVALID_CURSOR");
+      expectError(
+        await api.get(`/v1/tenants/acme/users?limit=1&cursor=${page.json.next_cursor}`, { token: alice }),
+        400,
+        "INVALID_CURSOR",
+      );
     });
   });
 
@@ -255,7 +295,10 @@ describe("e2e: identity through the gateway", function () {
       const { res, body } = await createUser();
       expect(res.status).to.equal(201);
       expect((await api.delete(`/v1/tenants/acme/users/${res.json.id}`, { token: alice })).status).to.equal(204);
-      expectUnauthenticated(await api.post("/v1/tenants/acme/sessions", { json: { email: body.email, password: body.password } }), "INVALID_CREDENTIALS");
+      expectUnauthenticated(
+        await api.post("/v1/tenants/acme/sessions", { json: { email: body.email, password: body.password } }),
+        "INVALID_CREDENTIALS",
+      );
       const again = await createUser({ email: body.email });
       expect(again.res.status, again.res.text).to.equal(201);
       expect(again.res.json.id).not.to.equal(res.json.id);
@@ -319,7 +362,10 @@ describe("e2e: identity through the gateway", function () {
       ["a garbage token", () => "garbage"],
       ["a garbage three-part token", () => "aaa.bbb.ccc"],
       ["a token with alg none", () => `${b64url({ alg: "none", typ: "JWT" })}.${b64url(jwtPayload(alice))}.`],
-      ["a token with alg none and a copied signature", () => `${b64url({ alg: "none", typ: "JWT" })}.${b64url(jwtPayload(alice))}.${alice.split(".")[2]}`],
+      [
+        "a token with alg none and a copied signature",
+        () => `${b64url({ alg: "none", typ: "JWT" })}.${b64url(jwtPayload(alice))}.${alice.split(".")[2]}`,
+      ],
       // Real expiry (TOKEN_TTL_SECONDS ≥ 60) is covered by the TokenVerifier unit tests
       // (services/platform/test/auth.test.ts); here: a token whose exp was pushed out is refused.
       ["a token whose exp was changed", () => tampered(alice, (c) => void (c.exp = (c.exp as number) + 3_600))],
@@ -338,9 +384,17 @@ describe("e2e: identity through the gateway", function () {
     }
 
     it("answers a non-Bearer Authorization header with 401", async () => {
-      expectUnauthenticated(await api.delete(`/v1/tenants/acme/users/${victim}`, { headers: { authorization: `Basic ${Buffer.from(`${ALICE.email}:${DEMO_PASSWORD}`).toString("base64")}` } }));
-      expectUnauthenticated(await api.delete(`/v1/tenants/acme/users/${victim}`, { headers: { authorization: "Bearer" } }));
-      expectUnauthenticated(await api.delete(`/v1/tenants/acme/users/${victim}`, { headers: { authorization: `Bearer ${alice} extra` } }));
+      expectUnauthenticated(
+        await api.delete(`/v1/tenants/acme/users/${victim}`, {
+          headers: { authorization: `Basic ${Buffer.from(`${ALICE.email}:${DEMO_PASSWORD}`).toString("base64")}` },
+        }),
+      );
+      expectUnauthenticated(
+        await api.delete(`/v1/tenants/acme/users/${victim}`, { headers: { authorization: "Bearer" } }),
+      );
+      expectUnauthenticated(
+        await api.delete(`/v1/tenants/acme/users/${victim}`, { headers: { authorization: `Bearer ${alice} extra` } }),
+      );
     });
   });
 
@@ -361,7 +415,15 @@ describe("e2e: identity through the gateway", function () {
 
   // Last: everything above has produced its responses and log lines.
   describe("secrets", () => {
-    const FORBIDDEN = [/password_hash/i, /passwordHash/i, /is_deleted/i, /internal_risk_score/i, /internalRiskScore/i, /risk_score/i, /scrypt\$/];
+    const FORBIDDEN = [
+      /password_hash/i,
+      /passwordHash/i,
+      /is_deleted/i,
+      /internal_risk_score/i,
+      /internalRiskScore/i,
+      /risk_score/i,
+      /scrypt\$/,
+    ];
 
     it("no response body in this file carried a hash, a deletion flag or a risk score", () => {
       expect(api.seen.length).to.be.greaterThan(100);

@@ -28,10 +28,14 @@ describe("e2e: login throttling", function () {
   });
 
   const login = (tenant: string, email: string, password: string, address: string) =>
-    env.api.post(`/v1/tenants/${tenant}/sessions`, { json: { email, password }, headers: { "x-forwarded-for": address } });
+    env.api.post(`/v1/tenants/${tenant}/sessions`, {
+      json: { email, password },
+      headers: { "x-forwarded-for": address },
+    });
 
   async function failFiveTimes(tenant: string, email: string, address: string): Promise<void> {
-    for (let i = 0; i < 5; i++) expectError(await login(tenant, email, `wrong-password-${i}`, address), 401, "INVALID_CREDENTIALS");
+    for (let i = 0; i < 5; i++)
+      expectError(await login(tenant, email, `wrong-password-${i}`, address), 401, "INVALID_CREDENTIALS");
   }
 
   function expectThrottled(res: Awaited<ReturnType<typeof login>>): number {
@@ -45,10 +49,16 @@ describe("e2e: login throttling", function () {
   it("refuses an account at an address after 5 failures there, the right password included; elsewhere after 20, but not where it signed in", async () => {
     await failFiveTimes("acme", "alice@acme.test", "192.0.2.40");
     expectThrottled(await login("acme", "alice@acme.test", DEMO_PASSWORD, "192.0.2.40"));
-    expect((await login("acme", "alice@acme.test", DEMO_PASSWORD, "192.0.2.41")).status, "another address").to.equal(201);
-    for (const address of ["192.0.2.47", "192.0.2.48", "192.0.2.49"]) await failFiveTimes("acme", "alice@acme.test", address);
+    expect((await login("acme", "alice@acme.test", DEMO_PASSWORD, "192.0.2.41")).status, "another address").to.equal(
+      201,
+    );
+    for (const address of ["192.0.2.47", "192.0.2.48", "192.0.2.49"])
+      await failFiveTimes("acme", "alice@acme.test", address);
     expectThrottled(await login("acme", "alice@acme.test", DEMO_PASSWORD, "192.0.2.50"));
-    expect((await login("acme", "alice@acme.test", DEMO_PASSWORD, "192.0.2.41")).status, "the address alice signed in from").to.equal(201);
+    expect(
+      (await login("acme", "alice@acme.test", DEMO_PASSWORD, "192.0.2.41")).status,
+      "the address alice signed in from",
+    ).to.equal(201);
     // Another account is not affected.
     expect((await login("acme", "bob@acme.test", DEMO_PASSWORD, "192.0.2.50")).status).to.equal(201);
   });
@@ -66,14 +76,22 @@ describe("e2e: login throttling", function () {
   });
 
   it("refuses an address that fails across many accounts, and only that address", async () => {
-    for (let i = 0; i < 20; i++) expectError(await login("globex", `guess-${i}@globex.test`, "wrong-password", "192.0.2.43"), 401, "INVALID_CREDENTIALS");
+    for (let i = 0; i < 20; i++)
+      expectError(
+        await login("globex", `guess-${i}@globex.test`, "wrong-password", "192.0.2.43"),
+        401,
+        "INVALID_CREDENTIALS",
+      );
     expectThrottled(await login("globex", "carol@globex.test", DEMO_PASSWORD, "192.0.2.43"));
     expect((await login("globex", "carol@globex.test", DEMO_PASSWORD, "192.0.2.44")).status).to.equal(201);
   });
 
   it("counts a browser's failed logins through /rpc by its address too", async () => {
     const rpcLogin = (email: string) =>
-      env.api.post("/rpc/switchyard.identity.v1.IdentityService/CreateSession", { json: { tenantId: "globex", email, password: "wrong-password" }, headers: { "x-forwarded-for": "192.0.2.45" } });
+      env.api.post("/rpc/switchyard.identity.v1.IdentityService/CreateSession", {
+        json: { tenantId: "globex", email, password: "wrong-password" },
+        headers: { "x-forwarded-for": "192.0.2.45" },
+      });
     for (let i = 0; i < 20; i++) {
       const res = await rpcLogin(`browser-guess-${i}@globex.test`);
       expect(res.status, "a wrong password through /rpc").to.equal(401);

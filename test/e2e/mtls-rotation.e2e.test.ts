@@ -37,14 +37,23 @@ const CONNECTION_AGE_MS = 1_500;
 const spiffe = (service: string) => `spiffe://switchyard/${service}`;
 
 /** A workload's certificate from `ca`: its SPIFFE ID, and the names a tool would dial it by. */
-const issueFor = (ca: TestCa, service: string): Issued => ca.issue(service, { uris: [spiffe(service)], dnsNames: [service, "localhost"], ips: ["127.0.0.1"] });
+const issueFor = (ca: TestCa, service: string): Issued =>
+  ca.issue(service, { uris: [spiffe(service)], dnsNames: [service, "localhost"], ips: ["127.0.0.1"] });
 
 /** A channel's security with the given client pair (or none), trusting `caPem`, expecting `peer`'s SPIFFE ID. */
 function clientSecurity(caPem: string, peer: string, pair?: Issued): ChannelSecurity {
   return {
-    credentials: credentials.createSsl(Buffer.from(caPem), pair ? Buffer.from(pair.keyPem) : null, pair ? Buffer.from(pair.certPem) : null, {
-      checkServerIdentity: (_host, cert) => (cert.subjectaltname?.split(/,\s*/).includes(`URI:${spiffe(peer)}`) ? undefined : new Error(`not ${peer}: ${cert.subjectaltname}`)),
-    }),
+    credentials: credentials.createSsl(
+      Buffer.from(caPem),
+      pair ? Buffer.from(pair.keyPem) : null,
+      pair ? Buffer.from(pair.certPem) : null,
+      {
+        checkServerIdentity: (_host, cert) =>
+          cert.subjectaltname?.split(/,\s*/).includes(`URI:${spiffe(peer)}`)
+            ? undefined
+            : new Error(`not ${peer}: ${cert.subjectaltname}`),
+      },
+    ),
     options: { "grpc.ssl_target_name_override": peer },
   };
 }
@@ -92,12 +101,24 @@ describe("e2e: mutual TLS between every process, and a rotation of every certifi
     this.timeout(180_000);
     secrets = mkdtempSync(join(tmpdir(), "switchyard-mtls-"));
     paymentsHealthPort = await freePort();
-    for (const p of PROCESSES) writeMountedSecret(dirOf(p), { "tls.crt": oldPairs.get(p)!.certPem, "tls.key": oldPairs.get(p)!.keyPem, "ca.crt": oldCa.certPem });
+    for (const p of PROCESSES)
+      writeMountedSecret(dirOf(p), {
+        "tls.crt": oldPairs.get(p)!.certPem,
+        "tls.key": oldPairs.get(p)!.keyPem,
+        "ca.crt": oldCa.certPem,
+      });
     env = await startE2eMesh("mtls", {
-      env: { GRPC_TLS_RELOAD_INTERVAL_MS: String(RELOAD_MS), GRPC_MAX_CONNECTION_AGE_MS: String(CONNECTION_AGE_MS), GRPC_MAX_CONNECTION_AGE_GRACE_MS: "1000" },
+      env: {
+        GRPC_TLS_RELOAD_INTERVAL_MS: String(RELOAD_MS),
+        GRPC_MAX_CONNECTION_AGE_MS: String(CONNECTION_AGE_MS),
+        GRPC_MAX_CONNECTION_AGE_GRACE_MS: "1000",
+      },
       envFor: {
         ...Object.fromEntries(PROCESSES.map((p) => [p, tlsEnv(dirOf(p))])),
-        identity: { ...tlsEnv(dirOf("identity")), IDENTITY_SERVICE_CREDENTIALS: `orders:${ORDERS_SECRET},gateway:${GATEWAY_SECRET}` },
+        identity: {
+          ...tlsEnv(dirOf("identity")),
+          IDENTITY_SERVICE_CREDENTIALS: `orders:${ORDERS_SECRET},gateway:${GATEWAY_SECRET}`,
+        },
         orders: { ...tlsEnv(dirOf("orders")), ORDERS_SERVICE_SECRET: ORDERS_SECRET },
         payments: { ...tlsEnv(dirOf("payments")), GRPC_HEALTH_PORT: String(paymentsHealthPort) },
         gateway: { ...tlsEnv(dirOf("gateway")), GATEWAY_SERVICE_SECRET: GATEWAY_SECRET },
@@ -113,15 +134,23 @@ describe("e2e: mutual TLS between every process, and a rotation of every certifi
 
   describe("who may connect", () => {
     it("a plaintext client is refused by every service", async () => {
-      for (const p of ["identity", "payments", "orders", "content"] as const) expect(await healthCheck(env.mesh.ports[p]), p).to.equal(Code.Unavailable);
+      for (const p of ["identity", "payments", "orders", "content"] as const)
+        expect(await healthCheck(env.mesh.ports[p]), p).to.equal(Code.Unavailable);
     });
 
     it("a TLS client without a certificate, or with one from another CA, is refused; with one from the CA it is served", async () => {
       const port = env.mesh.ports.payments;
       const stranger = new TestCa("not the mesh's CA");
-      expect(await healthCheck(port, clientSecurity(oldCa.certPem, "payments")), "no client certificate").to.equal(Code.Unavailable);
-      expect(await healthCheck(port, clientSecurity(oldCa.certPem, "payments", issueFor(stranger, "orders"))), "another CA's").to.equal(Code.Unavailable);
-      expect(await healthCheck(port, clientSecurity(oldCa.certPem, "payments", oldPairs.get("orders")))).to.equal("SERVING");
+      expect(await healthCheck(port, clientSecurity(oldCa.certPem, "payments")), "no client certificate").to.equal(
+        Code.Unavailable,
+      );
+      expect(
+        await healthCheck(port, clientSecurity(oldCa.certPem, "payments", issueFor(stranger, "orders"))),
+        "another CA's",
+      ).to.equal(Code.Unavailable);
+      expect(await healthCheck(port, clientSecurity(oldCa.certPem, "payments", oldPairs.get("orders")))).to.equal(
+        "SERVING",
+      );
     });
 
     it("GRPC_HEALTH_PORT serves grpc.health.v1 in plaintext for the kubelet's probes, and nothing else", async () => {
@@ -129,14 +158,20 @@ describe("e2e: mutual TLS between every process, and a rotation of every certifi
       const channel = openChannel(`127.0.0.1:${paymentsHealthPort}`);
       try {
         const request = { tenantId: "acme", idempotencyKey: randomUUID(), operation: KeyedOperation.CREATE_PAYMENT };
-        expect(await codeOf(createServiceClient(PaymentService, channel).resolveIdempotencyKey(request, { timeoutMs: 3_000 }))).to.equal(Code.Unimplemented);
+        expect(
+          await codeOf(
+            createServiceClient(PaymentService, channel).resolveIdempotencyKey(request, { timeoutMs: 3_000 }),
+          ),
+        ).to.equal(Code.Unimplemented);
       } finally {
         channel.close();
       }
     });
 
     it("a client checks the server's name: a channel meant for identity refuses payments' certificate", async () => {
-      expect(await healthCheck(env.mesh.ports.payments, clientSecurity(oldCa.certPem, "identity", oldPairs.get("orders")))).to.equal(Code.Unavailable);
+      expect(
+        await healthCheck(env.mesh.ports.payments, clientSecurity(oldCa.certPem, "identity", oldPairs.get("orders"))),
+      ).to.equal(Code.Unavailable);
     });
   });
 
@@ -150,38 +185,78 @@ describe("e2e: mutual TLS between every process, and a rotation of every certifi
     const channels: ReturnType<typeof openChannel>[] = [];
     after(() => channels.forEach((c) => c.close()));
     const user = () => ({ authorization: `Bearer ${alice}` });
-    const charge = (reference: string) => ({ idempotencyKey: randomUUID(), amount: 100n, currency: "EUR", source: "tok_visa", reference });
+    const charge = (reference: string) => ({
+      idempotencyKey: randomUUID(),
+      amount: 100n,
+      currency: "EUR",
+      source: "tok_visa",
+      reference,
+    });
 
     it("payments charges for an order (a reference) only for orders' certificate, with a user's token; the gateway's is refused", async () => {
       const asOrders = clientOf(PaymentService, "payments", oldPairs.get("orders")!);
       const asGateway = clientOf(PaymentService, "payments", oldPairs.get("gateway")!);
       const made = await asOrders.createPayment(charge("order:424242"), { headers: user(), timeoutMs: 5_000 });
       expect(made.payment?.reference).to.equal("order:424242");
-      expect(await codeOf(asGateway.createPayment(charge("order:424243"), { headers: user(), timeoutMs: 5_000 }))).to.equal(Code.PermissionDenied);
+      expect(
+        await codeOf(asGateway.createPayment(charge("order:424243"), { headers: user(), timeoutMs: 5_000 })),
+      ).to.equal(Code.PermissionDenied);
       // A user's own payment, without a reference, from any workload of the mesh.
       expect(await codeOf(asGateway.createPayment(charge(""), { headers: user(), timeoutMs: 5_000 }))).to.equal("OK");
     });
 
     it("ResolveIdempotencyKey answers orders' certificate alone — no token needed; content's is refused", async () => {
       const request = { tenantId: "acme", idempotencyKey: randomUUID(), operation: KeyedOperation.CREATE_PAYMENT };
-      expect(await codeOf(clientOf(PaymentService, "payments", oldPairs.get("content")!).resolveIdempotencyKey(request, { timeoutMs: 5_000 }))).to.equal(Code.PermissionDenied);
-      const settled = await clientOf(PaymentService, "payments", oldPairs.get("orders")!).resolveIdempotencyKey(request, { timeoutMs: 5_000 });
+      expect(
+        await codeOf(
+          clientOf(PaymentService, "payments", oldPairs.get("content")!).resolveIdempotencyKey(request, {
+            timeoutMs: 5_000,
+          }),
+        ),
+      ).to.equal(Code.PermissionDenied);
+      const settled = await clientOf(PaymentService, "payments", oldPairs.get("orders")!).resolveIdempotencyKey(
+        request,
+        { timeoutMs: 5_000 },
+      );
       expect(settled.outcome.case).to.equal("voided");
     });
 
     it("a service token works only from its own workload: orders' token over content's certificate is refused", async () => {
       const identity = clientOf(IdentityService, "identity", oldPairs.get("orders")!);
-      const { accessToken } = await identity.createServiceToken({ clientId: "orders", clientSecret: ORDERS_SECRET }, { timeoutMs: 5_000 });
+      const { accessToken } = await identity.createServiceToken(
+        { clientId: "orders", clientSecret: ORDERS_SECRET },
+        { timeoutMs: 5_000 },
+      );
       const request = { tenantId: "acme", idempotencyKey: randomUUID(), operation: KeyedOperation.CREATE_PAYMENT };
       const withToken = { headers: { [SERVICE_AUTHORIZATION]: `Bearer ${accessToken}` }, timeoutMs: 5_000 };
-      expect(await codeOf(clientOf(PaymentService, "payments", oldPairs.get("content")!).resolveIdempotencyKey(request, withToken))).to.equal(Code.Unauthenticated);
-      expect(await codeOf(clientOf(PaymentService, "payments", oldPairs.get("orders")!).resolveIdempotencyKey(request, withToken))).to.equal("OK");
+      expect(
+        await codeOf(
+          clientOf(PaymentService, "payments", oldPairs.get("content")!).resolveIdempotencyKey(request, withToken),
+        ),
+      ).to.equal(Code.Unauthenticated);
+      expect(
+        await codeOf(
+          clientOf(PaymentService, "payments", oldPairs.get("orders")!).resolveIdempotencyKey(request, withToken),
+        ),
+      ).to.equal("OK");
     });
 
     it("identity's operator RPC answers the operator's certificate, and not the gateway's", async () => {
-      const tenant = { tenantId: `tls-${randomUUID().slice(0, 8)}`, displayName: "TLS", adminEmail: "admin@tls.test", adminFullName: "Admin", adminPassword: "a-long-enough-password" };
-      expect(await codeOf(clientOf(OperatorService, "identity", oldPairs.get("gateway")!).createTenant(tenant, { timeoutMs: 10_000 }))).to.equal(Code.PermissionDenied);
-      const made = await clientOf(OperatorService, "identity", issueFor(oldCa, "operator")).createTenant(tenant, { timeoutMs: 10_000 });
+      const tenant = {
+        tenantId: `tls-${randomUUID().slice(0, 8)}`,
+        displayName: "TLS",
+        adminEmail: "admin@tls.test",
+        adminFullName: "Admin",
+        adminPassword: "a-long-enough-password",
+      };
+      expect(
+        await codeOf(
+          clientOf(OperatorService, "identity", oldPairs.get("gateway")!).createTenant(tenant, { timeoutMs: 10_000 }),
+        ),
+      ).to.equal(Code.PermissionDenied);
+      const made = await clientOf(OperatorService, "identity", issueFor(oldCa, "operator")).createTenant(tenant, {
+        timeoutMs: 10_000,
+      });
       expect(made.tenant?.id).to.equal(tenant.tenantId);
     });
   });
@@ -200,12 +275,24 @@ describe("e2e: mutual TLS between every process, and a rotation of every certifi
           else failures.push(`${res.what}: ${res.status} ${res.text.slice(0, 200)}`);
         }
       };
-      const get = (path: string) => async () => ({ ...(await env.api.get(path, { token: alice })), what: `GET ${path}` });
+      const get = (path: string) => async () => ({
+        ...(await env.api.get(path, { token: alice })),
+        what: `GET ${path}`,
+      });
       // An order paid: gateway → orders → content (prices) and → identity (orders' own token) and → payments.
       const payOrder = async () => {
-        const order = await env.api.post("/v1/orders", { token: alice, json: { currency: "EUR", items: [{ sku: "PEN-1", quantity: 1 }] } });
+        const order = await env.api.post("/v1/orders", {
+          token: alice,
+          json: { currency: "EUR", items: [{ sku: "PEN-1", quantity: 1 }] },
+        });
         if (order.status !== 201) return { ...order, what: "POST /v1/orders" };
-        return { ...(await env.api.post(`/v1/orders/${order.json.id}/payment`, { token: alice, json: { source: "tok_visa" } })), what: "POST /v1/orders/{id}/payment" };
+        return {
+          ...(await env.api.post(`/v1/orders/${order.json.id}/payment`, {
+            token: alice,
+            json: { source: "tok_visa" },
+          })),
+          what: "POST /v1/orders/{id}/payment",
+        };
       };
       const loops = [
         loop(get("/v1/tenants/acme/users?limit=1")),
@@ -222,14 +309,26 @@ describe("e2e: mutual TLS between every process, and a rotation of every certifi
         const before = answered;
         expect(before, "requests answered before the rotation").to.be.greaterThan(5);
         // 1. Trust the new CA beside the old one, everywhere.
-        everyone((p) => ({ "tls.crt": oldPairs.get(p)!.certPem, "tls.key": oldPairs.get(p)!.keyPem, "ca.crt": oldCa.certPem + newCa.certPem }));
+        everyone((p) => ({
+          "tls.crt": oldPairs.get(p)!.certPem,
+          "tls.key": oldPairs.get(p)!.keyPem,
+          "ca.crt": oldCa.certPem + newCa.certPem,
+        }));
         await settle(RELOAD_MS * 5);
         // 2. Every process gets a new key and certificate from the new CA.
         const newPairs = new Map(PROCESSES.map((p) => [p, issueFor(newCa, p)] as const));
-        everyone((p) => ({ "tls.crt": newPairs.get(p)!.certPem, "tls.key": newPairs.get(p)!.keyPem, "ca.crt": oldCa.certPem + newCa.certPem }));
+        everyone((p) => ({
+          "tls.crt": newPairs.get(p)!.certPem,
+          "tls.key": newPairs.get(p)!.keyPem,
+          "ca.crt": oldCa.certPem + newCa.certPem,
+        }));
         await settle(CONNECTION_AGE_MS * 2);
         // 3. The old CA is no longer trusted; connections made since carry only new certificates.
-        everyone((p) => ({ "tls.crt": newPairs.get(p)!.certPem, "tls.key": newPairs.get(p)!.keyPem, "ca.crt": newCa.certPem }));
+        everyone((p) => ({
+          "tls.crt": newPairs.get(p)!.certPem,
+          "tls.key": newPairs.get(p)!.keyPem,
+          "ca.crt": newCa.certPem,
+        }));
         await settle(CONNECTION_AGE_MS * 3);
         expect(answered - before, "requests answered during the rotation").to.be.greaterThan(20);
       } finally {
@@ -240,7 +339,11 @@ describe("e2e: mutual TLS between every process, and a rotation of every certifi
 
       // Every process reloaded its files (three times), without a restart.
       for (const p of PROCESSES) {
-        const reloads = env.mesh.logsOf(p).join("").split("\n").filter((line) => line.includes("TLS files reloaded")).length;
+        const reloads = env.mesh
+          .logsOf(p)
+          .join("")
+          .split("\n")
+          .filter((line) => line.includes("TLS files reloaded")).length;
         expect(reloads, `${p} reloads`).to.be.at.least(3);
         expect(env.mesh.process(p).exitCode, `${p} still running`).to.equal(null);
       }
@@ -248,10 +351,19 @@ describe("e2e: mutual TLS between every process, and a rotation of every certifi
       // The old certificate is refused now, by every service; the new one is served.
       for (const p of ["identity", "payments", "orders", "content"] as const) {
         const port = env.mesh.ports[p];
-        expect(await healthCheck(port, clientSecurity(oldCa.certPem + newCa.certPem, p, oldPairs.get("gateway"))), `${p}: the gateway's old certificate`).to.equal(Code.Unavailable);
-        expect(await healthCheck(port, clientSecurity(newCa.certPem, p, issueFor(newCa, "gateway"))), `${p}: a new one`).to.equal("SERVING");
+        expect(
+          await healthCheck(port, clientSecurity(oldCa.certPem + newCa.certPem, p, oldPairs.get("gateway"))),
+          `${p}: the gateway's old certificate`,
+        ).to.equal(Code.Unavailable);
+        expect(
+          await healthCheck(port, clientSecurity(newCa.certPem, p, issueFor(newCa, "gateway"))),
+          `${p}: a new one`,
+        ).to.equal("SERVING");
         // And a client that trusts only the old CA no longer accepts the server.
-        expect(await healthCheck(port, clientSecurity(oldCa.certPem, p, oldPairs.get("gateway"))), `${p}: seen by a client of the old CA`).to.equal(Code.Unavailable);
+        expect(
+          await healthCheck(port, clientSecurity(oldCa.certPem, p, oldPairs.get("gateway"))),
+          `${p}: seen by a client of the old CA`,
+        ).to.equal(Code.Unavailable);
       }
     });
   });

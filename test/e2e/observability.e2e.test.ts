@@ -41,7 +41,9 @@ const CLIENT = 3;
 /** OTLP/JSON ids are hex; accept base64 too. */
 function hexId(id: string | undefined): string | undefined {
   if (!id) return undefined;
-  return /^[0-9a-f]+$/i.test(id) && (id.length === 32 || id.length === 16) ? id.toLowerCase() : Buffer.from(id, "base64").toString("hex");
+  return /^[0-9a-f]+$/i.test(id) && (id.length === 32 || id.length === 16)
+    ? id.toLowerCase()
+    : Buffer.from(id, "base64").toString("hex");
 }
 function attributeValue(v: Record<string, unknown>): unknown {
   return v.stringValue ?? v.intValue ?? v.boolValue ?? v.doubleValue;
@@ -59,7 +61,9 @@ async function startReceiver(): Promise<{ server: Server; port: number; spans: S
           resourceSpans: { resource: { attributes: OtlpSpan["attributes"] }; scopeSpans: { spans: OtlpSpan[] }[] }[];
         };
         for (const rs of body.resourceSpans) {
-          const service = String(attributeValue(rs.resource.attributes?.find((a) => a.key === "service.name")?.value ?? {}));
+          const service = String(
+            attributeValue(rs.resource.attributes?.find((a) => a.key === "service.name")?.value ?? {}),
+          );
           for (const ss of rs.scopeSpans) {
             for (const s of ss.spans) {
               spans.push({
@@ -91,7 +95,9 @@ function declared(scrape: string): Map<string, string> {
 function sample(scrape: string, name: string, labels: Record<string, string>): number | undefined {
   for (const m of scrape.matchAll(/^(\w+)(?:\{(.*)\})? (\S+)$/gm)) {
     if (m[1] !== name) continue;
-    const have = Object.fromEntries([...(m[2] ?? "").matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1]!, l[2]!]));
+    const have = Object.fromEntries(
+      [...(m[2] ?? "").matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1]!, l[2]!]),
+    );
     if (Object.entries(labels).every(([k, v]) => have[k] === v)) return Number(m[3]);
   }
   return undefined;
@@ -137,9 +143,16 @@ describe("observability (real mesh, tracing on)", function () {
   async function payAnOrder(headers: Record<string, string> = {}) {
     const alice = await e2e.api.login(ALICE);
     tokens.push(alice);
-    const created = await e2e.api.post("/v1/orders", { token: alice, json: { currency: "EUR", items: [{ sku: "BOOK-1", quantity: 1 }] } });
+    const created = await e2e.api.post("/v1/orders", {
+      token: alice,
+      json: { currency: "EUR", items: [{ sku: "BOOK-1", quantity: 1 }] },
+    });
     expect(created.status, created.text).to.equal(201);
-    const paid = await e2e.api.post(`/v1/orders/${created.json.id}/payment`, { token: alice, json: { source: "tok_visa" }, headers });
+    const paid = await e2e.api.post(`/v1/orders/${created.json.id}/payment`, {
+      token: alice,
+      json: { source: "tok_visa" },
+      headers,
+    });
     expect(paid.status, paid.text).to.equal(201);
     return paid;
   }
@@ -152,7 +165,9 @@ describe("observability (real mesh, tracing on)", function () {
     let trace: Span[] = [];
     const until = Date.now() + 15_000;
     while (Date.now() < until) {
-      const root = receiver.spans.find((s) => s.service === "gateway" && s.kind === SERVER && s.attributes["switchyard.request_id"] === requestId);
+      const root = receiver.spans.find(
+        (s) => s.service === "gateway" && s.kind === SERVER && s.attributes["switchyard.request_id"] === requestId,
+      );
       trace = root ? receiver.spans.filter((s) => s.traceId === root.traceId) : [];
       if (trace.some((s) => s.service === "payments" && s.kind === SERVER && s.name.endsWith("/CreatePayment"))) break;
       await sleep(100);
@@ -160,7 +175,10 @@ describe("observability (real mesh, tracing on)", function () {
     const byId = new Map(trace.map((s) => [s.spanId, s]));
     const find = (service: string, kind: number, name: RegExp) => {
       const span = trace.find((s) => s.service === service && s.kind === kind && name.test(s.name));
-      expect(span, `${service} ${kind === SERVER ? "server" : "client"} span ${name} in ${trace.map((s) => `${s.service}:${s.name}`).join(", ")}`).to.not.equal(undefined);
+      expect(
+        span,
+        `${service} ${kind === SERVER ? "server" : "client"} span ${name} in ${trace.map((s) => `${s.service}:${s.name}`).join(", ")}`,
+      ).to.not.equal(undefined);
       return span!;
     };
     const root = find("gateway", SERVER, /^POST \/v1\/orders\/\{order_id\}\/payment$/);
@@ -179,19 +197,27 @@ describe("observability (real mesh, tracing on)", function () {
 
     // One root, every other span's parent in the same trace.
     expect(trace.filter((s) => !s.parentSpanId)).to.have.length(1);
-    for (const s of trace) if (s.parentSpanId) expect(byId.has(s.parentSpanId), `${s.service}:${s.name}'s parent is in the trace`).to.equal(true);
+    for (const s of trace)
+      if (s.parentSpanId)
+        expect(byId.has(s.parentSpanId), `${s.service}:${s.name}'s parent is in the trace`).to.equal(true);
 
     // Statements of both services, as children within their service, with their text and no values.
-    for (const [service, server] of [["orders", ordersServer], ["payments", paymentsServer]] as const) {
+    for (const [service, server] of [
+      ["orders", ordersServer],
+      ["payments", paymentsServer],
+    ] as const) {
       const statements = trace.filter((s) => s.service === service && s.attributes["db.system.name"] === "postgresql");
       expect(statements.length, `${service} statement spans`).to.be.greaterThan(0);
       for (const st of statements) {
         let up = st.parentSpanId ? byId.get(st.parentSpanId) : undefined;
-        while (up && up !== server && up.service === service) up = up.parentSpanId ? byId.get(up.parentSpanId) : undefined;
+        while (up && up !== server && up.service === service)
+          up = up.parentSpanId ? byId.get(up.parentSpanId) : undefined;
         expect(up, `${service} statement ${st.name} descends from its server span`).to.equal(server);
       }
     }
-    expect(JSON.stringify(trace), "no parameter values or credentials in spans").to.not.match(/tok_visa|demo-password|Bearer /);
+    expect(JSON.stringify(trace), "no parameter values or credentials in spans").to.not.match(
+      /tok_visa|demo-password|Bearer /,
+    );
   });
 
   it("behind a trusted proxy hop, the proxy's traceparent continues its trace and its x-request-id is kept, on every hop", async () => {
@@ -201,8 +227,18 @@ describe("observability (real mesh, tracing on)", function () {
     const parentSpanId = randomBytes(8).toString("hex");
     const requestId = `envoy-${randomBytes(6).toString("hex")}`;
     // What Envoy sends: the client's address appended to X-Forwarded-For, its own request id and trace context.
-    const headers = { authorization: `Bearer ${alice}`, "content-type": "application/json", "x-forwarded-for": "203.0.113.7", "x-request-id": requestId, traceparent: `00-${traceId}-${parentSpanId}-01` };
-    const created = await fetch(`${proxied}/v1/orders`, { method: "POST", headers, body: JSON.stringify({ currency: "EUR", items: [{ sku: "BOOK-1", quantity: 1 }] }) });
+    const headers = {
+      authorization: `Bearer ${alice}`,
+      "content-type": "application/json",
+      "x-forwarded-for": "203.0.113.7",
+      "x-request-id": requestId,
+      traceparent: `00-${traceId}-${parentSpanId}-01`,
+    };
+    const created = await fetch(`${proxied}/v1/orders`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ currency: "EUR", items: [{ sku: "BOOK-1", quantity: 1 }] }),
+    });
     expect(created.status, await created.clone().text()).to.equal(201);
     expect(created.headers.get("x-request-id"), "the proxy's request id is the request's").to.equal(requestId);
 
@@ -214,10 +250,15 @@ describe("observability (real mesh, tracing on)", function () {
       await sleep(100);
     }
     const root = trace.find((s) => s.service === "gateway" && s.kind === SERVER);
-    expect(root, `the gateway's span in the proxy's trace: ${trace.map((s) => `${s.service}:${s.name}`).join(", ")}`).to.not.equal(undefined);
+    expect(
+      root,
+      `the gateway's span in the proxy's trace: ${trace.map((s) => `${s.service}:${s.name}`).join(", ")}`,
+    ).to.not.equal(undefined);
     expect(root!.parentSpanId, "a child of the proxy's span").to.equal(parentSpanId);
     expect(root!.attributes["switchyard.request_id"]).to.equal(requestId);
-    const ordersServer = trace.find((s) => s.service === "orders" && s.kind === SERVER && /OrderService\/CreateOrder$/.test(s.name));
+    const ordersServer = trace.find(
+      (s) => s.service === "orders" && s.kind === SERVER && /OrderService\/CreateOrder$/.test(s.name),
+    );
     expect(ordersServer, "orders' server span joined the same trace").to.not.equal(undefined);
 
     await sleep(300);
@@ -230,7 +271,11 @@ describe("observability (real mesh, tracing on)", function () {
       .filter((l) => l.msg === "request" && l.request_id === requestId);
     expect(access, "one access-log line with the proxy's request id").to.have.length(1);
     expect(access[0]!.trace_id).to.equal(traceId);
-    const ordersLines = e2e.mesh.logsOf("orders").join("").split("\n").filter((l) => l.includes(requestId));
+    const ordersLines = e2e.mesh
+      .logsOf("orders")
+      .join("")
+      .split("\n")
+      .filter((l) => l.includes(requestId));
     expect(ordersLines.length, "orders logged under the proxy's request id").to.be.greaterThan(0);
   });
 
@@ -244,10 +289,18 @@ describe("observability (real mesh, tracing on)", function () {
       ["/versions", "versions"],
       ["/metrics", "metrics"],
       ["/docs/", "the API reference"],
-      ["/rpc/switchyard.nope.v1.Nope/Call", "/rpc, unknown method", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }],
+      [
+        "/rpc/switchyard.nope.v1.Nope/Call",
+        "/rpc, unknown method",
+        { method: "POST", headers: { "content-type": "application/json" }, body: "{}" },
+      ],
       ["/v1/no-such-route", "404"],
       ["/v1/payments/pay_0000000000000000", "401"],
-      ["/v1/tenants/acme/users?limit=1", "200 of a deprecated route", { headers: { authorization: `Bearer ${alice}` } }],
+      [
+        "/v1/tenants/acme/users?limit=1",
+        "200 of a deprecated route",
+        { headers: { authorization: `Bearer ${alice}` } },
+      ],
     ];
     const ids = new Set<string>();
     for (const [path, what, init] of asks) {
@@ -281,7 +334,10 @@ describe("observability (real mesh, tracing on)", function () {
     for (const name of ["orders", "payments"] as const) {
       const mine = linesOf(name).filter((l) => l.request_id === requestId);
       expect(mine.length, `${name} logged lines with the request id`).to.be.greaterThan(0);
-      expect(mine.every((l) => l.trace_id === access[0]!.trace_id), `${name}'s lines carry the trace id`).to.equal(true);
+      expect(
+        mine.every((l) => l.trace_id === access[0]!.trace_id),
+        `${name}'s lines carry the trace id`,
+      ).to.equal(true);
     }
     // Every line a service writes within a call carries a request id.
     for (const name of ["identity", "payments", "orders", "content"] as const) {
@@ -298,7 +354,11 @@ describe("observability (real mesh, tracing on)", function () {
     // A replay, a deprecated route, a read.
     const key = newKey();
     for (let i = 0; i < 2; i++) {
-      const res = await e2e.api.post("/v1/payments", { token: alice, key, json: { amount: 700, currency: "EUR", source: "tok_visa" } });
+      const res = await e2e.api.post("/v1/payments", {
+        token: alice,
+        key,
+        json: { amount: 700, currency: "EUR", source: "tok_visa" },
+      });
       expect(res.status).to.be.oneOf([200, 201]);
     }
     expect((await e2e.api.get("/v1/tenants/acme/users?limit=1", { token: alice })).status).to.equal(200);
@@ -307,28 +367,76 @@ describe("observability (real mesh, tracing on)", function () {
     expect(res.status).to.equal(200);
     expect(res.headers.get("x-ratelimit-limit"), "no quota drawn").to.equal(null);
     const gateway = await res.text();
-    const atLeastOne = (value: number | undefined, what: string) => expect(value, what).to.be.a("number").and.greaterThan(0);
-    atLeastOne(sample(gateway, "switchyard_http_request_duration_seconds_count", { service: "gateway", method: "POST", route: "/v1/orders/{order_id}/payment", status_class: "2xx" }), "edge requests by route template");
+    const atLeastOne = (value: number | undefined, what: string) =>
+      expect(value, what).to.be.a("number").and.greaterThan(0);
+    atLeastOne(
+      sample(gateway, "switchyard_http_request_duration_seconds_count", {
+        service: "gateway",
+        method: "POST",
+        route: "/v1/orders/{order_id}/payment",
+        status_class: "2xx",
+      }),
+      "edge requests by route template",
+    );
     expect(sample(gateway, "switchyard_gateway_concurrency_limit", { service: "gateway" })).to.equal(10_000);
     expect(sample(gateway, "switchyard_gateway_inflight_requests", {})).to.be.a("number");
     expect(sample(gateway, "switchyard_gateway_live_streams", {})).to.equal(0);
-    atLeastOne(sample(gateway, "switchyard_gateway_deprecated_requests_total", { tenant: "acme", route: "GET /v1/tenants/{tenant_id}/users" }), "deprecated route use per tenant");
-    atLeastOne(sample(gateway, "switchyard_rpc_client_duration_seconds_count", { rpc_service: "switchyard.orders.v1.OrderService", rpc_method: "PayOrder", grpc_code: "OK" }), "gateway's client calls");
+    atLeastOne(
+      sample(gateway, "switchyard_gateway_deprecated_requests_total", {
+        tenant: "acme",
+        route: "GET /v1/tenants/{tenant_id}/users",
+      }),
+      "deprecated route use per tenant",
+    );
+    atLeastOne(
+      sample(gateway, "switchyard_rpc_client_duration_seconds_count", {
+        rpc_service: "switchyard.orders.v1.OrderService",
+        rpc_method: "PayOrder",
+        grpc_code: "OK",
+      }),
+      "gateway's client calls",
+    );
     const orders = await metricsOf("orders");
-    atLeastOne(sample(orders, "switchyard_rpc_server_duration_seconds_count", { service: "orders", rpc_service: "switchyard.orders.v1.OrderService", rpc_method: "PayOrder", grpc_code: "OK" }), "orders' server calls");
-    atLeastOne(sample(orders, "switchyard_rpc_client_duration_seconds_count", { rpc_service: "switchyard.payments.v1.PaymentService", rpc_method: "CreatePayment", grpc_code: "OK" }), "orders' calls to payments");
+    atLeastOne(
+      sample(orders, "switchyard_rpc_server_duration_seconds_count", {
+        service: "orders",
+        rpc_service: "switchyard.orders.v1.OrderService",
+        rpc_method: "PayOrder",
+        grpc_code: "OK",
+      }),
+      "orders' server calls",
+    );
+    atLeastOne(
+      sample(orders, "switchyard_rpc_client_duration_seconds_count", {
+        rpc_service: "switchyard.payments.v1.PaymentService",
+        rpc_method: "CreatePayment",
+        grpc_code: "OK",
+      }),
+      "orders' calls to payments",
+    );
     const payments = await metricsOf("payments");
     atLeastOne(sample(payments, "switchyard_idempotent_replays_total", { service: "payments" }), "idempotent replays");
-    atLeastOne(sample(payments, "switchyard_db_statement_duration_seconds_count", { operation: "INSERT", outcome: "ok" }), "statements");
+    atLeastOne(
+      sample(payments, "switchyard_db_statement_duration_seconds_count", { operation: "INSERT", outcome: "ok" }),
+      "statements",
+    );
     expect(sample(payments, "switchyard_db_pool_connections_in_use", { service: "payments" })).to.be.a("number");
     expect(sample(payments, "switchyard_db_pool_waiting", {})).to.be.a("number");
     // Payments serves no streaming method (reflection is off): no series, or only zeros.
-    expect([...payments.matchAll(/^switchyard_rpc_server_open_streams\{.*\} (\S+)$/gm)].map((m) => Number(m[1])).filter((n) => n !== 0), "payments follows no stream but serves none").to.deep.equal([]);
+    expect(
+      [...payments.matchAll(/^switchyard_rpc_server_open_streams\{.*\} (\S+)$/gm)]
+        .map((m) => Number(m[1]))
+        .filter((n) => n !== 0),
+      "payments follows no stream but serves none",
+    ).to.deep.equal([]);
     expect(sample(payments, "switchyard_event_loop_delay_p99_seconds", {})).to.be.a("number");
     const content = await metricsOf("content");
     const identity = await metricsOf("identity");
     // Identity serves the revocation watch every process follows: open streams.
-    atLeastOne(sample(identity, "switchyard_rpc_server_open_streams", { rpc_method: "WatchRevocations" }), "identity's open streams");
+    atLeastOne(
+      sample(identity, "switchyard_rpc_server_open_streams", { rpc_method: "WatchRevocations" }),
+      "identity's open streams",
+    );
     // Bounded labels: templates, never a raw path or an id.
     for (const scrape of [gateway, orders, payments, content, identity]) {
       for (const [, labels] of scrape.matchAll(/^\w+\{([^}]*)\}/gm)) {
@@ -338,29 +446,50 @@ describe("observability (real mesh, tracing on)", function () {
   });
 
   it("every metric the Grafana dashboard and the alert rules name exists in a live scrape", async () => {
-    const scrapes = [await (await fetch(`${e2e.mesh.gatewayUrl}/metrics`)).text(), ...(await Promise.all((["identity", "payments", "orders", "content"] as const).map(metricsOf)))];
+    const scrapes = [
+      await (await fetch(`${e2e.mesh.gatewayUrl}/metrics`)).text(),
+      ...(await Promise.all((["identity", "payments", "orders", "content"] as const).map(metricsOf))),
+    ];
     const families = new Map<string, string>();
     for (const s of scrapes) for (const [n, t] of declared(s)) families.set(n, t);
     const exists = (name: string) => {
       if (families.has(name)) return true;
       const base = name.replace(/_(bucket|sum|count)$/, "");
-      return families.get(base) === "histogram" || (name.endsWith("_sum") || name.endsWith("_count") ? families.get(base) === "summary" : false);
+      return (
+        families.get(base) === "histogram" ||
+        (name.endsWith("_sum") || name.endsWith("_count") ? families.get(base) === "summary" : false)
+      );
     };
-    const dashboard = JSON.parse(readFileSync(join(ROOT, "deploy/observability/switchyard-dashboard.json"), "utf8")) as { panels: { targets?: { expr: string }[] }[] };
+    const dashboard = JSON.parse(
+      readFileSync(join(ROOT, "deploy/observability/switchyard-dashboard.json"), "utf8"),
+    ) as { panels: { targets?: { expr: string }[] }[] };
     const dashboardExprs = dashboard.panels.flatMap((p) => p.targets ?? []).map((t) => t.expr);
-    const rules = parseYaml(readFileSync(join(ROOT, "deploy/observability/switchyard-alerts.yaml"), "utf8")) as { groups: { rules: { alert: string; expr: string; for?: string; labels?: { severity?: string } }[] }[] };
+    const rules = parseYaml(readFileSync(join(ROOT, "deploy/observability/switchyard-alerts.yaml"), "utf8")) as {
+      groups: { rules: { alert: string; expr: string; for?: string; labels?: { severity?: string } }[] }[];
+    };
     const ruleList = rules.groups.flatMap((g) => g.rules);
-    expect(ruleList.map((r) => r.alert)).to.include.members(["SwitchyardHighErrorRatio", "SwitchyardHighP99Latency", "SwitchyardShedding", "SwitchyardEventLoopDelay"]);
+    expect(ruleList.map((r) => r.alert)).to.include.members([
+      "SwitchyardHighErrorRatio",
+      "SwitchyardHighP99Latency",
+      "SwitchyardShedding",
+      "SwitchyardEventLoopDelay",
+    ]);
     for (const r of ruleList) expect(r.labels?.severity, `${r.alert} has a severity`).to.be.a("string");
     const named = metricNamesIn([...dashboardExprs, ...ruleList.map((r) => r.expr)].join("\n"));
     expect(named.length).to.be.greaterThan(15);
-    expect(named.filter((n) => !exists(n)), "named but not scraped").to.deep.equal([]);
+    expect(
+      named.filter((n) => !exists(n)),
+      "named but not scraped",
+    ).to.deep.equal([]);
   });
 
   it("no token, password, private key or database URL in any log line of any process", async () => {
     // A failed login with a made-up password, a member's login, a call with a bad token.
     const wrong = `wrong-${randomBytes(6).toString("hex")}`;
-    expect((await e2e.api.post(`/v1/tenants/${BOB.tenant}/sessions`, { json: { email: BOB.email, password: wrong } })).status).to.equal(401);
+    expect(
+      (await e2e.api.post(`/v1/tenants/${BOB.tenant}/sessions`, { json: { email: BOB.email, password: wrong } }))
+        .status,
+    ).to.equal(401);
     tokens.push(await e2e.api.login(BOB));
     expect((await e2e.api.get("/v1/orders/1", { token: `${tokens[0]!.slice(0, -4)}AAAA` })).status).to.equal(401);
     await sleep(300);
@@ -377,7 +506,13 @@ describe("observability (real mesh, tracing on)", function () {
     const password = `pw-${randomBytes(8).toString("hex")}`;
     const out = await new Promise<string>((resolve) => {
       const child = spawn(process.execPath, [...NODE_FLAGS, join(ROOT, "dist/payments.js")], {
-        env: { ...process.env, LOG_LEVEL: "debug", PAYMENTS_PORT: "0", PAYMENTS_METRICS_PORT: "0", DATABASE_URL: `postgres://switchyard:${password}@127.0.0.1:1/switchyard` },
+        env: {
+          ...process.env,
+          LOG_LEVEL: "debug",
+          PAYMENTS_PORT: "0",
+          PAYMENTS_METRICS_PORT: "0",
+          DATABASE_URL: `postgres://switchyard:${password}@127.0.0.1:1/switchyard`,
+        },
         stdio: ["ignore", "pipe", "pipe"],
       });
       let text = "";

@@ -11,7 +11,22 @@ import { expect } from "chai";
 import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ALICE, Api, BOB, CAROL, DEMO_CATALOG, MESH_PROCESSES, errorEnvelopeProblem, expectError, newKey, startE2eMesh, unique, type ApiResponse, type E2eMesh, type RequestOptions } from "../support/http.js";
+import {
+  ALICE,
+  Api,
+  BOB,
+  CAROL,
+  DEMO_CATALOG,
+  MESH_PROCESSES,
+  errorEnvelopeProblem,
+  expectError,
+  newKey,
+  startE2eMesh,
+  unique,
+  type ApiResponse,
+  type E2eMesh,
+  type RequestOptions,
+} from "../support/http.js";
 
 const DEADLINE_MS = 1_500;
 /** The orders reconciler's interval in this mesh: steps left unsettled by a 502/504 settle soon after their deadline. */
@@ -136,7 +151,8 @@ function catalogPrice(sku: string): number {
 }
 
 /** The items as the order must hold them: each at the catalog's price, whatever price was sent. */
-const pricedAsCatalog = (items: readonly ItemIn[]) => items.map(({ sku, quantity }) => ({ sku, quantity, unit_price: catalogPrice(sku) }));
+const pricedAsCatalog = (items: readonly ItemIn[]) =>
+  items.map(({ sku, quantity }) => ({ sku, quantity, unit_price: catalogPrice(sku) }));
 const subtotalOf = (items: readonly ItemIn[]) => items.reduce((sum, i) => sum + i.quantity * catalogPrice(i.sku), 0);
 
 /** Every `rel="next"` target of a Link header. */
@@ -219,7 +235,17 @@ function killGroup(child: ChildProcessWithoutNullStreams, signal: NodeJS.Signals
 function openTrackOrders(port: number, token: string): BufStream {
   const child = spawn(
     BUF,
-    ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "-H", `authorization: Bearer ${token}`, "-d", "@-", `http://127.0.0.1:${port}/switchyard.orders.v1.OrderService/TrackOrders`],
+    [
+      "curl",
+      "--protocol",
+      "grpc",
+      "--http2-prior-knowledge",
+      "-H",
+      `authorization: Bearer ${token}`,
+      "-d",
+      "@-",
+      `http://127.0.0.1:${port}/switchyard.orders.v1.OrderService/TrackOrders`,
+    ],
     { detached: true, stdio: ["pipe", "pipe", "pipe"] },
   );
   bufChildren.add(child);
@@ -234,7 +260,12 @@ function openTrackOrders(port: number, token: string): BufStream {
   child.stdin.on("error", () => {}); // a write after buf died is reported through its stderr instead
   const closed = new Promise<void>((resolve) => child.once("close", () => resolve()));
   // proto3 JSON leaves default values out: a missing status is ORDER_STATUS_UNSPECIFIED (0).
-  const events = () => (splitter.values as Partial<TrackEvent>[]).map((e) => ({ ...e, orderId: e.orderId ?? "0", status: e.status ?? "ORDER_STATUS_UNSPECIFIED" }));
+  const events = () =>
+    (splitter.values as Partial<TrackEvent>[]).map((e) => ({
+      ...e,
+      orderId: e.orderId ?? "0",
+      status: e.status ?? "ORDER_STATUS_UNSPECIFIED",
+    }));
   return {
     child,
     send: (message) => child.stdin.write(`${JSON.stringify(message)}\n`),
@@ -243,7 +274,10 @@ function openTrackOrders(port: number, token: string): BufStream {
     async waitFor(predicate, what, timeoutMs = 10_000) {
       const until = Date.now() + timeoutMs;
       while (!predicate(events()) && Date.now() < until && child.exitCode === null) await sleep(25);
-      expect(predicate(events()), `${what}; buf stdout:\n${out.slice(-2_000)}\nbuf stderr:\n${err.slice(-2_000)}`).to.equal(true);
+      expect(
+        predicate(events()),
+        `${what}; buf stdout:\n${out.slice(-2_000)}\nbuf stderr:\n${err.slice(-2_000)}`,
+      ).to.equal(true);
     },
     async close() {
       killGroup(child, "SIGTERM");
@@ -270,7 +304,10 @@ describe("e2e: orders through the gateway", function () {
   before(async function () {
     this.timeout(120_000);
     env = await startE2eMesh("orders", {
-      envFor: { gateway: { GATEWAY_DEADLINE_MS: String(DEADLINE_MS) }, orders: { ORDERS_RECONCILE_INTERVAL_MS: String(RECONCILE_MS), GRPC_REFLECTION: "true" } },
+      envFor: {
+        gateway: { GATEWAY_DEADLINE_MS: String(DEADLINE_MS) },
+        orders: { ORDERS_RECONCILE_INTERVAL_MS: String(RECONCILE_MS), GRPC_REFLECTION: "true" },
+      },
     });
     api = new OrdersApi(env.mesh.gatewayUrl);
     [alice, bob, carol] = await Promise.all([api.login(ALICE), api.login(BOB), api.login(CAROL)]);
@@ -301,11 +338,13 @@ describe("e2e: orders through the gateway", function () {
       expect(res.headers.get("content-type") ?? "", `content-type of ${what}`).to.match(/^application\/json\b/);
       expect(res.json, what).to.be.an("object");
       expect(errorEnvelopeProblem(res.json), `envelope of ${what}`).to.equal(undefined);
-      if (res.json.code === "STEP_IN_PROGRESS") expect(res.json.details.step, what).to.be.oneOf(["payment", "cancellation"]);
+      if (res.json.code === "STEP_IN_PROGRESS")
+        expect(res.json.details.step, what).to.be.oneOf(["payment", "cancellation"]);
       if (res.json.code === "PRICE_CHANGED" || res.json.code === "CURRENCY_MISMATCH") {
         // The facts are the catalog's: its price and currency of the sku named.
         expect(res.json.details.currency, what).to.equal("EUR");
-        if (res.json.code === "PRICE_CHANGED") expect(res.json.details.unit_price, what).to.equal(catalogPrice(res.json.details.sku));
+        if (res.json.code === "PRICE_CHANGED")
+          expect(res.json.details.unit_price, what).to.equal(catalogPrice(res.json.details.sku));
       }
     }
   });
@@ -313,7 +352,10 @@ describe("e2e: orders through the gateway", function () {
   // --- helpers -------------------------------------------------------------------------------
 
   async function createOrder(items: ItemIn[], options: { token?: string; note?: string } = {}): Promise<OrderJson> {
-    const res = await api.post("/v1/orders", { token: options.token ?? alice, json: { currency: "EUR", items, ...(options.note === undefined ? {} : { note: options.note }) } });
+    const res = await api.post("/v1/orders", {
+      token: options.token ?? alice,
+      json: { currency: "EUR", items, ...(options.note === undefined ? {} : { note: options.note }) },
+    });
     expect(res.status, res.text).to.equal(201);
     expect(res.headers.get("location")).to.equal(`/v1/orders/${res.json.id}`);
     return res.json as OrderJson;
@@ -345,7 +387,9 @@ describe("e2e: orders through the gateway", function () {
 
   /** Every payment made for the order (reference `order:<id>`), as an admin sees the tenant's payments. */
   async function paymentsOfOrder(orderId: number, token = alice): Promise<PaymentJson[]> {
-    return ((await api.listAll("/v1/payments", token)) as PaymentJson[]).filter((p) => p.reference === `order:${orderId}`);
+    return ((await api.listAll("/v1/payments", token)) as PaymentJson[]).filter(
+      (p) => p.reference === `order:${orderId}`,
+    );
   }
 
   async function userOrders(userId: number, token: string): Promise<OrderJson[]> {
@@ -360,7 +404,10 @@ describe("e2e: orders through the gateway", function () {
       await sleep(100);
       order = await getOrder(id);
     }
-    expect(order.step_in_progress, `order ${id} still settling ${SETTLE_WAIT_MS} ms later: ${JSON.stringify(order)}`).to.equal(null);
+    expect(
+      order.step_in_progress,
+      `order ${id} still settling ${SETTLE_WAIT_MS} ms later: ${JSON.stringify(order)}`,
+    ).to.equal(null);
     return order;
   }
 
@@ -369,7 +416,10 @@ describe("e2e: orders through the gateway", function () {
    * step) and updated_at (not earlier than before).
    */
   function expectUnchangedBut(now: OrderJson, before: OrderJson, step: OrderJson["step_in_progress"]): void {
-    expect({ ...now, updated_at: before.updated_at }, "the order as it was, with the step under way").to.deep.equal({ ...before, step_in_progress: step });
+    expect({ ...now, updated_at: before.updated_at }, "the order as it was, with the step under way").to.deep.equal({
+      ...before,
+      step_in_progress: step,
+    });
     expect(Date.parse(now.updated_at)).to.be.at.least(Date.parse(before.updated_at));
   }
 
@@ -379,8 +429,16 @@ describe("e2e: orders through the gateway", function () {
    */
   async function expectOneCharge(order: OrderJson): Promise<PaymentJson> {
     const charges = await paymentsOfOrder(order.id);
-    expect(charges.map((p) => p.id), `exactly one payment for order ${order.id}: ${JSON.stringify(charges)}`).to.deep.equal([order.payment_id]);
-    expect(charges[0]).to.include({ amount: order.total, currency: order.currency, user_id: order.user_id, reference: `order:${order.id}` });
+    expect(
+      charges.map((p) => p.id),
+      `exactly one payment for order ${order.id}: ${JSON.stringify(charges)}`,
+    ).to.deep.equal([order.payment_id]);
+    expect(charges[0]).to.include({
+      amount: order.total,
+      currency: order.currency,
+      user_id: order.user_id,
+      reference: `order:${order.id}`,
+    });
     return charges[0]!;
   }
 
@@ -400,12 +458,17 @@ describe("e2e: orders through the gateway", function () {
       expect(discount.id).to.be.a("number");
     }
     for (const shipment of order.shipments) expect(Object.keys(shipment).sort()).to.deep.equal(SHIPMENT_KEYS);
-    expect(order.subtotal, "subtotal = Σ quantity × unit_price").to.equal(order.items.reduce((sum, i) => sum + i.quantity * i.unit_price, 0));
-    expect(order.discount_total, "discount_total = Σ discounts").to.equal(order.discounts.reduce((sum, d) => sum + d.amount, 0));
+    expect(order.subtotal, "subtotal = Σ quantity × unit_price").to.equal(
+      order.items.reduce((sum, i) => sum + i.quantity * i.unit_price, 0),
+    );
+    expect(order.discount_total, "discount_total = Σ discounts").to.equal(
+      order.discounts.reduce((sum, d) => sum + d.amount, 0),
+    );
     expect(order.total, "total = subtotal − discount_total").to.equal(order.subtotal - order.discount_total);
     // A step under way leaves the status as it was: pending while paid for, paid while refunded.
     expect(order.step_in_progress).to.be.oneOf([null, "payment", "cancellation"]);
-    if (order.step_in_progress !== null) expect(order.status, JSON.stringify(order)).to.equal(order.step_in_progress === "payment" ? "pending" : "paid");
+    if (order.step_in_progress !== null)
+      expect(order.status, JSON.stringify(order)).to.equal(order.step_in_progress === "payment" ? "pending" : "paid");
   }
 
   // --- contents and totals -------------------------------------------------------------------
@@ -419,13 +482,26 @@ describe("e2e: orders through the gateway", function () {
     let order: OrderJson;
 
     it("creates an order with items: 201 + Location, numeric ids, pending, priced from the catalog, totals computed by the service, no step", async () => {
-      const res = await api.post("/v1/orders", { token: alice, json: { currency: "EUR", items: ITEMS, note: "first" } });
+      const res = await api.post("/v1/orders", {
+        token: alice,
+        json: { currency: "EUR", items: ITEMS, note: "first" },
+      });
       expect(res.status, res.text).to.equal(201);
       order = res.json;
       expect(res.headers.get("location")).to.equal(`/v1/orders/${order.id}`);
       expect(res.headers.get("idempotent-replayed")).to.equal(null);
       expectOrderShape(order);
-      expect(order).to.include({ status: "pending", currency: "EUR", note: "first", subtotal: 10_500, discount_total: 0, total: 10_500, payment_id: null, refund_id: null, step_in_progress: null });
+      expect(order).to.include({
+        status: "pending",
+        currency: "EUR",
+        note: "first",
+        subtotal: 10_500,
+        discount_total: 0,
+        total: 10_500,
+        payment_id: null,
+        refund_id: null,
+        step_in_progress: null,
+      });
       expect(order.items.map(({ sku, quantity, unit_price }) => ({ sku, quantity, unit_price }))).to.deep.equal([
         { sku: "BOOK-1", quantity: 2, unit_price: 1_500 },
         { sku: "PEN-1", quantity: 3, unit_price: 2_500 },
@@ -439,7 +515,10 @@ describe("e2e: orders through the gateway", function () {
     });
 
     it("adds an item and a discount (201 + Location, readable there), lists them, and recomputes the totals", async () => {
-      const item = await api.post(`/v1/orders/${order.id}/items`, { token: alice, json: { sku: "MUG-1", quantity: 1, unit_price: 900 } });
+      const item = await api.post(`/v1/orders/${order.id}/items`, {
+        token: alice,
+        json: { sku: "MUG-1", quantity: 1, unit_price: 900 },
+      });
       expect(item.status, item.text).to.equal(201);
       expect(Object.keys(item.json).sort()).to.deep.equal(ITEM_KEYS);
       expect(item.json).to.include({ sku: "MUG-1", quantity: 1, unit_price: 900 });
@@ -448,7 +527,10 @@ describe("e2e: orders through the gateway", function () {
       expect(itemAt.status, itemAt.text).to.equal(200);
       expect(itemAt.json).to.deep.equal(item.json);
 
-      const discount = await api.post(`/v1/orders/${order.id}/discounts`, { token: alice, json: { code: "WELCOME", amount: 500 } });
+      const discount = await api.post(`/v1/orders/${order.id}/discounts`, {
+        token: alice,
+        json: { code: "WELCOME", amount: 500 },
+      });
       expect(discount.status, discount.text).to.equal(201);
       expect(Object.keys(discount.json).sort()).to.deep.equal(DISCOUNT_KEYS);
       expect(discount.json).to.include({ code: "WELCOME", amount: 500 });
@@ -468,7 +550,13 @@ describe("e2e: orders through the gateway", function () {
 
       const now = await getOrder(order.id);
       expectOrderShape(now);
-      expect(now).to.include({ status: "pending", subtotal: 11_400, discount_total: 500, total: 10_900, step_in_progress: null });
+      expect(now).to.include({
+        status: "pending",
+        subtotal: 11_400,
+        discount_total: 500,
+        total: 10_900,
+        step_in_progress: null,
+      });
       expect(now.items).to.deep.equal(items.json.items);
       expect(now.discounts).to.deep.equal([discount.json]);
       order = now;
@@ -482,15 +570,29 @@ describe("e2e: orders through the gateway", function () {
         { sku: "BOOK-1", quantity: 0 },
         { sku: "BOOK-1", quantity: 1, unit_price: -1 },
       ]) {
-        expectError(await api.post("/v1/orders", { token: alice, json: { currency: "EUR", items: [bad] } }), 422, "RULE_VIOLATION");
+        expectError(
+          await api.post("/v1/orders", { token: alice, json: { currency: "EUR", items: [bad] } }),
+          422,
+          "RULE_VIOLATION",
+        );
         expectError(await api.post(`/v1/orders/${order.id}/items`, { token: alice, json: bad }), 422, "RULE_VIOLATION");
       }
-      const beyond = await api.post(`/v1/orders/${order.id}/discounts`, { token: alice, json: { code: "TOO-MUCH", amount: order.total + 1 } });
+      const beyond = await api.post(`/v1/orders/${order.id}/discounts`, {
+        token: alice,
+        json: { code: "TOO-MUCH", amount: order.total + 1 },
+      });
       expectError(beyond, 422, "RULE_VIOLATION");
-      expectError(await api.post(`/v1/orders/${order.id}/discounts`, { token: alice, json: { code: "ZERO", amount: 0 } }), 422, "RULE_VIOLATION");
+      expectError(
+        await api.post(`/v1/orders/${order.id}/discounts`, { token: alice, json: { code: "ZERO", amount: 0 } }),
+        422,
+        "RULE_VIOLATION",
+      );
 
       expect(await getOrder(order.id)).to.deep.equal(order);
-      expect((await userOrders(order.user_id, alice)).map((o) => o.id), "no order was created").to.deep.equal(before.map((o) => o.id));
+      expect(
+        (await userOrders(order.user_id, alice)).map((o) => o.id),
+        "no order was created",
+      ).to.deep.equal(before.map((o) => o.id));
     });
   });
 
@@ -500,40 +602,87 @@ describe("e2e: orders through the gateway", function () {
     it("the demo catalog is what these tests price against (GET /v1/catalog/items)", async () => {
       const catalog = await api.get("/v1/catalog/items?page_size=100");
       expect(catalog.status, catalog.text).to.equal(200);
-      const prices = Object.fromEntries((catalog.json.items as { sku: string; price: number; currency: string }[]).map((i) => [i.sku, [i.price, i.currency]]));
-      expect(prices).to.deep.equal(Object.fromEntries(Object.entries(DEMO_CATALOG).map(([sku, price]) => [sku, [price, "EUR"]])));
+      const prices = Object.fromEntries(
+        (catalog.json.items as { sku: string; price: number; currency: string }[]).map((i) => [
+          i.sku,
+          [i.price, i.currency],
+        ]),
+      );
+      expect(prices).to.deep.equal(
+        Object.fromEntries(Object.entries(DEMO_CATALOG).map(([sku, price]) => [sku, [price, "EUR"]])),
+      );
     });
 
     it("stores the catalog's price for every item, sent or not; the order's totals follow from it", async () => {
-      const items: ItemIn[] = [{ sku: "STICKER-1", quantity: 4 }, { sku: "SHIRT-1", quantity: 1, unit_price: 1_900 }, { sku: "MUG-1", quantity: 2 }];
+      const items: ItemIn[] = [
+        { sku: "STICKER-1", quantity: 4 },
+        { sku: "SHIRT-1", quantity: 1, unit_price: 1_900 },
+        { sku: "MUG-1", quantity: 2 },
+      ];
       const order = await createOrder(items, { note: `catalog-${unique()}` });
       expectOrderShape(order);
-      expect(order.items.map(({ sku, quantity, unit_price }) => ({ sku, quantity, unit_price }))).to.deep.equal(pricedAsCatalog(items));
-      expect(order).to.include({ subtotal: subtotalOf(items), total: 4 * 300 + 1_900 + 2 * 900, step_in_progress: null });
-      const added = await api.post(`/v1/orders/${order.id}/items`, { token: alice, json: { sku: "PEN-1", quantity: 2 } });
+      expect(order.items.map(({ sku, quantity, unit_price }) => ({ sku, quantity, unit_price }))).to.deep.equal(
+        pricedAsCatalog(items),
+      );
+      expect(order).to.include({
+        subtotal: subtotalOf(items),
+        total: 4 * 300 + 1_900 + 2 * 900,
+        step_in_progress: null,
+      });
+      const added = await api.post(`/v1/orders/${order.id}/items`, {
+        token: alice,
+        json: { sku: "PEN-1", quantity: 2 },
+      });
       expect(added.status, added.text).to.equal(201);
       expect(added.json).to.include({ sku: "PEN-1", quantity: 2, unit_price: 2_500 });
-      expect(await getOrder(order.id)).to.include({ subtotal: subtotalOf(items) + 5_000, total: subtotalOf(items) + 5_000 });
+      expect(await getOrder(order.id)).to.include({
+        subtotal: subtotalOf(items) + 5_000,
+        total: subtotalOf(items) + 5_000,
+      });
     });
 
     it("a unit_price other than the catalog's → 409 PRICE_CHANGED with the current price in details; nothing stored; sent again at that price → 201", async () => {
       const note = `price-changed-${unique()}`;
       const before = await userOrders((await createOrder([{ sku: "BOOK-1", quantity: 1 }])).user_id, alice);
-      const body = { currency: "EUR", note, items: [{ sku: "BOOK-1", quantity: 1 }, { sku: "MUG-1", quantity: 2, unit_price: 850 }] };
+      const body = {
+        currency: "EUR",
+        note,
+        items: [
+          { sku: "BOOK-1", quantity: 1 },
+          { sku: "MUG-1", quantity: 2, unit_price: 850 },
+        ],
+      };
       const refused = await api.post("/v1/orders", { token: alice, json: body });
       expectError(refused, 409, "PRICE_CHANGED", { sku: "MUG-1", unit_price: 900, currency: "EUR" });
       // A price of 0 (free) is a price too: refused the same way.
-      expectError(await api.post("/v1/orders", { token: alice, json: { ...body, items: [{ sku: "PEN-1", quantity: 1, unit_price: 0 }] } }), 409, "PRICE_CHANGED", { sku: "PEN-1", unit_price: 2_500, currency: "EUR" });
-      expect((await userOrders(before[0]!.user_id, alice)).map((o) => o.id), "no order was created").to.deep.equal(before.map((o) => o.id));
+      expectError(
+        await api.post("/v1/orders", {
+          token: alice,
+          json: { ...body, items: [{ sku: "PEN-1", quantity: 1, unit_price: 0 }] },
+        }),
+        409,
+        "PRICE_CHANGED",
+        { sku: "PEN-1", unit_price: 2_500, currency: "EUR" },
+      );
+      expect(
+        (await userOrders(before[0]!.user_id, alice)).map((o) => o.id),
+        "no order was created",
+      ).to.deep.equal(before.map((o) => o.id));
 
       // The client confirms the price it was told, and sends again.
-      const confirmed = await api.post("/v1/orders", { token: alice, json: { ...body, items: [body.items[0], { ...body.items[1], unit_price: refused.json.details.unit_price }] } });
+      const confirmed = await api.post("/v1/orders", {
+        token: alice,
+        json: { ...body, items: [body.items[0], { ...body.items[1], unit_price: refused.json.details.unit_price }] },
+      });
       expect(confirmed.status, confirmed.text).to.equal(201);
       expect(confirmed.json).to.include({ note, subtotal: 1_500 + 2 * 900 });
 
       // Adding an item: the same answer, and the order is untouched.
       const order = confirmed.json as OrderJson;
-      const add = await api.post(`/v1/orders/${order.id}/items`, { token: alice, json: { sku: "PEN-1", quantity: 1, unit_price: 2_499 } });
+      const add = await api.post(`/v1/orders/${order.id}/items`, {
+        token: alice,
+        json: { sku: "PEN-1", quantity: 1, unit_price: 2_499 },
+      });
       expectError(add, 409, "PRICE_CHANGED", { sku: "PEN-1", unit_price: 2_500, currency: "EUR" });
       expect(await getOrder(order.id)).to.deep.equal(order);
     });
@@ -542,19 +691,53 @@ describe("e2e: orders through the gateway", function () {
       const note = `unknown-${unique()}`;
       const mine = await createOrder([{ sku: "BOOK-1", quantity: 1 }]);
       const before = await userOrders(mine.user_id, alice);
-      const unknown = await api.post("/v1/orders", { token: alice, json: { currency: "EUR", note, items: [{ sku: "BOOK-1", quantity: 1 }, { sku: "NO-SUCH-SKU-1", quantity: 1 }] } });
+      const unknown = await api.post("/v1/orders", {
+        token: alice,
+        json: {
+          currency: "EUR",
+          note,
+          items: [
+            { sku: "BOOK-1", quantity: 1 },
+            { sku: "NO-SUCH-SKU-1", quantity: 1 },
+          ],
+        },
+      });
       expectError(unknown, 422, "UNKNOWN_SKU", { sku: "NO-SUCH-SKU-1" });
-      expectError(await api.post("/v1/orders", { token: alice, json: { currency: "EUR", items: [{ sku: "NOPE-2", quantity: 1, unit_price: 1_500 }] } }), 422, "UNKNOWN_SKU", { sku: "NOPE-2" });
-      const mismatch = await api.post("/v1/orders", { token: alice, json: { currency: "USD", note, items: [{ sku: "BOOK-1", quantity: 1 }] } });
+      expectError(
+        await api.post("/v1/orders", {
+          token: alice,
+          json: { currency: "EUR", items: [{ sku: "NOPE-2", quantity: 1, unit_price: 1_500 }] },
+        }),
+        422,
+        "UNKNOWN_SKU",
+        { sku: "NOPE-2" },
+      );
+      const mismatch = await api.post("/v1/orders", {
+        token: alice,
+        json: { currency: "USD", note, items: [{ sku: "BOOK-1", quantity: 1 }] },
+      });
       expectError(mismatch, 422, "CURRENCY_MISMATCH", { sku: "BOOK-1", currency: "EUR" });
-      expect((await userOrders(mine.user_id, alice)).map((o) => o.id), "no order was created").to.deep.equal(before.map((o) => o.id));
+      expect(
+        (await userOrders(mine.user_id, alice)).map((o) => o.id),
+        "no order was created",
+      ).to.deep.equal(before.map((o) => o.id));
 
-      expectError(await api.post(`/v1/orders/${mine.id}/items`, { token: alice, json: { sku: "NOPE-3", quantity: 1 } }), 422, "UNKNOWN_SKU", { sku: "NOPE-3" });
+      expectError(
+        await api.post(`/v1/orders/${mine.id}/items`, { token: alice, json: { sku: "NOPE-3", quantity: 1 } }),
+        422,
+        "UNKNOWN_SKU",
+        { sku: "NOPE-3" },
+      );
       // An order in dollars takes no euro item.
       const dollars = await api.post("/v1/orders", { token: alice, json: { currency: "USD" } });
       expect(dollars.status, dollars.text).to.equal(201);
       expect(dollars.json).to.include({ currency: "USD", subtotal: 0, total: 0, step_in_progress: null });
-      expectError(await api.post(`/v1/orders/${dollars.json.id}/items`, { token: alice, json: { sku: "MUG-1", quantity: 1 } }), 422, "CURRENCY_MISMATCH", { sku: "MUG-1", currency: "EUR" });
+      expectError(
+        await api.post(`/v1/orders/${dollars.json.id}/items`, { token: alice, json: { sku: "MUG-1", quantity: 1 } }),
+        422,
+        "CURRENCY_MISMATCH",
+        { sku: "MUG-1", currency: "EUR" },
+      );
       expect(await getOrder(mine.id)).to.deep.equal(mine);
       expect(await getOrder(dollars.json.id)).to.deep.equal(dollars.json);
     });
@@ -567,32 +750,62 @@ describe("e2e: orders through the gateway", function () {
 
     it("pays: 201 + Location of the payment (amount = total, for the order's owner, reference order:<id>); paying again → 409 naming 'paid'; contents frozen (409)", async () => {
       const order = await createOrder([{ sku: "BOOK-1", quantity: 2, unit_price: 1_500 }]);
-      const discount = await api.post(`/v1/orders/${order.id}/discounts`, { token: alice, json: { code: "WELCOME", amount: 500 } });
+      const discount = await api.post(`/v1/orders/${order.id}/discounts`, {
+        token: alice,
+        json: { code: "WELCOME", amount: 500 },
+      });
       expect(discount.status, discount.text).to.equal(201);
 
       const { order: body, paymentPath } = await pay(order.id);
       paid = body;
       expectOrderShape(paid);
-      expect(paid).to.include({ id: order.id, status: "paid", subtotal: 3_000, discount_total: 500, total: 2_500, payment_id: paymentPath.split("/").pop(), step_in_progress: null });
+      expect(paid).to.include({
+        id: order.id,
+        status: "paid",
+        subtotal: 3_000,
+        discount_total: 500,
+        total: 2_500,
+        payment_id: paymentPath.split("/").pop(),
+        step_in_progress: null,
+      });
       const payment = await api.get(paymentPath, { token: alice });
       expect(payment.status, payment.text).to.equal(200);
-      expect(payment.json).to.include({ id: paid.payment_id, amount: 2_500, currency: "EUR", source: "tok_visa", status: "succeeded", amount_refunded: 0, user_id: order.user_id, reference: `order:${order.id}` });
+      expect(payment.json).to.include({
+        id: paid.payment_id,
+        amount: 2_500,
+        currency: "EUR",
+        source: "tok_visa",
+        status: "succeeded",
+        amount_refunded: 0,
+        user_id: order.user_id,
+        reference: `order:${order.id}`,
+      });
       expect(await getOrder(order.id)).to.deep.equal(paid);
 
       const again = await api.post(`/v1/orders/${order.id}/payment`, { token: alice, json: { source: "tok_visa" } });
       expectError(again, 409, "INVALID_STATE");
       expect(again.json.error).to.match(/\bpaid\b/);
 
-      const item = await api.post(`/v1/orders/${order.id}/items`, { token: alice, json: { sku: "PEN-1", quantity: 1 } });
+      const item = await api.post(`/v1/orders/${order.id}/items`, {
+        token: alice,
+        json: { sku: "PEN-1", quantity: 1 },
+      });
       expectError(item, 409, "INVALID_STATE");
       expect(item.json.error).to.match(/\bpaid\b/);
-      expectError(await api.post(`/v1/orders/${order.id}/discounts`, { token: alice, json: { code: "LATE", amount: 1 } }), 409, "INVALID_STATE");
+      expectError(
+        await api.post(`/v1/orders/${order.id}/discounts`, { token: alice, json: { code: "LATE", amount: 1 } }),
+        409,
+        "INVALID_STATE",
+      );
       expect(await getOrder(order.id)).to.deep.equal(paid);
       await expectOneCharge(paid);
     });
 
     it("ships: 201 + Location (readable there); then cancel → 409 naming 'shipped'", async () => {
-      const shipped = await api.post(`/v1/orders/${paid.id}/shipments`, { token: alice, json: { carrier: "DHL", tracking_number: "JJD000390007" } });
+      const shipped = await api.post(`/v1/orders/${paid.id}/shipments`, {
+        token: alice,
+        json: { carrier: "DHL", tracking_number: "JJD000390007" },
+      });
       expect(shipped.status, shipped.text).to.equal(201);
       expect(Object.keys(shipped.json).sort()).to.deep.equal(SHIPMENT_KEYS);
       expect(shipped.json).to.include({ order_id: paid.id, carrier: "DHL", tracking_number: "JJD000390007" });
@@ -605,7 +818,12 @@ describe("e2e: orders through the gateway", function () {
       expect(list.json).to.deep.equal({ items: [shipped.json], next_cursor: null });
 
       const order = await getOrder(paid.id);
-      expect(order).to.include({ status: "shipped", payment_id: paid.payment_id, refund_id: null, step_in_progress: null });
+      expect(order).to.include({
+        status: "shipped",
+        payment_id: paid.payment_id,
+        refund_id: null,
+        step_in_progress: null,
+      });
       expect(order.shipments).to.deep.equal([shipped.json]);
 
       const cancel = await api.post(`/v1/orders/${paid.id}/cancel`, { token: alice });
@@ -624,15 +842,26 @@ describe("e2e: orders through the gateway", function () {
       const cancelled = await api.post(`/v1/orders/${order.id}/cancel`, { token: alice });
       expect(cancelled.status, cancelled.text).to.equal(200);
       expectOrderShape(cancelled.json);
-      expect(cancelled.json).to.include({ id: order.id, status: "cancelled", payment_id: paymentId, total: 3_800, step_in_progress: null });
+      expect(cancelled.json).to.include({
+        id: order.id,
+        status: "cancelled",
+        payment_id: paymentId,
+        total: 3_800,
+        step_in_progress: null,
+      });
       expect(cancelled.json.refund_id).to.be.a("string").and.match(/^re_/);
       expect(await getOrder(order.id)).to.deep.equal(cancelled.json);
 
       const refunds = await api.get(`/v1/payments/${paymentId}/refunds`, { token: alice });
       expect(refunds.status, refunds.text).to.equal(200);
-      expect(refunds.json.items.map((r: RefundJson) => ({ id: r.id, payment_id: r.payment_id, amount: r.amount, currency: r.currency }))).to.deep.equal([
-        { id: cancelled.json.refund_id, payment_id: paymentId, amount: 3_800, currency: "EUR" },
-      ]);
+      expect(
+        refunds.json.items.map((r: RefundJson) => ({
+          id: r.id,
+          payment_id: r.payment_id,
+          amount: r.amount,
+          currency: r.currency,
+        })),
+      ).to.deep.equal([{ id: cancelled.json.refund_id, payment_id: paymentId, amount: 3_800, currency: "EUR" }]);
       expect(await getPayment(paymentId)).to.include({ status: "refunded", amount_refunded: 3_800 });
 
       const again = await api.post(`/v1/orders/${order.id}/cancel`, { token: alice });
@@ -646,14 +875,21 @@ describe("e2e: orders through the gateway", function () {
       const order = await createOrder([{ sku: "PEN-1", quantity: 2 }]);
       const { order: paidOrder } = await pay(order.id);
       const paymentId = paidOrder.payment_id!;
-      const partial = await api.post(`/v1/payments/${paymentId}/refunds`, { token: alice, key: newKey(), json: { amount: 1_000, reason: "scratched" } });
+      const partial = await api.post(`/v1/payments/${paymentId}/refunds`, {
+        token: alice,
+        key: newKey(),
+        json: { amount: 1_000, reason: "scratched" },
+      });
       expect(partial.status, partial.text).to.equal(201);
 
       const cancelled = await api.post(`/v1/orders/${order.id}/cancel`, { token: alice });
       expect(cancelled.status, cancelled.text).to.equal(200);
       expect(cancelled.json).to.include({ status: "cancelled", payment_id: paymentId, step_in_progress: null });
       const refunds = await refundsOf(paymentId);
-      expect(refunds.map((r) => r.amount).sort((a, b) => a - b), "the admin's refund and the rest").to.deep.equal([1_000, 4_000]);
+      expect(
+        refunds.map((r) => r.amount).sort((a, b) => a - b),
+        "the admin's refund and the rest",
+      ).to.deep.equal([1_000, 4_000]);
       expect(refunds.map((r) => r.id)).to.include(cancelled.json.refund_id);
       expect(await getPayment(paymentId)).to.include({ status: "refunded", amount_refunded: 5_000 });
     });
@@ -662,8 +898,17 @@ describe("e2e: orders through the gateway", function () {
       const order = await createOrder([{ sku: "PEN-1", quantity: 1 }]);
       const cancelled = await api.post(`/v1/orders/${order.id}/cancel`, { token: alice });
       expect(cancelled.status, cancelled.text).to.equal(200);
-      expect(cancelled.json).to.include({ status: "cancelled", payment_id: null, refund_id: null, step_in_progress: null });
-      expectError(await api.post(`/v1/orders/${order.id}/payment`, { token: alice, json: { source: "tok_visa" } }), 409, "INVALID_STATE");
+      expect(cancelled.json).to.include({
+        status: "cancelled",
+        payment_id: null,
+        refund_id: null,
+        step_in_progress: null,
+      });
+      expectError(
+        await api.post(`/v1/orders/${order.id}/payment`, { token: alice, json: { source: "tok_visa" } }),
+        409,
+        "INVALID_STATE",
+      );
       expect(await paymentsOfOrder(order.id), "never charged").to.deep.equal([]);
     });
   });
@@ -680,7 +925,9 @@ describe("e2e: orders through the gateway", function () {
     before(async () => {
       alicesOrder = await createOrder([{ sku: "STICKER-1", quantity: 3 }], { note: secret });
       aliceId = alicesOrder.user_id;
-      alicesPayment = await getPayment((await pay((await createOrder([{ sku: "MUG-1", quantity: 1 }])).id)).order.payment_id!);
+      alicesPayment = await getPayment(
+        (await pay((await createOrder([{ sku: "MUG-1", quantity: 1 }])).id)).order.payment_id!,
+      );
       bobId = (await createOrder([{ sku: "PEN-1", quantity: 1 }], { token: bob, note: "bob-roles" })).user_id;
       expect(bobId).to.not.equal(aliceId);
     });
@@ -699,16 +946,28 @@ describe("e2e: orders through the gateway", function () {
       expect(paidOrder).to.include({ status: "paid", total: 2_400, note: "bob's own" });
       const payment = await api.get(paymentPath, { token: bob });
       expect(payment.status, payment.text).to.equal(200);
-      expect(payment.json).to.include({ amount: 2_400, user_id: bobId, reference: `order:${order.id}`, status: "succeeded" });
+      expect(payment.json).to.include({
+        amount: 2_400,
+        user_id: bobId,
+        reference: `order:${order.id}`,
+        status: "succeeded",
+      });
       const mine = (await api.listAll("/v1/payments", bob)) as PaymentJson[];
-      expect(mine.map((p) => p.id)).to.include(payment.json.id).and.not.include(alicesPayment.id);
-      expect(mine.every((p) => p.user_id === bobId), "a member's list holds only their own payments").to.equal(true);
+      expect(mine.map((p) => p.id))
+        .to.include(payment.json.id)
+        .and.not.include(alicesPayment.id);
+      expect(
+        mine.every((p) => p.user_id === bobId),
+        "a member's list holds only their own payments",
+      ).to.equal(true);
 
       // The orders workflow refunds for the member: no admin needed to cancel one's own paid order.
       const cancelled = await api.post(`/v1/orders/${order.id}/cancel`, { token: bob });
       expect(cancelled.status, cancelled.text).to.equal(200);
       expect(cancelled.json).to.include({ status: "cancelled", payment_id: payment.json.id });
-      expect((await refundsOf(payment.json.id, bob)).map((r) => [r.id, r.amount])).to.deep.equal([[cancelled.json.refund_id, 2_400]]);
+      expect((await refundsOf(payment.json.id, bob)).map((r) => [r.id, r.amount])).to.deep.equal([
+        [cancelled.json.refund_id, 2_400],
+      ]);
       expect(await getPayment(payment.json.id, bob)).to.include({ status: "refunded", amount_refunded: 2_400 });
     });
 
@@ -737,15 +996,31 @@ describe("e2e: orders through the gateway", function () {
 
     it("refunds, shipments and discounts are admin-only: 403 ROLE_REQUIRED for a member, on their own order and payment too", async () => {
       const order = await createOrder([{ sku: "SHIRT-1", quantity: 1 }], { token: bob });
-      expectError(await api.post(`/v1/orders/${order.id}/discounts`, { token: bob, json: { code: "SELF", amount: 100 } }), 403, "ROLE_REQUIRED");
+      expectError(
+        await api.post(`/v1/orders/${order.id}/discounts`, { token: bob, json: { code: "SELF", amount: 100 } }),
+        403,
+        "ROLE_REQUIRED",
+      );
       const { order: paidOrder } = await pay(order.id, bob);
       const shipment = await api.post(`/v1/orders/${order.id}/shipments`, { token: bob, json: { carrier: "DHL" } });
       expectError(shipment, 403, "ROLE_REQUIRED");
-      const refund = await api.post(`/v1/payments/${paidOrder.payment_id}/refunds`, { token: bob, key: newKey(), json: { amount: 100 } });
+      const refund = await api.post(`/v1/payments/${paidOrder.payment_id}/refunds`, {
+        token: bob,
+        key: newKey(),
+        json: { amount: 100 },
+      });
       expectError(refund, 403, "ROLE_REQUIRED");
       // Also on someone else's: 403, the same answer as on one's own.
-      expectError(await api.post(`/v1/payments/${alicesPayment.id}/refunds`, { token: bob, key: newKey(), json: { amount: 1 } }), 403, "ROLE_REQUIRED");
-      expectError(await api.post(`/v1/orders/${alicesOrder.id}/discounts`, { token: bob, json: { code: "X", amount: 1 } }), 403, "ROLE_REQUIRED");
+      expectError(
+        await api.post(`/v1/payments/${alicesPayment.id}/refunds`, { token: bob, key: newKey(), json: { amount: 1 } }),
+        403,
+        "ROLE_REQUIRED",
+      );
+      expectError(
+        await api.post(`/v1/orders/${alicesOrder.id}/discounts`, { token: bob, json: { code: "X", amount: 1 } }),
+        403,
+        "ROLE_REQUIRED",
+      );
       expectError(await api.post(`/v1/orders/${alicesOrder.id}/shipments`, { token: bob }), 403, "ROLE_REQUIRED");
       expect(await getOrder(order.id, bob)).to.deep.equal(paidOrder);
       expect(await refundsOf(paidOrder.payment_id!, bob)).to.deep.equal([]);
@@ -763,7 +1038,10 @@ describe("e2e: orders through the gateway", function () {
 
     it("an admin acts on a member's order: discount, pay (the charge is the member's), ship; the member sees the payment", async () => {
       const order = await createOrder([{ sku: "BOOK-1", quantity: 2 }], { token: bob });
-      const discount = await api.post(`/v1/orders/${order.id}/discounts`, { token: alice, json: { code: "STAFF", amount: 200 } });
+      const discount = await api.post(`/v1/orders/${order.id}/discounts`, {
+        token: alice,
+        json: { code: "STAFF", amount: 200 },
+      });
       expect(discount.status, discount.text).to.equal(201);
       const { order: paidOrder } = await pay(order.id, alice);
       expect(paidOrder).to.include({ user_id: bobId, status: "paid", total: 2_800 });
@@ -782,7 +1060,9 @@ describe("e2e: orders through the gateway", function () {
       const cancelled = await api.post(`/v1/orders/${order.id}/cancel`, { token: alice });
       expect(cancelled.status, cancelled.text).to.equal(200);
       expect(cancelled.json).to.include({ status: "cancelled", user_id: bobId });
-      expect((await refundsOf(paidOrder.payment_id!, bob)).map((r) => [r.id, r.amount])).to.deep.equal([[cancelled.json.refund_id, 2_700]]);
+      expect((await refundsOf(paidOrder.payment_id!, bob)).map((r) => [r.id, r.amount])).to.deep.equal([
+        [cancelled.json.refund_id, 2_700],
+      ]);
     });
   });
 
@@ -815,9 +1095,21 @@ describe("e2e: orders through the gateway", function () {
 
     it("PATCH with an unknown field → 400", async () => {
       const order = await createOrder([{ sku: "BOOK-1", quantity: 1 }]);
-      expectError(await api.patch(`/v1/orders/${order.id}`, { token: alice, json: { colour: "red" } }), 400, "INVALID_REQUEST");
-      expectError(await api.patch(`/v1/orders/${order.id}`, { token: alice, json: { note: "x", action: "cancel" } }), 400, "INVALID_REQUEST");
-      expectError(await api.patch(`/v1/orders/${order.id}`, { token: alice, json: { step_in_progress: null } }), 400, "INVALID_REQUEST");
+      expectError(
+        await api.patch(`/v1/orders/${order.id}`, { token: alice, json: { colour: "red" } }),
+        400,
+        "INVALID_REQUEST",
+      );
+      expectError(
+        await api.patch(`/v1/orders/${order.id}`, { token: alice, json: { note: "x", action: "cancel" } }),
+        400,
+        "INVALID_REQUEST",
+      );
+      expectError(
+        await api.patch(`/v1/orders/${order.id}`, { token: alice, json: { step_in_progress: null } }),
+        400,
+        "INVALID_REQUEST",
+      );
       expect(await getOrder(order.id)).to.deep.equal(order);
     });
 
@@ -827,7 +1119,10 @@ describe("e2e: orders through the gateway", function () {
         const res = await api.post(`/v1/orders/${order.id}?${query}`, { token: alice });
         expect(res.status, res.text).to.be.oneOf([404, 405]);
         expectError(res, res.status, res.status === 404 ? "ROUTE_NOT_FOUND" : "METHOD_NOT_ALLOWED");
-        const withBody = await api.post(`/v1/orders/${order.id}?${query}`, { token: alice, json: { status: "cancelled" } });
+        const withBody = await api.post(`/v1/orders/${order.id}?${query}`, {
+          token: alice,
+          json: { status: "cancelled" },
+        });
         expect(withBody.status, withBody.text).to.be.oneOf([404, 405]);
       }
       const read = await api.get(`/v1/orders/${order.id}?action=cancel`, { token: alice });
@@ -842,7 +1137,10 @@ describe("e2e: orders through the gateway", function () {
     it("two concurrent cancels of one pending order: exactly one 200 and one 409", async () => {
       for (let round = 0; round < 3; round++) {
         const order = await createOrder([{ sku: "MUG-1", quantity: 1 + round }]);
-        const answers = await Promise.all([api.post(`/v1/orders/${order.id}/cancel`, { token: alice }), api.post(`/v1/orders/${order.id}/cancel`, { token: alice })]);
+        const answers = await Promise.all([
+          api.post(`/v1/orders/${order.id}/cancel`, { token: alice }),
+          api.post(`/v1/orders/${order.id}/cancel`, { token: alice }),
+        ]);
         expect(answers.map((a) => a.status).sort(), answers.map((a) => a.text).join("\n")).to.deep.equal([200, 409]);
         const loser = answers.find((a) => a.status === 409)!;
         expectError(loser, 409, "INVALID_STATE");
@@ -859,7 +1157,10 @@ describe("e2e: orders through the gateway", function () {
         const amount = 1_900 * (1 + round);
         const { order: paidOrder } = await pay(order.id);
         const paymentId = paidOrder.payment_id!;
-        const [ship, cancel] = await Promise.all([api.post(`/v1/orders/${order.id}/shipments`, { token: alice }), api.post(`/v1/orders/${order.id}/cancel`, { token: alice })]);
+        const [ship, cancel] = await Promise.all([
+          api.post(`/v1/orders/${order.id}/shipments`, { token: alice }),
+          api.post(`/v1/orders/${order.id}/cancel`, { token: alice }),
+        ]);
         const what = `ship ${ship.status} ${ship.text}\ncancel ${cancel.status} ${cancel.text}`;
         const shipWon = ship.status === 201;
         const cancelWon = cancel.status === 200;
@@ -871,7 +1172,12 @@ describe("e2e: orders through the gateway", function () {
           // A ship that came while the cancel's refund was under way is refused as such; after it, as the state.
           expect(ship.status, what).to.equal(409);
           expect(ship.json.code, what).to.be.oneOf(["INVALID_STATE", "STEP_IN_PROGRESS"]);
-          expectError(ship, 409, ship.json.code, ship.json.code === "STEP_IN_PROGRESS" ? { step: "cancellation" } : undefined);
+          expectError(
+            ship,
+            409,
+            ship.json.code,
+            ship.json.code === "STEP_IN_PROGRESS" ? { step: "cancellation" } : undefined,
+          );
         }
 
         const final = await getOrder(order.id);
@@ -895,15 +1201,27 @@ describe("e2e: orders through the gateway", function () {
 
     it("two concurrent pays of one pending order: one 201 and one 409, and one charge", async () => {
       const order = await createOrder([{ sku: "BOOK-1", quantity: 3 }]);
-      const answers = await Promise.all([0, 1].map(() => api.post(`/v1/orders/${order.id}/payment`, { token: alice, json: { source: "tok_visa" } })));
+      const answers = await Promise.all(
+        [0, 1].map(() => api.post(`/v1/orders/${order.id}/payment`, { token: alice, json: { source: "tok_visa" } })),
+      );
       expect(answers.map((a) => a.status).sort(), answers.map((a) => a.text).join("\n")).to.deep.equal([201, 409]);
       const loser = answers.find((a) => a.status === 409)!;
       // Refused while the winner's charge was under way, or after it, as paid.
       expect(loser.json.code, loser.text).to.be.oneOf(["INVALID_STATE", "STEP_IN_PROGRESS"]);
-      expectError(loser, 409, loser.json.code, loser.json.code === "STEP_IN_PROGRESS" ? { step: "payment" } : undefined);
+      expectError(
+        loser,
+        409,
+        loser.json.code,
+        loser.json.code === "STEP_IN_PROGRESS" ? { step: "payment" } : undefined,
+      );
       const winner = answers.find((a) => a.status === 201)!;
       const final = await getOrder(order.id);
-      expect(final).to.include({ status: "paid", total: 4_500, payment_id: winner.headers.get("location")!.split("/").pop(), step_in_progress: null });
+      expect(final).to.include({
+        status: "paid",
+        total: 4_500,
+        payment_id: winner.headers.get("location")!.split("/").pop(),
+        step_in_progress: null,
+      });
       const charge = await expectOneCharge(final);
       expect(charge.amount_refunded, "the one charge stands").to.equal(0);
     });
@@ -926,17 +1244,27 @@ describe("e2e: orders through the gateway", function () {
       expect(replay.headers.get("location")).to.equal(first.headers.get("location"));
       expect(replay.json).to.deep.equal(first.json);
 
-      const other = await api.post("/v1/orders", { token: alice, key, json: { ...body, items: [{ sku: "BOOK-1", quantity: 2 }] } });
+      const other = await api.post("/v1/orders", {
+        token: alice,
+        key,
+        json: { ...body, items: [{ sku: "BOOK-1", quantity: 2 }] },
+      });
       expectError(other, 422, "IDEMPOTENCY_KEY_REUSED");
 
       // The first response again even after the order changed: the replay is the stored answer.
-      expect((await api.post(`/v1/orders/${first.json.id}/items`, { token: alice, json: { sku: "PEN-1", quantity: 1 } })).status).to.equal(201);
+      expect(
+        (await api.post(`/v1/orders/${first.json.id}/items`, { token: alice, json: { sku: "PEN-1", quantity: 1 } }))
+          .status,
+      ).to.equal(201);
       const later = await api.post("/v1/orders", { token: alice, key, json: body });
       expect(later.status, later.text).to.equal(200);
       expect(later.json).to.deep.equal(first.json);
 
       const mine = (await userOrders(first.json.user_id, alice)).filter((o) => o.note === note);
-      expect(mine.map((o) => o.id), "one order in the user's list").to.deep.equal([first.json.id]);
+      expect(
+        mine.map((o) => o.id),
+        "one order in the user's list",
+      ).to.deep.equal([first.json.id]);
     });
 
     it("keys are scoped to the tenant: carol's same key creates her own order", async () => {
@@ -961,19 +1289,31 @@ describe("e2e: orders through the gateway", function () {
       // The orders of a member made for this list alone, so that it is not disturbed by the other tests
       // (bob's orders are made throughout the file).
       const email = `pager-${unique()}@acme.test`;
-      const created = await api.post("/v1/tenants/acme/users", { token: alice, json: { email, full_name: "Pager", password: "pager-password-1", role: "member" } });
+      const created = await api.post("/v1/tenants/acme/users", {
+        token: alice,
+        json: { email, full_name: "Pager", password: "pager-password-1", role: "member" },
+      });
       expect(created.status, created.text).to.equal(201);
       pager = await api.login({ tenant: "acme", email }, "pager-password-1");
       const first = await createOrder([{ sku: "PEN-1", quantity: 1 }], { token: pager, note: "pager-0" });
       pagerId = first.user_id;
       expect(pagerId).to.equal(created.json.id);
-      for (let i = 1; i < 7; i++) await createOrder([{ sku: "PEN-1", quantity: 1 + i }], { token: pager, note: `pager-${i}` });
+      for (let i = 1; i < 7; i++)
+        await createOrder([{ sku: "PEN-1", quantity: 1 + i }], { token: pager, note: `pager-${i}` });
       pagersBefore = await userOrders(pagerId, pager);
     });
 
     it("pages with limit=2 through Link rel=next while orders are created between pages: no duplicate, no gap", async () => {
       expect(pagersBefore).to.have.length(7);
-      expect(pagersBefore.map((o) => o.note)).to.deep.equal(["pager-6", "pager-5", "pager-4", "pager-3", "pager-2", "pager-1", "pager-0"]);
+      expect(pagersBefore.map((o) => o.note)).to.deep.equal([
+        "pager-6",
+        "pager-5",
+        "pager-4",
+        "pager-3",
+        "pager-2",
+        "pager-1",
+        "pager-0",
+      ]);
       const seen: number[] = [];
       let path: string | undefined = `/v1/users/${pagerId}/orders?limit=2`;
       let pages = 0;
@@ -1003,18 +1343,27 @@ describe("e2e: orders through the gateway", function () {
       }
       expect(new Set(seen).size, `no duplicate in ${seen.join(",")}`).to.equal(seen.length);
       const beforeIds = pagersBefore.map((o) => o.id);
-      expect(seen.filter((id) => beforeIds.includes(id)), "every order that existed before, in order, none skipped").to.deep.equal(beforeIds);
+      expect(
+        seen.filter((id) => beforeIds.includes(id)),
+        "every order that existed before, in order, none skipped",
+      ).to.deep.equal(beforeIds);
       expect(pages).to.equal(4);
     });
 
     it("a malformed cursor or a cursor of another list → 400 INVALID_CURSOR", async () => {
       for (const cursor of ["not-a-cursor", "AAAA", "eyJ9"]) {
-        expectError(await api.get(`/v1/users/${pagerId}/orders?cursor=${cursor}`, { token: pager }), 400, "INVALID_CURSOR");
+        expectError(
+          await api.get(`/v1/users/${pagerId}/orders?cursor=${cursor}`, { token: pager }),
+          400,
+          "INVALID_CURSOR",
+        );
       }
       const page = await api.get(`/v1/users/${pagerId}/orders?limit=1`, { token: pager });
       expect(page.json.next_cursor).to.be.a("string");
       const aliceId = (await createOrder([{ sku: "PEN-1", quantity: 1 }])).user_id;
-      const foreign = await api.get(`/v1/users/${aliceId}/orders?cursor=${encodeURIComponent(page.json.next_cursor)}`, { token: alice });
+      const foreign = await api.get(`/v1/users/${aliceId}/orders?cursor=${encodeURIComponent(page.json.next_cursor)}`, {
+        token: alice,
+      });
       expectError(foreign, 400, "INVALID_CURSOR");
       expectError(await api.get(`/v1/users/${pagerId}/orders?limit=0`, { token: pager }), 400, "INVALID_REQUEST");
     });
@@ -1070,7 +1419,11 @@ describe("e2e: orders through the gateway", function () {
         await sleep(200); // nothing more may follow
 
         const events = ofOrder(stream.events());
-        expect(events.map((e) => e.status)).to.deep.equal(["ORDER_STATUS_PENDING", "ORDER_STATUS_PAID", "ORDER_STATUS_SHIPPED"]);
+        expect(events.map((e) => e.status)).to.deep.equal([
+          "ORDER_STATUS_PENDING",
+          "ORDER_STATUS_PAID",
+          "ORDER_STATUS_SHIPPED",
+        ]);
         const times = events.map((e) => Date.parse(e.updateTime ?? ""));
         expect(times.every((t) => Number.isFinite(t))).to.equal(true);
         expect([...times].sort((a, b) => a - b)).to.deep.equal(times);
@@ -1089,13 +1442,22 @@ describe("e2e: orders through the gateway", function () {
         const of = (id: number) => (events: TrackEvent[]) => events.filter((e) => e.orderId === String(id));
         stream.send({ follow_order_id: String(alicesOrder.id) });
         stream.send({ follow_order_id: String(bobsOrder.id) });
-        await stream.waitFor((e) => of(alicesOrder.id)(e).length >= 1 && of(bobsOrder.id)(e).length >= 1, "a report for each order followed");
+        await stream.waitFor(
+          (e) => of(alicesOrder.id)(e).length >= 1 && of(bobsOrder.id)(e).length >= 1,
+          "a report for each order followed",
+        );
         await pay(alicesOrder.id);
         await pay(bobsOrder.id, bob);
         await stream.waitFor((e) => of(bobsOrder.id)(e).length >= 2, "bob's order PAID");
         await sleep(200);
-        expect(of(alicesOrder.id)(stream.events()).map((e) => e.status), "alice's order: unknown to bob, never followed").to.deep.equal(["ORDER_STATUS_UNSPECIFIED"]);
-        expect(of(bobsOrder.id)(stream.events()).map((e) => e.status)).to.deep.equal(["ORDER_STATUS_PENDING", "ORDER_STATUS_PAID"]);
+        expect(
+          of(alicesOrder.id)(stream.events()).map((e) => e.status),
+          "alice's order: unknown to bob, never followed",
+        ).to.deep.equal(["ORDER_STATUS_UNSPECIFIED"]);
+        expect(of(bobsOrder.id)(stream.events()).map((e) => e.status)).to.deep.equal([
+          "ORDER_STATUS_PENDING",
+          "ORDER_STATUS_PAID",
+        ]);
         expect(stream.stderr(), "buf reported no error").to.equal("");
       } finally {
         await stream.close();
@@ -1136,7 +1498,10 @@ describe("e2e: orders through the gateway", function () {
 
     it("payments stopped: POST …/payment → 502 UPSTREAM_UNAVAILABLE in under a second; the order stays pending with its payment step under way, refusing everything else; settled once payments is back, a new pay charges once", async function () {
       this.timeout(90_000);
-      const order = await createOrder([{ sku: "BOOK-1", quantity: 1 }, { sku: "STICKER-1", quantity: 1 }]);
+      const order = await createOrder([
+        { sku: "BOOK-1", quantity: 1 },
+        { sku: "STICKER-1", quantity: 1 },
+      ]);
       await env.mesh.stopService("payments");
       try {
         const res = await api.post(`/v1/orders/${order.id}/payment`, { token: alice, json: { source: "tok_visa" } });
@@ -1157,9 +1522,12 @@ describe("e2e: orders through the gateway", function () {
       // while orders' channel to payments reconnects (backoff ≤ 2 s) it may be a 502 — retried as a client should.
       const settled = await settledOrder(order.id);
       expectUnchangedBut(settled, order, null);
-      expect(await paymentsOfOrder(order.id), "nothing charged by the attempt that never reached payments").to.deep.equal([]);
+      expect(
+        await paymentsOfOrder(order.id),
+        "nothing charged by the attempt that never reached payments",
+      ).to.deep.equal([]);
       let again: ApiResponse | undefined;
-      for (const until = Date.now() + SETTLE_WAIT_MS; Date.now() < until; ) {
+      for (const until = Date.now() + SETTLE_WAIT_MS; Date.now() < until;) {
         again = await api.post(`/v1/orders/${order.id}/payment`, { token: alice, json: { source: "tok_visa" } });
         if (again.status !== 502 && !(again.status === 409 && again.json?.code === "STEP_IN_PROGRESS")) break;
         await sleep(250);
@@ -1172,7 +1540,10 @@ describe("e2e: orders through the gateway", function () {
 
     it("payments paused: POST …/payment → 504 after about the deadline; the step stays under way while payments is paused; after SIGCONT it settles and the order ends paid with exactly one payment", async function () {
       this.timeout(90_000);
-      const order = await createOrder([{ sku: "SHIRT-1", quantity: 1 }, { sku: "PEN-1", quantity: 1 }]);
+      const order = await createOrder([
+        { sku: "SHIRT-1", quantity: 1 },
+        { sku: "PEN-1", quantity: 1 },
+      ]);
       expect(env.mesh.process("payments").kill("SIGSTOP")).to.equal(true);
       try {
         const res = await api.post(`/v1/orders/${order.id}/payment`, { token: alice, json: { source: "tok_visa" } });
@@ -1192,7 +1563,9 @@ describe("e2e: orders through the gateway", function () {
       expect(settled.status, JSON.stringify(settled)).to.be.oneOf(["pending", "paid"]);
       if (settled.status === "pending") {
         expectUnchangedBut(settled, order, null);
-        expect(await paymentsOfOrder(order.id), "nothing charged when the step settled as not charged").to.deep.equal([]);
+        expect(await paymentsOfOrder(order.id), "nothing charged when the step settled as not charged").to.deep.equal(
+          [],
+        );
       }
       const retry = await api.post(`/v1/orders/${order.id}/payment`, { token: alice, json: { source: "tok_visa" } });
       if (settled.status === "paid") {
@@ -1241,7 +1614,10 @@ describe("e2e: orders through the gateway", function () {
       expect(final.refund_id).to.be.a("string").and.match(/^re_/);
       expect(await getOrder(order.id)).to.deep.equal(final);
       const refunds = await refundsOf(paymentId);
-      expect(refunds.map((r) => [r.id, r.amount]), "exactly one refund").to.deep.equal([[final.refund_id, amount]]);
+      expect(
+        refunds.map((r) => [r.id, r.amount]),
+        "exactly one refund",
+      ).to.deep.equal([[final.refund_id, amount]]);
       expect(await getPayment(paymentId)).to.include({ status: "refunded", amount_refunded: amount });
       await expectOneCharge(final);
     });

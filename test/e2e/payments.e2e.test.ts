@@ -4,9 +4,30 @@
 // repeats nor skips while rows are inserted.
 import { expect } from "chai";
 import { randomBytes } from "node:crypto";
-import { ALICE, BOB, CAROL, expectError, newKey, startE2eMesh, unique, type Api, type ApiResponse, type E2eMesh } from "../support/http.js";
+import {
+  ALICE,
+  BOB,
+  CAROL,
+  expectError,
+  newKey,
+  startE2eMesh,
+  unique,
+  type Api,
+  type ApiResponse,
+  type E2eMesh,
+} from "../support/http.js";
 
-const PAYMENT_KEYS = ["amount", "amount_refunded", "created_at", "currency", "id", "reference", "source", "status", "user_id"];
+const PAYMENT_KEYS = [
+  "amount",
+  "amount_refunded",
+  "created_at",
+  "currency",
+  "id",
+  "reference",
+  "source",
+  "status",
+  "user_id",
+];
 const REFUND_KEYS = ["amount", "created_at", "currency", "id", "payment_id", "reason"];
 const PAYMENT_ID = /^pay_[A-Za-z0-9_-]{20}$/;
 const REFUND_ID = /^re_[A-Za-z0-9_-]{20}$/;
@@ -39,9 +60,18 @@ describe("e2e: payments and refunds through the gateway", function () {
     await env?.stop();
   });
 
-  const paymentBody = (overrides: Record<string, unknown> = {}) => ({ amount: 100, currency: "EUR", source: `tok_${unique()}`, ...overrides });
+  const paymentBody = (overrides: Record<string, unknown> = {}) => ({
+    amount: 100,
+    currency: "EUR",
+    source: `tok_${unique()}`,
+    ...overrides,
+  });
 
-  async function createPayment(body: Record<string, unknown> = paymentBody(), token = alice, key = newKey()): Promise<ApiResponse> {
+  async function createPayment(
+    body: Record<string, unknown> = paymentBody(),
+    token = alice,
+    key = newKey(),
+  ): Promise<ApiResponse> {
     const res = await api.post("/v1/payments", { token, key, json: body });
     expect(res.status, res.text).to.equal(201);
     return res;
@@ -63,7 +93,15 @@ describe("e2e: payments and refunds through the gateway", function () {
       expect(Object.keys(res.json).sort()).to.deep.equal(PAYMENT_KEYS);
       expect(res.json.id).to.match(PAYMENT_ID);
       // Made by a user through the API: it is theirs, and it is for nothing a service names.
-      expect(res.json).to.include({ amount: 1234, currency: "EUR", source: body.source, status: "succeeded", amount_refunded: 0, user_id: userIds.alice, reference: null });
+      expect(res.json).to.include({
+        amount: 1234,
+        currency: "EUR",
+        source: body.source,
+        status: "succeeded",
+        amount_refunded: 0,
+        user_id: userIds.alice,
+        reference: null,
+      });
       expect(Date.parse(res.json.created_at)).to.be.closeTo(Date.now(), 60_000);
       expect(res.headers.get("location")).to.equal(`/v1/payments/${res.json.id}`);
       expect(res.headers.get("idempotent-replayed")).to.equal(null);
@@ -82,7 +120,11 @@ describe("e2e: payments and refunds through the gateway", function () {
       expect(again.headers.get("location")).to.equal(first.headers.get("location"));
       expect(again.headers.get("idempotent-replayed")).to.equal("true");
       // The same body with its fields in another order is the same request.
-      const reordered = await api.post("/v1/payments", { token: alice, key, json: { source: body.source, currency: body.currency, amount: body.amount } });
+      const reordered = await api.post("/v1/payments", {
+        token: alice,
+        key,
+        json: { source: body.source, currency: body.currency, amount: body.amount },
+      });
       expect(reordered.status, reordered.text).to.equal(200);
       expect(reordered.json).to.deep.equal(first.json);
       const matching = (await listPayments()).filter((p) => p.source === body.source);
@@ -95,7 +137,11 @@ describe("e2e: payments and refunds through the gateway", function () {
       const body = paymentBody();
       const first = await createPayment(body, alice, key);
       const before = await listPayments();
-      for (const other of [{ ...body, amount: 101 }, { ...body, currency: "USD" }, { ...body, source: `${body.source}x` }]) {
+      for (const other of [
+        { ...body, amount: 101 },
+        { ...body, currency: "USD" },
+        { ...body, source: `${body.source}x` },
+      ]) {
         expectError(await api.post("/v1/payments", { token: alice, key, json: other }), 422, "IDEMPOTENCY_KEY_REUSED");
       }
       expect(await listPayments()).to.deep.equal(before);
@@ -108,7 +154,12 @@ describe("e2e: payments and refunds through the gateway", function () {
       expect(missing.status, missing.text).to.equal(400);
       expect(missing.json.code).to.be.oneOf(["INVALID_REQUEST", "IDEMPOTENCY_KEY_INVALID"]);
       expectError(missing, 400, missing.json.code);
-      for (const key of ["not-a-uuid", "", "12345678-1234-1234-1234-1234567890ab0", "{12345678-1234-1234-1234-1234567890ab}"]) {
+      for (const key of [
+        "not-a-uuid",
+        "",
+        "12345678-1234-1234-1234-1234567890ab0",
+        "{12345678-1234-1234-1234-1234567890ab}",
+      ]) {
         const res = await api.post("/v1/payments", { token: alice, key, json: paymentBody() });
         expect(res.status, `key ${JSON.stringify(key)}: ${res.text}`).to.equal(400);
         expect(res.json.code).to.be.oneOf(["INVALID_REQUEST", "IDEMPOTENCY_KEY_INVALID"]);
@@ -119,9 +170,14 @@ describe("e2e: payments and refunds through the gateway", function () {
     it("20 concurrent POSTs with one key: exactly one 201, the rest 200 with the identical body, one payment", async () => {
       const key = newKey();
       const body = paymentBody({ amount: 777 });
-      const results = await Promise.all(Array.from({ length: 20 }, () => api.post("/v1/payments", { token: alice, key, json: body })));
+      const results = await Promise.all(
+        Array.from({ length: 20 }, () => api.post("/v1/payments", { token: alice, key, json: body })),
+      );
       const statuses = results.map((r) => r.status).sort((a, b) => a - b);
-      expect(statuses, results.map((r) => `${r.status} ${r.text}`).join("\n")).to.deep.equal([...Array<number>(19).fill(200), 201]);
+      expect(statuses, results.map((r) => `${r.status} ${r.text}`).join("\n")).to.deep.equal([
+        ...Array<number>(19).fill(200),
+        201,
+      ]);
       const first = results.find((r) => r.status === 201)!;
       for (const r of results) {
         expect(r.text).to.equal(first.text);
@@ -140,8 +196,12 @@ describe("e2e: payments and refunds through the gateway", function () {
       expect(globex.status, globex.text).to.equal(201);
       expect(globex.headers.get("idempotent-replayed")).to.equal(null);
       expect(globex.json.id).to.match(PAYMENT_ID).and.not.equal(acme.json.id);
-      expect((await listPayments(carol)).map((p) => p.id)).to.include(globex.json.id).and.not.include(acme.json.id);
-      expect((await listPayments(alice)).map((p) => p.id)).to.include(acme.json.id).and.not.include(globex.json.id);
+      expect((await listPayments(carol)).map((p) => p.id))
+        .to.include(globex.json.id)
+        .and.not.include(acme.json.id);
+      expect((await listPayments(alice)).map((p) => p.id))
+        .to.include(acme.json.id)
+        .and.not.include(globex.json.id);
       // And each tenant replays its own.
       const replay = await api.post("/v1/payments", { token: carol, key, json: body });
       expect(replay.status).to.equal(200);
@@ -187,8 +247,13 @@ describe("e2e: payments and refunds through the gateway", function () {
 
     it("a member lists only their own payments; an admin lists every payment of the tenant", async () => {
       const mine = await listPayments(bob);
-      expect(mine.map((p) => p.id)).to.include(bobs.json.id).and.not.include(alices.json.id);
-      expect(mine.every((p) => p.user_id === userIds.bob), "only bob's").to.equal(true);
+      expect(mine.map((p) => p.id))
+        .to.include(bobs.json.id)
+        .and.not.include(alices.json.id);
+      expect(
+        mine.every((p) => p.user_id === userIds.bob),
+        "only bob's",
+      ).to.equal(true);
       expect((await listPayments(alice)).map((p) => p.id)).to.include.members([bobs.json.id, alices.json.id]);
     });
 
@@ -214,7 +279,11 @@ describe("e2e: payments and refunds through the gateway", function () {
 
       const byAdmin = await refund(bobs.json.id, { amount: 100, reason: "goodwill" });
       expect(byAdmin.status, byAdmin.text).to.equal(201);
-      expect(await getPayment(bobs.json.id, bob)).to.include({ amount_refunded: 100, status: "partially_refunded", user_id: userIds.bob });
+      expect(await getPayment(bobs.json.id, bob)).to.include({
+        amount_refunded: 100,
+        status: "partially_refunded",
+        user_id: userIds.bob,
+      });
       expect(await api.listAll(`/v1/payments/${bobs.json.id}/refunds`, bob)).to.deep.equal([byAdmin.json]);
       const one = await api.get(`/v1/payments/${bobs.json.id}/refunds/${byAdmin.json.id}`, { token: bob });
       expect(one.status, one.text).to.equal(200);
@@ -227,15 +296,31 @@ describe("e2e: payments and refunds through the gateway", function () {
       const alicesPage = await api.get("/v1/payments?limit=1", { token: alice });
       expect(bobsPage.json.next_cursor).to.be.a("string");
       expect(alicesPage.json.next_cursor).to.be.a("string");
-      expectError(await api.get(`/v1/payments?cursor=${alicesPage.json.next_cursor}`, { token: bob }), 400, "INVALID_CURSOR");
-      expectError(await api.get(`/v1/payments?cursor=${bobsPage.json.next_cursor}`, { token: alice }), 400, "INVALID_CURSOR");
+      expectError(
+        await api.get(`/v1/payments?cursor=${alicesPage.json.next_cursor}`, { token: bob }),
+        400,
+        "INVALID_CURSOR",
+      );
+      expectError(
+        await api.get(`/v1/payments?cursor=${bobsPage.json.next_cursor}`, { token: alice }),
+        400,
+        "INVALID_CURSOR",
+      );
     });
 
     it("no client names a payment's owner or reference (400: not fields of a new payment)", async () => {
       const before = await listPayments(alice);
       for (const extra of [{ user_id: userIds.bob }, { reference: "order:1" }]) {
-        expectError(await api.post("/v1/payments", { token: alice, key: newKey(), json: { ...paymentBody(), ...extra } }), 400, "INVALID_REQUEST");
-        expectError(await api.post("/v1/payments", { token: bob, key: newKey(), json: { ...paymentBody(), ...extra } }), 400, "INVALID_REQUEST");
+        expectError(
+          await api.post("/v1/payments", { token: alice, key: newKey(), json: { ...paymentBody(), ...extra } }),
+          400,
+          "INVALID_REQUEST",
+        );
+        expectError(
+          await api.post("/v1/payments", { token: bob, key: newKey(), json: { ...paymentBody(), ...extra } }),
+          400,
+          "INVALID_REQUEST",
+        );
       }
       expect(await listPayments(alice)).to.deep.equal(before);
     });
@@ -258,7 +343,11 @@ describe("e2e: payments and refunds through the gateway", function () {
       expect(firstRefund.json.id).to.match(REFUND_ID);
       expect(firstRefund.json).to.include({ payment_id: payment.id, amount: 30, currency: "EUR", reason: "damaged" });
       expect(firstRefund.headers.get("location")).to.equal(`/v1/payments/${payment.id}/refunds/${firstRefund.json.id}`);
-      expect(await getPayment(payment.id)).to.include({ status: "partially_refunded", amount_refunded: 30, amount: 100 });
+      expect(await getPayment(payment.id)).to.include({
+        status: "partially_refunded",
+        amount_refunded: 30,
+        amount: 100,
+      });
     });
 
     it("replays a refund: 200, same body and Location, nothing refunded twice", async () => {
@@ -268,7 +357,11 @@ describe("e2e: payments and refunds through the gateway", function () {
       expect(again.headers.get("location")).to.equal(firstRefund.headers.get("location"));
       expect(again.headers.get("idempotent-replayed")).to.equal("true");
       expect(await getPayment(payment.id)).to.include({ amount_refunded: 30 });
-      expectError(await refund(payment.id, { amount: 31, reason: "damaged" }, firstRefundKey), 422, "IDEMPOTENCY_KEY_REUSED");
+      expectError(
+        await refund(payment.id, { amount: 31, reason: "damaged" }, firstRefundKey),
+        422,
+        "IDEMPOTENCY_KEY_REUSED",
+      );
       expect(await getPayment(payment.id)).to.include({ amount_refunded: 30 });
     });
 
@@ -308,9 +401,21 @@ describe("e2e: payments and refunds through the gateway", function () {
       }
       // A refund is addressed under its own payment only.
       const other = (await createPayment()).json.id as string;
-      expectError(await api.get(`/v1/payments/${other}/refunds/${firstRefund.json.id}`, { token: alice }), 404, "NOT_FOUND");
-      expectError(await api.get(`/v1/payments/${payment.id}/refunds/${firstRefund.json.id}`, { token: carol }), 404, "NOT_FOUND");
-      expectError(await api.get(`/v1/payments/${payment.id}/refunds/re_AAAAAAAAAAAAAAAAAAAA`, { token: alice }), 404, "NOT_FOUND");
+      expectError(
+        await api.get(`/v1/payments/${other}/refunds/${firstRefund.json.id}`, { token: alice }),
+        404,
+        "NOT_FOUND",
+      );
+      expectError(
+        await api.get(`/v1/payments/${payment.id}/refunds/${firstRefund.json.id}`, { token: carol }),
+        404,
+        "NOT_FOUND",
+      );
+      expectError(
+        await api.get(`/v1/payments/${payment.id}/refunds/re_AAAAAAAAAAAAAAAAAAAA`, { token: alice }),
+        404,
+        "NOT_FOUND",
+      );
     });
 
     it("answers refunds of an unknown payment with 404", async () => {
@@ -347,7 +452,9 @@ describe("e2e: payments and refunds through the gateway", function () {
       let cursor: string | null = null;
       let pages = 0;
       do {
-        const res: ApiResponse = await api.get(`/v1/payments?limit=2${cursor ? `&cursor=${cursor}` : ""}`, { token: alice });
+        const res: ApiResponse = await api.get(`/v1/payments?limit=2${cursor ? `&cursor=${cursor}` : ""}`, {
+          token: alice,
+        });
         expect(res.status, res.text).to.equal(200);
         expect(res.json.items.length).to.be.within(1, 2);
         seen.push(...res.json.items.map((p: { id: string }) => p.id));
@@ -364,8 +471,17 @@ describe("e2e: payments and refunds through the gateway", function () {
     });
 
     it("refuses a malformed cursor with 400 INVALID_CURSOR", async () => {
-      for (const cursor of ["garbage!!", "abc", Buffer.from('{"v":1,"c":"payments:acme","t":"x","i":"y"}').toString("base64url"), Buffer.from("not json").toString("base64url")]) {
-        expectError(await api.get(`/v1/payments?cursor=${encodeURIComponent(cursor)}`, { token: alice }), 400, "INVALID_CURSOR");
+      for (const cursor of [
+        "garbage!!",
+        "abc",
+        Buffer.from('{"v":1,"c":"payments:acme","t":"x","i":"y"}').toString("base64url"),
+        Buffer.from("not json").toString("base64url"),
+      ]) {
+        expectError(
+          await api.get(`/v1/payments?cursor=${encodeURIComponent(cursor)}`, { token: alice }),
+          400,
+          "INVALID_CURSOR",
+        );
       }
     });
 
@@ -374,13 +490,25 @@ describe("e2e: payments and refunds through the gateway", function () {
       for (let i = 0; i < 2; i++) expect((await refund(p.id, { amount: 1 })).status).to.equal(201);
       const refundsPage = await api.get(`/v1/payments/${p.id}/refunds?limit=1`, { token: alice });
       expect(refundsPage.json.next_cursor).to.be.a("string");
-      expectError(await api.get(`/v1/payments?cursor=${refundsPage.json.next_cursor}`, { token: alice }), 400, "INVALID_CURSOR");
+      expectError(
+        await api.get(`/v1/payments?cursor=${refundsPage.json.next_cursor}`, { token: alice }),
+        400,
+        "INVALID_CURSOR",
+      );
 
       const paymentsPage = await api.get("/v1/payments?limit=1", { token: alice });
       expect(paymentsPage.json.next_cursor).to.be.a("string");
-      expectError(await api.get(`/v1/payments/${p.id}/refunds?cursor=${paymentsPage.json.next_cursor}`, { token: alice }), 400, "INVALID_CURSOR");
+      expectError(
+        await api.get(`/v1/payments/${p.id}/refunds?cursor=${paymentsPage.json.next_cursor}`, { token: alice }),
+        400,
+        "INVALID_CURSOR",
+      );
       // acme's payments cursor is no key to globex's list.
-      expectError(await api.get(`/v1/payments?cursor=${paymentsPage.json.next_cursor}`, { token: carol }), 400, "INVALID_CURSOR");
+      expectError(
+        await api.get(`/v1/payments?cursor=${paymentsPage.json.next_cursor}`, { token: carol }),
+        400,
+        "INVALID_CURSOR",
+      );
     });
 
     for (const limit of ["0", "101", "abc", "-1", "1.5", ""]) {

@@ -14,7 +14,12 @@ describe("e2e: rate limits", function () {
   let api: Api;
   const prefix = `switchyard:test:${randomBytes(4).toString("hex")}`;
   // Behind one trusted proxy the client address is the rightmost X-Forwarded-For entry: each test is its own client.
-  const limits = { GATEWAY_RATE_LIMIT: String(LIMIT), GATEWAY_RATE_WINDOW_SECONDS: "60", GATEWAY_RATE_LIMIT_PREFIX: prefix, GATEWAY_TRUSTED_PROXY_HOPS: "1" };
+  const limits = {
+    GATEWAY_RATE_LIMIT: String(LIMIT),
+    GATEWAY_RATE_WINDOW_SECONDS: "60",
+    GATEWAY_RATE_LIMIT_PREFIX: prefix,
+    GATEWAY_TRUSTED_PROXY_HOPS: "1",
+  };
   const loginFrom = async (base: string, address: string, who: { tenant: string; email: string }) => {
     const res = await fetch(`${base}/v1/tenants/${who.tenant}/sessions`, {
       method: "POST",
@@ -27,7 +32,10 @@ describe("e2e: rate limits", function () {
 
   before(async () => {
     // With Redis, a second gateway shares the quotas (the shared-quota suite below).
-    env = await startE2eMesh("rate-limit", { envFor: { gateway: limits }, replicas: { gateway: process.env.REDIS_URL ? 2 : 1 } });
+    env = await startE2eMesh("rate-limit", {
+      envFor: { gateway: limits },
+      replicas: { gateway: process.env.REDIS_URL ? 2 : 1 },
+    });
     api = new Api(env.mesh.gatewayUrl);
   });
   after(async () => env?.stop());
@@ -64,7 +72,8 @@ describe("e2e: rate limits", function () {
   });
 
   it("draws on the quota for refused routes and versions too, and answers 429 before them once it is used up", async () => {
-    const from = (path: string, headers: Record<string, string> = {}) => api.get(path, { headers: { "x-forwarded-for": "192.0.2.40", ...headers } });
+    const from = (path: string, headers: Record<string, string> = {}) =>
+      api.get(path, { headers: { "x-forwarded-for": "192.0.2.40", ...headers } });
     const unknown = await from("/v1/no-such-route");
     expectError(unknown, 404, "ROUTE_NOT_FOUND");
     expect(unknown.headers.get("x-ratelimit-remaining")).to.equal(String(LIMIT - 1));
@@ -88,10 +97,13 @@ describe("e2e: rate limits", function () {
   });
 
   it("gives made-up tokens no quota of their own: each draws on its address's and is answered 401 at the gateway", async () => {
-    const junk = () => `${randomBytes(12).toString("base64url")}.${randomBytes(24).toString("base64url")}.${randomBytes(32).toString("base64url")}`;
+    const junk = () =>
+      `${randomBytes(12).toString("base64url")}.${randomBytes(24).toString("base64url")}.${randomBytes(32).toString("base64url")}`;
     const statuses: number[] = [];
     for (let i = 0; i < LIMIT + 2; i++) {
-      const res = await fetch(`${env.mesh.gatewayUrl}/v1/payments`, { headers: { authorization: `Bearer ${junk()}`, "x-forwarded-for": "192.0.2.20" } });
+      const res = await fetch(`${env.mesh.gatewayUrl}/v1/payments`, {
+        headers: { authorization: `Bearer ${junk()}`, "x-forwarded-for": "192.0.2.20" },
+      });
       statuses.push(res.status);
       if (res.status === 401) expect(res.headers.get("www-authenticate")).to.match(/^Bearer .*error="invalid_token"/);
     }
@@ -99,7 +111,11 @@ describe("e2e: rate limits", function () {
     // Password guessing with a fresh made-up token each time draws on the same address quota.
     const guess = await fetch(`${env.mesh.gatewayUrl}/v1/tenants/acme/sessions`, {
       method: "POST",
-      headers: { authorization: `Bearer ${junk()}`, "content-type": "application/json", "x-forwarded-for": "192.0.2.20" },
+      headers: {
+        authorization: `Bearer ${junk()}`,
+        "content-type": "application/json",
+        "x-forwarded-for": "192.0.2.20",
+      },
       body: JSON.stringify({ email: "alice@acme.test", password: "guess" }),
     });
     expect(guess.status).to.equal(429);

@@ -9,7 +9,12 @@ import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { create } from "@bufbuild/protobuf";
-import { OrderService, OrderStatus, TrackOrdersRequestSchema, type TrackOrdersRequest } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
+import {
+  OrderService,
+  OrderStatus,
+  TrackOrdersRequestSchema,
+  type TrackOrdersRequest,
+} from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { createServiceClient, openChannel } from "@switchyard/platform/grpc";
 import { ALICE, DEMO_PASSWORD, newKey, startE2eMesh, type E2eMesh } from "../support/http.js";
 
@@ -37,12 +42,21 @@ describe("e2e: replicas (two payments, two orders) on one PostgreSQL server", fu
         DEMO_DATA_FORCE: "true",
       },
       // Every answered call is logged at debug level: which replica served it.
-      envFor: { payments: { LOG_LEVEL: "debug" }, gateway: { GATEWAY_CONCURRENCY_INITIAL: "100", GATEWAY_CONCURRENCY_MIN: "3", GATEWAY_CONCURRENCY_MAX: "1000" } },
+      envFor: {
+        payments: { LOG_LEVEL: "debug" },
+        gateway: { GATEWAY_CONCURRENCY_INITIAL: "100", GATEWAY_CONCURRENCY_MIN: "3", GATEWAY_CONCURRENCY_MAX: "1000" },
+      },
     });
-    const login = await env.api.post(`/v1/tenants/${ALICE.tenant}/sessions`, { json: { email: ALICE.email, password: DEMO_PASSWORD } });
+    const login = await env.api.post(`/v1/tenants/${ALICE.tenant}/sessions`, {
+      json: { email: ALICE.email, password: DEMO_PASSWORD },
+    });
     expect(login.status, login.text).to.equal(201);
     token = login.json.access_token as string;
-    const payment = await env.api.post("/v1/payments", { token, key: newKey(), json: { amount: 700, currency: "EUR", source: "tok_replicas" } });
+    const payment = await env.api.post("/v1/payments", {
+      token,
+      key: newKey(),
+      json: { amount: 700, currency: "EUR", source: "tok_replicas" },
+    });
     expect(payment.status, payment.text).to.equal(201);
     paymentId = payment.json.id as string;
   });
@@ -58,7 +72,14 @@ describe("e2e: replicas (two payments, two orders) on one PostgreSQL server", fu
 
   /** GetPayment calls each payments replica has answered so far. */
   const answeredBy = () =>
-    [0, 1].map((r) => env.mesh.logsOf("payments", r).join("").split("\n").filter((l) => l.includes('"rpc answered"') && l.includes("PaymentService/GetPayment")).length);
+    [0, 1].map(
+      (r) =>
+        env.mesh
+          .logsOf("payments", r)
+          .join("")
+          .split("\n")
+          .filter((l) => l.includes('"rpc answered"') && l.includes("PaymentService/GetPayment")).length,
+    );
 
   async function spreadOf(calls: number): Promise<number[]> {
     const before = answeredBy();
@@ -67,7 +88,8 @@ describe("e2e: replicas (two payments, two orders) on one PostgreSQL server", fu
       expect(res.status, res.text).to.equal(200);
     }
     let counts = answeredBy().map((n, r) => n - before[r]!);
-    for (const until = Date.now() + 2_000; counts[0]! + counts[1]! < calls && Date.now() < until; await sleep(20)) counts = answeredBy().map((n, r) => n - before[r]!);
+    for (const until = Date.now() + 2_000; counts[0]! + counts[1]! < calls && Date.now() < until; await sleep(20))
+      counts = answeredBy().map((n, r) => n - before[r]!);
     expect(counts[0]! + counts[1]!, "every call was answered by one of the two").to.equal(calls);
     return counts;
   }
@@ -106,7 +128,7 @@ describe("e2e: replicas (two payments, two orders) on one PostgreSQL server", fu
     // The channel reconnects with backoff (at most 2 s): wait for it by the clock, not by a number of
     // reads — ten rounds of 50 reads once took less time than the reconnect (the last round caught it half-way).
     let counts = [0, 0];
-    for (const until = Date.now() + 10_000; counts[1]! < 15 && Date.now() < until; ) counts = await spreadOf(50);
+    for (const until = Date.now() + 10_000; counts[1]! < 15 && Date.now() < until;) counts = await spreadOf(50);
     expect(counts[1], "the restarted replica serves again").to.be.at.least(15);
   });
 
@@ -122,7 +144,10 @@ describe("e2e: replicas (two payments, two orders) on one PostgreSQL server", fu
     const controller = new AbortController();
     try {
       const onSecond = createServiceClient(OrderService, second!);
-      const created = await onSecond.createOrder({ currency: "EUR", items: [{ sku: "PEN-1", quantity: 1n }], idempotencyKey: newKey() }, { headers: auth, timeoutMs: 5_000 });
+      const created = await onSecond.createOrder(
+        { currency: "EUR", items: [{ sku: "PEN-1", quantity: 1n }], idempotencyKey: newKey() },
+        { headers: auth, timeoutMs: 5_000 },
+      );
       const orderId = created.order!.id;
       const follows = (async function* (): AsyncGenerator<TrackOrdersRequest> {
         yield create(TrackOrdersRequestSchema, { action: { case: "followOrderId", value: orderId } });
@@ -130,14 +155,19 @@ describe("e2e: replicas (two payments, two orders) on one PostgreSQL server", fu
       })();
       const seen: OrderStatus[] = [];
       const tracking = (async () => {
-        for await (const event of createServiceClient(OrderService, first!).trackOrders(follows, { headers: auth, signal: controller.signal })) {
+        for await (const event of createServiceClient(OrderService, first!).trackOrders(follows, {
+          headers: auth,
+          signal: controller.signal,
+        })) {
           seen.push(event.status);
           if (seen.length === 1) await onSecond.cancelOrder({ orderId }, { headers: auth, timeoutMs: 5_000 });
           if (event.status === OrderStatus.CANCELLED) return;
         }
       })();
       const outcome = await Promise.race([tracking.then(() => "seen"), sleep(10_000).then(() => "timed out")]);
-      expect(outcome, `statuses seen on the other replica: ${seen.map((s) => OrderStatus[s]).join(", ")}`).to.equal("seen");
+      expect(outcome, `statuses seen on the other replica: ${seen.map((s) => OrderStatus[s]).join(", ")}`).to.equal(
+        "seen",
+      );
       expect(seen).to.deep.equal([OrderStatus.PENDING, OrderStatus.CANCELLED]);
     } finally {
       controller.abort();
@@ -150,7 +180,9 @@ describe("e2e: replicas (two payments, two orders) on one PostgreSQL server", fu
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
     try {
-      const { rows } = await admin.query<{ holder: string }>(`SELECT holder FROM ${prefix}_orders.leases WHERE name = 'orders.reconciler' AND expires_at > now()`);
+      const { rows } = await admin.query<{ holder: string }>(
+        `SELECT holder FROM ${prefix}_orders.leases WHERE name = 'orders.reconciler' AND expires_at > now()`,
+      );
       expect(rows.length, "one live reconciler lease").to.equal(1);
       const ports = env.mesh.replicaPorts.orders.map(String);
       expect(ports, `held by ${rows[0]!.holder}`).to.include(rows[0]!.holder.split(":").pop());

@@ -17,7 +17,11 @@ describe("e2e: revocation in seconds", function () {
   this.timeout(60_000);
   let env: E2eMesh;
   let channels: ReturnType<typeof openChannel>[] = [];
-  let grpc: { payments: ReturnType<typeof createServiceClient<typeof PaymentService>>; orders: ReturnType<typeof createServiceClient<typeof OrderService>>; content: ReturnType<typeof createServiceClient<typeof ContentService>> };
+  let grpc: {
+    payments: ReturnType<typeof createServiceClient<typeof PaymentService>>;
+    orders: ReturnType<typeof createServiceClient<typeof OrderService>>;
+    content: ReturnType<typeof createServiceClient<typeof ContentService>>;
+  };
 
   before(async function () {
     this.timeout(120_000);
@@ -42,17 +46,31 @@ describe("e2e: revocation in seconds", function () {
   const login = async (who: { tenant: string; email: string }, password = "demo-password") => {
     const res = await env.api.post(`/v1/tenants/${who.tenant}/sessions`, { json: { email: who.email, password } });
     expect(res.status, res.text).to.equal(201);
-    return { token: res.json.access_token as string, sessionId: res.json.id as string, userId: BigInt(jwtPayload(res.json.access_token).sub as string) };
+    return {
+      token: res.json.access_token as string,
+      sessionId: res.json.id as string,
+      userId: BigInt(jwtPayload(res.json.access_token).sub as string),
+    };
   };
   const auth = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
-  const codeOf = (p: Promise<unknown>) => p.then(() => 0, (e: unknown) => (e instanceof ConnectError ? e.code : -1));
+  const codeOf = (p: Promise<unknown>) =>
+    p.then(
+      () => 0,
+      (e: unknown) => (e instanceof ConnectError ? e.code : -1),
+    );
 
   /** Every place the token is presented: the gateway, and each service directly. */
   const places = (token: string, userId: bigint) => ({
-    gateway: async () => ((await env.api.get("/v1/payments?limit=1", { token })).status === 401 ? "refused" : "accepted"),
-    payments: async () => ((await codeOf(grpc.payments.listPayments({}, auth(token)))) === Code.Unauthenticated ? "refused" : "accepted"),
-    orders: async () => ((await codeOf(grpc.orders.listUserOrders({ userId }, auth(token)))) === Code.Unauthenticated ? "refused" : "accepted"),
-    content: async () => ((await codeOf(grpc.content.listPosts({}, auth(token)))) === Code.Unauthenticated ? "refused" : "accepted"),
+    gateway: async () =>
+      (await env.api.get("/v1/payments?limit=1", { token })).status === 401 ? "refused" : "accepted",
+    payments: async () =>
+      (await codeOf(grpc.payments.listPayments({}, auth(token)))) === Code.Unauthenticated ? "refused" : "accepted",
+    orders: async () =>
+      (await codeOf(grpc.orders.listUserOrders({ userId }, auth(token)))) === Code.Unauthenticated
+        ? "refused"
+        : "accepted",
+    content: async () =>
+      (await codeOf(grpc.content.listPosts({}, auth(token)))) === Code.Unauthenticated ? "refused" : "accepted",
   });
 
   async function refusedEverywhereWithin(token: string, userId: bigint, since: number): Promise<void> {
@@ -69,7 +87,10 @@ describe("e2e: revocation in seconds", function () {
   /** An SSE feed opened with the token: the frames it got, and how it ended. */
   async function openFeed(token: string) {
     const controller = new AbortController();
-    const res = await fetch(`${env.mesh.gatewayUrl}/v1/posts`, { headers: { authorization: `Bearer ${token}`, accept: "text/event-stream" }, signal: controller.signal });
+    const res = await fetch(`${env.mesh.gatewayUrl}/v1/posts`, {
+      headers: { authorization: `Bearer ${token}`, accept: "text/event-stream" },
+      signal: controller.signal,
+    });
     expect(res.status).to.equal(200);
     let text = "";
     const ended = (async () => {
@@ -87,19 +108,24 @@ describe("e2e: revocation in seconds", function () {
     const controller = new AbortController();
     let subscribed = false;
     const ended = (async () => {
-      for await (const m of grpc.content.watchPosts({}, { ...auth(token), signal: controller.signal })) if (m.subscribed) subscribed = true;
+      for await (const m of grpc.content.watchPosts({}, { ...auth(token), signal: controller.signal }))
+        if (m.subscribed) subscribed = true;
       return 0;
     })().catch((e: unknown) => (e instanceof ConnectError ? e.code : -1));
     return { ended, isSubscribed: () => subscribed, abort: () => controller.abort() };
   }
 
   const within = <T>(p: Promise<T>, what: string) =>
-    Promise.race([p, sleep(WITHIN_MS + 1_000).then(() => expect.fail(`${what}: not within ${WITHIN_MS} ms`))]) as Promise<T>;
+    Promise.race([
+      p,
+      sleep(WITHIN_MS + 1_000).then(() => expect.fail(`${what}: not within ${WITHIN_MS} ms`)),
+    ]) as Promise<T>;
 
   it("logging out refuses the token everywhere within 2 s and ends its live feeds; other sessions go on", async () => {
     const bob = await login(BOB);
     const other = await login(BOB);
-    for (const [name, ask] of Object.entries(places(bob.token, bob.userId))) expect(await ask(), `${name} accepts the fresh token`).to.equal("accepted");
+    for (const [name, ask] of Object.entries(places(bob.token, bob.userId)))
+      expect(await ask(), `${name} accepts the fresh token`).to.equal("accepted");
     const feed = await openFeed(bob.token);
     const watch = openWatch(bob.token);
     for (let i = 0; i < 100 && !watch.isSubscribed(); i++) await sleep(20);
@@ -108,22 +134,34 @@ describe("e2e: revocation in seconds", function () {
     expect(out.status, out.text).to.equal(204);
     await refusedEverywhereWithin(bob.token, bob.userId, started);
     expect(await within(feed.ended, "the SSE feed ends")).to.equal("ended");
-    expect(feed.text()).to.match(/event: error\ndata: \{"error":"the live feed ended: [^"]*revoked[^"]*","code":"UNAUTHENTICATED"\}/);
-    expect(await within(watch.ended, "the gRPC watch ends"), "WatchPosts ends UNAUTHENTICATED").to.equal(Code.Unauthenticated);
-    for (const [name, ask] of Object.entries(places(other.token, other.userId))) expect(await ask(), `${name}: bob's other session goes on`).to.equal("accepted");
+    expect(feed.text()).to.match(
+      /event: error\ndata: \{"error":"the live feed ended: [^"]*revoked[^"]*","code":"UNAUTHENTICATED"\}/,
+    );
+    expect(await within(watch.ended, "the gRPC watch ends"), "WatchPosts ends UNAUTHENTICATED").to.equal(
+      Code.Unauthenticated,
+    );
+    for (const [name, ask] of Object.entries(places(other.token, other.userId)))
+      expect(await ask(), `${name}: bob's other session goes on`).to.equal("accepted");
     // Logging out again with the revoked token is a plain 401.
-    expect((await env.api.delete(`/v1/tenants/acme/sessions/${bob.sessionId}`, { token: bob.token })).status).to.equal(401);
+    expect((await env.api.delete(`/v1/tenants/acme/sessions/${bob.sessionId}`, { token: bob.token })).status).to.equal(
+      401,
+    );
   });
 
   it("deleting a user refuses every token of theirs everywhere within 2 s", async () => {
     const alice = await login(ALICE);
     const who = { tenant: "acme", email: `leaving-${unique()}@acme.test` };
-    const made = await env.api.post("/v1/tenants/acme/users", { token: alice.token, json: { email: who.email, full_name: "Leaving Soon", password: "leaving-password", role: "member" } });
+    const made = await env.api.post("/v1/tenants/acme/users", {
+      token: alice.token,
+      json: { email: who.email, full_name: "Leaving Soon", password: "leaving-password", role: "member" },
+    });
     expect(made.status, made.text).to.equal(201);
     const sessions = [await login(who, "leaving-password"), await login(who, "leaving-password")];
     const feed = await openFeed(sessions[0]!.token);
     const started = Date.now();
-    expect((await env.api.delete(`/v1/tenants/acme/users/${made.json.id}`, { token: alice.token })).status).to.equal(204);
+    expect((await env.api.delete(`/v1/tenants/acme/users/${made.json.id}`, { token: alice.token })).status).to.equal(
+      204,
+    );
     for (const s of sessions) await refusedEverywhereWithin(s.token, s.userId, started);
     expect(await within(feed.ended, "the SSE feed ends")).to.equal("ended");
   });
@@ -137,23 +175,30 @@ describe("e2e: revocation in seconds", function () {
     // anew and says so in its log.
     const followers = ["gateway", "payments", "orders", "content"];
     const resynced = () => {
-      const lines = env.mesh.logs.slice(seen).join("").split("\n").filter((l) => l.includes("following token revocations again"));
+      const lines = env.mesh.logs
+        .slice(seen)
+        .join("")
+        .split("\n")
+        .filter((l) => l.includes("following token revocations again"));
       return followers.every((f) => lines.some((l) => l.includes(`"service":"${f}"`)));
     };
-    for (const until = Date.now() + 10_000; !resynced() && Date.now() < until; ) await sleep(50);
+    for (const until = Date.now() + 10_000; !resynced() && Date.now() < until;) await sleep(50);
     expect(resynced(), "every follower reconnected to the new identity").to.equal(true);
     const fresh = await login(BOB);
     const started = Date.now();
     const out = await env.api.delete(`/v1/tenants/acme/sessions/${fresh.sessionId}`, { token: fresh.token });
     expect(out.status, out.text).to.equal(204);
     await refusedEverywhereWithin(fresh.token, fresh.userId, started);
-    for (const [name, ask] of Object.entries(places(bob.token, bob.userId))) expect(await ask(), `${name}: a session logged in before the restart goes on`).to.equal("accepted");
+    for (const [name, ask] of Object.entries(places(bob.token, bob.userId)))
+      expect(await ask(), `${name}: a session logged in before the restart goes on`).to.equal("accepted");
   });
 
   it("a service restarted after a logout still refuses the token: it reads the standing revocations when it starts", async function () {
     this.timeout(90_000);
     const bob = await login(BOB);
-    expect((await env.api.delete(`/v1/tenants/acme/sessions/${bob.sessionId}`, { token: bob.token })).status).to.equal(204);
+    expect((await env.api.delete(`/v1/tenants/acme/sessions/${bob.sessionId}`, { token: bob.token })).status).to.equal(
+      204,
+    );
     await refusedEverywhereWithin(bob.token, bob.userId, Date.now());
     await env.mesh.restartService("payments");
     const since = Date.now();

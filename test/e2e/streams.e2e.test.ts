@@ -21,7 +21,12 @@ describe("e2e: bounded live streams", function () {
     this.timeout(120_000);
     env = await startE2eMesh("streams", {
       envFor: {
-        gateway: { GATEWAY_MAX_STREAMS_PER_CALLER: String(MAX_STREAMS), GATEWAY_CONCURRENCY_INITIAL: "2", GATEWAY_CONCURRENCY_MIN: "2", GATEWAY_CONCURRENCY_MAX: "2" },
+        gateway: {
+          GATEWAY_MAX_STREAMS_PER_CALLER: String(MAX_STREAMS),
+          GATEWAY_CONCURRENCY_INITIAL: "2",
+          GATEWAY_CONCURRENCY_MIN: "2",
+          GATEWAY_CONCURRENCY_MAX: "2",
+        },
         content: { CONTENT_REPLAY_LIMIT: String(REPLAY_LIMIT) },
       },
     });
@@ -37,7 +42,15 @@ describe("e2e: bounded live streams", function () {
   function feed(token: string, headers: Record<string, string> = {}): Promise<{ res: IncomingMessage; close(): void }> {
     const url = new URL(`${env.mesh.gatewayUrl}/v1/posts`);
     return new Promise((resolve, reject) => {
-      const req = request({ host: url.hostname, port: url.port, path: url.pathname, headers: { authorization: `Bearer ${token}`, accept: "text/event-stream", ...headers } }, (res) => resolve({ res, close: () => req.destroy() }));
+      const req = request(
+        {
+          host: url.hostname,
+          port: url.port,
+          path: url.pathname,
+          headers: { authorization: `Bearer ${token}`, accept: "text/event-stream", ...headers },
+        },
+        (res) => resolve({ res, close: () => req.destroy() }),
+      );
       req.on("error", reject);
       req.end();
     });
@@ -80,17 +93,29 @@ describe("e2e: bounded live streams", function () {
   });
 
   it("decides once whether a request asks for a stream: an Accept that only mentions it gets a JSON page", async () => {
-    const res = await env.api.get("/v1/posts?limit=1", { token: bob, headers: { accept: "application/json; profile=text/event-stream" } });
+    const res = await env.api.get("/v1/posts?limit=1", {
+      token: bob,
+      headers: { accept: "application/json; profile=text/event-stream" },
+    });
     expect(res.status, res.text).to.equal(200);
     expect(res.headers.get("content-type")).to.match(/^application\/json/);
     expect(res.json).to.have.property("items");
   });
 
   it("sheds a stream like any request when the gateway is at its limit", async () => {
-    const paymentId = (await env.api.post("/v1/payments", { token: alice, key: crypto.randomUUID(), json: { amount: 100, currency: "EUR", source: "tok_streams" } })).json.id as string;
+    const paymentId = (
+      await env.api.post("/v1/payments", {
+        token: alice,
+        key: crypto.randomUUID(),
+        json: { amount: 100, currency: "EUR", source: "tok_streams" },
+      })
+    ).json.id as string;
     env.mesh.process("payments").kill("SIGSTOP");
     try {
-      const stuck = [env.api.get(`/v1/payments/${paymentId}`, { token: alice }), env.api.get(`/v1/payments/${paymentId}`, { token: alice })];
+      const stuck = [
+        env.api.get(`/v1/payments/${paymentId}`, { token: alice }),
+        env.api.get(`/v1/payments/${paymentId}`, { token: alice }),
+      ];
       await sleep(300);
       const shed = await env.api.get("/v1/posts", { token: alice, headers: { accept: "text/event-stream" } });
       expectError(shed, 503, "LOAD_SHED");
@@ -103,8 +128,11 @@ describe("e2e: bounded live streams", function () {
 
   it(`refuses a Last-Event-ID more than ${REPLAY_LIMIT} posts back (409 REPLAY_TOO_LONG), and replays one within reach`, async () => {
     const made: { id: string }[] = [];
-    for (let i = 0; i < REPLAY_LIMIT + 3; i++) made.push((await env.api.post("/v1/posts", { token: bob, json: { title: `replay ${i}`, body: "x" } })).json);
-    const listed = (await env.api.get(`/v1/posts?limit=${REPLAY_LIMIT + 3}`, { token: bob })).json.items as { id: string }[];
+    for (let i = 0; i < REPLAY_LIMIT + 3; i++)
+      made.push((await env.api.post("/v1/posts", { token: bob, json: { title: `replay ${i}`, body: "x" } })).json);
+    const listed = (await env.api.get(`/v1/posts?limit=${REPLAY_LIMIT + 3}`, { token: bob })).json.items as {
+      id: string;
+    }[];
     expect(listed.map((p) => p.id)).to.deep.equal(made.map((p) => p.id).reverse());
     /** The position (the event id a stream gives it) of the n-th newest post: a page of n posts ends there. */
     const cursorOf = async (n: number) => {
@@ -113,7 +141,10 @@ describe("e2e: bounded live streams", function () {
       return cursor!;
     };
     // REPLAY_LIMIT + 1 posts after that position: one too many to replay.
-    const tooFar = await env.api.get("/v1/posts", { token: bob, headers: { accept: "text/event-stream", "last-event-id": await cursorOf(REPLAY_LIMIT + 2) } });
+    const tooFar = await env.api.get("/v1/posts", {
+      token: bob,
+      headers: { accept: "text/event-stream", "last-event-id": await cursorOf(REPLAY_LIMIT + 2) },
+    });
     expectError(tooFar, 409, "REPLAY_TOO_LONG");
     const near = await feed(bob, { "last-event-id": await cursorOf(3) });
     expect(near.res.statusCode).to.equal(200);
@@ -121,7 +152,10 @@ describe("e2e: bounded live streams", function () {
     await sleep(500);
     near.close();
     const replayed = [...(await text).matchAll(/"title":"(replay \d+)"/g)].map((m) => m[1]);
-    expect(replayed, "the two newest posts, oldest first").to.deep.equal([`replay ${REPLAY_LIMIT + 1}`, `replay ${REPLAY_LIMIT + 2}`]);
+    expect(replayed, "the two newest posts, oldest first").to.deep.equal([
+      `replay ${REPLAY_LIMIT + 1}`,
+      `replay ${REPLAY_LIMIT + 2}`,
+    ]);
   });
 
   it("disconnects a reader that stops reading once it is a bounded amount behind, and goes on serving others", async function () {
@@ -133,7 +167,10 @@ describe("e2e: bounded live streams", function () {
     const big = "x".repeat(60_000);
     // Far more than the sockets' buffers and the 1 MiB the gateway holds for one reader.
     const FLOOD = 400;
-    for (let i = 0; i < FLOOD; i++) expect((await env.api.post("/v1/posts", { token: bob, json: { title: `flood ${i}`, body: big } })).status).to.equal(201);
+    for (let i = 0; i < FLOOD; i++)
+      expect(
+        (await env.api.post("/v1/posts", { token: bob, json: { title: `flood ${i}`, body: big } })).status,
+      ).to.equal(201);
     // Reading again, the slow reader finds its stream ended by the gateway, well short of the flood.
     const slowText = bodyOf(slow.res);
     slow.res.resume();
@@ -142,7 +179,10 @@ describe("e2e: bounded live streams", function () {
     const delivered = text.match(/"title":"flood \d+"/g)?.length ?? 0;
     expect(delivered, `it got ${delivered} of ${FLOOD} posts before it was cut off`).to.be.below(FLOOD);
     steady.close();
-    expect((await steadyText).match(/"title":"flood \d+"/g)?.length ?? 0, "the reader that kept up got every post").to.equal(FLOOD);
+    expect(
+      (await steadyText).match(/"title":"flood \d+"/g)?.length ?? 0,
+      "the reader that kept up got every post",
+    ).to.equal(FLOOD);
     expect((await env.api.get("/v1/posts?limit=1", { token: alice })).status).to.equal(200);
   });
 });

@@ -14,9 +14,14 @@ describe("e2e: API versions", function () {
   let aliceId = 0;
 
   before(async () => {
-    env = await startE2eMesh("versions", { envFor: { gateway: { GATEWAY_DEPRECATION_LOG_INTERVAL_MS: "300", GATEWAY_V1_SUNSET: "2027-08-01" } } });
+    env = await startE2eMesh("versions", {
+      envFor: { gateway: { GATEWAY_DEPRECATION_LOG_INTERVAL_MS: "300", GATEWAY_V1_SUNSET: "2027-08-01" } },
+    });
     token = await env.api.login(ALICE);
-    const me = (await env.api.get("/v1/tenants/acme/users?limit=100", { token })).json.items as { id: number; email: string }[];
+    const me = (await env.api.get("/v1/tenants/acme/users?limit=100", { token })).json.items as {
+      id: number;
+      email: string;
+    }[];
     aliceId = me.find((u) => u.email === ALICE.email)!.id;
   });
   after(async () => env?.stop());
@@ -66,29 +71,44 @@ describe("e2e: API versions", function () {
       expectError(res, 406, "NOT_ACCEPTABLE");
       expect(res.json.details.published).to.equal("application/vnd.api.v1+json, application/vnd.api.v2+json");
     }
-    const fallback = await env.api.get(`/v1/tenants/acme/users/${aliceId}`, { token, headers: { accept: "application/vnd.api.v9+json, application/json;q=0.5" } });
+    const fallback = await env.api.get(`/v1/tenants/acme/users/${aliceId}`, {
+      token,
+      headers: { accept: "application/vnd.api.v9+json, application/json;q=0.5" },
+    });
     expect(fallback.status).to.equal(200);
     expect(fallback.json).to.have.property("full_name");
-    const wrongPath = await env.api.get(`/v2/tenants/acme/users/${aliceId}`, { token, headers: { accept: "application/vnd.api.v1+json" } });
+    const wrongPath = await env.api.get(`/v2/tenants/acme/users/${aliceId}`, {
+      token,
+      headers: { accept: "application/vnd.api.v1+json" },
+    });
     expectError(wrongPath, 406, "NOT_ACCEPTABLE");
   });
 
   it("creates a user through v2 with a name in parts (Location on /v2); v1 shows the parts joined", async () => {
     const email = `v2-${unique()}@acme.test`;
-    const res = await env.api.post("/v2/tenants/acme/users", { token, json: { email, name: { given: "Ada", family: "Lovelace" }, password: "a-long-password-1" } });
+    const res = await env.api.post("/v2/tenants/acme/users", {
+      token,
+      json: { email, name: { given: "Ada", family: "Lovelace" }, password: "a-long-password-1" },
+    });
     expect(res.status, res.text).to.equal(201);
     expect(res.headers.get("location")).to.equal(`/v2/tenants/acme/users/${res.json.id}`);
     expect(res.json.name).to.deep.equal({ given: "Ada", family: "Lovelace" });
     const v1 = await env.api.get(`/v1/tenants/acme/users/${res.json.id}`, { token });
     expect(v1.json.full_name).to.equal("Ada Lovelace");
     // v2's body is v2's: a full_name there is an unknown field.
-    const old = await env.api.post("/v2/tenants/acme/users", { token, json: { email: `x-${email}`, full_name: "Old Style", password: "a-long-password-1" } });
+    const old = await env.api.post("/v2/tenants/acme/users", {
+      token,
+      json: { email: `x-${email}`, full_name: "Old Style", password: "a-long-password-1" },
+    });
     expectError(old, 400, "INVALID_REQUEST");
   });
 
   it("creates a user through v1 with a whole name: v2 shows all of it as the given name", async () => {
     const email = `v1-${unique()}@acme.test`;
-    const res = await env.api.post("/v1/tenants/acme/users", { token, json: { email, full_name: "Grace Brewster Hopper", password: "a-long-password-1" } });
+    const res = await env.api.post("/v1/tenants/acme/users", {
+      token,
+      json: { email, full_name: "Grace Brewster Hopper", password: "a-long-password-1" },
+    });
     expect(res.status, res.text).to.equal(201);
     expect(res.headers.get("location")).to.equal(`/v1/tenants/acme/users/${res.json.id}`);
     const v2 = await env.api.get(`/v2/tenants/acme/users/${res.json.id}`, { token });
@@ -97,9 +117,15 @@ describe("e2e: API versions", function () {
 
   it("reads a v2 body on the v1 path when the media type says v2", async () => {
     const email = `mt-${unique()}@acme.test`;
-    const res = await env.api.post("/v1/tenants/acme/users", { token, json: { email, name: { given: "Alan", family: "Turing" }, password: "a-long-password-1" }, headers: { accept: V2, "content-type": V2 } });
+    const res = await env.api.post("/v1/tenants/acme/users", {
+      token,
+      json: { email, name: { given: "Alan", family: "Turing" }, password: "a-long-password-1" },
+      headers: { accept: V2, "content-type": V2 },
+    });
     expect(res.status, res.text).to.equal(201);
-    expect(res.headers.get("location"), "named on the path it was asked on").to.equal(`/v1/tenants/acme/users/${res.json.id}`);
+    expect(res.headers.get("location"), "named on the path it was asked on").to.equal(
+      `/v1/tenants/acme/users/${res.json.id}`,
+    );
     expect(res.json.name).to.deep.equal({ given: "Alan", family: "Turing" });
   });
 
@@ -109,12 +135,32 @@ describe("e2e: API versions", function () {
     expect(v1.json.info.version).to.match(/^1\./);
     expect(v2.json.info.version).to.match(/^2\./);
     expect(Object.keys(v2.json.paths).every((p: string) => p.startsWith("/v2/"))).to.equal(true);
-    expect(Object.keys(v2.json.paths).map((p: string) => p.replace("/v2/", "/v1/")).sort()).to.deep.equal(Object.keys(v1.json.paths).sort());
+    expect(
+      Object.keys(v2.json.paths)
+        .map((p: string) => p.replace("/v2/", "/v1/"))
+        .sort(),
+    ).to.deep.equal(Object.keys(v1.json.paths).sort());
     const versions = await env.api.get("/versions");
     expect(versions.status).to.equal(200);
     expect(versions.json.versions).to.deep.equal([
-      { version: "v1", status: "deprecated", media_type: "application/vnd.api.v1+json", openapi: "/v1/openapi.json", docs: "/docs/v1", deprecated_at: "2026-11-23T00:00:00.000Z", sunset_at: "2027-08-01T00:00:00.000Z" },
-      { version: "v2", status: "current", media_type: "application/vnd.api.v2+json", openapi: "/v2/openapi.json", docs: "/docs/v2", deprecated_at: null, sunset_at: null },
+      {
+        version: "v1",
+        status: "deprecated",
+        media_type: "application/vnd.api.v1+json",
+        openapi: "/v1/openapi.json",
+        docs: "/docs/v1",
+        deprecated_at: "2026-11-23T00:00:00.000Z",
+        sunset_at: "2027-08-01T00:00:00.000Z",
+      },
+      {
+        version: "v2",
+        status: "current",
+        media_type: "application/vnd.api.v2+json",
+        openapi: "/v2/openapi.json",
+        docs: "/docs/v2",
+        deprecated_at: null,
+        sunset_at: null,
+      },
     ]);
   });
 
@@ -131,10 +177,16 @@ describe("e2e: API versions", function () {
         .split("\n")
         .filter((l) => l.includes('"deprecated routes used"'))
         .flatMap((l) => (JSON.parse(l) as { usage: { tenant: string; route: string; count: number }[] }).usage);
-    const counted = () => usage().filter((u) => u.tenant === "acme" && u.route === route).reduce((n, u) => n + u.count, 0);
-    for (const until = Date.now() + 5_000; counted() < 3 && Date.now() < until; ) await sleep(100);
+    const counted = () =>
+      usage()
+        .filter((u) => u.tenant === "acme" && u.route === route)
+        .reduce((n, u) => n + u.count, 0);
+    for (const until = Date.now() + 5_000; counted() < 3 && Date.now() < until;) await sleep(100);
     await sleep(700);
     expect(counted(), "each use counted once, under its tenant and route template").to.equal(3);
-    expect(usage().some((u) => u.route.startsWith("GET /v2/")), "v2 is not deprecated").to.equal(false);
+    expect(
+      usage().some((u) => u.route.startsWith("GET /v2/")),
+      "v2 is not deprecated",
+    ).to.equal(false);
   });
 });

@@ -12,9 +12,29 @@
 // 20 000 with a random seed. A failure prints the seed: FUZZ_SEED=<seed> FUZZ_RUNS=<n> replays it.
 import { expect } from "chai";
 import fc from "fast-check";
-import { ALICE, BOB, CAROL, MESH_PROCESSES, errorEnvelopeProblem, jwtPayload, newKey, startE2eMesh, type Api, type ApiResponse, type E2eMesh } from "../support/http.js";
+import {
+  ALICE,
+  BOB,
+  CAROL,
+  MESH_PROCESSES,
+  errorEnvelopeProblem,
+  jwtPayload,
+  newKey,
+  startE2eMesh,
+  type Api,
+  type ApiResponse,
+  type E2eMesh,
+} from "../support/http.js";
 import { loadApiModel, type ApiModel } from "./openapi-model.js";
-import { holderOf, MODELLED_OPERATIONS, nodeHeaders, type Holder, type Outcome, type TenantFixtures, type World } from "./oracle.js";
+import {
+  holderOf,
+  MODELLED_OPERATIONS,
+  nodeHeaders,
+  type Holder,
+  type Outcome,
+  type TenantFixtures,
+  type World,
+} from "./oracle.js";
 import { createFuzzer, describeOutcomes, type FuzzRequest } from "./request-arbitraries.js";
 import { send, type RawResponse } from "./raw-http.js";
 import { FuzzCredentials } from "./credentials.js";
@@ -29,7 +49,8 @@ function envNumber(name: string, fallback: number): number {
 
 /** Requests in the whole run, shared out among the properties. */
 const RUNS = envNumber("FUZZ_RUNS", 2_000);
-const SEED = process.env.FUZZ_SEED === "random" ? Math.floor(Math.random() * 2 ** 31) : envNumber("FUZZ_SEED", 20_240_611);
+const SEED =
+  process.env.FUZZ_SEED === "random" ? Math.floor(Math.random() * 2 ** 31) : envNumber("FUZZ_SEED", 20_240_611);
 /** Requests in flight at once. */
 const CONCURRENCY = 6;
 /** Average batch length of fc.array({ minLength: 1, maxLength: CONCURRENCY }), measured. */
@@ -83,7 +104,8 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
       const orders = [];
       for (const u of users) orders.push({ user: u.id, orders: await api.listAll(`/v1/users/${u.id}/orders`, token) });
       const refunds = [];
-      for (const p of payments) refunds.push({ payment: p.id, refunds: await api.listAll(`/v1/payments/${p.id}/refunds`, token) });
+      for (const p of payments)
+        refunds.push({ payment: p.id, refunds: await api.listAll(`/v1/payments/${p.id}/refunds`, token) });
       out[tenant] = { payments, refunds, users, orders, posts: await api.listAll("/v1/posts", token), docs };
     }
     const catalog = [];
@@ -112,7 +134,11 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
     return {
       userIds: users.map((u) => Number(u.id)),
       payments: await Promise.all(
-        payments.map(async (p) => ({ id: String(p.id), userId: p.user_id === null ? null : Number(p.user_id), refundIds: (await api.listAll(`/v1/payments/${p.id}/refunds`, token)).map((r) => String(r.id)) })),
+        payments.map(async (p) => ({
+          id: String(p.id),
+          userId: p.user_id === null ? null : Number(p.user_id),
+          refundIds: (await api.listAll(`/v1/payments/${p.id}/refunds`, token)).map((r) => String(r.id)),
+        })),
       ),
       orders: orders.map((o) => ({
         id: Number(o.id),
@@ -140,7 +166,10 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
     port = Number(new URL(env.mesh.gatewayUrl).port);
     const [alice, bob, carol] = await Promise.all([api.login(ALICE), api.login(BOB), api.login(CAROL)]);
     const ids = new Map<string, number>();
-    for (const [tenant, token] of [["acme", alice], ["globex", carol]] as const) {
+    for (const [tenant, token] of [
+      ["acme", alice],
+      ["globex", carol],
+    ] as const) {
       for (const u of await api.listAll(`/v1/tenants/${tenant}/users`, token)) ids.set(String(u.email), Number(u.id));
     }
     world = {
@@ -158,58 +187,130 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
     credentials = new FuzzCredentials(api, { alice: ALICE, bob: BOB, carol: CAROL }, world.tokens);
     const catalog = await must(api.get("/v1/catalog/items?page_size=100"), 200);
     expect(catalog.total, "the whole catalog fits one page").to.be.at.most(100);
-    world.catalog = new Map((catalog.items as { sku: string; price: number; currency: string }[]).map((i) => [i.sku, { price: i.price, currency: i.currency }]));
+    world.catalog = new Map(
+      (catalog.items as { sku: string; price: number; currency: string }[]).map((i) => [
+        i.sku,
+        { price: i.price, currency: i.currency },
+      ]),
+    );
 
     // Fixtures in both tenants: a refunded payment, a pending order with an item (priced from the
     // catalog) and a discount, a document and a post; in acme also bob's (a member's) own: a refunded
     // payment, a pending order, and an order he paid that alice shipped — so that hostile requests aim
     // at real data too, each holder at what is theirs and at what is not.
     const docIds: Record<string, string[]> = {};
-    for (const [holder, token] of [["alice", alice], ["carol", carol]] as const) {
-      const payment = await must(api.post("/v1/payments", { token, key: newKey(), json: { amount: 5_000, currency: "EUR", source: `tok_fuzz_${holder}` } }), 201);
-      await must(api.post(`/v1/payments/${payment.id}/refunds`, { token, key: newKey(), json: { amount: 100, reason: "fuzz fixture" } }), 201);
-      const order = await must(api.post("/v1/orders", { token, json: { currency: "EUR", items: [{ sku: "BOOK-1", quantity: 2, unit_price: 1_500 }], note: "fuzz fixture" } }), 201);
+    for (const [holder, token] of [
+      ["alice", alice],
+      ["carol", carol],
+    ] as const) {
+      const payment = await must(
+        api.post("/v1/payments", {
+          token,
+          key: newKey(),
+          json: { amount: 5_000, currency: "EUR", source: `tok_fuzz_${holder}` },
+        }),
+        201,
+      );
+      await must(
+        api.post(`/v1/payments/${payment.id}/refunds`, {
+          token,
+          key: newKey(),
+          json: { amount: 100, reason: "fuzz fixture" },
+        }),
+        201,
+      );
+      const order = await must(
+        api.post("/v1/orders", {
+          token,
+          json: { currency: "EUR", items: [{ sku: "BOOK-1", quantity: 2, unit_price: 1_500 }], note: "fuzz fixture" },
+        }),
+        201,
+      );
       await must(api.post(`/v1/orders/${order.id}/discounts`, { token, json: { code: "FUZZ10", amount: 100 } }), 201);
-      const doc = await must(api.post("/v1/docs", { token, json: { title: "Fuzz fixture", body: "must not change" } }), 201);
+      const doc = await must(
+        api.post("/v1/docs", { token, json: { title: "Fuzz fixture", body: "must not change" } }),
+        201,
+      );
       docIds[world.holders[holder].tenant] = [doc.id];
       await must(api.post("/v1/posts", { token, json: { title: "Fuzz fixture", body: `posted by ${holder}` } }), 201);
     }
-    const bobsPayment = await must(api.post("/v1/payments", { token: bob, key: newKey(), json: { amount: 700, currency: "EUR", source: "tok_fuzz_bob" } }), 201);
-    await must(api.post(`/v1/payments/${bobsPayment.id}/refunds`, { token: alice, key: newKey(), json: { amount: 50, reason: "fuzz fixture" } }), 201);
-    await must(api.post("/v1/orders", { token: bob, json: { currency: "EUR", items: [{ sku: "PEN-1", quantity: 1 }], note: "bob's pending" } }), 201);
-    const shipped = await must(api.post("/v1/orders", { token: bob, json: { currency: "EUR", items: [{ sku: "MUG-1", quantity: 1 }] } }), 201);
+    const bobsPayment = await must(
+      api.post("/v1/payments", {
+        token: bob,
+        key: newKey(),
+        json: { amount: 700, currency: "EUR", source: "tok_fuzz_bob" },
+      }),
+      201,
+    );
+    await must(
+      api.post(`/v1/payments/${bobsPayment.id}/refunds`, {
+        token: alice,
+        key: newKey(),
+        json: { amount: 50, reason: "fuzz fixture" },
+      }),
+      201,
+    );
+    await must(
+      api.post("/v1/orders", {
+        token: bob,
+        json: { currency: "EUR", items: [{ sku: "PEN-1", quantity: 1 }], note: "bob's pending" },
+      }),
+      201,
+    );
+    const shipped = await must(
+      api.post("/v1/orders", { token: bob, json: { currency: "EUR", items: [{ sku: "MUG-1", quantity: 1 }] } }),
+      201,
+    );
     await must(api.post(`/v1/orders/${shipped.id}/payment`, { token: bob, json: { source: "tok_visa" } }), 201);
     // Shipping is an admin's (bob would get 403 ROLE_REQUIRED).
-    await must(api.post(`/v1/orders/${shipped.id}/shipments`, { token: alice, json: { carrier: "DHL", tracking_number: "FUZZ-1" } }), 201);
+    await must(
+      api.post(`/v1/orders/${shipped.id}/shipments`, {
+        token: alice,
+        json: { carrier: "DHL", tracking_number: "FUZZ-1" },
+      }),
+      201,
+    );
 
     world.tenants.acme = await fixturesOf("alice", docIds.acme!);
     world.tenants.globex = await fixturesOf("carol", docIds.globex!);
     fuzzer = createFuzzer({ model, world });
     stored = await snapshot();
-    console.log(`      fuzz: seed ${SEED}, ${RUNS} requests, ${CONCURRENCY} at a time (replay: FUZZ_SEED=${SEED} FUZZ_RUNS=${RUNS})`);
-    const unmodelled = model.operations.filter((op) => !MODELLED_OPERATIONS.has(op.operationId)).map((op) => op.operationId);
-    if (unmodelled.length > 0) console.log(`      fuzz: operations checked only loosely (add them to the oracle in test/fuzz/oracle.ts): ${unmodelled.join(", ")}`);
+    console.log(
+      `      fuzz: seed ${SEED}, ${RUNS} requests, ${CONCURRENCY} at a time (replay: FUZZ_SEED=${SEED} FUZZ_RUNS=${RUNS})`,
+    );
+    const unmodelled = model.operations
+      .filter((op) => !MODELLED_OPERATIONS.has(op.operationId))
+      .map((op) => op.operationId);
+    if (unmodelled.length > 0)
+      console.log(
+        `      fuzz: operations checked only loosely (add them to the oracle in test/fuzz/oracle.ts): ${unmodelled.join(", ")}`,
+      );
   });
 
   after(async function () {
     this.timeout(60_000);
     const total = [...counts.values()].reduce((a, b) => a + b, 0);
-    console.log(`      fuzz: ${total} requests sent (${[...counts].map(([k, v]) => `${k} ${v}`).join(", ")}), seed ${SEED}; ${credentials?.renewals ?? 0} tokens renewed`);
+    console.log(
+      `      fuzz: ${total} requests sent (${[...counts].map(([k, v]) => `${k} ${v}`).join(", ")}), seed ${SEED}; ${credentials?.renewals ?? 0} tokens renewed`,
+    );
     await env?.stop();
   });
 
   /** Every way the answer to one request can be wrong; undefined when it is right. */
   function problemWith(r: FuzzRequest, res: RawResponse): string | undefined {
     const body = res.body.toString("utf8");
-    const fail = (why: string) => `${why}\n    request: ${r[fc.toStringMethod]()}\n    answer: ${res.reset ? `none (${res.reset})` : `${res.status} ${JSON.stringify(res.headers).slice(0, 300)} ${body.slice(0, 300)}`}`;
+    const fail = (why: string) =>
+      `${why}\n    request: ${r[fc.toStringMethod]()}\n    answer: ${res.reset ? `none (${res.reset})` : `${res.status} ${JSON.stringify(res.headers).slice(0, 300)} ${body.slice(0, 300)}`}`;
     if (res.reset) return fail("no answer (the connection was closed, reset or timed out)");
     if (res.status >= 500) return fail(`a ${res.status}`);
     const outcomes = r.expectation.outcomes.filter((o) => o.status === res.status);
-    if (outcomes.length === 0) return fail(`status ${res.status}, expected ${describeOutcomes(r.expectation.outcomes)}`);
+    if (outcomes.length === 0)
+      return fail(`status ${res.status}, expected ${describeOutcomes(r.expectation.outcomes)}`);
     const head = r.raw.method === "HEAD";
     const contentType = res.headers["content-type"] ?? "";
     if (res.status >= 400) {
-      if (!/^application\/json\b/.test(contentType)) return fail(`an error without a JSON content type (${JSON.stringify(contentType)})`);
+      if (!/^application\/json\b/.test(contentType))
+        return fail(`an error without a JSON content type (${JSON.stringify(contentType)})`);
       if (!head) {
         let json: unknown;
         try {
@@ -217,19 +318,25 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
         } catch {
           return fail("an error body that is not JSON");
         }
-        if (!json || typeof json !== "object" || Array.isArray(json)) return fail("an error body that is not an object");
+        if (!json || typeof json !== "object" || Array.isArray(json))
+          return fail("an error body that is not an object");
         // {error, code} exactly — plus `details`, of exactly its documented keys, for the codes that carry them.
         const envelope = errorEnvelopeProblem(json);
         if (envelope) return fail(envelope);
         const { code, details } = json as { code: string; details?: Record<string, unknown> };
-        if (!model.errorCodes.has(code)) return fail(`code ${JSON.stringify(code)} is not an ErrorCode of the document`);
+        if (!model.errorCodes.has(code))
+          return fail(`code ${JSON.stringify(code)} is not an ErrorCode of the document`);
         const codes = outcomes.every((o) => o.codes) ? new Set(outcomes.flatMap((o) => o.codes!)) : undefined;
         if (codes && !codes.has(code)) return fail(`code ${code}, expected ${[...codes].join(" or ")}`);
         // Where the request settles the facts (the sku refused, the catalog's price), they are those.
         const withCode = outcomes.filter((o) => !o.codes || o.codes.includes(code));
         if (withCode.length > 0 && withCode.every((o) => o.details)) {
-          const same = (o: Outcome) => JSON.stringify(Object.entries(o.details!).sort()) === JSON.stringify(Object.entries(details ?? {}).sort());
-          if (!withCode.some(same)) return fail(`details ${JSON.stringify(details)}, expected ${withCode.map((o) => JSON.stringify(o.details)).join(" or ")}`);
+          const same = (o: Outcome) =>
+            JSON.stringify(Object.entries(o.details!).sort()) === JSON.stringify(Object.entries(details ?? {}).sort());
+          if (!withCode.some(same))
+            return fail(
+              `details ${JSON.stringify(details)}, expected ${withCode.map((o) => JSON.stringify(o.details)).join(" or ")}`,
+            );
         }
       }
     } else if ((res.status === 200 || res.status === 201) && !head) {
@@ -245,14 +352,21 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
       }
     }
     if (res.status === 405) {
-      const allow = (res.headers.allow ?? "").split(",").map((s) => s.trim()).filter(Boolean).sort();
+      const allow = (res.headers.allow ?? "")
+        .split(",")
+        .map((s) => s.trim())
+        .filter(Boolean)
+        .sort();
       const expected = [...(outcomes[0]?.allow ?? [])].sort();
       if (allow.length === 0) return fail("a 405 without Allow");
-      if (expected.length > 0 && allow.join(",") !== expected.join(",")) return fail(`Allow ${allow.join(", ")}, expected ${expected.join(", ")}`);
+      if (expected.length > 0 && allow.join(",") !== expected.join(","))
+        return fail(`Allow ${allow.join(", ")}, expected ${expected.join(", ")}`);
     }
-    if (res.status === 401 && !/^Bearer\b/.test(res.headers["www-authenticate"] ?? "")) return fail("a 401 without WWW-Authenticate: Bearer");
+    if (res.status === 401 && !/^Bearer\b/.test(res.headers["www-authenticate"] ?? ""))
+      return fail("a 401 without WWW-Authenticate: Bearer");
     // Every answer of the gateway itself carries the quota (node's own answers to broken HTTP cannot).
-    if (!outcomes.every((o) => o.bare) && res.headers["x-ratelimit-limit"] === undefined) return fail("no X-RateLimit-Limit");
+    if (!outcomes.every((o) => o.bare) && res.headers["x-ratelimit-limit"] === undefined)
+      return fail("no X-RateLimit-Limit");
     return undefined;
   }
 
@@ -266,9 +380,13 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
       await fc.assert(
         fc.asyncProperty(fuzzer.batch(arbitrary, CONCURRENCY), async (batch) => {
           await credentials.renewDue();
-          const answers = await Promise.all(batch.map((r) => send(port, credentials.onWire(r.raw), { timeoutMs: REQUEST_TIMEOUT_MS })));
+          const answers = await Promise.all(
+            batch.map((r) => send(port, credentials.onWire(r.raw), { timeoutMs: REQUEST_TIMEOUT_MS })),
+          );
           sent += batch.length;
-          credentialed += batch.filter((r) => holderOf(world, nodeHeaders(r.raw.headers).authorization) !== undefined).length;
+          credentialed += batch.filter(
+            (r) => holderOf(world, nodeHeaders(r.raw.headers).authorization) !== undefined,
+          ).length;
           const problems: string[] = [];
           batch.forEach((r, i) => {
             const res = answers[i]!;
@@ -282,21 +400,32 @@ describe("fuzz: hostile requests generated from the OpenAPI document", function 
       );
     } finally {
       counts.set(name, sent);
-      const histogram = [...statuses].sort(([a], [b]) => a - b).map(([s, n]) => `${s}×${n}`).join(" ");
+      const histogram = [...statuses]
+        .sort(([a], [b]) => a - b)
+        .map(([s, n]) => `${s}×${n}`)
+        .join(" ");
       const share = sent === 0 ? 0 : Math.round((100 * credentialed) / sent);
-      console.log(`      fuzz ${name}: ${numRuns} runs, ${sent} requests (${share}% with a valid credential) in ${((performance.now() - started) / 1000).toFixed(1)} s — statuses ${histogram}`);
+      console.log(
+        `      fuzz ${name}: ${numRuns} runs, ${sent} requests (${share}% with a valid credential) in ${((performance.now() - started) / 1000).toFixed(1)} s — statuses ${histogram}`,
+      );
     }
   }
 
   for (const p of PROPERTIES) {
     it(`answers ${p.title} with the documented 4xx, never a 5xx`, async () => {
-      const arbitrary = { bodies: fuzzer.bodyRequest, paths: fuzzer.pathRequest, headers: fuzzer.headerRequest, protocol: fuzzer.protocolRequest }[p.name];
+      const arbitrary = {
+        bodies: fuzzer.bodyRequest,
+        paths: fuzzer.pathRequest,
+        headers: fuzzer.headerRequest,
+        protocol: fuzzer.protocolRequest,
+      }[p.name];
       await fuzz(p.name, arbitrary, p.share);
     });
   }
 
   it("afterwards: every process runs, /readyz is 200, the stored data is unchanged and no request failed inside", async () => {
-    for (const name of MESH_PROCESSES) expect(env.mesh.process(name).exitCode, `${name} is still running`).to.equal(null);
+    for (const name of MESH_PROCESSES)
+      expect(env.mesh.process(name).exitCode, `${name} is still running`).to.equal(null);
     const ready = await fetch(`${env.mesh.gatewayUrl}/readyz`);
     expect(ready.status, "GET /readyz").to.equal(200);
     expect(await snapshot(), "the stored data changed").to.deep.equal(stored);

@@ -73,7 +73,8 @@ const METHODS = ["get", "put", "post", "delete", "patch", "head", "options", "tr
 function lookup(doc: Json, ref: string): unknown {
   if (!ref.startsWith("#/")) throw new Error(`only local $refs are supported: ${ref}`);
   let node: unknown = doc;
-  for (const part of ref.slice(2).split("/")) node = (node as Json | undefined)?.[part.replaceAll("~1", "/").replaceAll("~0", "~")];
+  for (const part of ref.slice(2).split("/"))
+    node = (node as Json | undefined)?.[part.replaceAll("~1", "/").replaceAll("~0", "~")];
   if (node === undefined) throw new Error(`unresolved $ref ${ref}`);
   return node;
 }
@@ -110,7 +111,7 @@ export function loadApiModel(url: URL = OPENAPI_URL): ApiModel {
         key: p.in === "header" ? String(p.name).toLowerCase() : String(p.name),
         in: p.in as ParamModel["in"],
         required: Boolean(p.required) || p.in === "path",
-        schema: (p.schema ?? {}),
+        schema: p.schema ?? {},
       }));
       const requestBody = op.requestBody as Json | undefined;
       const jsonBody = (requestBody?.content as Json | undefined)?.["application/json"] as Json | undefined;
@@ -137,7 +138,12 @@ export function loadApiModel(url: URL = OPENAPI_URL): ApiModel {
     }
   }
   const errorCode = deref(document, ((document.components as Json).schemas as Json).ErrorCode) as Schema;
-  return { document, operations, errorCodes: new Set((errorCode.enum ?? []).map(String)), maxBodyBytes: Number(limit[1]) * 1024 };
+  return {
+    document,
+    operations,
+    errorCodes: new Set((errorCode.enum ?? []).map(String)),
+    maxBodyBytes: Number(limit[1]) * 1024,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -207,7 +213,8 @@ export function problemsOf(schema: Schema, value: unknown, found: Set<ProblemCla
       const sub = Object.prototype.hasOwnProperty.call(properties, key) ? properties[key] : undefined;
       if (sub) problemsOf(sub, obj[key], found);
       else if (schema.additionalProperties === false) found.add(400);
-      else if (schema.additionalProperties && typeof schema.additionalProperties === "object") problemsOf(schema.additionalProperties, obj[key], found);
+      else if (schema.additionalProperties && typeof schema.additionalProperties === "object")
+        problemsOf(schema.additionalProperties, obj[key], found);
     }
   }
   return found;
@@ -235,7 +242,11 @@ export function readParam(param: ParamModel, text: string): ParamReading {
   const schema = param.schema;
   if (schema.type === "integer") {
     // Plain decimals are integers; other JSON-number spellings (1.0, 1e3) may be read or refused (400).
-    const numeric = PLAIN_DECIMAL.test(text) ? "json" : JSON_NUMBER.test(text) || LEADING_ZEROS.test(text) ? "either" : "bad";
+    const numeric = PLAIN_DECIMAL.test(text)
+      ? "json"
+      : JSON_NUMBER.test(text) || LEADING_ZEROS.test(text)
+        ? "either"
+        : "bad";
     if (numeric === "bad") return { verdict: "bad" };
     const value = Number(text);
     const fine = Number.isInteger(value) && problemsOf(schema, value).size === 0;
@@ -243,7 +254,9 @@ export function readParam(param: ParamModel, text: string): ParamReading {
     return numeric === "json" ? { verdict: "ok", value } : { verdict: "either", value };
   }
   if (schema.type === "string" || schema.type === undefined) {
-    return problemsOf({ ...schema, type: "string" }, text).size === 0 ? { verdict: "ok", value: text } : { verdict: "bad" };
+    return problemsOf({ ...schema, type: "string" }, text).size === 0
+      ? { verdict: "ok", value: text }
+      : { verdict: "bad" };
   }
   throw new Error(`parameter ${param.name}: type ${String(schema.type)} is not covered by the fuzzer`);
 }

@@ -14,7 +14,15 @@ export interface TenantFixtures {
   userIds: number[];
   /** userId: the payment's owner (null for a payment older than owners). */
   payments: { id: string; userId: number | null; refundIds: string[] }[];
-  orders: { id: number; userId: number; status: "pending" | "paid" | "shipped" | "cancelled"; currency: string; itemIds: number[]; discountIds: number[]; shipmentIds: string[] }[];
+  orders: {
+    id: number;
+    userId: number;
+    status: "pending" | "paid" | "shipped" | "cancelled";
+    currency: string;
+    itemIds: number[];
+    discountIds: number[];
+    shipmentIds: string[];
+  }[];
   docs: { id: string; etag: string }[];
   posts: string[];
   /** Sessions of the tenant's users (a session is readable by its own user only). */
@@ -67,13 +75,35 @@ const malformedHttp: Outcome = { status: 400, codes: INVALID_REQUEST, bare: true
 // Headers as node presents them to a server.
 
 // node keeps the first of these when they are repeated (the rest are discarded).
-const FIRST_WINS = new Set(["content-type", "content-length", "user-agent", "referer", "host", "authorization", "proxy-authorization", "if-modified-since", "if-unmodified-since", "from", "location", "max-forwards", "retry-after", "etag", "last-modified", "server", "age", "expires"]);
+const FIRST_WINS = new Set([
+  "content-type",
+  "content-length",
+  "user-agent",
+  "referer",
+  "host",
+  "authorization",
+  "proxy-authorization",
+  "if-modified-since",
+  "if-unmodified-since",
+  "from",
+  "location",
+  "max-forwards",
+  "retry-after",
+  "etag",
+  "last-modified",
+  "server",
+  "age",
+  "expires",
+]);
 
 export function nodeHeaders(lines: RawRequest["headers"]): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [rawName, rawValue] of lines) {
     const name = rawName.toLowerCase();
-    const value = (typeof rawValue === "string" ? rawValue : rawValue.toString("latin1")).replace(/^[ \t]+|[ \t]+$/g, "");
+    const value = (typeof rawValue === "string" ? rawValue : rawValue.toString("latin1")).replace(
+      /^[ \t]+|[ \t]+$/g,
+      "",
+    );
     if (out[name] === undefined) out[name] = value;
     else if (!FIRST_WINS.has(name)) out[name] = `${out[name]}, ${value}`;
   }
@@ -100,7 +130,9 @@ export function mediaClass(contentType: string | undefined, ndjson = false): Med
   const lines = ndjson && type === "application" && subtype === "x-ndjson";
   if (!json && !lines) return "not-json";
   const params = [...m[3]!.matchAll(new RegExp(`(${TOKEN})=(${TOKEN}|"[^"\\\\]*")`, "g"))];
-  const charsets = params.filter((p) => p[1]!.toLowerCase() === "charset").map((p) => p[2]!.replace(/^"|"$/g, "").toLowerCase());
+  const charsets = params
+    .filter((p) => p[1]!.toLowerCase() === "charset")
+    .map((p) => p[2]!.replace(/^"|"$/g, "").toLowerCase());
   const kind = lines ? "ndjson" : "json";
   if (charsets.length === 0) return kind;
   if (charsets.length > 1) return "either";
@@ -180,8 +212,14 @@ function pricingRefusal(items: unknown, currency: string, catalog: World["catalo
     const sku = item.sku;
     const entry = catalog.get(sku);
     if (!entry) return { status: 422, codes: ["UNKNOWN_SKU"], details: { sku } };
-    if (entry.currency !== currency) return { status: 422, codes: ["CURRENCY_MISMATCH"], details: { sku, currency: entry.currency } };
-    if (item.unit_price !== undefined && item.unit_price !== entry.price) return { status: 409, codes: ["PRICE_CHANGED"], details: { sku, unit_price: entry.price, currency: entry.currency } };
+    if (entry.currency !== currency)
+      return { status: 422, codes: ["CURRENCY_MISMATCH"], details: { sku, currency: entry.currency } };
+    if (item.unit_price !== undefined && item.unit_price !== entry.price)
+      return {
+        status: 409,
+        codes: ["PRICE_CHANGED"],
+        details: { sku, unit_price: entry.price, currency: entry.currency },
+      };
   }
   return null;
 }
@@ -197,7 +235,11 @@ function createOrderOutcomes(body: unknown, catalog: World["catalog"]): Outcome[
 }
 
 /** POST /v1/orders/{id}/items on an order the caller may act on: only while pending, then priced from the catalog. */
-function addItemOutcomes(order: TenantFixtures["orders"][number], body: unknown, catalog: World["catalog"]): Outcome[] | "unsafe" {
+function addItemOutcomes(
+  order: TenantFixtures["orders"][number],
+  body: unknown,
+  catalog: World["catalog"],
+): Outcome[] | "unsafe" {
   // No fixture order has a money step under way (the fuzz run starts none: a pay never carries a credential).
   if (order.status !== "pending") return [{ status: 409, codes: ["INVALID_STATE"] }];
   if (body === undefined) return "unsafe";
@@ -209,7 +251,14 @@ function addItemOutcomes(order: TenantFixtures["orders"][number], body: unknown,
  * What the services answer a well-formed, authenticated request (holder undefined: no credential
  * needed). `body` is the request body as the gateway reads it, when that reading is certain.
  */
-function upstream(op: OperationModel, p: Record<string, unknown>, world: World, holder: Holder | undefined, headers: Record<string, string>, body: unknown): Outcome[] | "unsafe" {
+function upstream(
+  op: OperationModel,
+  p: Record<string, unknown>,
+  world: World,
+  holder: Holder | undefined,
+  headers: Record<string, string>,
+  body: unknown,
+): Outcome[] | "unsafe" {
   if (op.operationId === "createSession") return [{ status: 401, codes: ["INVALID_CREDENTIALS"] }];
   if (op.operationId === "listCatalogItems") return [OK];
   if (!holder) throw new Error(`${op.operationId} needs a holder`);
@@ -220,7 +269,8 @@ function upstream(op: OperationModel, p: Record<string, unknown>, world: World, 
   // for anyone else it does not exist (404). `owner-admin`: admins only (403 ROLE_REQUIRED for members,
   // whatever the resource). `self-or-admin`: the user the path names, or an admin (403).
   // `tenant-own-items`: a member's list holds only their own items (another list, another cursor).
-  const ownsOrAdmin = <T extends { userId: number | null }>(x: T | undefined): T | undefined => (x !== undefined && (admin || x.userId === me.userId) ? x : undefined);
+  const ownsOrAdmin = <T extends { userId: number | null }>(x: T | undefined): T | undefined =>
+    x !== undefined && (admin || x.userId === me.userId) ? x : undefined;
   const payment = ownsOrAdmin(mine.payments.find((x) => x.id === p.payment_id));
   const order = ownsOrAdmin(mine.orders.find((x) => x.id === p.order_id));
   const doc = mine.docs.find((x) => x.id === p.doc_id);
@@ -241,9 +291,18 @@ function upstream(op: OperationModel, p: Record<string, unknown>, world: World, 
     case "createUser":
       return !ownTenant ? [TENANT_MISMATCH] : me.role !== "admin" ? [ROLE_REQUIRED] : "unsafe";
     case "deleteUser":
-      return !ownTenant ? [TENANT_MISMATCH] : me.role !== "admin" ? [ROLE_REQUIRED] : mine.userIds.includes(p.user_id as number) ? "unsafe" : [NOT_FOUND];
+      return !ownTenant
+        ? [TENANT_MISMATCH]
+        : me.role !== "admin"
+          ? [ROLE_REQUIRED]
+          : mine.userIds.includes(p.user_id as number)
+            ? "unsafe"
+            : [NOT_FOUND];
     case "listPayments":
-      return listOutcomes(p.cursor, op.access === "tenant-own-items" && !admin ? `payments:${me.tenant}:${me.userId}` : `payments:${me.tenant}`);
+      return listOutcomes(
+        p.cursor,
+        op.access === "tenant-own-items" && !admin ? `payments:${me.tenant}:${me.userId}` : `payments:${me.tenant}`,
+      );
     case "getPayment":
       return found(payment !== undefined);
     case "createPayment":
@@ -288,16 +347,21 @@ function upstream(op: OperationModel, p: Record<string, unknown>, world: World, 
       const ifMatch = p["if-match"];
       if (typeof ifMatch !== "string" || ifMatch === "") return "unsafe";
       const tags = ifMatch.split(",").map((t) => t.trim());
-      return tags.includes("*") || tags.includes(doc.etag) ? "unsafe" : [{ status: 412, codes: ["ETAG_MISMATCH"] }, RULE];
+      return tags.includes("*") || tags.includes(doc.etag)
+        ? "unsafe"
+        : [{ status: 412, codes: ["ETAG_MISMATCH"] }, RULE];
     }
     case "listPosts": {
-      if (/(^|,)\s*text\/event-stream\b/i.test(headers.accept ?? "")) return listOutcomes(p["last-event-id"], `posts:${me.tenant}`);
+      if (/(^|,)\s*text\/event-stream\b/i.test(headers.accept ?? ""))
+        return listOutcomes(p["last-event-id"], `posts:${me.tenant}`);
       return listOutcomes(p.cursor, `posts:${me.tenant}`);
     }
     case "getPost":
       return found(mine.posts.includes(p.post_id as string));
     case "getSession":
-      return ownTenant ? found(mine.sessions.some((x) => x.id === p.session_id && x.userId === me.userId)) : [TENANT_MISMATCH];
+      return ownTenant
+        ? found(mine.sessions.some((x) => x.id === p.session_id && x.userId === me.userId))
+        : [TENANT_MISMATCH];
     case "createCatalogImport":
       return "unsafe";
     case "getCatalogImport":
@@ -312,10 +376,43 @@ function upstream(op: OperationModel, p: Record<string, unknown>, world: World, 
 
 /** Operations whose answers the table above knows (the rest are checked more loosely). */
 export const MODELLED_OPERATIONS = new Set([
-  "getOpenApiDocument", "createSession", "getSession", "listCatalogItems", "listUsers", "getUser", "createUser", "deleteUser", "listPayments", "getPayment", "createPayment",
-  "createOrder", "createDocument", "createPost", "createRefund", "listRefunds", "getRefund", "getOrder", "listShipments", "listItems", "listDiscounts", "getShipment",
-  "getItem", "getDiscount", "cancelOrder", "updateOrder", "payOrder", "createShipment", "addItem", "addDiscount", "listUserOrders", "getDocument", "updateDocument",
-  "listPosts", "getPost", "createCatalogImport", "getCatalogImport",
+  "getOpenApiDocument",
+  "createSession",
+  "getSession",
+  "listCatalogItems",
+  "listUsers",
+  "getUser",
+  "createUser",
+  "deleteUser",
+  "listPayments",
+  "getPayment",
+  "createPayment",
+  "createOrder",
+  "createDocument",
+  "createPost",
+  "createRefund",
+  "listRefunds",
+  "getRefund",
+  "getOrder",
+  "listShipments",
+  "listItems",
+  "listDiscounts",
+  "getShipment",
+  "getItem",
+  "getDiscount",
+  "cancelOrder",
+  "updateOrder",
+  "payOrder",
+  "createShipment",
+  "addItem",
+  "addDiscount",
+  "listUserOrders",
+  "getDocument",
+  "updateDocument",
+  "listPosts",
+  "getPost",
+  "createCatalogImport",
+  "getCatalogImport",
 ]);
 
 // ---------------------------------------------------------------------------------------------
@@ -330,7 +427,13 @@ export interface BodyFacts {
  * `value`: the body as the gateway reads it when it passes — undefined when there is no body, or
  * when more than one reading is allowed (repeated member names, a BOM) and they could differ.
  */
-function bodyOutcomes(op: OperationModel, req: RawRequest, headers: Record<string, string>, maxBytes: number, facts: BodyFacts): { rejects: Outcome[]; passes: boolean; value?: unknown } {
+function bodyOutcomes(
+  op: OperationModel,
+  req: RawRequest,
+  headers: Record<string, string>,
+  maxBytes: number,
+  facts: BodyFacts,
+): { rejects: Outcome[]; passes: boolean; value?: unknown } {
   const framing = req.framing ?? "length";
   const sentBody = Number(headers["content-length"] ?? 0) > 0 || headers["transfer-encoding"] !== undefined;
   if (!op.body || !(op.body.required || sentBody)) return { rejects: [], passes: true };
@@ -343,7 +446,8 @@ function bodyOutcomes(op: OperationModel, req: RawRequest, headers: Record<strin
   if (media === "either") rejects.push(unsupported);
   let bytes = framing === "none" ? Buffer.alloc(0) : (req.body ?? Buffer.alloc(0));
   if (typeof framing === "object") {
-    if (framing.declared > bytes.length) throw new Error("the fuzzer must not declare more body than it sends (the server would wait)");
+    if (framing.declared > bytes.length)
+      throw new Error("the fuzzer must not declare more body than it sends (the server would wait)");
     bytes = bytes.subarray(0, framing.declared);
   }
   if (bytes.length > maxBytes) return { rejects: [...rejects, tooLarge], passes: false };
@@ -438,7 +542,13 @@ export function holderOf(world: World, authorization: string | undefined): Holde
 }
 
 export function expectationOf(model: ApiModel, world: World, req: RawRequest, facts: BodyFacts = {}): Expectation {
-  const none = (outcomes: Outcome[], protocol = false, operation?: OperationModel): Expectation => ({ outcomes, unsafe: false, paramFault: false, operation, protocol });
+  const none = (outcomes: Outcome[], protocol = false, operation?: OperationModel): Expectation => ({
+    outcomes,
+    unsafe: false,
+    paramFault: false,
+    operation,
+    protocol,
+  });
   const targetBytes = Buffer.isBuffer(req.target) ? req.target : Buffer.from(req.target, "latin1");
   // A request-target holds visible ASCII only (RFC 9112 §3.2): anything else is not HTTP.
   if (targetBytes.length === 0 || targetBytes.some((b) => b <= 0x20 || b >= 0x7f)) return none([malformedHttp], true);
@@ -450,14 +560,23 @@ export function expectationOf(model: ApiModel, world: World, req: RawRequest, fa
   return result;
 }
 
-function expectationWithinLimits(model: ApiModel, world: World, req: RawRequest, facts: BodyFacts, target: string): Expectation {
+function expectationWithinLimits(
+  model: ApiModel,
+  world: World,
+  req: RawRequest,
+  facts: BodyFacts,
+  target: string,
+): Expectation {
   const q = target.indexOf("?");
   const pathname = q === -1 ? target : target.slice(0, q);
   const search = q === -1 ? "" : target.slice(q + 1);
-  if (pathname === "/healthz" || pathname === "/readyz") throw new Error("the fuzzer must not aim at the operational endpoints");
+  if (pathname === "/healthz" || pathname === "/readyz")
+    throw new Error("the fuzzer must not aim at the operational endpoints");
   const headers = nodeHeaders([...req.headers, ...framingHeaders(req)]);
   const segments = pathname.split("/");
-  const matching = model.operations.map((op) => ({ op, values: matchTemplate(op, segments) })).filter((m) => m.values !== undefined);
+  const matching = model.operations
+    .map((op) => ({ op, values: matchTemplate(op, segments) }))
+    .filter((m) => m.values !== undefined);
   const exp: Expectation = { outcomes: [], unsafe: false, paramFault: false, operation: undefined, protocol: false };
   if (matching.length === 0) {
     exp.outcomes.push({ status: 404, codes: ["ROUTE_NOT_FOUND"] });
@@ -508,7 +627,9 @@ function expectationWithinLimits(model: ApiModel, world: World, req: RawRequest,
     else consider(param, values[0]);
   }
   for (const param of op.headerParams) consider(param, headers[param.key]);
-  const paramCodes = op.headerParams.some((p) => p.key === "idempotency-key") ? ["INVALID_REQUEST", "IDEMPOTENCY_KEY_INVALID"] : INVALID_REQUEST;
+  const paramCodes = op.headerParams.some((p) => p.key === "idempotency-key")
+    ? ["INVALID_REQUEST", "IDEMPOTENCY_KEY_INVALID"]
+    : INVALID_REQUEST;
   if (paramBad !== "no") {
     exp.paramFault = true;
     exp.outcomes.push(bad(paramCodes));
@@ -520,7 +641,8 @@ function expectationWithinLimits(model: ApiModel, world: World, req: RawRequest,
   // The document puts "well-typed values that break a rule → 422" after authentication, the gateway
   // checks the schema's rules before it: without a valid credential either answer is accepted.
   const anonymous = op.requiresAuth && !holderOf(world, headers.authorization);
-  if (anonymous && body.rejects.some((o) => o.status === 422)) exp.outcomes.push({ status: 401, codes: ["UNAUTHENTICATED"] });
+  if (anonymous && body.rejects.some((o) => o.status === 422))
+    exp.outcomes.push({ status: 401, codes: ["UNAUTHENTICATED"] });
   if (!body.passes) return exp;
 
   // X-Request-Timeout-Ms: "a malformed value → 400".

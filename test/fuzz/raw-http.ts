@@ -114,7 +114,11 @@ function dechunk(body: Buffer): Buffer {
  * Sends one request on a fresh connection and reads the answer. Never rejects: a connection that
  * is reset or closed without an answer comes back as `reset`, a silent server as `reset: "timeout"`.
  */
-export function send(port: number, req: RawRequest, options: { timeoutMs: number; method?: string } = { timeoutMs: 15_000 }): Promise<RawResponse> {
+export function send(
+  port: number,
+  req: RawRequest,
+  options: { timeoutMs: number; method?: string } = { timeoutMs: 15_000 },
+): Promise<RawResponse> {
   const started = performance.now();
   const isHead = (options.method ?? req.method) === "HEAD";
   return new Promise((resolve) => {
@@ -137,12 +141,19 @@ export function send(port: number, req: RawRequest, options: { timeoutMs: number
       }
       const ms = performance.now() - started;
       if (!head) {
-        resolve({ status: 0, headers: {}, body: Buffer.alloc(0), reset: reset ?? "connection closed without a complete answer", ms });
+        resolve({
+          status: 0,
+          headers: {},
+          body: Buffer.alloc(0),
+          reset: reset ?? "connection closed without a complete answer",
+          ms,
+        });
         return;
       }
       let body = all.subarray(end + 4);
       if (/\bchunked\b/i.test(head.headers["transfer-encoding"] ?? "")) body = dechunk(body);
-      else if (head.headers["content-length"] !== undefined) body = body.subarray(0, Number(head.headers["content-length"]));
+      else if (head.headers["content-length"] !== undefined)
+        body = body.subarray(0, Number(head.headers["content-length"]));
       resolve({ status: head.status, headers: head.headers, body: isHead ? Buffer.alloc(0) : body, ms });
     };
     const timer = setTimeout(() => finish("timeout"), options.timeoutMs);

@@ -12,7 +12,16 @@
 // unknown fields are errors, every value must have its field's type, and each Any's "@type" (every
 // typed_config) must name a message in the registry, whose fields are checked the same way.
 import { spawnSync } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -51,7 +60,12 @@ function build(): EnvoyApi {
   const importsOf = (file: string) => {
     if (!imports.has(file)) {
       const path = locate(file);
-      imports.set(file, path ? [...readFileSync(path, "utf8").matchAll(/^import\s+(?:public\s+|weak\s+)?"([^"]+)";/gm)].map((m) => m[1]!) : undefined);
+      imports.set(
+        file,
+        path
+          ? [...readFileSync(path, "utf8").matchAll(/^import\s+(?:public\s+|weak\s+)?"([^"]+)";/gm)].map((m) => m[1]!)
+          : undefined,
+      );
     }
     return imports.get(file);
   };
@@ -78,7 +92,8 @@ function build(): EnvoyApi {
   walk(join(deps, "envoy-api", "envoy"), "envoy");
   const wanted = envoyFiles.filter((f) => firstMissing(f) === undefined);
   const leftOut = envoyFiles.filter((f) => firstMissing(f) !== undefined).map((f) => `${f} (needs ${firstMissing(f)})`);
-  if (!wanted.includes("envoy/config/bootstrap/v3/bootstrap.proto")) throw new Error(`bootstrap.proto cannot be built: ${leftOut.join(", ")}`);
+  if (!wanted.includes("envoy/config/bootstrap/v3/bootstrap.proto"))
+    throw new Error(`bootstrap.proto cannot be built: ${leftOut.join(", ")}`);
 
   const closure = new Set<string>();
   const add = (file: string) => {
@@ -98,13 +113,18 @@ function build(): EnvoyApi {
     const text = readFileSync(validate, "utf8");
     if (!/\bignore_empty\s*=\s*26\b/.test(text)) {
       const strict = /^(\s*optional bool strict = 25 \[default = true\];)$/m;
-      if (!strict.test(text)) throw new Error("validate.proto: StringRules.strict (25) not found; cannot add ignore_empty (26)");
+      if (!strict.test(text))
+        throw new Error("validate.proto: StringRules.strict (25) not found; cannot add ignore_empty (26)");
       writeFileSync(validate, text.replace(strict, "$1\n  optional bool ignore_empty = 26;"));
     }
     writeFileSync(join(work, "buf.yaml"), "version: v2\nmodules:\n  - path: proto\n");
     const out = join(work, "envoy.binpb");
     const buf = join(dirname(require.resolve("@bufbuild/buf/package.json")), "bin", "buf");
-    const run = spawnSync(buf, ["build", "--exclude-source-info", "-o", out], { cwd: work, encoding: "utf8", timeout: 60_000 });
+    const run = spawnSync(buf, ["build", "--exclude-source-info", "-o", out], {
+      cwd: work,
+      encoding: "utf8",
+      timeout: 60_000,
+    });
     if (run.error) throw run.error;
     if (run.status !== 0) throw new Error(`buf build of the envoy-api protos failed:\n${run.stderr}`);
     const registry = createFileRegistry(fromBinary(FileDescriptorSetSchema, readFileSync(out)));

@@ -15,7 +15,13 @@ export const BOB = { tenant: "acme", email: "bob@acme.test" } as const; // membe
 export const CAROL = { tenant: "globex", email: "carol@globex.test" } as const; // admin of globex
 
 /** The demo catalog (services/content/src/demo-data.ts): unit prices in cents, every item in EUR. */
-export const DEMO_CATALOG: Readonly<Record<string, number>> = { "BOOK-1": 1_500, "MUG-1": 900, "PEN-1": 2_500, "SHIRT-1": 1_900, "STICKER-1": 300 };
+export const DEMO_CATALOG: Readonly<Record<string, number>> = {
+  "BOOK-1": 1_500,
+  "MUG-1": 900,
+  "PEN-1": 2_500,
+  "SHIRT-1": 1_900,
+  "STICKER-1": 300,
+};
 
 /** Every process of the mesh (identity, payments, gateway, and whatever joins them). */
 export const MESH_PROCESSES = Object.keys(SERVICES) as ServiceName[];
@@ -67,7 +73,13 @@ export class Api {
       body = typeof options.raw === "string" ? options.raw : new Uint8Array(options.raw);
     }
     const started = performance.now();
-    const res = await fetch(`${this.baseUrl}${path}`, { method, headers, body, redirect: "manual", ...(options.signal ? { signal: options.signal } : {}) });
+    const res = await fetch(`${this.baseUrl}${path}`, {
+      method,
+      headers,
+      body,
+      redirect: "manual",
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
     const text = await res.text();
     const ms = performance.now() - started;
     this.seen.push(text);
@@ -143,14 +155,17 @@ export function errorEnvelopeProblem(body: unknown): string | undefined {
   const declared = ERROR_DETAILS[code];
   const keys = Object.keys(body).sort();
   const expectedKeys = declared ? ["code", "details", "error"] : ["code", "error"];
-  if (keys.join(",") !== expectedKeys.join(",")) return `body keys ${JSON.stringify(keys)}, expected exactly ${JSON.stringify(expectedKeys)} for ${code}`;
+  if (keys.join(",") !== expectedKeys.join(","))
+    return `body keys ${JSON.stringify(keys)}, expected exactly ${JSON.stringify(expectedKeys)} for ${code}`;
   if (!declared) return undefined;
   if (!details || typeof details !== "object" || Array.isArray(details)) return `details of ${code} is not an object`;
   const detailKeys = Object.keys(details).sort();
-  if (detailKeys.join(",") !== Object.keys(declared).sort().join(",")) return `details keys ${JSON.stringify(detailKeys)} of ${code}, expected ${JSON.stringify(Object.keys(declared).sort())}`;
+  if (detailKeys.join(",") !== Object.keys(declared).sort().join(","))
+    return `details keys ${JSON.stringify(detailKeys)} of ${code}, expected ${JSON.stringify(Object.keys(declared).sort())}`;
   for (const [key, type] of Object.entries(declared)) {
     const value = (details as Record<string, unknown>)[key];
-    if (type === "string" ? typeof value !== "string" || value === "" : !Number.isSafeInteger(value)) return `details.${key} of ${code} is not a${type === "string" ? " non-empty string" : "n integer"}: ${JSON.stringify(value)}`;
+    if (type === "string" ? typeof value !== "string" || value === "" : !Number.isSafeInteger(value))
+      return `details.${key} of ${code} is not a${type === "string" ? " non-empty string" : "n integer"}: ${JSON.stringify(value)}`;
   }
   return undefined;
 }
@@ -159,7 +174,12 @@ export function errorEnvelopeProblem(body: unknown): string | undefined {
  * Status, JSON content type and the error envelope {error: string, code} — nothing else in it but,
  * for the codes of ERROR_DETAILS, their `details` (equal to `details` when it is given).
  */
-export function expectError(res: ApiResponse, status: number, code: string, details?: Record<string, string | number>): void {
+export function expectError(
+  res: ApiResponse,
+  status: number,
+  code: string,
+  details?: Record<string, string | number>,
+): void {
   expect(res.status, `status of ${res.text}`).to.equal(status);
   expect(res.headers.get("content-type") ?? "", "content-type").to.match(/^application\/json\b/);
   expect(res.json, `body ${res.text}`).to.be.an("object");
@@ -185,10 +205,16 @@ export interface E2eMesh {
  * One mesh for a test file: a fresh data directory, demo data, embedded storage (DATABASE_URL is
  * blanked so a CI server in the parent environment is not used), output collected in mesh.logs.
  */
-export async function startE2eMesh(name: string, extra: Pick<MeshOptions, "env" | "envFor" | "envForReplica" | "replicas" | "metrics"> = {}): Promise<E2eMesh> {
+export async function startE2eMesh(
+  name: string,
+  extra: Pick<MeshOptions, "env" | "envFor" | "envForReplica" | "replicas" | "metrics"> = {},
+): Promise<E2eMesh> {
   const dataDir = mkdtempSync(join(tmpdir(), `switchyard-e2e-${name}-`));
   // Counters in a shared Redis (REDIS_URL in CI) are this mesh's own, never another run's.
-  const redisPrefixes = [extra.env?.GATEWAY_RATE_LIMIT_PREFIX ?? `switchyard:test:${name}:${randomUUID()}:rl`, extra.env?.LOGIN_THROTTLE_PREFIX ?? `switchyard:test:${name}:${randomUUID()}:login`] as const;
+  const redisPrefixes = [
+    extra.env?.GATEWAY_RATE_LIMIT_PREFIX ?? `switchyard:test:${name}:${randomUUID()}:rl`,
+    extra.env?.LOGIN_THROTTLE_PREFIX ?? `switchyard:test:${name}:${randomUUID()}:login`,
+  ] as const;
   let mesh: Mesh;
   try {
     // Embedded databases initialised once per test run, not once per process of every mesh.

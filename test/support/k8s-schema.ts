@@ -35,7 +35,8 @@ async function modelFor(apiVersion: string, kind: string): Promise<ModelClass | 
   if (!/^[a-z0-9.-]+(\/[a-z0-9]+)?$/.test(apiVersion)) return undefined;
   const group = apiVersion.includes("/") ? apiVersion.split("/")[0]! : "";
   const specifier = `${CUSTOM_RESOURCE_PACKAGES[group] ?? "kubernetes-models"}/${apiVersion}`;
-  if (!modules.has(specifier)) modules.set(specifier, import(specifier).catch(() => ({})) as Promise<Record<string, unknown>>);
+  if (!modules.has(specifier))
+    modules.set(specifier, import(specifier).catch(() => ({})) as Promise<Record<string, unknown>>);
   const candidate = (await modules.get(specifier)!)[kind] as ModelClass | undefined;
   return candidate && candidate.apiVersion === apiVersion && candidate.kind === kind ? candidate : undefined;
 }
@@ -43,7 +44,8 @@ async function modelFor(apiVersion: string, kind: string): Promise<ModelClass | 
 /** Every problem of the object against its kind's schema, unknown fields included; [] when valid. */
 export async function schemaProblems(object: unknown): Promise<SchemaProblem[]> {
   const o = object as { apiVersion?: unknown; kind?: unknown };
-  if (typeof o?.apiVersion !== "string" || typeof o.kind !== "string") return [{ path: "", message: "no apiVersion and kind" }];
+  if (typeof o?.apiVersion !== "string" || typeof o.kind !== "string")
+    return [{ path: "", message: "no apiVersion and kind" }];
   const model = await modelFor(o.apiVersion, o.kind);
   if (!model) return [{ path: "", message: `no schema for ${o.apiVersion} ${o.kind} in kubernetes-models` }];
 
@@ -72,7 +74,11 @@ export async function schemaProblems(object: unknown): Promise<SchemaProblem[]> 
   } catch (err) {
     const errors = (err as { errors?: { instancePath?: string; message?: string; params?: unknown }[] }).errors;
     if (!errors) throw err;
-    for (const e of errors) problems.push({ path: e.instancePath ?? "", message: `${e.message ?? "invalid"} ${JSON.stringify(e.params ?? {})}` });
+    for (const e of errors)
+      problems.push({
+        path: e.instancePath ?? "",
+        message: `${e.message ?? "invalid"} ${JSON.stringify(e.params ?? {})}`,
+      });
   }
   if (problems.length > 0) return problems;
 

@@ -32,19 +32,29 @@ export function kubectlKustomize(): { usable: boolean; why: string } {
   if (kubectlState) return kubectlState;
   const version = spawnSync("kubectl", ["version", "--client", "-o", "json"], { encoding: "utf8", timeout: 20_000 });
   if (version.error) {
-    kubectlState = { usable: false, why: `kubectl is not installed (${(version.error as NodeJS.ErrnoException).code ?? version.error.message})` };
+    kubectlState = {
+      usable: false,
+      why: `kubectl is not installed (${(version.error as NodeJS.ErrnoException).code ?? version.error.message})`,
+    };
   } else if (version.status !== 0) {
     kubectlState = { usable: false, why: `kubectl version failed: ${version.stderr.trim()}` };
   } else {
     const kustomize = String((JSON.parse(version.stdout) as { kustomizeVersion?: string }).kustomizeVersion ?? "");
     const major = Number(/^v?(\d+)\./.exec(kustomize)?.[1] ?? 0);
-    kubectlState = major >= 4 ? { usable: true, why: `kubectl with kustomize ${kustomize}` } : { usable: false, why: `kubectl's kustomize (${kustomize || "unknown"}) predates components (v4+)` };
+    kubectlState =
+      major >= 4
+        ? { usable: true, why: `kubectl with kustomize ${kustomize}` }
+        : { usable: false, why: `kubectl's kustomize (${kustomize || "unknown"}) predates components (v4+)` };
   }
   return kubectlState;
 }
 
 export function renderWithKubectl(dir: string): K8sObject[] {
-  const built = spawnSync("kubectl", ["kustomize", dir], { encoding: "utf8", timeout: 30_000, maxBuffer: 64 * 1024 * 1024 });
+  const built = spawnSync("kubectl", ["kustomize", dir], {
+    encoding: "utf8",
+    timeout: 30_000,
+    maxBuffer: 64 * 1024 * 1024,
+  });
   if (built.error) throw built.error;
   if (built.status !== 0) throw new Error(`kubectl kustomize ${dir} failed: ${built.stderr}`);
   // kubectl writes a long base64 value in lines; the API server's decoder skips the line breaks.
@@ -73,7 +83,18 @@ function parseObjects(text: string, what: string): K8sObject[] {
 
 // ---- the small renderer -----------------------------------------------------------------------------
 
-const KUSTOMIZATION_FIELDS = new Set(["apiVersion", "kind", "resources", "components", "configMapGenerator", "secretGenerator", "patches", "labels", "images", "namespace"]);
+const KUSTOMIZATION_FIELDS = new Set([
+  "apiVersion",
+  "kind",
+  "resources",
+  "components",
+  "configMapGenerator",
+  "secretGenerator",
+  "patches",
+  "labels",
+  "images",
+  "namespace",
+]);
 const GENERATOR_FIELDS = new Set(["name", "files", "literals", "type", "options"]);
 
 interface Target {
@@ -112,7 +133,10 @@ function readKustomization(dir: string, expectKind: "Kustomization" | "Component
   const kind = k.kind ?? "Kustomization";
   if (kind !== expectKind) throw new Error(`${file}: a ${kind} where a ${expectKind} is expected`);
   for (const field of Object.keys(k)) {
-    if (!KUSTOMIZATION_FIELDS.has(field)) throw new Error(`${file}: the test's kustomize renderer does not implement "${field}" (install kubectl, or extend test/support/kustomize.ts)`);
+    if (!KUSTOMIZATION_FIELDS.has(field))
+      throw new Error(
+        `${file}: the test's kustomize renderer does not implement "${field}" (install kubectl, or extend test/support/kustomize.ts)`,
+      );
   }
   return k;
 }
@@ -152,10 +176,12 @@ const generatedFrom = new WeakMap<K8sObject, string>();
 
 function generate(dir: string, g: Generator, kind: "ConfigMap" | "Secret"): K8sObject {
   for (const field of Object.keys(g)) {
-    if (!GENERATOR_FIELDS.has(field) || (field === "type" && kind !== "Secret")) throw new Error(`${dir}: the test's kustomize renderer does not implement ${kind} generator field "${field}"`);
+    if (!GENERATOR_FIELDS.has(field) || (field === "type" && kind !== "Secret"))
+      throw new Error(`${dir}: the test's kustomize renderer does not implement ${kind} generator field "${field}"`);
   }
   for (const option of Object.keys(g.options ?? {})) {
-    if (option !== "disableNameSuffixHash" && option !== "labels") throw new Error(`${dir}: the test's kustomize renderer does not implement generator option "${option}"`);
+    if (option !== "disableNameSuffixHash" && option !== "labels")
+      throw new Error(`${dir}: the test's kustomize renderer does not implement generator option "${option}"`);
   }
   const data: Record<string, string> = {};
   const put = (key: string, value: string) => {
@@ -177,9 +203,11 @@ function generate(dir: string, g: Generator, kind: "ConfigMap" | "Secret"): K8sO
   const content = kind === "Secret" ? { kind, type: g.type ?? "Opaque", name: "", data } : { kind, name: "", data };
   const name = g.options?.disableNameSuffixHash ? g.name : `${g.name}-${contentHash(content)}`;
   const metadata = g.options?.labels ? { name, labels: { ...g.options.labels } } : { name };
-  const object = (kind === "Secret"
-    ? { apiVersion: "v1", kind, metadata, type: g.type ?? "Opaque", data }
-    : { apiVersion: "v1", kind, metadata, data }) as K8sObject;
+  const object = (
+    kind === "Secret"
+      ? { apiVersion: "v1", kind, metadata, type: g.type ?? "Opaque", data }
+      : { apiVersion: "v1", kind, metadata, data }
+  ) as K8sObject;
   generatedFrom.set(object, g.name);
   return object;
 }
@@ -192,8 +220,16 @@ function generate(dir: string, g: Generator, kind: "ConfigMap" | "Secret"): K8sO
 function contentHash(content: object): string {
   const goJson = (v: unknown): string =>
     v !== null && typeof v === "object"
-      ? `{${Object.keys(v).sort().map((k) => `${JSON.stringify(k)}:${goJson((v as Record<string, unknown>)[k])}`).join(",")}}`
-      : JSON.stringify(v).replace(/</g, "\\u003c").replace(/>/g, "\\u003e").replace(/&/g, "\\u0026").replace(/\u2028/g, "\\u2028").replace(/\u2029/g, "\\u2029");
+      ? `{${Object.keys(v)
+          .sort()
+          .map((k) => `${JSON.stringify(k)}:${goJson((v as Record<string, unknown>)[k])}`)
+          .join(",")}}`
+      : JSON.stringify(v)
+          .replace(/</g, "\\u003c")
+          .replace(/>/g, "\\u003e")
+          .replace(/&/g, "\\u0026")
+          .replace(/\u2028/g, "\\u2028")
+          .replace(/\u2029/g, "\\u2029");
   const hex = createHash("sha256").update(goJson(content)).digest("hex");
   return [...hex.slice(0, 10)].map((c) => ({ "0": "g", "1": "h", "3": "k", a: "m", e: "t" })[c] ?? c).join("");
 }
@@ -208,8 +244,12 @@ function renameReferences(objects: K8sObject[]): void {
   if (renamed.ConfigMap.size + renamed.Secret.size === 0) return;
   // Where a pod names a ConfigMap or a Secret: the key that holds the reference, and the field with the name.
   const references: Record<string, ["ConfigMap" | "Secret", string]> = {
-    configMap: ["ConfigMap", "name"], configMapKeyRef: ["ConfigMap", "name"], configMapRef: ["ConfigMap", "name"],
-    secret: ["Secret", "secretName"], secretKeyRef: ["Secret", "name"], secretRef: ["Secret", "name"],
+    configMap: ["ConfigMap", "name"],
+    configMapKeyRef: ["ConfigMap", "name"],
+    configMapRef: ["ConfigMap", "name"],
+    secret: ["Secret", "secretName"],
+    secretKeyRef: ["Secret", "name"],
+    secretRef: ["Secret", "name"],
   };
   const walk = (node: Json, inProjected: boolean): void => {
     if (Array.isArray(node)) return node.forEach((n) => walk(n, inProjected));
@@ -229,7 +269,15 @@ function renameReferences(objects: K8sObject[]): void {
   for (const o of objects) if (!generatedFrom.has(o)) walk(o as unknown as Json, false);
 }
 
-const CLUSTER_SCOPED = new Set(["Namespace", "ClusterRole", "ClusterRoleBinding", "CustomResourceDefinition", "PriorityClass", "StorageClass", "PersistentVolume"]);
+const CLUSTER_SCOPED = new Set([
+  "Namespace",
+  "ClusterRole",
+  "ClusterRoleBinding",
+  "CustomResourceDefinition",
+  "PriorityClass",
+  "StorageClass",
+  "PersistentVolume",
+]);
 const POD_TEMPLATES = new Set(["Deployment", "ReplicaSet", "DaemonSet", "StatefulSet", "Job", "ReplicationController"]);
 
 function checkUnique(objects: K8sObject[], where: string): void {
@@ -246,7 +294,8 @@ export function objectId(o: K8sObject): string {
 }
 
 function applyLabels(l: NonNullable<Kustomization["labels"]>[number], objects: K8sObject[]): void {
-  if (l.includeSelectors) throw new Error("labels with includeSelectors: not implemented by the test's kustomize renderer");
+  if (l.includeSelectors)
+    throw new Error("labels with includeSelectors: not implemented by the test's kustomize renderer");
   for (const o of objects) {
     o.metadata.labels = { ...(o.metadata.labels ?? {}), ...l.pairs };
     if (l.includeTemplates && POD_TEMPLATES.has(o.kind)) {
@@ -258,12 +307,13 @@ function applyLabels(l: NonNullable<Kustomization["labels"]>[number], objects: K
     }
     // kustomize labels a StatefulSet's volume claim templates as it labels its pod template.
     if (l.includeTemplates && o.kind === "StatefulSet") {
-      for (const claim of (((o.spec as JsonObject | undefined)?.volumeClaimTemplates ?? []) as JsonObject[])) {
+      for (const claim of ((o.spec as JsonObject | undefined)?.volumeClaimTemplates ?? []) as JsonObject[]) {
         const metadata = (claim.metadata ??= {}) as JsonObject;
         metadata.labels = { ...((metadata.labels as Record<string, string> | undefined) ?? {}), ...l.pairs };
       }
     }
-    if (l.includeTemplates && o.kind === "CronJob") throw new Error("labels on a CronJob: not implemented by the test's kustomize renderer");
+    if (l.includeTemplates && o.kind === "CronJob")
+      throw new Error("labels on a CronJob: not implemented by the test's kustomize renderer");
   }
 }
 
@@ -273,7 +323,8 @@ function setImages(node: Json, image: NonNullable<Kustomization["images"]>[numbe
   for (const [key, value] of Object.entries(node)) {
     if ((key === "containers" || key === "initContainers") && Array.isArray(value)) {
       for (const c of value) {
-        if (c && typeof c === "object" && !Array.isArray(c) && typeof c.image === "string") c.image = retag(c.image, image);
+        if (c && typeof c === "object" && !Array.isArray(c) && typeof c.image === "string")
+          c.image = retag(c.image, image);
       }
     } else setImages(value, image);
   }
@@ -301,7 +352,10 @@ function applyPatch(dir: string, p: NonNullable<Kustomization["patches"]>[number
   const text = p.path !== undefined ? readFileSync(join(dir, p.path), "utf8") : p.patch;
   if (text === undefined) throw new Error(`${dir}: a patch without path or patch`);
   const parsed = parseYaml(text) as unknown;
-  if (!Array.isArray(parsed)) throw new Error(`${dir}: only JSON 6902 patches (a list of operations) are implemented by the test's kustomize renderer`);
+  if (!Array.isArray(parsed))
+    throw new Error(
+      `${dir}: only JSON 6902 patches (a list of operations) are implemented by the test's kustomize renderer`,
+    );
   if (!p.target) throw new Error(`${dir}: a JSON 6902 patch needs a target`);
   const targets = objects.filter((o) => matchesTarget(o, p.target!));
   if (targets.length === 0) throw new Error(`${dir}: patch ${p.path ?? "(inline)"} matches no object`);
@@ -330,7 +384,8 @@ export function selectorMatches(selector: string, labels: Record<string, string>
       const has = m[1]! in labels && values.includes(labels[m[1]!]!);
       return m[2] === "in" ? has : !has;
     }
-    if ((m = /^([\w./-]+)\s*(==|=|!=)\s*([\w./-]*)$/.exec(r))) return m[2] === "!=" ? labels[m[1]!] !== m[3] : labels[m[1]!] === m[3];
+    if ((m = /^([\w./-]+)\s*(==|=|!=)\s*([\w./-]*)$/.exec(r)))
+      return m[2] === "!=" ? labels[m[1]!] !== m[3] : labels[m[1]!] === m[3];
     if ((m = /^!([\w./-]+)$/.exec(r))) return !(m[1]! in labels);
     if ((m = /^([\w./-]+)$/.exec(r))) return m[1]! in labels;
     throw new Error(`label selector "${selector}": cannot read "${r}"`);
@@ -339,17 +394,26 @@ export function selectorMatches(selector: string, labels: Record<string, string>
 
 function applyOperation(root: JsonObject, op: Operation, where: string): void {
   if (!op.path.startsWith("/")) throw new Error(`${where}: path "${op.path}" is not a JSON pointer`);
-  const parts = op.path.slice(1).split("/").map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
+  const parts = op.path
+    .slice(1)
+    .split("/")
+    .map((s) => s.replace(/~1/g, "/").replace(/~0/g, "~"));
   const last = parts.pop()!;
   let parent: Json = root;
   for (const part of parts) {
-    const next: Json | undefined = Array.isArray(parent) ? parent[Number(part)] : parent && typeof parent === "object" ? parent[part] : undefined;
-    if (next === undefined || next === null || typeof next !== "object") throw new Error(`${where}: ${op.op} ${op.path}: /${parts.join("/")} does not exist`);
+    const next: Json | undefined = Array.isArray(parent)
+      ? parent[Number(part)]
+      : parent && typeof parent === "object"
+        ? parent[part]
+        : undefined;
+    if (next === undefined || next === null || typeof next !== "object")
+      throw new Error(`${where}: ${op.op} ${op.path}: /${parts.join("/")} does not exist`);
     parent = next;
   }
   if (Array.isArray(parent)) {
     const index = last === "-" ? parent.length : Number(last);
-    if (!Number.isInteger(index) || index < 0 || index > parent.length) throw new Error(`${where}: ${op.op} ${op.path}: no index ${last}`);
+    if (!Number.isInteger(index) || index < 0 || index > parent.length)
+      throw new Error(`${where}: ${op.op} ${op.path}: no index ${last}`);
     if (op.op === "add") parent.splice(index, 0, structuredClone(op.value!));
     else if (op.op === "replace" && index < parent.length) parent[index] = structuredClone(op.value!);
     else if (op.op === "remove" && index < parent.length) parent.splice(index, 1);
@@ -360,5 +424,6 @@ function applyOperation(root: JsonObject, op: Operation, where: string): void {
   if (op.op === "add") object[last] = structuredClone(op.value!);
   else if (op.op === "replace" && last in object) object[last] = structuredClone(op.value!);
   else if (op.op === "remove" && last in object) delete object[last];
-  else throw new Error(`${where}: ${op.op} ${op.path}: not possible here (only add, replace and remove of what exists)`);
+  else
+    throw new Error(`${where}: ${op.op} ${op.path}: not possible here (only add, replace and remove of what exists)`);
 }

@@ -44,11 +44,17 @@ export function selectorMatches(selector: Selector | undefined, labels: Labels):
   for (const e of selector.matchExpressions ?? []) {
     const has = e.key in labels;
     const ok =
-      e.operator === "In" ? has && (e.values ?? []).includes(labels[e.key]!) :
-      e.operator === "NotIn" ? !has || !(e.values ?? []).includes(labels[e.key]!) :
-      e.operator === "Exists" ? has :
-      e.operator === "DoesNotExist" ? !has :
-      (() => { throw new Error(`selector operator ${String(e.operator)}`); })();
+      e.operator === "In"
+        ? has && (e.values ?? []).includes(labels[e.key]!)
+        : e.operator === "NotIn"
+          ? !has || !(e.values ?? []).includes(labels[e.key]!)
+          : e.operator === "Exists"
+            ? has
+            : e.operator === "DoesNotExist"
+              ? !has
+              : (() => {
+                  throw new Error(`selector operator ${String(e.operator)}`);
+                })();
     if (!ok) return false;
   }
   return true;
@@ -58,7 +64,8 @@ const isPod = (e: Endpoint): e is Pod => "labels" in e;
 
 function ipToNumber(ip: string): number {
   const parts = ip.split(".").map(Number);
-  if (parts.length !== 4 || parts.some((p) => !Number.isInteger(p) || p < 0 || p > 255)) throw new Error(`not an IPv4 address: ${ip}`);
+  if (parts.length !== 4 || parts.some((p) => !Number.isInteger(p) || p < 0 || p > 255))
+    throw new Error(`not an IPv4 address: ${ip}`);
   return parts.reduce((n, p) => n * 256 + p, 0);
 }
 
@@ -94,7 +101,8 @@ function portMatches(rules: PortRule[] | undefined, port: number, protocol: stri
   return rules.some((r) => {
     if ((r.protocol ?? "TCP") !== protocol) return false;
     if (r.port === undefined) return true;
-    if (typeof r.port === "string") throw new Error(`named port ${r.port} in a NetworkPolicy: resolve it or use the number`);
+    if (typeof r.port === "string")
+      throw new Error(`named port ${r.port} in a NetworkPolicy: resolve it or use the number`);
     return r.endPort === undefined ? r.port === port : port >= r.port && port <= r.endPort;
   });
 }
@@ -103,20 +111,43 @@ function types(p: NetworkPolicy): ("Ingress" | "Egress")[] {
   return p.spec.policyTypes ?? (p.spec.egress ? ["Ingress", "Egress"] : ["Ingress"]);
 }
 
-function directionAllows(policies: NetworkPolicy[], direction: "Ingress" | "Egress", subject: Pod, peer: Endpoint, port: number, protocol: string, defaultNamespace: string): boolean {
-  const selecting = policies.filter((p) => (p.metadata.namespace ?? defaultNamespace) === subject.namespace && types(p).includes(direction) && selectorMatches(p.spec.podSelector, subject.labels));
+function directionAllows(
+  policies: NetworkPolicy[],
+  direction: "Ingress" | "Egress",
+  subject: Pod,
+  peer: Endpoint,
+  port: number,
+  protocol: string,
+  defaultNamespace: string,
+): boolean {
+  const selecting = policies.filter(
+    (p) =>
+      (p.metadata.namespace ?? defaultNamespace) === subject.namespace &&
+      types(p).includes(direction) &&
+      selectorMatches(p.spec.podSelector, subject.labels),
+  );
   if (selecting.length === 0) return true;
   return selecting.some((p) =>
     ((direction === "Ingress" ? p.spec.ingress : p.spec.egress) ?? []).some((rule) => {
       const peers = direction === "Ingress" ? rule.from : rule.to;
-      const peerOk = !peers || peers.length === 0 || peers.some((x) => peerMatches(x, p.metadata.namespace ?? defaultNamespace, peer));
+      const peerOk =
+        !peers ||
+        peers.length === 0 ||
+        peers.some((x) => peerMatches(x, p.metadata.namespace ?? defaultNamespace, peer));
       return peerOk && portMatches(rule.ports, port, protocol);
     }),
   );
 }
 
 /** Whether `from` may open a connection to `to` on the port (both directions' policies agree). */
-export function allows(policies: NetworkPolicy[], from: Endpoint, to: Endpoint, port: number, protocol = "TCP", defaultNamespace = "default"): boolean {
+export function allows(
+  policies: NetworkPolicy[],
+  from: Endpoint,
+  to: Endpoint,
+  port: number,
+  protocol = "TCP",
+  defaultNamespace = "default",
+): boolean {
   const egressOk = !isPod(from) || directionAllows(policies, "Egress", from, to, port, protocol, defaultNamespace);
   const ingressOk = !isPod(to) || directionAllows(policies, "Ingress", to, from, port, protocol, defaultNamespace);
   return egressOk && ingressOk;

@@ -15,9 +15,21 @@ export interface Issued {
 
 const DAY_MS = 86_400_000;
 
-function rsaKeyPair(): { forgePublic: forge.pki.rsa.PublicKey; forgePrivate: forge.pki.rsa.PrivateKey; keyPem: string } {
-  const { publicKey, privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048, publicKeyEncoding: { type: "spki", format: "pem" }, privateKeyEncoding: { type: "pkcs8", format: "pem" } });
-  return { forgePublic: forge.pki.publicKeyFromPem(publicKey), forgePrivate: forge.pki.privateKeyFromPem(privateKey), keyPem: privateKey };
+function rsaKeyPair(): {
+  forgePublic: forge.pki.rsa.PublicKey;
+  forgePrivate: forge.pki.rsa.PrivateKey;
+  keyPem: string;
+} {
+  const { publicKey, privateKey } = generateKeyPairSync("rsa", {
+    modulusLength: 2048,
+    publicKeyEncoding: { type: "spki", format: "pem" },
+    privateKeyEncoding: { type: "pkcs8", format: "pem" },
+  });
+  return {
+    forgePublic: forge.pki.publicKeyFromPem(publicKey),
+    forgePrivate: forge.pki.privateKeyFromPem(privateKey),
+    keyPem: privateKey,
+  };
 }
 
 function serialNumber(): string {
@@ -106,15 +118,23 @@ export function writeMountedSecret(dir: string, files: SecretFiles): void {
   mkdirSync(dir, { recursive: true });
   const version = `..${Date.now()}_${randomBytes(4).toString("hex")}`;
   mkdirSync(join(dir, version));
-  for (const [name, content] of Object.entries(files)) writeFileSync(join(dir, version, name), content, { mode: 0o600 });
-  const previous = readdirSync(dir).filter((entry) => entry.startsWith("..") && entry !== "..data" && entry !== version && entry !== "..data_tmp");
+  for (const [name, content] of Object.entries(files))
+    writeFileSync(join(dir, version, name), content, { mode: 0o600 });
+  const previous = readdirSync(dir).filter(
+    (entry) => entry.startsWith("..") && entry !== "..data" && entry !== version && entry !== "..data_tmp",
+  );
   symlinkSync(version, join(dir, "..data_tmp"));
   renameSync(join(dir, "..data_tmp"), join(dir, "..data"));
-  for (const name of Object.keys(files)) if (!existsSync(join(dir, name))) symlinkSync(join("..data", name), join(dir, name));
+  for (const name of Object.keys(files))
+    if (!existsSync(join(dir, name))) symlinkSync(join("..data", name), join(dir, name));
   for (const old of previous) rmSync(join(dir, old), { recursive: true, force: true });
 }
 
 /** The environment that points a process at the Secret mounted at `dir`. */
 export function tlsEnv(dir: string): NodeJS.ProcessEnv {
-  return { GRPC_TLS_CERT_FILE: join(dir, "tls.crt"), GRPC_TLS_KEY_FILE: join(dir, "tls.key"), GRPC_TLS_CA_FILE: join(dir, "ca.crt") };
+  return {
+    GRPC_TLS_CERT_FILE: join(dir, "tls.crt"),
+    GRPC_TLS_KEY_FILE: join(dir, "tls.key"),
+    GRPC_TLS_CA_FILE: join(dir, "ca.crt"),
+  };
 }

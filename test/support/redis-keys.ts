@@ -7,7 +7,8 @@ export async function forgetRedisKeys(redisUrl: string, prefixes: Iterable<strin
   const redis = new Redis(redisUrl);
   try {
     for (const prefix of prefixes) {
-      for await (const keys of redis.scanStream({ match: `${prefix}:*`, count: 1000 }) as AsyncIterable<string[]>) if (keys.length > 0) await redis.del(...keys);
+      for await (const keys of redis.scanStream({ match: `${prefix}:*`, count: 1000 }) as AsyncIterable<string[]>)
+        if (keys.length > 0) await redis.del(...keys);
     }
   } finally {
     await redis.quit();

@@ -30,7 +30,13 @@ export function sendWholeThenRead(port: number, request: WholeRequest): Promise<
     socket.on("error", (err: NodeJS.ErrnoException) => finish(err.code ?? err.message));
     socket.on("connect", () => {
       socket.pause();
-      const head = [`POST ${request.path} HTTP/1.1`, "Host: 127.0.0.1", "Connection: close", ...request.headers, "Transfer-Encoding: chunked"];
+      const head = [
+        `POST ${request.path} HTTP/1.1`,
+        "Host: 127.0.0.1",
+        "Connection: close",
+        ...request.headers,
+        "Transfer-Encoding: chunked",
+      ];
       socket.write(`${head.join("\r\n")}\r\n\r\n`);
       const body = Buffer.from(`{"title":"${"x".repeat(Math.max(0, request.bodyBytes - 14))}"}`);
       let at = 0;

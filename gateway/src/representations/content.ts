@@ -1,10 +1,22 @@
 // Public representations of documents, posts and catalog items.
-import { ImportJobStatus, type CatalogItem, type Document, type ImportJob, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import {
+  ImportJobStatus,
+  type CatalogItem,
+  type Document,
+  type ImportJob,
+  type Post,
+} from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { isoTime } from "./time.js";
 
 /** The entity tag travels in the ETag header, not in the body. */
 export function documentJson(d: Document) {
-  return { id: d.id, title: d.title, body: d.body, created_at: isoTime(d.createTime), updated_at: isoTime(d.updateTime) };
+  return {
+    id: d.id,
+    title: d.title,
+    body: d.body,
+    created_at: isoTime(d.createTime),
+    updated_at: isoTime(d.updateTime),
+  };
 }
 
 export function postJson(p: Post) {

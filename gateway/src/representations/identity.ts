@@ -1,5 +1,10 @@
 // Public representations of identity resources: explicit field lists, never the proto as it is.
-import { Role, type CreateSessionResponse, type Session, type User } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
+import {
+  Role,
+  type CreateSessionResponse,
+  type Session,
+  type User,
+} from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { isoTime } from "./time.js";
 
 export function roleName(role: Role): "admin" | "member" {

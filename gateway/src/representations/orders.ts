@@ -1,5 +1,12 @@
 // Public representations of orders and what lies beneath them.
-import { OrderStatus, OrderStep, type Discount, type Item, type Order, type Shipment } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
+import {
+  OrderStatus,
+  OrderStep,
+  type Discount,
+  type Item,
+  type Order,
+  type Shipment,
+} from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { isoTime } from "./time.js";
 
 const STATUS_NAMES: Record<OrderStatus, string> = {
@@ -19,7 +26,13 @@ const STEP_NAMES: Record<OrderStep, string | null> = {
 const orNull = (s: string) => (s === "" ? null : s);
 
 export function itemJson(i: Item) {
-  return { id: Number(i.id), sku: i.sku, quantity: Number(i.quantity), unit_price: Number(i.unitPrice), created_at: isoTime(i.createTime) };
+  return {
+    id: Number(i.id),
+    sku: i.sku,
+    quantity: Number(i.quantity),
+    unit_price: Number(i.unitPrice),
+    created_at: isoTime(i.createTime),
+  };
 }
 
 export function discountJson(d: Discount) {
@@ -27,7 +40,13 @@ export function discountJson(d: Discount) {
 }
 
 export function shipmentJson(s: Shipment) {
-  return { id: s.id, order_id: Number(s.orderId), carrier: orNull(s.carrier), tracking_number: orNull(s.trackingNumber), created_at: isoTime(s.createTime) };
+  return {
+    id: s.id,
+    order_id: Number(s.orderId),
+    carrier: orNull(s.carrier),
+    tracking_number: orNull(s.trackingNumber),
+    created_at: isoTime(s.createTime),
+  };
 }
 
 export function orderJson(o: Order) {

@@ -4,7 +4,11 @@
 // Catalog pages and documents are answered from the edge cache when it holds them (runtime/edge-cache.ts),
 // serialized once per version of the representation.
 import { create, toBinary } from "@bufbuild/protobuf";
-import { CreateImportJobRequestSchema, type Post, type WatchPostsResponse } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import {
+  CreateImportJobRequestSchema,
+  type Post,
+  type WatchPostsResponse,
+} from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { MAX_MESSAGE_BYTES } from "@switchyard/platform/message-limits.js";
 import { accepted, created, type RouteContext, type RouteGroup, type ServerSentEvent } from "../runtime/route.js";
 import { noneMatchHits } from "../runtime/conditional.js";
@@ -17,7 +21,12 @@ import { catalogItemJson, documentJson, importJobJson, postJson } from "../repre
 import { CATALOG_GROUP, documentGroup, type CachedAnswer, type FillTicket } from "../runtime/edge-cache.js";
 import type { RouteResult } from "../runtime/route.js";
 
-interface CatalogItemImport { sku: string; name: string; price: number; currency: string }
+interface CatalogItemImport {
+  sku: string;
+  name: string;
+  price: number;
+  currency: string;
+}
 
 /** An import that content would not take in one message is refused here, whatever the body limit. */
 const MAX_IMPORT_MESSAGE_BYTES = MAX_MESSAGE_BYTES - 64 * 1024;
@@ -31,7 +40,8 @@ function sharedPosts(content: Upstreams["content"]): OpenShared {
     await stream.next(); // subscribed
     return {
       async *[Symbol.asyncIterator]() {
-        for (let r = await stream.next(); !r.done; r = await stream.next()) if (r.value.post) yield postEvent(r.value.post);
+        for (let r = await stream.next(); !r.done; r = await stream.next())
+          if (r.value.post) yield postEvent(r.value.post);
       },
     };
   };
@@ -70,15 +80,28 @@ function fromEdge(ctx: RouteContext, key: string): CachedAnswer | undefined {
 }
 
 /** An upstream's answer, serialized once, kept when nothing of its group changed while it was read. */
-function keep(ctx: RouteContext, ticket: FillTicket | undefined, key: string, body: unknown, headers: Record<string, string> = {}, etag?: string): CachedAnswer {
-  const answer: CachedAnswer = { status: 200, headers, body: Buffer.from(JSON.stringify(body)), ...(etag !== undefined ? { etag } : {}) };
+function keep(
+  ctx: RouteContext,
+  ticket: FillTicket | undefined,
+  key: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+  etag?: string,
+): CachedAnswer {
+  const answer: CachedAnswer = {
+    status: 200,
+    headers,
+    body: Buffer.from(JSON.stringify(body)),
+    ...(etag !== undefined ? { etag } : {}),
+  };
   if (ticket) ctx.edgeCache!.fill(ticket, key, answer);
   return answer;
 }
 
 /** A kept answer as the pipeline sends it: 304 when If-None-Match names its tag. */
 function answerWith(answer: CachedAnswer, ifNoneMatch: unknown): RouteResult {
-  if (answer.etag !== undefined && noneMatchHits(ifNoneMatch, answer.etag)) return { status: 304, headers: answer.headers };
+  if (answer.etag !== undefined && noneMatchHits(ifNoneMatch, answer.etag))
+    return { status: 304, headers: answer.headers };
   return { status: answer.status, serialized: answer.body, headers: answer.headers };
 }
 
@@ -103,13 +126,19 @@ export const contentRoutes: RouteGroup = {
       const ticket = ctx.edgeCache?.ticket(documentGroup(tenantId, documentId));
       const { document } = await ctx.upstreams.content.getDocument({ documentId }, ctx.callOptions());
       const headers = { etag: document!.etag, "cache-control": "private, no-cache" };
-      return answerWith(keep(ctx, ticket, key, documentJson(document!), headers, document!.etag), ctx.params["if-none-match"]);
+      return answerWith(
+        keep(ctx, ticket, key, documentJson(document!), headers, document!.etag),
+        ctx.params["if-none-match"],
+      );
     },
 
     async updateDocument(ctx) {
       const { title, body } = ctx.body as { title: string; body: string };
       const ifMatch = typeof ctx.params["if-match"] === "string" ? ctx.params["if-match"] : "";
-      const { document } = await ctx.upstreams.content.updateDocument({ documentId: ctx.params.doc_id as string, title, body, ifMatch }, ctx.callOptions());
+      const { document } = await ctx.upstreams.content.updateDocument(
+        { documentId: ctx.params.doc_id as string, title, body, ifMatch },
+        ctx.callOptions(),
+      );
       return { status: 200, body: documentJson(document!), headers: { etag: document!.etag } };
     },
 
@@ -129,7 +158,11 @@ export const contentRoutes: RouteGroup = {
         const caller = ctx.caller!;
         const signal = ctx.streamCallOptions().signal!;
         // Join the tenant's shared tail first, so nothing made while this subscriber catches up is missed.
-        const live = await ctx.fanout.join(`posts/${caller.tenantId}`, { headers: { authorization: bearerOf(caller) }, expiresAt: caller.expiresAt }, sharedPosts(ctx.upstreams.content));
+        const live = await ctx.fanout.join(
+          `posts/${caller.tenantId}`,
+          { headers: { authorization: bearerOf(caller) }, expiresAt: caller.expiresAt },
+          sharedPosts(ctx.upstreams.content),
+        );
         // The stream's end (the client gone, its token ended, the stream over) aborts the signal: it leaves the shared tail then.
         signal.addEventListener("abort", live.leave, { once: true });
         if (signal.aborted) live.leave();
@@ -138,7 +171,9 @@ export const contentRoutes: RouteGroup = {
           // saw (the SSE reconnect header); the first message confirms the watch, so errors before it
           // are plain HTTP errors.
           const after = typeof ctx.params["last-event-id"] === "string" ? ctx.params["last-event-id"] : "";
-          const stream = ctx.upstreams.content.watchPosts({ afterCursor: after, untilCaughtUp: true }, ctx.streamCallOptions())[Symbol.asyncIterator]();
+          const stream = ctx.upstreams.content
+            .watchPosts({ afterCursor: after, untilCaughtUp: true }, ctx.streamCallOptions())
+            [Symbol.asyncIterator]();
           await stream.next();
           // Its replay first, then the shared tail less what the replay already sent.
           const sent = new Set<string>();
@@ -152,18 +187,29 @@ export const contentRoutes: RouteGroup = {
           throw err;
         }
       }
-      const res = await ctx.upstreams.content.listPosts({ pageSize: pageSizeParam(ctx.params.limit), pageToken: cursorParam(ctx.params.cursor) }, ctx.callOptions());
+      const res = await ctx.upstreams.content.listPosts(
+        { pageSize: pageSizeParam(ctx.params.limit), pageToken: cursorParam(ctx.params.cursor) },
+        ctx.callOptions(),
+      );
       return listResult(ctx.path, ctx.params.limit, res.posts.map(postJson), res.nextPageToken);
     },
 
     async createCatalogImport(ctx) {
       // Every line goes to content: an item, or — for a line that is none — why (a per-line error of the job).
       const lines = (ctx.lines ?? []).map(({ line, value, problem }) => {
-        if (problem) return { line, problemCode: problem.status === 422 ? "RULE_VIOLATION" : "INVALID_REQUEST", problemMessage: problem.message };
+        if (problem)
+          return {
+            line,
+            problemCode: problem.status === 422 ? "RULE_VIOLATION" : "INVALID_REQUEST",
+            problemMessage: problem.message,
+          };
         const item = value as CatalogItemImport;
         return { line, item: { sku: item.sku, name: item.name, price: BigInt(item.price), currency: item.currency } };
       });
-      const request = create(CreateImportJobRequestSchema, { idempotencyKey: ctx.params["idempotency-key"] as string, lines });
+      const request = create(CreateImportJobRequestSchema, {
+        idempotencyKey: ctx.params["idempotency-key"] as string,
+        lines,
+      });
       if (toBinary(CreateImportJobRequestSchema, request).byteLength > MAX_IMPORT_MESSAGE_BYTES) {
         throw edgeError("PAYLOAD_TOO_LARGE", "the import is too large for one job: split it into several");
       }
@@ -172,7 +218,10 @@ export const contentRoutes: RouteGroup = {
     },
 
     async getCatalogImport(ctx) {
-      const { job } = await ctx.upstreams.content.getImportJob({ jobId: ctx.params.job_id as string }, ctx.callOptions());
+      const { job } = await ctx.upstreams.content.getImportJob(
+        { jobId: ctx.params.job_id as string },
+        ctx.callOptions(),
+      );
       return { status: 200, body: importJobJson(job!) };
     },
 
@@ -184,7 +233,12 @@ export const contentRoutes: RouteGroup = {
       if (kept) return answerWith(kept, undefined);
       const ticket = ctx.edgeCache?.ticket(CATALOG_GROUP);
       const res = await ctx.upstreams.content.listCatalogItems({ page, pageSize }, ctx.callOptions());
-      const body = { items: res.items.map(catalogItemJson), page: res.page, page_size: res.pageSize, total: Number(res.total) };
+      const body = {
+        items: res.items.map(catalogItemJson),
+        page: res.page,
+        page_size: res.pageSize,
+        total: Number(res.total),
+      };
       if (!ctx.edgeCache) return { status: 200, body };
       return answerWith(keep(ctx, ticket, key, body), undefined);
     },

@@ -5,12 +5,24 @@ import { created, type RouteContext, type RouteGroup } from "../runtime/route.js
 import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
 import { discountJson, itemJson, orderJson, shipmentJson } from "../representations/orders.js";
 
-interface ItemBody { sku: string; quantity: number; unit_price?: number }
-interface OrderBody { currency: string; items?: ItemBody[]; note?: string }
+interface ItemBody {
+  sku: string;
+  quantity: number;
+  unit_price?: number;
+}
+interface OrderBody {
+  currency: string;
+  items?: ItemBody[];
+  note?: string;
+}
 
 const orderId = (ctx: RouteContext) => BigInt(ctx.params.order_id as number);
 // A sent unit_price is what the client expects to pay; the price itself comes from the catalog.
-const toItem = (i: ItemBody) => ({ sku: i.sku, quantity: BigInt(i.quantity), expectedUnitPrice: i.unit_price === undefined ? undefined : BigInt(i.unit_price) });
+const toItem = (i: ItemBody) => ({
+  sku: i.sku,
+  quantity: BigInt(i.quantity),
+  expectedUnitPrice: i.unit_price === undefined ? undefined : BigInt(i.unit_price),
+});
 
 async function orderOf(ctx: RouteContext) {
   return (await ctx.upstreams.orders.getOrder({ orderId: orderId(ctx) }, ctx.callOptions())).order!;
@@ -30,7 +42,12 @@ export const orderRoutes: RouteGroup = {
       const body = ctx.body as OrderBody;
       const key = ctx.params["idempotency-key"];
       const res = await ctx.upstreams.orders.createOrder(
-        { idempotencyKey: typeof key === "string" ? key : "", currency: body.currency, items: (body.items ?? []).map(toItem), note: body.note ?? "" },
+        {
+          idempotencyKey: typeof key === "string" ? key : "",
+          currency: body.currency,
+          items: (body.items ?? []).map(toItem),
+          note: body.note ?? "",
+        },
         ctx.callOptions(),
       );
       const order = res.order!;
@@ -43,13 +60,20 @@ export const orderRoutes: RouteGroup = {
 
     async updateOrder(ctx) {
       const body = ctx.body as { note?: string; status?: string };
-      const { order } = await ctx.upstreams.orders.updateOrder({ orderId: orderId(ctx), note: body.note, status: body.status }, ctx.callOptions());
+      const { order } = await ctx.upstreams.orders.updateOrder(
+        { orderId: orderId(ctx), note: body.note, status: body.status },
+        ctx.callOptions(),
+      );
       return { status: 200, body: orderJson(order!) };
     },
 
     async listUserOrders(ctx) {
       const res = await ctx.upstreams.orders.listUserOrders(
-        { userId: BigInt(ctx.params.user_id as number), pageSize: pageSizeParam(ctx.params.limit), pageToken: cursorParam(ctx.params.cursor) },
+        {
+          userId: BigInt(ctx.params.user_id as number),
+          pageSize: pageSizeParam(ctx.params.limit),
+          pageToken: cursorParam(ctx.params.cursor),
+        },
         ctx.callOptions(),
       );
       return listResult(ctx.path, ctx.params.limit, res.orders.map(orderJson), res.nextPageToken);
@@ -63,7 +87,10 @@ export const orderRoutes: RouteGroup = {
 
     async createShipment(ctx) {
       const body = (ctx.body ?? {}) as { carrier?: string; tracking_number?: string };
-      const res = await ctx.upstreams.orders.shipOrder({ orderId: orderId(ctx), carrier: body.carrier ?? "", trackingNumber: body.tracking_number ?? "" }, ctx.callOptions());
+      const res = await ctx.upstreams.orders.shipOrder(
+        { orderId: orderId(ctx), carrier: body.carrier ?? "", trackingNumber: body.tracking_number ?? "" },
+        ctx.callOptions(),
+      );
       const shipment = res.shipment!;
       return created(shipmentJson(shipment), `${ctx.base}/orders/${shipment.orderId}/shipments/${shipment.id}`);
     },
@@ -73,7 +100,10 @@ export const orderRoutes: RouteGroup = {
     },
 
     async getShipment(ctx) {
-      return { status: 200, body: shipmentJson(member((await orderOf(ctx)).shipments, ctx.params.shipment_id, "shipment")) };
+      return {
+        status: 200,
+        body: shipmentJson(member((await orderOf(ctx)).shipments, ctx.params.shipment_id, "shipment")),
+      };
     },
 
     async cancelOrder(ctx) {
@@ -82,7 +112,10 @@ export const orderRoutes: RouteGroup = {
     },
 
     async addItem(ctx) {
-      const res = await ctx.upstreams.orders.addItem({ orderId: orderId(ctx), item: toItem(ctx.body as ItemBody) }, ctx.callOptions());
+      const res = await ctx.upstreams.orders.addItem(
+        { orderId: orderId(ctx), item: toItem(ctx.body as ItemBody) },
+        ctx.callOptions(),
+      );
       const item = res.item!;
       return created(itemJson(item), `${ctx.base}/orders/${res.order!.id}/items/${item.id}`);
     },
@@ -98,7 +131,10 @@ export const orderRoutes: RouteGroup = {
 
     async addDiscount(ctx) {
       const body = ctx.body as { code: string; amount: number };
-      const res = await ctx.upstreams.orders.addDiscount({ orderId: orderId(ctx), code: body.code, amount: BigInt(body.amount) }, ctx.callOptions());
+      const res = await ctx.upstreams.orders.addDiscount(
+        { orderId: orderId(ctx), code: body.code, amount: BigInt(body.amount) },
+        ctx.callOptions(),
+      );
       const discount = res.discount!;
       return created(discountJson(discount), `${ctx.base}/orders/${res.order!.id}/discounts/${discount.id}`);
     },
@@ -109,7 +145,10 @@ export const orderRoutes: RouteGroup = {
     },
 
     async getDiscount(ctx) {
-      return { status: 200, body: discountJson(member((await orderOf(ctx)).discounts, ctx.params.discount_id, "discount")) };
+      return {
+        status: 200,
+        body: discountJson(member((await orderOf(ctx)).discounts, ctx.params.discount_id, "discount")),
+      };
     },
   },
 };

@@ -3,8 +3,15 @@ import { created, type RouteGroup } from "../runtime/route.js";
 import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
 import { paymentJson, refundJson } from "../representations/payments.js";
 
-interface PaymentBody { amount: number; currency: string; source: string }
-interface RefundBody { amount: number; reason?: string }
+interface PaymentBody {
+  amount: number;
+  currency: string;
+  source: string;
+}
+interface RefundBody {
+  amount: number;
+  reason?: string;
+}
 
 export const paymentRoutes: RouteGroup = {
   upstream: "payments",
@@ -12,7 +19,12 @@ export const paymentRoutes: RouteGroup = {
     async createPayment({ params, body, upstreams, callOptions, base }) {
       const input = body as PaymentBody;
       const res = await upstreams.payments.createPayment(
-        { idempotencyKey: params["idempotency-key"] as string, amount: BigInt(input.amount), currency: input.currency, source: input.source },
+        {
+          idempotencyKey: params["idempotency-key"] as string,
+          amount: BigInt(input.amount),
+          currency: input.currency,
+          source: input.source,
+        },
         callOptions(),
       );
       const payment = res.payment!;
@@ -20,12 +32,18 @@ export const paymentRoutes: RouteGroup = {
     },
 
     async listPayments({ params, upstreams, callOptions, path }) {
-      const res = await upstreams.payments.listPayments({ pageSize: pageSizeParam(params.limit), pageToken: cursorParam(params.cursor) }, callOptions());
+      const res = await upstreams.payments.listPayments(
+        { pageSize: pageSizeParam(params.limit), pageToken: cursorParam(params.cursor) },
+        callOptions(),
+      );
       return listResult(path, params.limit, res.payments.map(paymentJson), res.nextPageToken);
     },
 
     async getPayment({ params, upstreams, callOptions }) {
-      const { payment } = await upstreams.payments.getPayment({ paymentId: params.payment_id as string }, callOptions());
+      const { payment } = await upstreams.payments.getPayment(
+        { paymentId: params.payment_id as string },
+        callOptions(),
+      );
       return { status: 200, body: paymentJson(payment!) };
     },
 
@@ -33,7 +51,12 @@ export const paymentRoutes: RouteGroup = {
       const input = body as RefundBody;
       const paymentId = params.payment_id as string;
       const res = await upstreams.payments.createRefund(
-        { idempotencyKey: params["idempotency-key"] as string, paymentId, amount: BigInt(input.amount), reason: input.reason ?? "" },
+        {
+          idempotencyKey: params["idempotency-key"] as string,
+          paymentId,
+          amount: BigInt(input.amount),
+          reason: input.reason ?? "",
+        },
         callOptions(),
       );
       const refund = res.refund!;
@@ -41,12 +64,22 @@ export const paymentRoutes: RouteGroup = {
     },
 
     async listRefunds({ params, upstreams, callOptions, path }) {
-      const res = await upstreams.payments.listRefunds({ paymentId: params.payment_id as string, pageSize: pageSizeParam(params.limit), pageToken: cursorParam(params.cursor) }, callOptions());
+      const res = await upstreams.payments.listRefunds(
+        {
+          paymentId: params.payment_id as string,
+          pageSize: pageSizeParam(params.limit),
+          pageToken: cursorParam(params.cursor),
+        },
+        callOptions(),
+      );
       return listResult(path, params.limit, res.refunds.map(refundJson), res.nextPageToken);
     },
 
     async getRefund({ params, upstreams, callOptions }) {
-      const { refund } = await upstreams.payments.getRefund({ paymentId: params.payment_id as string, refundId: params.refund_id as string }, callOptions());
+      const { refund } = await upstreams.payments.getRefund(
+        { paymentId: params.payment_id as string, refundId: params.refund_id as string },
+        callOptions(),
+      );
       return { status: 200, body: refundJson(refund!) };
     },
   },

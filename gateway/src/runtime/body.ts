@@ -74,7 +74,15 @@ export async function readRequestBody(req: IncomingMessage, maxBytes: number, nd
   if (Number(req.headers["content-length"] ?? 0) > maxBytes) refuse(req, tooLarge());
   const media = mediaTypeOf(req.headers["content-type"]);
   if (media === undefined || (media === "ndjson" && !ndjson)) {
-    refuse(req, edgeError("UNSUPPORTED_MEDIA_TYPE", ndjson ? "the request body must be application/json or application/x-ndjson (UTF-8)" : "the request body must be application/json (UTF-8)"));
+    refuse(
+      req,
+      edgeError(
+        "UNSUPPORTED_MEDIA_TYPE",
+        ndjson
+          ? "the request body must be application/json or application/x-ndjson (UTF-8)"
+          : "the request body must be application/json (UTF-8)",
+      ),
+    );
   }
   const bytes = await collect(req, maxBytes);
   if (!bytes) refuse(req, tooLarge());
@@ -109,7 +117,9 @@ function ndjsonLines(text: string): NdjsonLine[] {
       lines.push({ line: i + 1, unparsable: true });
     }
   });
-  if (lines.length === 0) throw edgeError("INVALID_REQUEST", "an NDJSON request body needs at least one line (one JSON value per line)");
-  if (lines.every((l) => l.unparsable)) throw edgeError("INVALID_REQUEST", "the request body is not NDJSON: no line of it is a JSON value");
+  if (lines.length === 0)
+    throw edgeError("INVALID_REQUEST", "an NDJSON request body needs at least one line (one JSON value per line)");
+  if (lines.every((l) => l.unparsable))
+    throw edgeError("INVALID_REQUEST", "the request body is not NDJSON: no line of it is a JSON value");
   return lines;
 }

@@ -5,7 +5,11 @@
 // the current position (a fresh snapshot: an empty cache is coherent at any position).
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { CacheChangeKind, type ContentService, type WatchCacheChangesResponse } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import {
+  CacheChangeKind,
+  type ContentService,
+  type WatchCacheChangesResponse,
+} from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import type { Client } from "@switchyard/platform/grpc";
 import { SERVICE_AUTHORIZATION } from "@switchyard/platform/caller.js";
 import type { Logger } from "@switchyard/platform/logger.js";
@@ -88,7 +92,10 @@ export class CacheFollower {
     this.subscriberId = "";
     try {
       const headers = { [SERVICE_AUTHORIZATION]: `Bearer ${await this.serviceToken()}` };
-      await this.content.renewCacheLease({ subscriberId, appliedPosition: 0n, release: true }, { headers, timeoutMs: 500 });
+      await this.content.renewCacheLease(
+        { subscriberId, appliedPosition: 0n, release: true },
+        { headers, timeoutMs: 500 },
+      );
     } catch {
       // Its lease runs out by itself.
     }
@@ -128,7 +135,11 @@ export class CacheFollower {
         // A stream that was live and ends is routine when it opens again: content's server ends each
         // connection at its age (GRPC_MAX_CONNECTION_AGE_MS). One that does not open again is worth a warning.
         const level = failures === 0 ? "info" : "warn";
-        if (!abort.signal.aborted && !this.stopped) this.logger[level]({ message: err instanceof Error ? err.message : String(err) }, "edge cache: the change stream failed");
+        if (!abort.signal.aborted && !this.stopped)
+          this.logger[level](
+            { message: err instanceof Error ? err.message : String(err) },
+            "edge cache: the change stream failed",
+          );
       }
       // Whatever ended it: nothing from memory until subscribed again, on an empty cache.
       this.lease.lost();
@@ -174,16 +185,23 @@ export class CacheFollower {
     void (async () => {
       try {
         const headers = { [SERVICE_AUTHORIZATION]: `Bearer ${await this.serviceToken()}` };
-        const granted = await this.content.renewCacheLease({ subscriberId, appliedPosition }, { headers, timeoutMs: Math.max(100, Math.floor(this.leaseMs / 3)) });
+        const granted = await this.content.renewCacheLease(
+          { subscriberId, appliedPosition },
+          { headers, timeoutMs: Math.max(100, Math.floor(this.leaseMs / 3)) },
+        );
         if (granted.leaseMs === 0) {
           // Content extends a cache no more once a change has waited on it a whole lease.
-          if (ticket.subscription === this.lease.subscriptionNumber) this.lose("content did not extend the lease: the cache is behind a change");
+          if (ticket.subscription === this.lease.subscriptionNumber)
+            this.lose("content did not extend the lease: the cache is behind a change");
         } else {
           this.leaseMs = granted.leaseMs;
           this.lease.granted(ticket, granted.leaseMs, granted.requiredPosition);
         }
       } catch (err) {
-        this.logger.warn({ message: err instanceof Error ? err.message : String(err) }, "edge cache: could not renew the lease");
+        this.logger.warn(
+          { message: err instanceof Error ? err.message : String(err) },
+          "edge cache: could not renew the lease",
+        );
       } finally {
         this.renewing = false;
         if (this.renewAgain) {

@@ -9,7 +9,10 @@ export function clientAddress(req: IncomingMessage, trustedHops: number): string
   if (trustedHops === 0) return peer;
   const header = req.headers["x-forwarded-for"];
   // Every X-Forwarded-For line counts, in order (node joins repeated headers with ", ").
-  const hops = (Array.isArray(header) ? header.join(",") : (header ?? "")).split(",").map((h) => h.trim()).filter(Boolean);
+  const hops = (Array.isArray(header) ? header.join(",") : (header ?? ""))
+    .split(",")
+    .map((h) => h.trim())
+    .filter(Boolean);
   // Fewer entries than trusted proxies: the request did not come through all of them.
   return hops.length >= trustedHops ? hops[hops.length - trustedHops]! : peer;
 }

@@ -188,7 +188,8 @@ export class AdaptiveConcurrencyLimit {
   /** A release function to call when the request ends, or undefined when it must be shed. */
   tryAcquire(): Release | undefined {
     const now = this.now();
-    if (this.inflightCount === 0 && this.idleSince !== undefined && now - this.idleSince >= this.idleResetMs) this.forget();
+    if (this.inflightCount === 0 && this.idleSince !== undefined && now - this.idleSince >= this.idleResetMs)
+      this.forget();
     if (this.probe && now >= this.probe.endsBy) this.endProbe(now);
     if (!this.overloaded && this.inflightCount >= this.sheddingLimit + this.growthToShed) {
       // The backlog beyond the limit filled: arrivals outpace completions — overload.
@@ -313,26 +314,34 @@ export class AdaptiveConcurrencyLimit {
       // than half of it were in use, a fast window says nothing about more load (and a sudden burst
       // must not find it huge). Up to the initial limit, a window within the target is enough.
       if (peak >= this.limitValue / 2) this.limitValue = next;
-      else if (this.limitValue < this.options.initialLimit) this.limitValue = Math.min(next, this.clamp(this.options.initialLimit));
+      else if (this.limitValue < this.options.initialLimit)
+        this.limitValue = Math.min(next, this.clamp(this.options.initialLimit));
     }
     // A run of windows above the target: the limit falls each time. If minRTT is stale (the upstream
     // got slower for good) it will fall to the minimum and latency with it will not: once it sheds,
     // a probe need not wait for the interval (but comes at most once every STALE_PROBE_SPACING_WINDOWS;
     // and not while a burst drains: nothing new arrives to probe with, nothing is shed).
     this.windowsAboveTarget = gradient < 1 && busy ? this.windowsAboveTarget + 1 : 0;
-    const stale = this.windowsAboveTarget >= WINDOWS_ABOVE_TARGET_BEFORE_PROBE && shed && now - this.lastProbeAt >= STALE_PROBE_SPACING_WINDOWS * this.windowMs;
+    const stale =
+      this.windowsAboveTarget >= WINDOWS_ABOVE_TARGET_BEFORE_PROBE &&
+      shed &&
+      now - this.lastProbeAt >= STALE_PROBE_SPACING_WINDOWS * this.windowMs;
     this.windowsAtMinimum = Math.floor(this.limitValue) <= this.options.minLimit ? this.windowsAtMinimum + 1 : 0;
     this.sustainedWindows = sustained ? this.sustainedWindows + 1 : 0;
     // A probe sheds: only while minRTT looks stale, or under sustained load while minRTT is
     // unconfirmed (a start into load) or the limit sheds anyway (now and then) — and only in
     // overload: a backlog that does not grow is never shed, so a probe could not hold it at half.
-    const due = this.sustainedWindows >= SUSTAINED_WINDOWS_BEFORE_PROBE && now >= this.nextProbeAt && (!this.confirmed || shed);
+    const due =
+      this.sustainedWindows >= SUSTAINED_WINDOWS_BEFORE_PROBE && now >= this.nextProbeAt && (!this.confirmed || shed);
     if (this.overloaded && (stale || due)) this.startProbe(windowRtt, windowAdmittedWith, now);
   }
 
   private startProbe(rttBefore: number, admittedWithBefore: number, now: number): void {
     this.lastProbeAt = now;
-    const limit = Math.max(this.options.minLimit, Math.floor(Math.min(this.limitValue, this.inflightCount) * PROBE_FRACTION));
+    const limit = Math.max(
+      this.options.minLimit,
+      Math.floor(Math.min(this.limitValue, this.inflightCount) * PROBE_FRACTION),
+    );
     const endsBy = now + Math.max(PROBE_MAX_WINDOWS * this.windowMs, 4 * rttBefore);
     this.probe = { id: ++this.probes, limit, rttBefore, admittedWithBefore, endsBy, samples: [], admittedWith: [] };
   }

@@ -57,7 +57,11 @@ export function corsPolicy(origins: readonly string[]): CorsPolicy {
       const origin = req.headers.origin;
       const preflight = req.method === "OPTIONS" && req.headers["access-control-request-method"] !== undefined;
       // Answers differ by origin: caches must keep them apart.
-      appendHeader(headers, "vary", preflight ? "Origin, Access-Control-Request-Method, Access-Control-Request-Headers" : "Origin");
+      appendHeader(
+        headers,
+        "vary",
+        preflight ? "Origin, Access-Control-Request-Method, Access-Control-Request-Headers" : "Origin",
+      );
       const ok = typeof origin === "string" && allowed.has(origin);
       if (ok) headers["access-control-allow-origin"] = origin;
       if (!preflight) {
@@ -90,7 +94,9 @@ export function parseOrigins(raw: string): string[] {
       throw new Error(`"${origin}" is not an origin (scheme://host[:port])`);
     }
     if ((url.protocol !== "http:" && url.protocol !== "https:") || url.origin !== origin) {
-      throw new Error(`"${origin}" is not an origin as a browser sends it (scheme://host[:port], no path or trailing slash; e.g. ${url.origin})`);
+      throw new Error(
+        `"${origin}" is not an origin as a browser sends it (scheme://host[:port], no path or trailing slash; e.g. ${url.origin})`,
+      );
     }
   }
   return origins;

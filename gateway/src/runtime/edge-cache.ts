@@ -33,7 +33,8 @@ export interface EdgeCacheLimits {
 
 /** The catalog's pages are one group: any catalog change drops every page. */
 export const CATALOG_GROUP = "catalog";
-export const documentGroup = (tenantId: string, documentId: string): string => `doc\u0000${tenantId}\u0000${documentId}`;
+export const documentGroup = (tenantId: string, documentId: string): string =>
+  `doc\u0000${tenantId}\u0000${documentId}`;
 
 interface Entry {
   answer: CachedAnswer;

@@ -24,27 +24,51 @@ export class HttpError extends Error {
   #body: string | undefined;
   /** The JSON body, serialized once: a refusal made often (a shed, a quota) is answered from it each time. */
   get body(): string {
-    return (this.#body ??= JSON.stringify(this.details ? { error: this.message, code: this.code, details: this.details } : { error: this.message, code: this.code }));
+    return (this.#body ??= JSON.stringify(
+      this.details
+        ? { error: this.message, code: this.code, details: this.details }
+        : { error: this.message, code: this.code },
+    ));
   }
 }
 
 /** The HTTP status of every catalogued reason (a reason added to the catalogue does not compile until it has one). */
 export const HTTP_STATUS: Readonly<Record<ErrorReason, number>> = {
-  INVALID_REQUEST: 400, INVALID_CURSOR: 400, IDEMPOTENCY_KEY_INVALID: 400,
-  UNAUTHENTICATED: 401, INVALID_CREDENTIALS: 401,
-  TENANT_MISMATCH: 403, ROLE_REQUIRED: 403,
-  ROUTE_NOT_FOUND: 404, NOT_FOUND: 404,
+  INVALID_REQUEST: 400,
+  INVALID_CURSOR: 400,
+  IDEMPOTENCY_KEY_INVALID: 400,
+  UNAUTHENTICATED: 401,
+  INVALID_CREDENTIALS: 401,
+  TENANT_MISMATCH: 403,
+  ROLE_REQUIRED: 403,
+  ROUTE_NOT_FOUND: 404,
+  NOT_FOUND: 404,
   METHOD_NOT_ALLOWED: 405,
   NOT_ACCEPTABLE: 406,
-  ALREADY_EXISTS: 409, IDEMPOTENCY_KEY_IN_FLIGHT: 409, INVALID_STATE: 409, REPLAY_TOO_LONG: 409, STEP_IN_PROGRESS: 409, PRICE_CHANGED: 409, NOTHING_TO_REFUND: 409, IDEMPOTENCY_KEY_VOIDED: 409,
+  ALREADY_EXISTS: 409,
+  IDEMPOTENCY_KEY_IN_FLIGHT: 409,
+  INVALID_STATE: 409,
+  REPLAY_TOO_LONG: 409,
+  STEP_IN_PROGRESS: 409,
+  PRICE_CHANGED: 409,
+  NOTHING_TO_REFUND: 409,
+  IDEMPOTENCY_KEY_VOIDED: 409,
   ETAG_MISMATCH: 412,
   PAYLOAD_TOO_LARGE: 413,
   UNSUPPORTED_MEDIA_TYPE: 415,
-  RULE_VIOLATION: 422, IDEMPOTENCY_KEY_REUSED: 422, REFUND_EXCEEDS_REFUNDABLE: 422, UNKNOWN_SKU: 422, CURRENCY_MISMATCH: 422,
-  RATE_LIMITED: 429, STREAM_READER_TOO_SLOW: 429, TOO_MANY_STREAMS: 429, LOGIN_THROTTLED: 429,
+  RULE_VIOLATION: 422,
+  IDEMPOTENCY_KEY_REUSED: 422,
+  REFUND_EXCEEDS_REFUNDABLE: 422,
+  UNKNOWN_SKU: 422,
+  CURRENCY_MISMATCH: 422,
+  RATE_LIMITED: 429,
+  STREAM_READER_TOO_SLOW: 429,
+  TOO_MANY_STREAMS: 429,
+  LOGIN_THROTTLED: 429,
   INTERNAL: 500,
   UPSTREAM_UNAVAILABLE: 502,
-  LOAD_SHED: 503, STORE_UNAVAILABLE: 503,
+  LOAD_SHED: 503,
+  STORE_UNAVAILABLE: 503,
   DEADLINE_EXCEEDED: 504,
 };
 
@@ -94,9 +118,16 @@ function publicFailure(err: ConnectError, upstream: string): PublicFailure {
     const status = HTTP_STATUS[info.reason];
     // A refusal of the request says why in the service's words; a failure of the mesh in the gateway's.
     const message = status >= 500 ? messageFor5xx(status, upstream, err.code) : err.rawMessage;
-    return { status, reason: info.reason, message, headers: retryAfter(status, info.metadata.retry_after_seconds), details: publicDetails(info.reason, err) };
+    return {
+      status,
+      reason: info.reason,
+      message,
+      headers: retryAfter(status, info.metadata.retry_after_seconds),
+      details: publicDetails(info.reason, err),
+    };
   }
-  if (err.code === Code.Canceled) return { status: CLIENT_CLOSED, reason: "INTERNAL", message: "the request was cancelled", headers: {} };
+  if (err.code === Code.Canceled)
+    return { status: CLIENT_CLOSED, reason: "INTERNAL", message: "the request was cancelled", headers: {} };
   const reason = transportReason(err.code);
   const status = HTTP_STATUS[reason];
   return { status, reason, message: messageFor5xx(status, upstream, err.code), headers: retryAfter(status) };
@@ -127,7 +158,9 @@ export function toRpcError(err: unknown, upstream: string): ConnectError {
 
 /** The metadata the catalogue lets out, typed as it says; undefined when there is none. */
 function publicDetails(reason: ErrorReason, err: ConnectError): Record<string, string | number> | undefined {
-  const declared: Readonly<Record<string, "string" | "integer">> | undefined = (errorCatalogue[reason] as { details?: Readonly<Record<string, "string" | "integer">> }).details;
+  const declared: Readonly<Record<string, "string" | "integer">> | undefined = (
+    errorCatalogue[reason] as { details?: Readonly<Record<string, "string" | "integer">> }
+  ).details;
   if (!declared) return undefined;
   const metadata = errorInfoOf(err)?.metadata ?? {};
   const details: Record<string, string | number> = {};
@@ -142,7 +175,8 @@ function publicDetails(reason: ErrorReason, err: ConnectError): Record<string, s
 
 /** Retry-After: the service's own figure (ErrorInfo retry_after_seconds), else the status's default. */
 function retryAfter(status: number, stated?: string): Record<string, string> {
-  if (stated !== undefined && /^\d{1,6}$/.test(stated) && (status === 429 || status === 503)) return { "retry-after": stated };
+  if (stated !== undefined && /^\d{1,6}$/.test(stated) && (status === 429 || status === 503))
+    return { "retry-after": stated };
   const seconds = RETRY_AFTER[status];
   return seconds ? { "retry-after": seconds } : {};
 }
@@ -152,7 +186,9 @@ function messageFor5xx(status: number, upstream: string, code: Code): string {
   switch (status) {
     case 502:
       // Not unreachable but an answer the channel refused (past its receive limit, a reset stream, …).
-      return code === Code.Unavailable ? `the ${upstream} service is unavailable` : `the ${upstream} service gave an answer that could not be used`;
+      return code === Code.Unavailable
+        ? `the ${upstream} service is unavailable`
+        : `the ${upstream} service gave an answer that could not be used`;
     case 503:
       return `the ${upstream} service is shedding load; retry after the Retry-After delay`;
     case 504:

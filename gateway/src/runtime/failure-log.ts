@@ -49,7 +49,11 @@ export class FailureLog {
   }
 
   private reportSuppressed(code: string, window: Window): void {
-    if (window.suppressed > 0) this.logger.warn({ code, count: window.suppressed, intervalMs: this.intervalMs }, "more requests failed with this code (not logged one by one)");
+    if (window.suppressed > 0)
+      this.logger.warn(
+        { code, count: window.suppressed, intervalMs: this.intervalMs },
+        "more requests failed with this code (not logged one by one)",
+      );
     window.suppressed = 0;
   }
 }

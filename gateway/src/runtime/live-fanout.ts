@@ -29,13 +29,18 @@ export interface LiveCredential {
  * Opens the shared upstream stream after `position` ("" = only new events) with one subscriber's
  * headers. Resolves once the upstream confirmed the subscription; the iterable then yields the events.
  */
-export type OpenShared = (position: string, headers: Record<string, string>, signal: AbortSignal) => Promise<AsyncIterable<LiveEvent>>;
+export type OpenShared = (
+  position: string,
+  headers: Record<string, string>,
+  signal: AbortSignal,
+) => Promise<AsyncIterable<LiveEvent>>;
 
 /** What a subscriber may hold (its frames' bytes) while it catches up before it is ended as too slow; it reconnects and resumes. */
 const MAX_HELD_BYTES = 1024 * 1024;
 
 const sizeOf = (event: LiveEvent) => event.frame?.byteLength ?? 256;
-const tooSlow = () => fail("STREAM_READER_TOO_SLOW", "the live feed fell too far behind and was ended; reconnect to resume");
+const tooSlow = () =>
+  fail("STREAM_READER_TOO_SLOW", "the live feed fell too far behind and was ended; reconnect to resume");
 
 /** Writes one event to a subscriber's client at once; false when the subscriber is done (gone, or too far behind). */
 export type LiveWriter = (event: LiveEvent) => boolean;
@@ -224,7 +229,10 @@ export class LiveFanout {
           refused.add(credential.headers.authorization ?? "");
           continue;
         }
-        this.logger.warn({ key, message: err instanceof Error ? err.message : String(err) }, "a shared live stream ended; its subscribers reconnect");
+        this.logger.warn(
+          { key, message: err instanceof Error ? err.message : String(err) },
+          "a shared live stream ended; its subscribers reconnect",
+        );
         this.close(key, stream, err);
         return;
       }

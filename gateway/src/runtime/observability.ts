@@ -5,9 +5,25 @@
 // the OpenAPI path template (or one of the fixed paths, else "unmatched"), never the raw path.
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Logger } from "@switchyard/platform/logger.js";
-import { gatewayCacheResults, gatewayRateLimited, gatewayStreamsOpened, httpRequestDuration, statusClass } from "@switchyard/platform/metrics.js";
+import {
+  gatewayCacheResults,
+  gatewayRateLimited,
+  gatewayStreamsOpened,
+  httpRequestDuration,
+  statusClass,
+} from "@switchyard/platform/metrics.js";
 import { acceptedRequestId, newRequestId, REQUEST_ID_HEADER } from "@switchyard/platform/request-id.js";
-import { context, extractContext, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, tracer, tracingEnabled, type Span } from "@switchyard/platform/tracing.js";
+import {
+  context,
+  extractContext,
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+  tracer,
+  tracingEnabled,
+  type Span,
+} from "@switchyard/platform/tracing.js";
 
 /** Paths outside the API's document that are their own route (and /docs/… is one: the API reference). */
 const FIXED_ROUTES = new Set(["/healthz", "/readyz", "/versions", "/metrics"]);
@@ -67,7 +83,13 @@ function pathOf(url: string | undefined): string {
   return q === -1 ? u : u.slice(0, q);
 }
 
-export function observeRequest(req: IncomingMessage, res: ServerResponse, trustedProxyHops: number, logger: Logger, accessLog: boolean): RequestRecord {
+export function observeRequest(
+  req: IncomingMessage,
+  res: ServerResponse,
+  trustedProxyHops: number,
+  logger: Logger,
+  accessLog: boolean,
+): RequestRecord {
   const started = performance.now();
   const method = req.method ?? "GET";
   const requestId = requestIdOf(req, trustedProxyHops);
@@ -78,7 +100,11 @@ export function observeRequest(req: IncomingMessage, res: ServerResponse, truste
   if (tracingEnabled()) {
     // Only what the trusted proxy sent continues its trace; a client's own traceparent is not trusted.
     const parent = trustedProxyHops > 0 ? extractContext(req.headers, headerGetter) : ROOT_CONTEXT;
-    span = tracer().startSpan(method, { kind: SpanKind.SERVER, attributes: { "http.request.method": method, "switchyard.request_id": requestId } }, parent);
+    span = tracer().startSpan(
+      method,
+      { kind: SpanKind.SERVER, attributes: { "http.request.method": method, "switchyard.request_id": requestId } },
+      parent,
+    );
     spanContext = trace.setSpan(parent, span);
   }
   const record: RequestRecord = {
@@ -94,7 +120,9 @@ export function observeRequest(req: IncomingMessage, res: ServerResponse, truste
     record.onClose?.();
     const status = !res.headersSent && !res.writableFinished ? CLIENT_CLOSED : res.statusCode;
     const path = record.route === undefined ? pathOf(req.url) : undefined;
-    const route = record.route ?? (FIXED_ROUTES.has(path!) ? path! : path === "/docs" || path!.startsWith("/docs/") ? "/docs" : "unmatched");
+    const route =
+      record.route ??
+      (FIXED_ROUTES.has(path!) ? path! : path === "/docs" || path!.startsWith("/docs/") ? "/docs" : "unmatched");
     const seconds = (performance.now() - started) / 1000;
     // A live stream lasts minutes: counted apart, not in the latency histogram.
     if (record.eventStream) gatewayStreamsOpened.labels({ route }).inc();
@@ -113,7 +141,14 @@ export function observeRequest(req: IncomingMessage, res: ServerResponse, truste
       span.end();
     }
     if (accessLog) {
-      const line: Record<string, unknown> = { request_id: requestId, method, route, status, ms: Math.round(seconds * 10_000) / 10, bytes: socket.bytesWritten - bytesBefore };
+      const line: Record<string, unknown> = {
+        request_id: requestId,
+        method,
+        route,
+        status,
+        ms: Math.round(seconds * 10_000) / 10,
+        bytes: socket.bytesWritten - bytesBefore,
+      };
       if (traceId) line.trace_id = traceId;
       if (record.cache) line.cache = record.cache;
       logger.info(line, "request");

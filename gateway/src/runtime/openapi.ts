@@ -9,7 +9,8 @@ const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
 
 // Resolved through the workspace package, not relative to this file: the same from the sources and
 // from the bundle in dist/. One document per major version.
-export const openApiPath = (major: number): URL => new URL(import.meta.resolve(`@switchyard/gateway/openapi/v${major}.yaml`));
+export const openApiPath = (major: number): URL =>
+  new URL(import.meta.resolve(`@switchyard/gateway/openapi/v${major}.yaml`));
 
 /**
  * Where the gateway reads a version's document: the JSON the build wrote beside the bundle
@@ -76,7 +77,10 @@ function rewriteRefs(node: unknown): unknown {
   if (node && typeof node === "object") {
     const out: Json = {};
     for (const [k, v] of Object.entries(node)) {
-      out[k] = k === "$ref" && typeof v === "string" && v.startsWith("#/components/schemas/") ? `${DEFS_ID}#/$defs/${v.slice("#/components/schemas/".length)}` : rewriteRefs(v);
+      out[k] =
+        k === "$ref" && typeof v === "string" && v.startsWith("#/components/schemas/")
+          ? `${DEFS_ID}#/$defs/${v.slice("#/components/schemas/".length)}`
+          : rewriteRefs(v);
     }
     return out;
   }
@@ -142,7 +146,8 @@ export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument 
       let lineSchema: Json | undefined;
       if (body?.["x-switchyard-per-line-items"] === true && wholeSchema) {
         const { items, ...rest } = resolve<Json>(document, wholeSchema);
-        if (!items || rest.type !== "array") throw new Error(`${String(op.operationId)}: x-switchyard-per-line-items needs an array body with items`);
+        if (!items || rest.type !== "array")
+          throw new Error(`${String(op.operationId)}: x-switchyard-per-line-items needs an array body with items`);
         wholeSchema = rest;
         lineSchema = items as Json;
       }
@@ -172,7 +177,9 @@ export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument 
           return lineSchema ? (validators.line ??= bodyAjv.compile(rewriteRefs(lineSchema) as Json)) : undefined;
         },
         requiresAuth: security.length > 0,
-        offersEventStream: Object.values((op.responses ?? {}) as Json).some((r) => Boolean(((resolve<Json>(document, r).content ?? {}) as Json)["text/event-stream"])),
+        offersEventStream: Object.values((op.responses ?? {}) as Json).some((r) =>
+          Boolean(((resolve<Json>(document, r).content ?? {}) as Json)["text/event-stream"]),
+        ),
       });
     }
   }
@@ -189,7 +196,8 @@ export function representationsOf(api: ApiDocument): Map<string, string> {
   const seen = new Set<string>();
   const inline = (value: unknown): unknown => {
     if (Array.isArray(value)) return value.map(inline);
-    if (!value || typeof value !== "object") return typeof value === "string" ? value.replace(/\/v\d+(?=\/|$)/g, "/vN") : value;
+    if (!value || typeof value !== "object")
+      return typeof value === "string" ? value.replace(/\/v\d+(?=\/|$)/g, "/vN") : value;
     const ref = (value as Json).$ref;
     if (typeof ref === "string") {
       if (seen.has(ref)) return { $ref: ref }; // recursive: compared by name
@@ -198,20 +206,52 @@ export function representationsOf(api: ApiDocument): Map<string, string> {
       seen.delete(ref);
       return target;
     }
-    return Object.fromEntries(Object.entries(value as Json).filter(([k]) => !["description", "summary", "examples", "example"].includes(k)).map(([k, v]) => [k, inline(v)]));
+    return Object.fromEntries(
+      Object.entries(value as Json)
+        .filter(([k]) => !["description", "summary", "examples", "example"].includes(k))
+        .map(([k, v]) => [k, inline(v)]),
+    );
   };
   const out = new Map<string, string>();
   for (const item of Object.values((doc.paths ?? {}) as Json)) {
     for (const method of METHODS) {
       const op = (item as Json)[method] as Json | undefined;
-      if (op) out.set(String(op.operationId), JSON.stringify(inline({ parameters: [...(((item as Json).parameters ?? []) as unknown[]), ...((op.parameters ?? []) as unknown[])], requestBody: op.requestBody, responses: op.responses })));
+      if (op)
+        out.set(
+          String(op.operationId),
+          JSON.stringify(
+            inline({
+              parameters: [
+                ...(((item as Json).parameters ?? []) as unknown[]),
+                ...((op.parameters ?? []) as unknown[]),
+              ],
+              requestBody: op.requestBody,
+              responses: op.responses,
+            }),
+          ),
+        );
     }
   }
   return out;
 }
 
 // Keywords that say a value is of the wrong shape (400) rather than breaking a rule (422).
-const VALUE_KEYWORDS = new Set(["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength", "maxLength", "pattern", "format", "enum", "const", "multipleOf", "minItems", "maxItems", "uniqueItems"]);
+const VALUE_KEYWORDS = new Set([
+  "minimum",
+  "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
+  "minLength",
+  "maxLength",
+  "pattern",
+  "format",
+  "enum",
+  "const",
+  "multipleOf",
+  "minItems",
+  "maxItems",
+  "uniqueItems",
+]);
 
 export interface ValidationProblem {
   /** 400 for a malformed request, 422 for well-typed values that break a rule. */
@@ -221,8 +261,10 @@ export interface ValidationProblem {
 
 function fieldName(error: ErrorObject, root: string): string {
   const path = error.instancePath.replace(/^\//, "").replaceAll("/", ".");
-  if (error.keyword === "required") return [path, (error.params as { missingProperty: string }).missingProperty].filter(Boolean).join(".");
-  if (error.keyword === "additionalProperties") return [path, (error.params as { additionalProperty: string }).additionalProperty].filter(Boolean).join(".");
+  if (error.keyword === "required")
+    return [path, (error.params as { missingProperty: string }).missingProperty].filter(Boolean).join(".");
+  if (error.keyword === "additionalProperties")
+    return [path, (error.params as { additionalProperty: string }).additionalProperty].filter(Boolean).join(".");
   return path || root;
 }
 
@@ -235,9 +277,15 @@ export function describeBodyError(error: ErrorObject, root = "body"): Validation
     case "additionalProperties":
       return { status: 400, message: `unknown field ${field}` };
     case "type":
-      return { status: 400, message: `${field} must be of type ${String((error.params as { type: string | string[] }).type)}` };
+      return {
+        status: 400,
+        message: `${field} must be of type ${String((error.params as { type: string | string[] }).type)}`,
+      };
     default:
-      return { status: VALUE_KEYWORDS.has(error.keyword) ? 422 : 400, message: `${field} ${error.message ?? "is invalid"}` };
+      return {
+        status: VALUE_KEYWORDS.has(error.keyword) ? 422 : 400,
+        message: `${field} ${error.message ?? "is invalid"}`,
+      };
   }
 }
 

@@ -53,7 +53,11 @@ export function createRateLimiter(options: RateLimitOptions): RateLimiter {
   };
 
   // The counters of this process: the quota without Redis, and the insurance while Redis is away.
-  const memory = new RateLimiterMemory({ points: options.limit, duration: options.windowSeconds, keyPrefix: options.keyPrefix });
+  const memory = new RateLimiterMemory({
+    points: options.limit,
+    duration: options.windowSeconds,
+    keyPrefix: options.keyPrefix,
+  });
   const inMemory = {
     draw: (key: string): Promise<QuotaState> =>
       memory.consume(key, 1).then(
@@ -78,9 +82,19 @@ export function createRateLimiter(options: RateLimitOptions): RateLimiter {
     };
   }
   // Fail fast instead of queueing commands while Redis is away; the in-process insurance answers meanwhile.
-  const redis = new Redis(options.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2_000, lazyConnect: false });
+  const redis = new Redis(options.redisUrl, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    connectTimeout: 2_000,
+    lazyConnect: false,
+  });
   redis.on("error", () => {});
-  const shared = new SharedQuota(redis, { limit: options.limit, windowSeconds: options.windowSeconds, keyPrefix: options.keyPrefix, insurance: inMemory });
+  const shared = new SharedQuota(redis, {
+    limit: options.limit,
+    windowSeconds: options.windowSeconds,
+    keyPrefix: options.keyPrefix,
+    insurance: inMemory,
+  });
   return {
     check: (key) => shared.draw(key).then(decided),
     peek: (key) => shared.peek(key).then(decided),

@@ -24,11 +24,18 @@ export function setHeaders(res: ServerResponse, headers: ResponseHeaders): void 
 
 /** Adds a route's own headers to those gathered; a Link in both is one list, the route's links first (a page's rel="next", then a deprecation's). */
 export function addHeaders(headers: ResponseHeaders, extra: Record<string, string>): void {
-  for (const name in extra) headers[name] = name === "link" && headers.link !== undefined ? `${extra.link}, ${headers.link}` : extra[name]!;
+  for (const name in extra)
+    headers[name] = name === "link" && headers.link !== undefined ? `${extra.link}, ${headers.link}` : extra[name]!;
 }
 
 /** A JSON answer with the headers gathered for it (added to) and the route's `extra` ones. */
-export function sendJson(res: ServerResponse, status: number, body: unknown, headers: ResponseHeaders = {}, extra?: Record<string, string>): void {
+export function sendJson(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: ResponseHeaders = {},
+  extra?: Record<string, string>,
+): void {
   if (res.headersSent || res.destroyed) return;
   if (extra) addHeaders(headers, extra);
   if (status === 204 || status === 304 || body === undefined) {
@@ -40,7 +47,13 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 }
 
 /** A JSON answer whose body is already serialized (the edge cache's): no JSON work at all. */
-export function sendSerialized(res: ServerResponse, status: number, body: Buffer, headers: ResponseHeaders, extra?: Record<string, string>): void {
+export function sendSerialized(
+  res: ServerResponse,
+  status: number,
+  body: Buffer,
+  headers: ResponseHeaders,
+  extra?: Record<string, string>,
+): void {
   if (res.headersSent || res.destroyed) return;
   if (extra) addHeaders(headers, extra);
   if (status === 304) {
@@ -54,10 +67,18 @@ export function sendSerialized(res: ServerResponse, status: number, body: Buffer
   res.end(body);
 }
 
-export function sendError(res: ServerResponse, err: HttpError, presentedToken: boolean, headers: ResponseHeaders = {}): void {
+export function sendError(
+  res: ServerResponse,
+  err: HttpError,
+  presentedToken: boolean,
+  headers: ResponseHeaders = {},
+): void {
   if (res.headersSent || res.destroyed) return;
   addHeaders(headers, err.headers);
-  if (err.status === 401) headers["www-authenticate"] = presentedToken ? 'Bearer realm="switchyard", error="invalid_token"' : 'Bearer realm="switchyard"';
+  if (err.status === 401)
+    headers["www-authenticate"] = presentedToken
+      ? 'Bearer realm="switchyard", error="invalid_token"'
+      : 'Bearer realm="switchyard"';
   sendJsonText(res, err.status, err.body, headers);
 }
 

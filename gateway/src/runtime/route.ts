@@ -89,5 +89,7 @@ export function accepted(body: unknown, location: string, replayed = false): Rou
 
 /** A create's answer: 201 + Location the first time; a replay of its Idempotency-Key → 200, same body and Location. */
 export function created(body: unknown, location: string, replayed = false): RouteResult {
-  return replayed ? { status: 200, body, headers: { location, "idempotent-replayed": "true" } } : { status: 201, body, headers: { location } };
+  return replayed
+    ? { status: 200, body, headers: { location, "idempotent-replayed": "true" } }
+    : { status: 201, body, headers: { location } };
 }

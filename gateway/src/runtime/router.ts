@@ -27,7 +27,10 @@ export class Router {
     const literalLead = (o: CompiledOperation) => !leadingSegments(o.pathTemplate).includes("{");
     this.withParameterLead = operations.filter((o) => !literalLead(o));
     for (const key of new Set(operations.filter(literalLead).map((o) => leadingSegments(o.pathTemplate)))) {
-      this.byLeadingSegments.set(key, operations.filter((o) => !literalLead(o) || leadingSegments(o.pathTemplate) === key));
+      this.byLeadingSegments.set(
+        key,
+        operations.filter((o) => !literalLead(o) || leadingSegments(o.pathTemplate) === key),
+      );
     }
   }
 

@@ -83,7 +83,9 @@ export class SharedQuota {
   ) {
     this.maxSpare = Math.min(MAX_SPARE, Math.floor(options.limit * SPARE_SHARE));
     redis.defineCommand("switchyardQuotaReserve", { numberOfKeys: 1, lua: RESERVE_SCRIPT });
-    this.reserveOn = (redis as unknown as { switchyardQuotaReserve: ReserveCommand }).switchyardQuotaReserve.bind(redis);
+    this.reserveOn = (redis as unknown as { switchyardQuotaReserve: ReserveCommand }).switchyardQuotaReserve.bind(
+      redis,
+    );
     // Allowances of windows that ended go; a key back later starts afresh.
     this.sweeper = setInterval(() => this.sweep(), Math.min(options.windowSeconds, 60) * 1000).unref();
   }
@@ -121,7 +123,8 @@ export class SharedQuota {
       return this.options.insurance.peek(key);
     }
     // A quota not drawn on in this window: all of it left, the window starting now.
-    if (consumed === null) return { allowed: true, remaining: this.options.limit, msBeforeReset: this.options.windowSeconds * 1000 };
+    if (consumed === null)
+      return { allowed: true, remaining: this.options.limit, msBeforeReset: this.options.windowSeconds * 1000 };
     const remaining = Math.max(0, this.options.limit - Number(consumed)) + (current?.held ?? 0);
     return { allowed: remaining > 0, remaining, msBeforeReset: ttl };
   }

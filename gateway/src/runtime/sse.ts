@@ -73,7 +73,10 @@ export async function writeEventStream(
   // A socket stops being writable once the client closed its side (the server then ends ours).
   const closed = () => sink.destroyed || !sink.writable;
   // Only a reader keeping up needs keeping alive; one that is behind has bytes waiting anyway.
-  const heartbeat = setInterval(() => sink.writableNeedDrain || closed() || sink.write(": keep-alive\n\n"), options.heartbeatMs);
+  const heartbeat = setInterval(
+    () => sink.writableNeedDrain || closed() || sink.write(": keep-alive\n\n"),
+    options.heartbeatMs,
+  );
   // A stream lasts no longer than the token it was opened with.
   let credentialEnded: unknown;
   const unwatch = options.watchCredential?.((reason) => {
@@ -112,7 +115,10 @@ export async function writeEventStream(
       frame(
         problem.status === 401
           ? { event: "error", data: { error: `the live feed ended: ${problem.message}`, code: problem.code } }
-          : { event: "error", data: { error: "the live feed was interrupted; reconnect", code: "UPSTREAM_UNAVAILABLE" } },
+          : {
+              event: "error",
+              data: { error: "the live feed was interrupted; reconnect", code: "UPSTREAM_UNAVAILABLE" },
+            },
       ),
     );
   }

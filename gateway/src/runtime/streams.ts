@@ -7,7 +7,10 @@
  * header names that media type (with q above 0). A JSON request whose Accept merely mentions the
  * words elsewhere (a parameter, another type) is no stream.
  */
-export function wantsEventStream(operation: { offersEventStream: boolean }, accept: string | string[] | undefined): boolean {
+export function wantsEventStream(
+  operation: { offersEventStream: boolean },
+  accept: string | string[] | undefined,
+): boolean {
   if (!operation.offersEventStream || accept === undefined) return false;
   for (const range of (Array.isArray(accept) ? accept.join(",") : accept).split(",")) {
     const [type = "", ...params] = range.split(";").map((p) => p.trim());

@@ -35,7 +35,12 @@ export const forwardsClientAddress = (upstream: UpstreamName): boolean => READS_
  * The metadata of a call to `upstream` (identity, payments, orders, content) made for `request`;
  * `gatewayToken` is the gateway's own service token, sent only where the address goes.
  */
-export function upstreamHeaders(upstream: UpstreamName, caller: Caller | undefined, request: UpstreamRequest | undefined, gatewayToken?: string): Record<string, string> {
+export function upstreamHeaders(
+  upstream: UpstreamName,
+  caller: Caller | undefined,
+  request: UpstreamRequest | undefined,
+  gatewayToken?: string,
+): Record<string, string> {
   const headers: Record<string, string> = {};
   if (request) {
     headers[REQUEST_ID_HEADER] = request.requestId;

@@ -30,7 +30,9 @@ export function addMonths(date: Date, months: number): Date {
 /** Refuses a sunset outside the runway (a config error at start). */
 export function checkSunset(sunset: Date, deprecatedAt: Date): void {
   if (sunset < addMonths(deprecatedAt, SUNSET_MONTHS.min) || sunset > addMonths(deprecatedAt, SUNSET_MONTHS.max)) {
-    throw new Error(`expected a date ${SUNSET_MONTHS.min} to ${SUNSET_MONTHS.max} months after the deprecation (${deprecatedAt.toISOString().slice(0, 10)}), got ${sunset.toISOString().slice(0, 10)}`);
+    throw new Error(
+      `expected a date ${SUNSET_MONTHS.min} to ${SUNSET_MONTHS.max} months after the deprecation (${deprecatedAt.toISOString().slice(0, 10)}), got ${sunset.toISOString().slice(0, 10)}`,
+    );
   }
 }
 
@@ -83,11 +85,18 @@ function vendorRanges(header: string): { version: string | undefined; q: number 
 
 const mayNameVendorType = (header: string | undefined) => header !== undefined && /vnd\./i.test(header);
 
-const majorOf = (version: string | undefined) => (version !== undefined && /^v[1-9]\d{0,2}$/i.test(version) ? Number(version.slice(1)) : undefined);
+const majorOf = (version: string | undefined) =>
+  version !== undefined && /^v[1-9]\d{0,2}$/i.test(version) ? Number(version.slice(1)) : undefined;
 
 function notAcceptable(message: string, published: readonly number[]): HttpError {
   const accepted = published.map(mediaTypeOf).join(", ");
-  return new HttpError(HTTP_STATUS.NOT_ACCEPTABLE, "NOT_ACCEPTABLE", `${message}; published: ${accepted}`, {}, { published: accepted });
+  return new HttpError(
+    HTTP_STATUS.NOT_ACCEPTABLE,
+    "NOT_ACCEPTABLE",
+    `${message}; published: ${accepted}`,
+    {},
+    { published: accepted },
+  );
 }
 
 /**
@@ -96,12 +105,20 @@ function notAcceptable(message: string, published: readonly number[]): HttpError
  * 406 naming the published ones — unless Accept also takes plain JSON, which then gets P. A /v2 path
  * asked for another version by media type is refused too: the path says which version it is.
  */
-export function negotiateVersion(pathMajor: number, accept: string | undefined, contentType: string | undefined, published: readonly number[]): Negotiated {
+export function negotiateVersion(
+  pathMajor: number,
+  accept: string | undefined,
+  contentType: string | undefined,
+  published: readonly number[],
+): Negotiated {
   // Most requests name no vendor type at all: nothing to parse.
   if (!mayNameVendorType(accept) && !mayNameVendorType(contentType)) return { major: pathMajor, mediaType: undefined };
   const asked = vendorRanges(accept ?? "").filter((r) => r.q > 0);
   // A body's Content-Type counts only when it names a published version: any other +json type is JSON.
-  const fromBody = asked.length === 0 ? vendorRanges(contentType ?? "").filter((r) => published.includes(majorOf(r.version) ?? 0)) : [];
+  const fromBody =
+    asked.length === 0
+      ? vendorRanges(contentType ?? "").filter((r) => published.includes(majorOf(r.version) ?? 0))
+      : [];
   const ranges = asked.length > 0 ? asked : fromBody;
   if (ranges.length === 0) return { major: pathMajor, mediaType: undefined };
   const known = ranges
@@ -111,11 +128,13 @@ export function negotiateVersion(pathMajor: number, accept: string | undefined, 
   const chosen = known[0];
   if (!chosen) {
     // Plain JSON in the same Accept is a fallback the client allowed.
-    if (asked.length > 0 && /(^|,)\s*(application\/json|application\/\*|\*\/\*)\s*(;|,|$)/i.test(accept ?? "")) return { major: pathMajor, mediaType: undefined };
+    if (asked.length > 0 && /(^|,)\s*(application\/json|application\/\*|\*\/\*)\s*(;|,|$)/i.test(accept ?? ""))
+      return { major: pathMajor, mediaType: undefined };
     const named = ranges.map((r) => r.version ?? "(none)").join(", ");
     throw notAcceptable(`no published version matches the media type's version (${named})`, published);
   }
-  if (pathMajor !== 1 && chosen.major !== pathMajor) throw notAcceptable(`this path is v${pathMajor}; ask for another version by its path`, published);
+  if (pathMajor !== 1 && chosen.major !== pathMajor)
+    throw notAcceptable(`this path is v${pathMajor}; ask for another version by its path`, published);
   return { major: chosen.major, mediaType: asked.length > 0 ? mediaTypeOf(chosen.major) : undefined };
 }
 
@@ -172,7 +191,10 @@ export class DeprecatedRouteUsage {
   private readonly metricChildren = new Map<string, { inc(): void }>();
   private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly logger: Logger, intervalMs: number) {
+  constructor(
+    private readonly logger: Logger,
+    intervalMs: number,
+  ) {
     this.timer = setInterval(() => this.flush(), intervalMs).unref();
   }
 
@@ -187,7 +209,11 @@ export class DeprecatedRouteUsage {
     // The metric's child per label pair, looked up once (labels() hashes its labels on every call).
     const metricKey = verified ? key : `\u0000${route}`;
     let child = this.metricChildren.get(metricKey);
-    if (!child) this.metricChildren.set(metricKey, (child = gatewayDeprecatedRequests.labels({ tenant: verified ? tenant : "unauthenticated", route })));
+    if (!child)
+      this.metricChildren.set(
+        metricKey,
+        (child = gatewayDeprecatedRequests.labels({ tenant: verified ? tenant : "unauthenticated", route })),
+      );
     child.inc();
   }
 

@@ -49,7 +49,9 @@ export class CacheChangeLog {
         void this.read().then(() => this.emit([]));
       }, this.heartbeatMs),
       setInterval(() => {
-        this.store.pruneCacheLog(this.keepMs).catch((err: unknown) => this.logger.warn({ message: String(err) }, "could not prune the cache change log"));
+        this.store
+          .pruneCacheLog(this.keepMs)
+          .catch((err: unknown) => this.logger.warn({ message: String(err) }, "could not prune the cache change log"));
       }, 60_000),
     );
     for (const t of this.timers) t.unref();

@@ -19,7 +19,10 @@ export interface ImportSummary {
   rejected: { index: number; sku: string; reason: string }[];
 }
 
-export async function importCatalogItems(requests: AsyncIterable<Pick<ImportItemsRequest, "item">>, catalog: CatalogWriter): Promise<ImportSummary> {
+export async function importCatalogItems(
+  requests: AsyncIterable<Pick<ImportItemsRequest, "item">>,
+  catalog: CatalogWriter,
+): Promise<ImportSummary> {
   let created = 0;
   let updated = 0;
   const rejected: ImportSummary["rejected"] = [];
@@ -30,7 +33,12 @@ export async function importCatalogItems(requests: AsyncIterable<Pick<ImportItem
       rejected.push({ index: i, sku: item?.sku ?? "", reason: `an import takes at most ${MAX_IMPORT_ITEMS} items` });
       continue;
     }
-    const input = { sku: item?.sku ?? "", name: item?.name ?? "", price: item?.price ?? 0n, currency: item?.currency ?? "" };
+    const input = {
+      sku: item?.sku ?? "",
+      name: item?.name ?? "",
+      price: item?.price ?? 0n,
+      currency: item?.currency ?? "",
+    };
     const problem = item ? catalogItemProblem(input) : "item is required";
     if (problem) {
       rejected.push({ index: i, sku: input.sku, reason: problem });

@@ -9,7 +9,10 @@ export class PostFeed {
   private stopListening: (() => Promise<void>) | undefined;
   private announcing: Promise<unknown> = Promise.resolve();
 
-  constructor(private readonly store: ContentStore, private readonly logger: Logger) {
+  constructor(
+    private readonly store: ContentStore,
+    private readonly logger: Logger,
+  ) {
     this.emitter.setMaxListeners(0);
   }
 

@@ -34,14 +34,21 @@ export interface ImportJobRunnerOptions {
 }
 
 /** One chunk of a job through ImportItems' implementation: the items imported, and every line refused. */
-export async function runImportLines(lines: readonly ImportLineInput[], catalog: CatalogWriter): Promise<ImportChunkOutcome> {
+export async function runImportLines(
+  lines: readonly ImportLineInput[],
+  catalog: CatalogWriter,
+): Promise<ImportChunkOutcome> {
   const errors: ImportLineError[] = [];
   // The line of each message in the stream, by its index there (ImportItems reports rejections by index).
   const lineOf: number[] = [];
   async function* requests(): AsyncGenerator<ImportItemsRequest> {
     for (const l of lines) {
       if (!l.request) {
-        errors.push({ line: l.line, code: l.problem?.code ?? "INVALID_REQUEST", message: l.problem?.message ?? "not a catalog item" });
+        errors.push({
+          line: l.line,
+          code: l.problem?.code ?? "INVALID_REQUEST",
+          message: l.problem?.message ?? "not a catalog item",
+        });
         continue;
       }
       lineOf.push(l.line);
@@ -49,7 +56,8 @@ export async function runImportLines(lines: readonly ImportLineInput[], catalog:
     }
   }
   const summary = await importCatalogItems(requests(), catalog);
-  for (const r of summary.rejected) errors.push({ line: lineOf[r.index]!, code: "RULE_VIOLATION", message: lineMessage(r.reason) });
+  for (const r of summary.rejected)
+    errors.push({ line: lineOf[r.index]!, code: "RULE_VIOLATION", message: lineMessage(r.reason) });
   errors.sort((a, b) => a.line - b.line);
   return { imported: summary.created + summary.updated, errors };
 }
@@ -98,7 +106,11 @@ export class ImportJobRunner {
     if (this.options.soleRunner) {
       try {
         const interrupted = await this.store.expireImportLeases();
-        if (interrupted > 0) this.logger.warn({ jobs: interrupted }, "import jobs were left running by an earlier process: taking them up again");
+        if (interrupted > 0)
+          this.logger.warn(
+            { jobs: interrupted },
+            "import jobs were left running by an earlier process: taking them up again",
+          );
       } catch (err) {
         this.logger.warn({ message: String(err) }, "could not look for interrupted import jobs");
       }
@@ -108,7 +120,11 @@ export class ImportJobRunner {
       try {
         this.pending = false;
         const { claimed, failed } = await this.store.claimImportJob(this.runnerId, this.leaseMs, this.maxInterruptions);
-        for (const id of failed) this.logger.warn({ job: id, interruptions: this.maxInterruptions }, "import job failed: interrupted too often");
+        for (const id of failed)
+          this.logger.warn(
+            { job: id, interruptions: this.maxInterruptions },
+            "import job failed: interrupted too often",
+          );
         if (claimed) {
           worked = true;
           if (claimed.interrupted) this.logger.warn({ job: claimed.id }, "import job resumed after an interruption");

@@ -1,16 +1,42 @@
 // Internal records → proto messages, field by field.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { CacheChangeKind, CacheChangeSchema, CatalogItemSchema, DocumentSchema, ImportJobSchema, ImportJobStatus, PostSchema, type CacheChange, type CatalogItem, type Document, type ImportJob, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import {
+  CacheChangeKind,
+  CacheChangeSchema,
+  CatalogItemSchema,
+  DocumentSchema,
+  ImportJobSchema,
+  ImportJobStatus,
+  PostSchema,
+  type CacheChange,
+  type CatalogItem,
+  type Document,
+  type ImportJob,
+  type Post,
+} from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { encodeCursor } from "@switchyard/platform/paging.js";
 import { entityTag } from "./domain/content.js";
-import type { CacheChangeRecord, CatalogItemRecord, DocumentRecord, ImportJobRecord, PostRecord } from "./store/port.js";
+import type {
+  CacheChangeRecord,
+  CatalogItemRecord,
+  DocumentRecord,
+  ImportJobRecord,
+  PostRecord,
+} from "./store/port.js";
 
 export const postsCollection = (tenantId: string) => `posts:${tenantId}`;
 export const postKeyset = (p: PostRecord) => ({ createdAt: p.createdAt, id: p.id });
 
 export function documentToProto(d: DocumentRecord): Document {
-  return create(DocumentSchema, { id: d.id, title: d.title, body: d.body, etag: entityTag(d.id, d.version), createTime: timestampFromDate(d.createdAt), updateTime: timestampFromDate(d.updatedAt) });
+  return create(DocumentSchema, {
+    id: d.id,
+    title: d.title,
+    body: d.body,
+    etag: entityTag(d.id, d.version),
+    createTime: timestampFromDate(d.createdAt),
+    updateTime: timestampFromDate(d.updatedAt),
+  });
 }
 
 export function postToProto(p: PostRecord): Post {
@@ -31,7 +57,13 @@ export function postToProto(p: PostRecord): Post {
 export const postBytes = (p: PostRecord): number => Buffer.byteLength(p.title) + Buffer.byteLength(p.body) + 512;
 
 export function catalogItemToProto(i: CatalogItemRecord): CatalogItem {
-  return create(CatalogItemSchema, { sku: i.sku, name: i.name, price: i.price, currency: i.currency, updateTime: timestampFromDate(i.updatedAt) });
+  return create(CatalogItemSchema, {
+    sku: i.sku,
+    name: i.name,
+    price: i.price,
+    currency: i.currency,
+    updateTime: timestampFromDate(i.updatedAt),
+  });
 }
 
 const JOB_STATUS = {

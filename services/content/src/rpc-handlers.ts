@@ -1,7 +1,11 @@
 // ContentService RPC handlers: proto in, proto out.
 import type { ServiceImpl } from "@connectrpc/connect";
 import { create, toBinary } from "@bufbuild/protobuf";
-import { ContentService, ImportItemsRequestSchema, type Post } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import {
+  ContentService,
+  ImportItemsRequestSchema,
+  type Post,
+} from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
 import { ANYONE, authentication, callerOf, idempotencyKeys, USERS } from "@switchyard/platform/grpc";
 import type { Authenticator, CallPolicy, ServiceInterceptor } from "@switchyard/platform/grpc";
@@ -16,7 +20,16 @@ import type { CacheLeases } from "./cache-leases.js";
 import { importLines, linesFingerprint } from "./domain/imports.js";
 import { importCatalogItems } from "./catalog-import.js";
 import type { PostFeed } from "./feed.js";
-import { cacheChangeToProto, catalogItemToProto, documentToProto, importJobToProto, postBytes, postKeyset, postsCollection, postToProto } from "./proto-mapping.js";
+import {
+  cacheChangeToProto,
+  catalogItemToProto,
+  documentToProto,
+  importJobToProto,
+  postBytes,
+  postKeyset,
+  postsCollection,
+  postToProto,
+} from "./proto-mapping.js";
 import type { CacheChangeRecord, ContentStore, PostRecord } from "./store/port.js";
 
 export interface ContentDeps {
@@ -72,9 +85,18 @@ export const MAX_CACHE_BACKLOG = 100_000;
 export const MAX_WATCH_BACKLOG_BYTES = 1024 * 1024;
 export { MAX_IMPORT_ITEMS } from "./catalog-import.js";
 
-const after = (p: PostRecord, k: Keyset) => p.createdAt.getTime() > k.createdAt.getTime() || (p.createdAt.getTime() === k.createdAt.getTime() && p.id > k.id);
+const after = (p: PostRecord, k: Keyset) =>
+  p.createdAt.getTime() > k.createdAt.getTime() || (p.createdAt.getTime() === k.createdAt.getTime() && p.id > k.id);
 
-export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, importJobQueued, cacheLog, cacheLeases }: ContentDeps): ServiceImpl<typeof ContentService> {
+export function contentHandlers({
+  store,
+  feed,
+  catalogOwnerTenant,
+  replayLimit,
+  importJobQueued,
+  cacheLog,
+  cacheLeases,
+}: ContentDeps): ServiceImpl<typeof ContentService> {
   return {
     async createDocument(req, ctx) {
       const caller = callerOf(ctx);
@@ -91,7 +113,9 @@ export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, 
     async updateDocument(req, ctx) {
       const caller = callerOf(ctx);
       const text = validateText(req);
-      const current = isIdOf("doc", req.documentId) ? await store.getDocument(caller.tenantId, req.documentId) : undefined;
+      const current = isIdOf("doc", req.documentId)
+        ? await store.getDocument(caller.tenantId, req.documentId)
+        : undefined;
       if (!current) throw fail("NOT_FOUND", "document not found");
       let expected: number | undefined;
       if (req.ifMatch !== "") {
@@ -134,14 +158,21 @@ export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, 
       // A bounded replay: a position further back than the limit is refused before the watch starts
       // (the client pages through the list to catch up instead of pulling the whole feed through).
       if (last && (await store.countPostsAfter(caller.tenantId, last, replayLimit + 1)) > replayLimit) {
-        throw fail("REPLAY_TOO_LONG", `more than ${replayLimit} posts were made after that position: page through the list to catch up, then watch from the newest`);
+        throw fail(
+          "REPLAY_TOO_LONG",
+          `more than ${replayLimit} posts were made after that position: page through the list to catch up, then watch from the newest`,
+        );
       }
       // Subscribe before replaying, so nothing made during the replay is missed; duplicates are
       // dropped by position below. A watcher that falls too far behind is ended, not buffered for.
       const live = new AsyncQueue<PostRecord>({
         maxBuffered: MAX_WATCH_BACKLOG_BYTES,
         sizeOf: postBytes,
-        overflow: () => fail("STREAM_READER_TOO_SLOW", "the watch fell too far behind the feed and was ended; resume from the last post received"),
+        overflow: () =>
+          fail(
+            "STREAM_READER_TOO_SLOW",
+            "the watch fell too far behind the feed and was ended; resume from the last post received",
+          ),
       });
       const unsubscribe = feed.subscribe(caller.tenantId, (post) => live.push(post));
       const end = () => live.close();
@@ -201,12 +232,19 @@ export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, 
       const lines = importLines(
         req.lines.map((l) => ({
           line: l.line,
-          request: l.item ? toBinary(ImportItemsRequestSchema, create(ImportItemsRequestSchema, { item: l.item })) : undefined,
+          request: l.item
+            ? toBinary(ImportItemsRequestSchema, create(ImportItemsRequestSchema, { item: l.item }))
+            : undefined,
           problem: l.problemCode !== "" ? { code: l.problemCode, message: l.problemMessage } : undefined,
         })),
       );
       // Keys stored before keys had principals were the tenant's, and only the catalog owner's admins make jobs: they replay as before.
-      const key = { principal: principalOf(caller), key: req.idempotencyKey, requestHash: linesFingerprint(lines), ownsUnscoped: () => true };
+      const key = {
+        principal: principalOf(caller),
+        key: req.idempotencyKey,
+        requestHash: linesFingerprint(lines),
+        ownsUnscoped: () => true,
+      };
       const { job, replayed } = await store.createImportJob(caller.tenantId, caller.userId, key, lines);
       if (!replayed) importJobQueued?.();
       return { job: importJobToProto(job), replayed };
@@ -226,14 +264,19 @@ export function contentHandlers({ store, feed, catalogOwnerTenant, replayLimit, 
       const queue = new AsyncQueue<Batch>({
         maxBuffered: MAX_CACHE_BACKLOG,
         sizeOf: (b) => b.changes.length + 1,
-        overflow: () => fail("STREAM_READER_TOO_SLOW", "the cache fell too far behind the change stream and was ended; resynchronise"),
+        overflow: () =>
+          fail(
+            "STREAM_READER_TOO_SLOW",
+            "the cache fell too far behind the change stream and was ended; resynchronise",
+          ),
       });
       const { position, unsubscribe } = cacheLog.subscribe((changes, at) => queue.push({ changes, position: at }));
       const end = () => queue.close();
       ctx.signal.addEventListener("abort", end, { once: true });
       try {
         yield { subscribed: true, position };
-        for await (const batch of queue) yield { changes: batch.changes.map(cacheChangeToProto), position: batch.position };
+        for await (const batch of queue)
+          yield { changes: batch.changes.map(cacheChangeToProto), position: batch.position };
       } finally {
         unsubscribe();
         ctx.signal.removeEventListener("abort", end);

@@ -1,7 +1,17 @@
 // Assembles the content service; main.ts feeds it the environment, tests call it directly.
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { ConfigError, demoDataProblems, demoDataSettings, loadConfig, optionalSetting, parse, serviceSettings, setting, type ConfigOf } from "@switchyard/platform/config.js";
+import {
+  ConfigError,
+  demoDataProblems,
+  demoDataSettings,
+  loadConfig,
+  optionalSetting,
+  parse,
+  serviceSettings,
+  setting,
+  type ConfigOf,
+} from "@switchyard/platform/config.js";
 import type { Logger } from "@switchyard/platform/logger.js";
 import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { registration } from "@switchyard/platform/server.js";
@@ -19,11 +29,28 @@ import { SqlContentStore } from "./store/sql-store.js";
 export const contentSettings = {
   ...serviceSettings("CONTENT", 50054),
   identityAddress: setting("IDENTITY_ADDRESS", parse.address, "identity service (token keys)", "127.0.0.1:50051"),
-  ...demoDataSettings("CONTENT_DEMO_DATA", "seed the demo catalog (npm start sets it; refused with DATABASE_URL unless DEMO_DATA_FORCE)"),
-  replayLimit: setting("CONTENT_REPLAY_LIMIT", parse.int(1, 100_000), "the most posts a live feed resuming from a position (Last-Event-ID) replays; an older position is refused (409 REPLAY_TOO_LONG)", 1_000),
+  ...demoDataSettings(
+    "CONTENT_DEMO_DATA",
+    "seed the demo catalog (npm start sets it; refused with DATABASE_URL unless DEMO_DATA_FORCE)",
+  ),
+  replayLimit: setting(
+    "CONTENT_REPLAY_LIMIT",
+    parse.int(1, 100_000),
+    "the most posts a live feed resuming from a position (Last-Event-ID) replays; an older position is refused (409 REPLAY_TOO_LONG)",
+    1_000,
+  ),
   idempotencyKeyTtlHours: idempotencyKeyTtlSetting,
-  cacheLeaseMs: setting("CONTENT_CACHE_LEASE_MS", parse.int(300, 60_000), "how long an edge cache's lease holds without renewal: the longest a write of cached data (a document, the catalog) waits for a cache that stopped acknowledging", 2_000),
-  catalogOwnerTenant: optionalSetting("CATALOG_OWNER_TENANT", parse.matching(/^[a-z0-9][a-z0-9-]{0,62}$/, "a tenant id"), "the tenant whose admins may write the global catalog (ImportItems); unset: nobody"),
+  cacheLeaseMs: setting(
+    "CONTENT_CACHE_LEASE_MS",
+    parse.int(300, 60_000),
+    "how long an edge cache's lease holds without renewal: the longest a write of cached data (a document, the catalog) waits for a cache that stopped acknowledging",
+    2_000,
+  ),
+  catalogOwnerTenant: optionalSetting(
+    "CATALOG_OWNER_TENANT",
+    parse.matching(/^[a-z0-9][a-z0-9-]{0,62}$/, "a tenant id"),
+    "the tenant whose admins may write the global catalog (ImportItems); unset: nobody",
+  ),
 };
 export type ContentConfig = ConfigOf<typeof contentSettings>;
 
@@ -45,7 +72,11 @@ export interface ContentTestOptions {
   cacheLog?: CacheChangeLogOptions;
 }
 
-export async function startContentService(config: ContentConfig, logger: Logger, testOptions: ContentTestOptions = {}): Promise<ContentRuntime> {
+export async function startContentService(
+  config: ContentConfig,
+  logger: Logger,
+  testOptions: ContentTestOptions = {},
+): Promise<ContentRuntime> {
   let feed: PostFeed | undefined;
   let cacheLog: CacheChangeLog | undefined;
   const runtime = await startServiceRuntime({
@@ -68,14 +99,26 @@ export async function startContentService(config: ContentConfig, logger: Logger,
       await leases.start();
       const trust = await verifierFromIdentity(channels.identity, logger);
       // Import jobs run here, in the background; on embedded storage this process is their only runner.
-      const imports = new ImportJobRunner(store, logger, { ...testOptions.importJobs, soleRunner: db.engine === "pglite", cachesApplied: () => leases.applied() });
+      const imports = new ImportJobRunner(store, logger, {
+        ...testOptions.importJobs,
+        soleRunner: db.engine === "pglite",
+        cachesApplied: () => leases.applied(),
+      });
       imports.start();
       const purge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
       return {
         services: [
           registration(
             ContentService,
-            contentHandlers({ store, feed: live, catalogOwnerTenant: config.catalogOwnerTenant, replayLimit: config.replayLimit, importJobQueued: () => imports.wake(), cacheLog: changes, cacheLeases: leases }),
+            contentHandlers({
+              store,
+              feed: live,
+              catalogOwnerTenant: config.catalogOwnerTenant,
+              replayLimit: config.replayLimit,
+              importJobQueued: () => imports.wake(),
+              cacheLog: changes,
+              cacheLeases: leases,
+            }),
             contentInterceptors(trust.verifier),
           ),
         ],

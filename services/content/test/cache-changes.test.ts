@@ -9,7 +9,12 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { Code, ConnectError } from "@connectrpc/connect";
-import { CacheChangeKind, ContentService, ImportJobStatus, type WatchCacheChangesResponse } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import {
+  CacheChangeKind,
+  ContentService,
+  ImportJobStatus,
+  type WatchCacheChangesResponse,
+} from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { identityConfigFrom, startIdentityService, type IdentityRuntime } from "@switchyard/identity";
 import { contentConfigFrom, startContentService, type ContentRuntime } from "@switchyard/content";
@@ -66,17 +71,39 @@ for (const engine of serviceEngines()) {
     let asGateway: { headers: Record<string, string> };
     let asOrders: { headers: Record<string, string> };
     const watches: Watch[] = [];
-    const common = { DATA_DIR: dataDir, LOG_LEVEL: "silent", DATABASE_URL: engine.databaseUrl ?? "", SHED_EVENT_LOOP_DELAY_MS: "0", DEMO_DATA_FORCE: "true" };
+    const common = {
+      DATA_DIR: dataDir,
+      LOG_LEVEL: "silent",
+      DATABASE_URL: engine.databaseUrl ?? "",
+      SHED_EVENT_LOOP_DELAY_MS: "0",
+      DEMO_DATA_FORCE: "true",
+    };
 
     before(async () => {
       identity = await startIdentityService(
-        identityConfigFrom({ ...common, IDENTITY_PORT: "0", IDENTITY_DEMO_DATA: "true", IDENTITY_DB_SCHEMA: `identity_${suffix}`, SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64"), IDENTITY_SERVICE_CREDENTIALS: `gateway:${gatewaySecret},orders:${ordersSecret}` }),
+        identityConfigFrom({
+          ...common,
+          IDENTITY_PORT: "0",
+          IDENTITY_DEMO_DATA: "true",
+          IDENTITY_DB_SCHEMA: `identity_${suffix}`,
+          SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
+          IDENTITY_SERVICE_CREDENTIALS: `gateway:${gatewaySecret},orders:${ordersSecret}`,
+        }),
         logger,
       );
       const identityAddress = `127.0.0.1:${identity.server.port}`;
-      const env = { ...common, CONTENT_PORT: "0", IDENTITY_ADDRESS: identityAddress, CONTENT_DB_SCHEMA: `content_${suffix}`, CONTENT_DEMO_DATA: "true", CATALOG_OWNER_TENANT: "acme", CONTENT_CACHE_LEASE_MS: String(LEASE_MS) };
+      const env = {
+        ...common,
+        CONTENT_PORT: "0",
+        IDENTITY_ADDRESS: identityAddress,
+        CONTENT_DB_SCHEMA: `content_${suffix}`,
+        CONTENT_DEMO_DATA: "true",
+        CATALOG_OWNER_TENANT: "acme",
+        CONTENT_CACHE_LEASE_MS: String(LEASE_MS),
+      };
       // Two replicas on one database when a server is there: the stream, the renewals and the writes each on another.
-      for (let i = 0; i < (engine.databaseUrl ? 2 : 1); i++) replicas.push(await startContentService(contentConfigFrom(env), logger, { importJobs: { pollMs: 200 } }));
+      for (let i = 0; i < (engine.databaseUrl ? 2 : 1); i++)
+        replicas.push(await startContentService(contentConfigFrom(env), logger, { importJobs: { pollMs: 200 } }));
       clients = replicas.map((r) => {
         const ch = openChannel(`127.0.0.1:${r.server.port}`);
         channels.push(ch);
@@ -85,9 +112,21 @@ for (const engine of serviceEngines()) {
       const idChannel = openChannel(identityAddress);
       channels.push(idChannel);
       const id = createServiceClient(IdentityService, idChannel);
-      alice = { headers: { authorization: `Bearer ${(await id.createSession({ tenantId: "acme", email: "alice@acme.test", password: "demo-password" })).accessToken}` } };
-      asGateway = { headers: { [SERVICE_AUTHORIZATION]: `Bearer ${await serviceCredentialsFromIdentity(idChannel, "gateway", gatewaySecret).token()}` } };
-      asOrders = { headers: { [SERVICE_AUTHORIZATION]: `Bearer ${await serviceCredentialsFromIdentity(idChannel, "orders", ordersSecret).token()}` } };
+      alice = {
+        headers: {
+          authorization: `Bearer ${(await id.createSession({ tenantId: "acme", email: "alice@acme.test", password: "demo-password" })).accessToken}`,
+        },
+      };
+      asGateway = {
+        headers: {
+          [SERVICE_AUTHORIZATION]: `Bearer ${await serviceCredentialsFromIdentity(idChannel, "gateway", gatewaySecret).token()}`,
+        },
+      };
+      asOrders = {
+        headers: {
+          [SERVICE_AUTHORIZATION]: `Bearer ${await serviceCredentialsFromIdentity(idChannel, "orders", ordersSecret).token()}`,
+        },
+      };
     });
     after(async () => {
       for (const w of watches) w.close();
@@ -98,7 +137,9 @@ for (const engine of serviceEngines()) {
       if (engine.databaseUrl) {
         const client = new pg.Client(engine.databaseUrl);
         await client.connect();
-        await client.query(`DROP SCHEMA IF EXISTS identity_${suffix} CASCADE; DROP SCHEMA IF EXISTS content_${suffix} CASCADE`);
+        await client.query(
+          `DROP SCHEMA IF EXISTS identity_${suffix} CASCADE; DROP SCHEMA IF EXISTS content_${suffix} CASCADE`,
+        );
         await client.end();
       }
     });
@@ -155,10 +196,14 @@ for (const engine of serviceEngines()) {
         })().catch((e: unknown) => e);
         expect(err, "stream").to.be.instanceOf(ConnectError);
         expect([Code.PermissionDenied, Code.Unauthenticated]).to.include((err as ConnectError).code);
-        const renewal = await writer().renewCacheLease({ subscriberId: randomUUID(), appliedPosition: 0n }, who).catch((e: unknown) => e);
+        const renewal = await writer()
+          .renewCacheLease({ subscriberId: randomUUID(), appliedPosition: 0n }, who)
+          .catch((e: unknown) => e);
         expect([Code.PermissionDenied, Code.Unauthenticated]).to.include((renewal as ConnectError).code);
       }
-      const orders = await writer().renewCacheLease({ subscriberId: randomUUID(), appliedPosition: 0n }, asOrders).catch((e: unknown) => e);
+      const orders = await writer()
+        .renewCacheLease({ subscriberId: randomUUID(), appliedPosition: 0n }, asOrders)
+        .catch((e: unknown) => e);
       expect(errorInfoOf(orders as ConnectError)?.reason).to.equal("ROLE_REQUIRED");
     });
 
@@ -176,7 +221,9 @@ for (const engine of serviceEngines()) {
       const doc = (await writer().createDocument({ title: "t", body: "b" }, alice)).document!;
       const { subscriberId } = await leaseHolder(w);
       let answered = false;
-      const update = writer().updateDocument({ documentId: doc.id, title: "t2", body: "b2", ifMatch: "" }, alice).then((r) => ((answered = true), r));
+      const update = writer()
+        .updateDocument({ documentId: doc.id, title: "t2", body: "b2", ifMatch: "" }, alice)
+        .then((r) => ((answered = true), r));
       // Keep the lease running, without applying the write: the write waits.
       await w.until(() => w.changes().length >= 1, "the change");
       await writer().renewCacheLease({ subscriberId, appliedPosition: w.changes()[0]!.position - 1n }, asGateway);
@@ -213,7 +260,9 @@ for (const engine of serviceEngines()) {
       const released = await watcher().renewCacheLease({ subscriberId, appliedPosition: 0n, release: true }, asGateway);
       expect(released.leaseMs, "a release grants nothing").to.equal(0);
       await update;
-      expect(performance.now() - started, "answered on the release, not at the lease's end").to.be.below(LEASE_MS - 300);
+      expect(performance.now() - started, "answered on the release, not at the lease's end").to.be.below(
+        LEASE_MS - 300,
+      );
     });
 
     it("extends no more the lease of a cache that keeps renewing without applying a change: a write waits about two leases at most", async () => {
@@ -223,7 +272,9 @@ for (const engine of serviceEngines()) {
       const behind = w.position;
       const started = performance.now();
       let answered = false;
-      const update = writer().updateDocument({ documentId: doc.id, title: "t2", body: "b2", ifMatch: "" }, alice).then(() => (answered = true));
+      const update = writer()
+        .updateDocument({ documentId: doc.id, title: "t2", body: "b2", ifMatch: "" }, alice)
+        .then(() => (answered = true));
       const leases: number[] = [];
       while (!answered && performance.now() - started < 4 * LEASE_MS) {
         leases.push((await watcher().renewCacheLease({ subscriberId, appliedPosition: behind }, asGateway)).leaseMs);
@@ -238,7 +289,15 @@ for (const engine of serviceEngines()) {
     it("marks an import job succeeded only once the caches holding a lease applied its items", async () => {
       const w = await watch();
       const { subscriberId } = await leaseHolder(w);
-      const job = (await writer().createImportJob({ idempotencyKey: randomUUID(), lines: [{ line: 1, item: { sku: `JOB-${suffix}`, name: "n", price: 1n, currency: "EUR" } }] }, alice)).job!;
+      const job = (
+        await writer().createImportJob(
+          {
+            idempotencyKey: randomUUID(),
+            lines: [{ line: 1, item: { sku: `JOB-${suffix}`, name: "n", price: 1n, currency: "EUR" } }],
+          },
+          alice,
+        )
+      ).job!;
       await w.until(() => w.changes().some((c) => c.kind === CacheChangeKind.CATALOG), "the job's change");
       // Its lines ran; the cache has not acknowledged them (its lease runs on): the job is not done.
       await sleep(400);

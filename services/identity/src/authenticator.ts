@@ -5,13 +5,23 @@ import type { HandlerContext } from "@connectrpc/connect";
 import { fail } from "@switchyard/platform/errors.js";
 import { GATEWAY_SERVICE, OPERATOR_SERVICE, type Caller, type ServiceCaller } from "@switchyard/platform/caller.js";
 import type { TokenVerifier } from "@switchyard/platform/auth.js";
-import { ANYONE, authentication, USERS, type Authenticator, type CallPolicy, type ServiceInterceptor } from "@switchyard/platform/grpc";
+import {
+  ANYONE,
+  authentication,
+  USERS,
+  type Authenticator,
+  type CallPolicy,
+  type ServiceInterceptor,
+} from "@switchyard/platform/grpc";
 import type { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import type { OperatorService } from "@switchyard/gen/switchyard/identity/v1/operator_pb.js";
 import type { IdentityStore } from "./store/port.js";
 
 export class IdentityAuthenticator implements Authenticator {
-  constructor(private readonly verifier: TokenVerifier, private readonly store: IdentityStore) {}
+  constructor(
+    private readonly verifier: TokenVerifier,
+    private readonly store: IdentityStore,
+  ) {}
 
   async authenticate(context: HandlerContext): Promise<Caller> {
     const caller = await this.verifier.authenticate(context);
@@ -59,7 +69,11 @@ export const operatorCallPolicy: CallPolicy<typeof OperatorService> = {
  * gateway's word alone, known as services are. No method of identity takes an Idempotency-Key.
  */
 export const identityInterceptors = (authenticator: Authenticator): ServiceInterceptor[] => [
-  authentication<typeof IdentityService>({ authenticator, access: identityCallPolicy, clientAddressFrom: [GATEWAY_SERVICE] }),
+  authentication<typeof IdentityService>({
+    authenticator,
+    access: identityCallPolicy,
+    clientAddressFrom: [GATEWAY_SERVICE],
+  }),
 ];
 
 export const operatorInterceptors = (authenticator: Authenticator): ServiceInterceptor[] => [

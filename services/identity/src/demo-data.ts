@@ -5,10 +5,38 @@ import type { IdentityStore } from "./store/port.js";
 
 export const DEMO_PASSWORD = "demo-password";
 
-export const DEMO_USERS: { tenantId: string; email: string; fullName: string; givenName: string; familyName: string; role: Role }[] = [
-  { tenantId: "acme", email: "alice@acme.test", fullName: "Alice Example", givenName: "Alice", familyName: "Example", role: "admin" },
-  { tenantId: "acme", email: "bob@acme.test", fullName: "Bob Example", givenName: "Bob", familyName: "Example", role: "member" },
-  { tenantId: "globex", email: "carol@globex.test", fullName: "Carol Example", givenName: "Carol", familyName: "Example", role: "admin" },
+export const DEMO_USERS: {
+  tenantId: string;
+  email: string;
+  fullName: string;
+  givenName: string;
+  familyName: string;
+  role: Role;
+}[] = [
+  {
+    tenantId: "acme",
+    email: "alice@acme.test",
+    fullName: "Alice Example",
+    givenName: "Alice",
+    familyName: "Example",
+    role: "admin",
+  },
+  {
+    tenantId: "acme",
+    email: "bob@acme.test",
+    fullName: "Bob Example",
+    givenName: "Bob",
+    familyName: "Example",
+    role: "member",
+  },
+  {
+    tenantId: "globex",
+    email: "carol@globex.test",
+    fullName: "Carol Example",
+    givenName: "Carol",
+    familyName: "Example",
+    role: "admin",
+  },
 ];
 
 const DEMO_TENANTS = [

@@ -8,7 +8,8 @@ const PREFIX = "aes256gcm:v1:";
 /** Reads a 32-byte key written as base64 or base64url. */
 export function parseEncryptionKey(raw: string): Buffer {
   // 32 bytes are 43 base64 digits (and one '=' of padding).
-  if (!/^[A-Za-z0-9+/_-]{43}=?$/.test(raw.trim())) throw new Error("expected 32 bytes written in base64 (e.g. openssl rand -base64 32)");
+  if (!/^[A-Za-z0-9+/_-]{43}=?$/.test(raw.trim()))
+    throw new Error("expected 32 bytes written in base64 (e.g. openssl rand -base64 32)");
   return Buffer.from(raw.trim().replace(/-/g, "+").replace(/_/g, "/"), "base64");
 }
 
@@ -24,7 +25,10 @@ export function seal(plaintext: string, kid: string, key: Buffer): string {
 
 /** The plaintext of a sealed value (throws when the key is not the one it was sealed with). */
 export function unseal(stored: string, kid: string, key: Buffer): string {
-  const [iv, ciphertext, tag] = stored.slice(PREFIX.length).split(":").map((p) => Buffer.from(p, "base64url"));
+  const [iv, ciphertext, tag] = stored
+    .slice(PREFIX.length)
+    .split(":")
+    .map((p) => Buffer.from(p, "base64url"));
   if (!iv || !ciphertext || !tag) throw new Error(`signing key ${kid} is sealed in a form this version cannot read`);
   const decipher = createDecipheriv("aes-256-gcm", key, iv);
   decipher.setAAD(Buffer.from(kid, "utf8"));
@@ -32,6 +36,8 @@ export function unseal(stored: string, kid: string, key: Buffer): string {
   try {
     return Buffer.concat([decipher.update(ciphertext), decipher.final()]).toString("utf8");
   } catch {
-    throw new Error(`signing key ${kid} does not open with SIGNING_KEY_ENCRYPTION_KEY: it was sealed under another key`);
+    throw new Error(
+      `signing key ${kid} does not open with SIGNING_KEY_ENCRYPTION_KEY: it was sealed under another key`,
+    );
   }
 }

@@ -34,7 +34,8 @@ export class KnownAddresses {
     this.remembered.delete(pair);
     this.remembered.set(pair, Date.now() + KNOWN_ADDRESS_SECONDS * 1000);
     if (this.remembered.size > KNOWN_ADDRESSES_IN_MEMORY) this.remembered.delete(this.remembered.keys().next().value!);
-    if (this.redis?.status === "ready") await this.redis.set(this.keyOf(pair), "1", "EX", KNOWN_ADDRESS_SECONDS).catch(() => {});
+    if (this.redis?.status === "ready")
+      await this.redis.set(this.keyOf(pair), "1", "EX", KNOWN_ADDRESS_SECONDS).catch(() => {});
   }
 
   private keyOf(pair: string): string {

@@ -15,7 +15,12 @@
 // attempt at a time is judged, and each failure doubles the block, up to 15 minutes.
 import { createHash } from "node:crypto";
 import { Redis } from "ioredis";
-import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract, type RateLimiterRes } from "rate-limiter-flexible";
+import {
+  RateLimiterMemory,
+  RateLimiterRedis,
+  type RateLimiterAbstract,
+  type RateLimiterRes,
+} from "rate-limiter-flexible";
 import { fail } from "@switchyard/platform/errors.js";
 import { KnownAddresses } from "./known-addresses.js";
 
@@ -74,13 +79,26 @@ export class LoginThrottle {
   constructor(private readonly options: LoginThrottleOptions) {
     const prefix = options.keyPrefix ?? "switchyard:login";
     // Counting only: the refusals are decided in begin().
-    const failureOptions = { points: Number.MAX_SAFE_INTEGER, duration: FAILURE_WINDOW_SECONDS, keyPrefix: `${prefix}:failures` };
-    const judgingOptions = { points: Number.MAX_SAFE_INTEGER, duration: JUDGING_WINDOW_SECONDS, keyPrefix: `${prefix}:judging` };
+    const failureOptions = {
+      points: Number.MAX_SAFE_INTEGER,
+      duration: FAILURE_WINDOW_SECONDS,
+      keyPrefix: `${prefix}:failures`,
+    };
+    const judgingOptions = {
+      points: Number.MAX_SAFE_INTEGER,
+      duration: JUDGING_WINDOW_SECONDS,
+      keyPrefix: `${prefix}:judging`,
+    };
     const blockOptions = { points: 1, duration: 1, keyPrefix: `${prefix}:blocks` };
     if (options.redisUrl) {
-      const redis = new Redis(options.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2_000 });
+      const redis = new Redis(options.redisUrl, {
+        enableOfflineQueue: false,
+        maxRetriesPerRequest: 1,
+        connectTimeout: 2_000,
+      });
       redis.on("error", () => {});
-      const shared = (opts: typeof failureOptions) => new RateLimiterRedis({ storeClient: redis, ...opts, insuranceLimiter: new RateLimiterMemory(opts) });
+      const shared = (opts: typeof failureOptions) =>
+        new RateLimiterRedis({ storeClient: redis, ...opts, insuranceLimiter: new RateLimiterMemory(opts) });
       this.redis = redis;
       this.failures = shared(failureOptions);
       this.judging = shared(judgingOptions);
@@ -112,7 +130,10 @@ export class LoginThrottle {
     const giveBack = () => this.giveBack(keys, taken, takenAt);
     // Read after counting: an attempt that ended before has its failure counted by then (failed()
     // counts it before it gives its point back), so none is missed between the two.
-    const [failures, blocks] = await Promise.all([Promise.all(keys.map(({ key }) => this.failures.get(key))), Promise.all(keys.map(({ key }) => this.blocks.get(key)))]);
+    const [failures, blocks] = await Promise.all([
+      Promise.all(keys.map(({ key }) => this.failures.get(key))),
+      Promise.all(keys.map(({ key }) => this.blocks.get(key))),
+    ]);
     let waitMs = 0;
     keys.forEach(({ applies, allowed }, i) => {
       if (!applies) return;
@@ -125,7 +146,9 @@ export class LoginThrottle {
     if (waitMs > 0) {
       await giveBack();
       const seconds = Math.max(1, Math.ceil(waitMs / 1000));
-      throw fail("LOGIN_THROTTLED", `too many failed logins: try again in ${seconds} s`, { retry_after_seconds: String(seconds) });
+      throw fail("LOGIN_THROTTLED", `too many failed logins: try again in ${seconds} s`, {
+        retry_after_seconds: String(seconds),
+      });
     }
 
     let ended = false;
@@ -156,7 +179,11 @@ export class LoginThrottle {
 
   private async giveBack(keys: ThrottleKey[], taken: RateLimiterRes[], takenAt: number): Promise<void> {
     const now = Date.now();
-    await Promise.all(keys.map(({ key }, i) => (now < takenAt + taken[i]!.msBeforeNext - GIVE_BACK_MARGIN_MS ? this.judging.reward(key, 1) : undefined)));
+    await Promise.all(
+      keys.map(({ key }, i) =>
+        now < takenAt + taken[i]!.msBeforeNext - GIVE_BACK_MARGIN_MS ? this.judging.reward(key, 1) : undefined,
+      ),
+    );
   }
 
   /** Resolves once Redis answers (or after 2 s without it: the counters stay in this process meanwhile). */

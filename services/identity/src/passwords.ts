@@ -22,7 +22,8 @@ class HashGate {
 
   async run<T>(work: () => Promise<T>): Promise<T> {
     if (this.running >= CONCURRENT_HASHES) {
-      if (this.waiting.length >= WAITING_HASHES) throw fail("LOAD_SHED", "too many logins at once; retry after the Retry-After delay");
+      if (this.waiting.length >= WAITING_HASHES)
+        throw fail("LOAD_SHED", "too many logins at once; retry after the Retry-After delay");
       await new Promise<void>((resolve) => this.waiting.push(resolve));
     } else {
       this.running++;
@@ -45,12 +46,15 @@ export function hashPassword(password: string): Promise<string> {
 
 function deriveScrypt(password: string, salt: Buffer, logN: number, r: number, p: number): Promise<Buffer> {
   const options: ScryptOptions = { N: 2 ** logN, r, p, maxmem: 256 * 2 ** logN * r + 1024 * 1024 };
-  return new Promise((resolve, reject) => scrypt(password.normalize("NFC"), salt, 32, options, (err, key) => (err ? reject(err) : resolve(key))));
+  return new Promise((resolve, reject) =>
+    scrypt(password.normalize("NFC"), salt, 32, options, (err, key) => (err ? reject(err) : resolve(key))),
+  );
 }
 
 async function verifyScrypt(password: string, encoded: string): Promise<boolean> {
   const [, logN, r, p, salt, hash] = encoded.split("$");
-  if (!logN || !r || !p || !salt || !hash || !/^\d{1,2}$/.test(logN) || !/^\d{1,2}$/.test(r) || !/^\d{1,2}$/.test(p)) return false;
+  if (!logN || !r || !p || !salt || !hash || !/^\d{1,2}$/.test(logN) || !/^\d{1,2}$/.test(r) || !/^\d{1,2}$/.test(p))
+    return false;
   const expected = Buffer.from(hash, "base64url");
   const actual = await deriveScrypt(password, Buffer.from(salt, "base64url"), Number(logN), Number(r), Number(p));
   return actual.length === expected.length && timingSafeEqual(actual, expected);

@@ -2,7 +2,15 @@
 // deletion state have no place in a User message, so they cannot leak through it.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { Role as ProtoRole, SessionSchema, TenantSchema, UserSchema, type Session, type Tenant, type User } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
+import {
+  Role as ProtoRole,
+  SessionSchema,
+  TenantSchema,
+  UserSchema,
+  type Session,
+  type Tenant,
+  type User,
+} from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import type { Role } from "@switchyard/platform/caller.js";
 import type { SessionRecord, TenantRecord, UserRecord } from "./store/port.js";
 
@@ -38,9 +46,19 @@ export function userToProto(user: UserRecord): User {
 }
 
 export function tenantToProto(tenant: TenantRecord): Tenant {
-  return create(TenantSchema, { id: tenant.id, displayName: tenant.displayName, createTime: timestampFromDate(tenant.createdAt) });
+  return create(TenantSchema, {
+    id: tenant.id,
+    displayName: tenant.displayName,
+    createTime: timestampFromDate(tenant.createdAt),
+  });
 }
 
 export function sessionToProto(s: SessionRecord): Session {
-  return create(SessionSchema, { id: s.id, tenantId: s.tenantId, userId: s.userId, createTime: timestampFromDate(s.createdAt), expireTime: timestampFromDate(s.expiresAt) });
+  return create(SessionSchema, {
+    id: s.id,
+    tenantId: s.tenantId,
+    userId: s.userId,
+    createTime: timestampFromDate(s.createdAt),
+    expireTime: timestampFromDate(s.expiresAt),
+  });
 }

@@ -12,7 +12,10 @@ export class RevocationHub {
   /** Identity's own list: its verifier refuses revoked tokens like every other one. */
   readonly list = new RevocationList();
 
-  constructor(private readonly store: IdentityStore, private readonly logger: Logger) {
+  constructor(
+    private readonly store: IdentityStore,
+    private readonly logger: Logger,
+  ) {
     this.emitter.setMaxListeners(0);
   }
 

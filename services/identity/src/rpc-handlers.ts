@@ -47,7 +47,12 @@ function userIdOf(raw: bigint): bigint {
 }
 
 /** The user of this email whose password this is; none otherwise, after as long a check. */
-async function userWithPassword(store: IdentityStore, tenantId: string, email: string, password: string): Promise<UserRecord | undefined> {
+async function userWithPassword(
+  store: IdentityStore,
+  tenantId: string,
+  email: string,
+  password: string,
+): Promise<UserRecord | undefined> {
   // An email that no stored one can equal (empty, or with a NUL the database cannot hold) matches nobody.
   const findable = isTenantId(tenantId) && email !== "" && !email.includes("\u0000");
   const user = findable ? await store.findUserByEmail(tenantId, normalizeEmail(email)) : undefined;
@@ -79,12 +84,26 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
       }
       await attempt.succeeded();
       // A hash made with older parameters is replaced while the password is at hand.
-      if (needsRehash(user.passwordHash)) await store.updatePasswordHash(tenantId, user.id, await hashPassword(req.password));
+      if (needsRehash(user.passwordHash))
+        await store.updatePasswordHash(tenantId, user.id, await hashPassword(req.password));
       const sessionId = `ses_${randomUUID().replaceAll("-", "")}`;
       const issuedAt = Math.floor(now() / 1000);
-      const accessToken = await keys.sign(accessTokenClaims({ tenantId, userId: user.id, role: user.role, sessionId }, issuedAt, deps.tokenTtlSeconds));
-      await store.recordSession({ id: sessionId, tenantId, userId: user.id, expiresAt: new Date((issuedAt + deps.tokenTtlSeconds) * 1000) });
-      return { sessionId, accessToken, tokenType: "Bearer", expiresInSeconds: deps.tokenTtlSeconds, user: userToProto(user) };
+      const accessToken = await keys.sign(
+        accessTokenClaims({ tenantId, userId: user.id, role: user.role, sessionId }, issuedAt, deps.tokenTtlSeconds),
+      );
+      await store.recordSession({
+        id: sessionId,
+        tenantId,
+        userId: user.id,
+        expiresAt: new Date((issuedAt + deps.tokenTtlSeconds) * 1000),
+      });
+      return {
+        sessionId,
+        accessToken,
+        tokenType: "Bearer",
+        expiresInSeconds: deps.tokenTtlSeconds,
+        user: userToProto(user),
+      };
     },
 
     async getSession(req, ctx) {
@@ -96,7 +115,8 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
     },
 
     async createServiceToken(req) {
-      if (!isServiceClient(deps.serviceClients, req.clientId, req.clientSecret)) throw fail("INVALID_CREDENTIALS", "client id or secret is wrong");
+      if (!isServiceClient(deps.serviceClients, req.clientId, req.clientSecret))
+        throw fail("INVALID_CREDENTIALS", "client id or secret is wrong");
       const accessToken = await keys.sign(serviceTokenClaims(req.clientId, Math.floor(now() / 1000)));
       return { accessToken, expiresInSeconds: SERVICE_TOKEN_TTL_SECONDS };
     },
@@ -118,7 +138,9 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
       const unsubscribe = deps.revocations.subscribe((r) => live.push(r));
       const end = () => live.close();
       ctx.signal.addEventListener("abort", end, { once: true });
-      const message = (r: RevocationRecord) => ({ revocation: { sessionId: r.sessionId, expireTime: timestampFromDate(r.expiresAt) } });
+      const message = (r: RevocationRecord) => ({
+        revocation: { sessionId: r.sessionId, expireTime: timestampFromDate(r.expiresAt) },
+      });
       try {
         for (const r of await store.liveRevocations()) yield message(r);
         yield { synced: true };
@@ -130,7 +152,18 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
     },
 
     getJwks() {
-      return { keys: keys.publicKeys().map((k) => ({ kid: k.kid ?? "", kty: k.kty ?? "", crv: k.crv ?? "", x: k.x ?? "", alg: k.alg ?? "", use: k.use ?? "" })) };
+      return {
+        keys: keys
+          .publicKeys()
+          .map((k) => ({
+            kid: k.kid ?? "",
+            kty: k.kty ?? "",
+            crv: k.crv ?? "",
+            x: k.x ?? "",
+            alg: k.alg ?? "",
+            use: k.use ?? "",
+          })),
+      };
     },
 
     async getTenant(req, ctx) {
@@ -148,7 +181,10 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
       const size = pageSizeOf(req.pageSize);
       const after = decodeCursor(usersCollection(tenantId), req.pageToken, "number");
       const rows = await store.listUsers(tenantId, after, size + 1);
-      const page = pageOf(rows, size, usersCollection(tenantId), (u) => ({ createdAt: u.createdAt, id: u.id.toString() }));
+      const page = pageOf(rows, size, usersCollection(tenantId), (u) => ({
+        createdAt: u.createdAt,
+        id: u.id.toString(),
+      }));
       return { users: page.items.map(userToProto), nextPageToken: page.nextCursor };
     },
 
@@ -157,7 +193,14 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
       const tenantId = tenantIdOf(req.tenantId);
       requireTenant(caller, tenantId);
       requireRole(caller, "admin");
-      const valid = validateNewUser({ email: req.email, fullName: req.fullName, givenName: req.givenName, familyName: req.familyName, password: req.password, role: roleFromProto(req.role) });
+      const valid = validateNewUser({
+        email: req.email,
+        fullName: req.fullName,
+        givenName: req.givenName,
+        familyName: req.familyName,
+        password: req.password,
+        role: roleFromProto(req.role),
+      });
       const user = await store.createUser({
         tenantId,
         email: valid.email,
@@ -203,10 +246,19 @@ export function operatorHandlers(deps: OperatorDeps): ServiceImpl<typeof Operato
       const valid = validateNewTenant(req);
       const { tenant, admin } = await deps.store.createTenantWithAdmin(
         { id: valid.id, displayName: valid.displayName },
-        { email: valid.admin.email, fullName: valid.admin.fullName, givenName: valid.admin.name.given, familyName: valid.admin.name.family, passwordHash: await hashPassword(valid.admin.password) },
+        {
+          email: valid.admin.email,
+          fullName: valid.admin.fullName,
+          givenName: valid.admin.name.given,
+          familyName: valid.admin.name.family,
+          passwordHash: await hashPassword(valid.admin.password),
+        },
       );
       // The audit trail of who made which tenant: ids only, never the admin's email or password.
-      deps.logger.info({ tenantId: tenant.id, adminUserId: admin.id.toString(), by: service }, "tenant created with its first admin");
+      deps.logger.info(
+        { tenantId: tenant.id, adminUserId: admin.id.toString(), by: service },
+        "tenant created with its first admin",
+      );
       return { tenant: tenantToProto(tenant), admin: userToProto(admin) };
     },
   };

@@ -12,12 +12,17 @@ const digest = (secret: string) => createHash("sha256").update(secret, "utf8").d
 
 export function parseServiceClients(raw: string): ServiceClients {
   const clients = new Map<string, Buffer[]>();
-  for (const entry of raw.split(",").map((e) => e.trim()).filter(Boolean)) {
+  for (const entry of raw
+    .split(",")
+    .map((e) => e.trim())
+    .filter(Boolean)) {
     const colon = entry.indexOf(":");
     const name = entry.slice(0, colon);
     const secret = entry.slice(colon + 1);
-    if (colon < 0 || !SERVICE_NAME.test(name)) throw new Error("expected name:secret entries, the name a lower-case service name");
-    if (secret.length < MIN_SECRET_LENGTH) throw new Error(`the secret of "${name}" is shorter than ${MIN_SECRET_LENGTH} characters`);
+    if (colon < 0 || !SERVICE_NAME.test(name))
+      throw new Error("expected name:secret entries, the name a lower-case service name");
+    if (secret.length < MIN_SECRET_LENGTH)
+      throw new Error(`the secret of "${name}" is shorter than ${MIN_SECRET_LENGTH} characters`);
     clients.set(name, [...(clients.get(name) ?? []), digest(secret)]);
   }
   return clients;

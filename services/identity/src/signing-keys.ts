@@ -28,14 +28,22 @@ export interface KeyRingOptions extends RotationSettings {
 
 const RELOAD_MS = 60_000;
 
-type LoadedKey = { kid: string; activatesAt: number; privateKey: Awaited<ReturnType<typeof importJWK>>; publicJwk: JWK };
+type LoadedKey = {
+  kid: string;
+  activatesAt: number;
+  privateKey: Awaited<ReturnType<typeof importJWK>>;
+  publicJwk: JWK;
+};
 
 export class RotatingKeyRing implements KeyRing {
   private keys: LoadedKey[] = [];
   private timer: NodeJS.Timeout | undefined;
   private readonly now: () => number;
 
-  private constructor(private readonly store: IdentityStore, private readonly options: KeyRingOptions) {
+  private constructor(
+    private readonly store: IdentityStore,
+    private readonly options: KeyRingOptions,
+  ) {
     this.now = options.now ?? Date.now;
   }
 
@@ -44,7 +52,14 @@ export class RotatingKeyRing implements KeyRing {
     const ring = new RotatingKeyRing(store, options);
     await ring.refresh();
     ring.timer = setInterval(() => {
-      ring.refresh().catch((err: unknown) => options.logger.warn({ message: String(err) }, "could not read or rotate the signing keys; trying again in a minute"));
+      ring
+        .refresh()
+        .catch((err: unknown) =>
+          options.logger.warn(
+            { message: String(err) },
+            "could not read or rotate the signing keys; trying again in a minute",
+          ),
+        );
     }, options.reloadMs ?? RELOAD_MS);
     ring.timer.unref();
     return ring;
@@ -58,19 +73,35 @@ export class RotatingKeyRing implements KeyRing {
 
   private async changeFor(current: SigningKeyRecord[]): Promise<SigningKeyChange> {
     const now = this.now();
-    const plan = planRotation(current.map((k) => ({ kid: k.kid, activatesAt: k.activatesAt.getTime() })), now, this.options);
+    const plan = planRotation(
+      current.map((k) => ({ kid: k.kid, activatesAt: k.activatesAt.getTime() })),
+      now,
+      this.options,
+    );
     const change: SigningKeyChange = { remove: plan.remove };
     if (plan.addActivatingAt !== undefined) {
       const { privateKey, publicKey } = await generateKeyPair(TOKEN_ALGORITHM, { crv: "Ed25519", extractable: true });
       const kid = randomUUID();
       const meta = { kid, alg: TOKEN_ALGORITHM, use: "sig" };
       const privateJwk = JSON.stringify({ ...(await exportJWK(privateKey)), ...meta });
-      change.add = { kid, privateJwk: this.sealed(privateJwk, kid), publicJwk: JSON.stringify({ ...(await exportJWK(publicKey)), ...meta }), activatesAt: new Date(plan.addActivatingAt) };
-      this.options.logger.info({ kid, activatesAt: new Date(plan.addActivatingAt).toISOString() }, "made a new signing key; published now, signing from its activation");
+      change.add = {
+        kid,
+        privateJwk: this.sealed(privateJwk, kid),
+        publicJwk: JSON.stringify({ ...(await exportJWK(publicKey)), ...meta }),
+        activatesAt: new Date(plan.addActivatingAt),
+      };
+      this.options.logger.info(
+        { kid, activatesAt: new Date(plan.addActivatingAt).toISOString() },
+        "made a new signing key; published now, signing from its activation",
+      );
     }
     const { encryptionKey } = this.options;
-    if (encryptionKey) change.reseal = current.filter((k) => !isSealed(k.privateJwk)).map((k) => ({ kid: k.kid, privateJwk: seal(k.privateJwk, k.kid, encryptionKey) }));
-    if (plan.remove.length > 0) this.options.logger.info({ kids: plan.remove }, "forgot signing keys whose tokens have all expired");
+    if (encryptionKey)
+      change.reseal = current
+        .filter((k) => !isSealed(k.privateJwk))
+        .map((k) => ({ kid: k.kid, privateJwk: seal(k.privateJwk, k.kid, encryptionKey) }));
+    if (plan.remove.length > 0)
+      this.options.logger.info({ kids: plan.remove }, "forgot signing keys whose tokens have all expired");
     return change;
   }
 
@@ -81,16 +112,24 @@ export class RotatingKeyRing implements KeyRing {
   private async load(record: SigningKeyRecord): Promise<LoadedKey> {
     let privateJwk = record.privateJwk;
     if (isSealed(privateJwk)) {
-      if (!this.options.encryptionKey) throw new Error(`signing key ${record.kid} is sealed, and SIGNING_KEY_ENCRYPTION_KEY is not set`);
+      if (!this.options.encryptionKey)
+        throw new Error(`signing key ${record.kid} is sealed, and SIGNING_KEY_ENCRYPTION_KEY is not set`);
       privateJwk = unseal(privateJwk, record.kid, this.options.encryptionKey);
     }
-    return { kid: record.kid, activatesAt: record.activatesAt.getTime(), privateKey: await importJWK(JSON.parse(privateJwk) as JWK, TOKEN_ALGORITHM), publicJwk: JSON.parse(record.publicJwk) as JWK };
+    return {
+      kid: record.kid,
+      activatesAt: record.activatesAt.getTime(),
+      privateKey: await importJWK(JSON.parse(privateJwk) as JWK, TOKEN_ALGORITHM),
+      publicJwk: JSON.parse(record.publicJwk) as JWK,
+    };
   }
 
   sign(claims: Record<string, unknown>): Promise<string> {
     const key = signingKeyOf(this.keys, this.now());
     if (!key) throw new Error("no signing key is active");
-    return new SignJWT(claims).setProtectedHeader({ alg: TOKEN_ALGORITHM, kid: key.kid, typ: "JWT" }).sign(key.privateKey);
+    return new SignJWT(claims)
+      .setProtectedHeader({ alg: TOKEN_ALGORITHM, kid: key.kid, typ: "JWT" })
+      .sign(key.privateKey);
   }
 
   /** Every key that exists: those about to sign, the one signing, and those whose tokens may still be alive. */

@@ -23,8 +23,13 @@ import { KNOWN_ADDRESSES_IN_MEMORY, KnownAddresses } from "../src/known-addresse
 import { blockSeconds, LoginThrottle, MAX_BLOCK_SECONDS } from "../src/login-throttle.js";
 import { hashPassword, needsRehash, verifyPassword } from "../src/passwords.js";
 
-async function refusal(p: Promise<unknown>): Promise<{ reason: string | undefined; retryAfter: string | undefined } | undefined> {
-  const err = await p.then(() => undefined, (e: unknown) => e);
+async function refusal(
+  p: Promise<unknown>,
+): Promise<{ reason: string | undefined; retryAfter: string | undefined } | undefined> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   if (!err) return undefined;
   expect(err).to.be.instanceOf(ConnectError);
   const info = errorInfoOf(err as ConnectError);
@@ -34,7 +39,15 @@ async function refusal(p: Promise<unknown>): Promise<{ reason: string | undefine
 describe("login throttle", () => {
   it("blocks from the allowed number of failures on, doubling up to 15 minutes", () => {
     expect([0, 4].map((n) => blockSeconds(n, 5, 30))).to.deep.equal([0, 0]);
-    expect([5, 6, 7, 8, 9, 10, 40].map((n) => blockSeconds(n, 5, 30))).to.deep.equal([30, 60, 120, 240, 480, MAX_BLOCK_SECONDS, MAX_BLOCK_SECONDS]);
+    expect([5, 6, 7, 8, 9, 10, 40].map((n) => blockSeconds(n, 5, 30))).to.deep.equal([
+      30,
+      60,
+      120,
+      240,
+      480,
+      MAX_BLOCK_SECONDS,
+      MAX_BLOCK_SECONDS,
+    ]);
   });
 
   it("keeps a bounded number of known addresses in memory, forgetting the least recently signed in first", async () => {
@@ -68,14 +81,24 @@ for (const store of ["memory", "Redis"] as const) {
     const throttle = async (options: { firstBlockSeconds?: number; keyPrefix?: string } = {}) => {
       const keyPrefix = options.keyPrefix ?? `switchyard:test:login:${randomBytes(4).toString("hex")}`;
       prefixes.add(keyPrefix);
-      const t = new LoginThrottle({ failuresAllowed: 5, firstBlockSeconds: options.firstBlockSeconds ?? 30, redisUrl: store === "Redis" ? process.env.REDIS_URL : undefined, keyPrefix });
+      const t = new LoginThrottle({
+        failuresAllowed: 5,
+        firstBlockSeconds: options.firstBlockSeconds ?? 30,
+        redisUrl: store === "Redis" ? process.env.REDIS_URL : undefined,
+        keyPrefix,
+      });
       throttles.push(t);
       await t.ready();
       return t;
     };
     /** One attempt that, once admitted, ends as given; its refusal when it is not admitted. */
-    const attempt = (t: LoginThrottle, email: string, address: string, outcome: "failed" | "succeeded" | "abandoned" = "failed", tenant = "acme") =>
-      refusal(t.begin(tenant, email, address).then(async (a) => await a[outcome]()));
+    const attempt = (
+      t: LoginThrottle,
+      email: string,
+      address: string,
+      outcome: "failed" | "succeeded" | "abandoned" = "failed",
+      tenant = "acme",
+    ) => refusal(t.begin(tenant, email, address).then(async (a) => await a[outcome]()));
 
     it("refuses a pair after 5 failures — every attempt, with the seconds to wait — whether or not the account exists", async () => {
       const t = await throttle();
@@ -85,8 +108,14 @@ for (const store of ["memory", "Redis"] as const) {
         expect(refused?.reason).to.equal("LOGIN_THROTTLED");
         expect(Number(refused?.retryAfter)).to.be.within(25, 30);
       }
-      expect(await attempt(t, "ALICE@acme.test ", "192.0.2.1"), "the same account however the email is written").to.deep.include({ reason: "LOGIN_THROTTLED" });
-      expect(await attempt(t, "alice@acme.test", "192.0.2.1", "failed", "globex"), "another tenant's account is another account").to.equal(undefined);
+      expect(
+        await attempt(t, "ALICE@acme.test ", "192.0.2.1"),
+        "the same account however the email is written",
+      ).to.deep.include({ reason: "LOGIN_THROTTLED" });
+      expect(
+        await attempt(t, "alice@acme.test", "192.0.2.1", "failed", "globex"),
+        "another tenant's account is another account",
+      ).to.equal(undefined);
     });
 
     it("judges at most the allowance of many parallel guesses, and refuses the rest", async () => {
@@ -110,13 +139,21 @@ for (const store of ["memory", "Redis"] as const) {
     it("gives a refused attempt's count back: it holds no place and extends no block", async () => {
       const t = await throttle({ firstBlockSeconds: 1 });
       const held = await Promise.all(Array.from({ length: 5 }, () => t.begin("acme", "bob@acme.test", "192.0.2.3")));
-      for (let i = 0; i < 10; i++) expect(await attempt(t, "bob@acme.test", "192.0.2.3"), "while 5 are being judged").to.deep.equal({ reason: "LOGIN_THROTTLED", retryAfter: "1" });
+      for (let i = 0; i < 10; i++)
+        expect(await attempt(t, "bob@acme.test", "192.0.2.3"), "while 5 are being judged").to.deep.equal({
+          reason: "LOGIN_THROTTLED",
+          retryAfter: "1",
+        });
       for (const a of held.splice(0, 4)) await a.abandoned();
       expect(await attempt(t, "bob@acme.test", "192.0.2.3"), "the refusals took no place").to.equal(undefined);
       await held[0]!.failed();
       for (let i = 0; i < 3; i++) expect(await attempt(t, "bob@acme.test", "192.0.2.3")).to.equal(undefined);
       // 5 failures: blocked 1 s; refusals meanwhile do not make it longer.
-      for (let i = 0; i < 10; i++) expect(await attempt(t, "bob@acme.test", "192.0.2.3")).to.deep.equal({ reason: "LOGIN_THROTTLED", retryAfter: "1" });
+      for (let i = 0; i < 10; i++)
+        expect(await attempt(t, "bob@acme.test", "192.0.2.3")).to.deep.equal({
+          reason: "LOGIN_THROTTLED",
+          retryAfter: "1",
+        });
       await sleep(1_100);
       expect(await attempt(t, "bob@acme.test", "192.0.2.3", "succeeded")).to.equal(undefined);
     });
@@ -125,34 +162,55 @@ for (const store of ["memory", "Redis"] as const) {
       const t = await throttle({ firstBlockSeconds: 1 });
       for (let i = 0; i < 5; i++) await attempt(t, "carol@acme.test", "192.0.2.4");
       for (const seconds of [1, 2]) {
-        expect(await attempt(t, "carol@acme.test", "192.0.2.4")).to.deep.equal({ reason: "LOGIN_THROTTLED", retryAfter: String(seconds) });
+        expect(await attempt(t, "carol@acme.test", "192.0.2.4")).to.deep.equal({
+          reason: "LOGIN_THROTTLED",
+          retryAfter: String(seconds),
+        });
         await sleep(seconds * 1000 + 100);
         const judged = await t.begin("acme", "carol@acme.test", "192.0.2.4");
-        expect(await attempt(t, "carol@acme.test", "192.0.2.4"), "a second one at the same time").to.deep.equal({ reason: "LOGIN_THROTTLED", retryAfter: "1" });
+        expect(await attempt(t, "carol@acme.test", "192.0.2.4"), "a second one at the same time").to.deep.equal({
+          reason: "LOGIN_THROTTLED",
+          retryAfter: "1",
+        });
         await judged.failed();
       }
-      expect(await attempt(t, "carol@acme.test", "192.0.2.4")).to.deep.equal({ reason: "LOGIN_THROTTLED", retryAfter: "4" });
+      expect(await attempt(t, "carol@acme.test", "192.0.2.4")).to.deep.equal({
+        reason: "LOGIN_THROTTLED",
+        retryAfter: "4",
+      });
     });
 
     it("does not let a stranger lock the owner out of an address they signed in from", async () => {
       const t = await throttle();
       expect(await attempt(t, "dave@acme.test", "192.0.2.5", "succeeded"), "the owner, at home").to.equal(undefined);
       for (let i = 0; i < 5; i++) await attempt(t, "dave@acme.test", "198.51.100.1");
-      expect(await attempt(t, "dave@acme.test", "198.51.100.1", "succeeded"), "the stranger's address, the right password too").to.deep.include({ reason: "LOGIN_THROTTLED" });
+      expect(
+        await attempt(t, "dave@acme.test", "198.51.100.1", "succeeded"),
+        "the stranger's address, the right password too",
+      ).to.deep.include({ reason: "LOGIN_THROTTLED" });
       expect(await attempt(t, "dave@acme.test", "192.0.2.5", "succeeded"), "the owner at home").to.equal(undefined);
-      expect(await attempt(t, "dave@acme.test", "192.0.2.6", "succeeded"), "the owner elsewhere, the account below its bound").to.equal(undefined);
+      expect(
+        await attempt(t, "dave@acme.test", "192.0.2.6", "succeeded"),
+        "the owner elsewhere, the account below its bound",
+      ).to.equal(undefined);
     });
 
     it("bounds guessing per account across many addresses (four times a pair's allowance), except from known ones", async () => {
       const t = await throttle();
       expect(await attempt(t, "erin@acme.test", "192.0.2.7", "succeeded")).to.equal(undefined);
-      for (let i = 0; i < 19; i++) expect(await attempt(t, "erin@acme.test", `198.51.100.${10 + i}`)).to.equal(undefined);
-      expect(await attempt(t, "erin@acme.test", "198.51.100.99", "abandoned"), "19 failures: a new address still gets in").to.equal(undefined);
+      for (let i = 0; i < 19; i++)
+        expect(await attempt(t, "erin@acme.test", `198.51.100.${10 + i}`)).to.equal(undefined);
+      expect(
+        await attempt(t, "erin@acme.test", "198.51.100.99", "abandoned"),
+        "19 failures: a new address still gets in",
+      ).to.equal(undefined);
       expect(await attempt(t, "erin@acme.test", "198.51.100.29")).to.equal(undefined);
       const refused = await attempt(t, "erin@acme.test", "198.51.100.99", "succeeded");
       expect(refused?.reason, "20 failures: every new address is refused").to.equal("LOGIN_THROTTLED");
       expect(Number(refused?.retryAfter)).to.be.within(25, 30);
-      expect(await attempt(t, "erin@acme.test", "192.0.2.7", "succeeded"), "the owner's known address is not").to.equal(undefined);
+      expect(await attempt(t, "erin@acme.test", "192.0.2.7", "succeeded"), "the owner's known address is not").to.equal(
+        undefined,
+      );
     });
 
     it("forgets a pair's failures after a good login, but not the account's or the address's", async () => {
@@ -162,7 +220,9 @@ for (const store of ["memory", "Redis"] as const) {
       for (let i = 0; i < 4; i++) expect(await attempt(t, "frank@acme.test", "192.0.2.8")).to.equal(undefined);
       // The account has 8 failures; 12 more from elsewhere make the 20 it may have.
       for (let i = 0; i < 12; i++) await attempt(t, "frank@acme.test", `198.51.100.${40 + (i % 3)}`);
-      expect(await attempt(t, "frank@acme.test", "198.51.100.50", "succeeded")).to.deep.include({ reason: "LOGIN_THROTTLED" });
+      expect(await attempt(t, "frank@acme.test", "198.51.100.50", "succeeded")).to.deep.include({
+        reason: "LOGIN_THROTTLED",
+      });
     });
 
     it("refuses an address that fails across many accounts (four times a pair's allowance), unless it is known to the account", async () => {
@@ -171,7 +231,10 @@ for (const store of ["memory", "Redis"] as const) {
       for (let i = 0; i < 20; i++) await attempt(t, `guess-${i}@acme.test`, "192.0.2.9");
       expect(await attempt(t, "anyone@acme.test", "192.0.2.9")).to.deep.include({ reason: "LOGIN_THROTTLED" });
       expect(await attempt(t, "anyone@acme.test", "192.0.2.10"), "another address").to.equal(undefined);
-      expect(await attempt(t, "grace@acme.test", "192.0.2.9", "succeeded"), "an account that signed in from it").to.equal(undefined);
+      expect(
+        await attempt(t, "grace@acme.test", "192.0.2.9", "succeeded"),
+        "an account that signed in from it",
+      ).to.equal(undefined);
     });
 
     if (store === "Redis") {
@@ -182,7 +245,10 @@ for (const store of ["memory", "Redis"] as const) {
         for (let i = 0; i < 5; i++) await attempt(i % 2 === 0 ? one : two, "heidi@acme.test", "198.51.100.60");
         expect(await attempt(one, "heidi@acme.test", "198.51.100.60")).to.deep.include({ reason: "LOGIN_THROTTLED" });
         expect(await attempt(two, "heidi@acme.test", "198.51.100.60")).to.deep.include({ reason: "LOGIN_THROTTLED" });
-        expect(await attempt(two, "heidi@acme.test", "192.0.2.11", "succeeded"), "known on the other replica too").to.equal(undefined);
+        expect(
+          await attempt(two, "heidi@acme.test", "192.0.2.11", "succeeded"),
+          "known on the other replica too",
+        ).to.equal(undefined);
       });
 
       it("judges at most the allowance of parallel guesses spread over two replicas", async () => {
@@ -228,7 +294,9 @@ describe("password hashes", () => {
   it("shed a flood of checks at once (LOAD_SHED) instead of queueing it without bound", async () => {
     const hash = await hashPassword("flood");
     const outcomes = await Promise.allSettled(Array.from({ length: 60 }, () => verifyPassword("flood", hash)));
-    const shed = outcomes.filter((o) => o.status === "rejected").map((o) => errorInfoOf(o.reason as ConnectError)?.reason);
+    const shed = outcomes
+      .filter((o) => o.status === "rejected")
+      .map((o) => errorInfoOf(o.reason as ConnectError)?.reason);
     expect(shed.length, "beyond the running and waiting checks").to.be.at.least(20);
     expect(new Set(shed)).to.deep.equal(new Set(["LOAD_SHED"]));
     expect(outcomes.filter((o) => o.status === "fulfilled" && o.value === true).length).to.equal(60 - shed.length);
@@ -240,16 +308,52 @@ forEachDatabase("logging in with a hash of older parameters", (dbs) => {
     const store = new SqlIdentityStore(await dbs.open(identityMigrations));
     await store.upsertTenant({ id: "acme", displayName: "Acme" });
     const salt = randomBytes(16);
-    const legacy = ["scrypt", 14, 8, 1, salt.toString("base64url"), scryptSync("old-but-good", salt, 32, { N: 2 ** 14, r: 8, p: 1, maxmem: 64 * 1024 * 1024 }).toString("base64url")].join("$");
-    await store.createUser({ tenantId: "acme", email: "old@acme.test", fullName: "Old Hash", givenName: "Old Hash", familyName: "", role: "member", passwordHash: legacy });
+    const legacy = [
+      "scrypt",
+      14,
+      8,
+      1,
+      salt.toString("base64url"),
+      scryptSync("old-but-good", salt, 32, { N: 2 ** 14, r: 8, p: 1, maxmem: 64 * 1024 * 1024 }).toString("base64url"),
+    ].join("$");
+    await store.createUser({
+      tenantId: "acme",
+      email: "old@acme.test",
+      fullName: "Old Hash",
+      givenName: "Old Hash",
+      familyName: "",
+      role: "member",
+      passwordHash: legacy,
+    });
     const throttle = new LoginThrottle({ failuresAllowed: 5, firstBlockSeconds: 30 });
-    const handlers = identityHandlers({ store, keys: await RotatingKeyRing.open(store, { rotationMs: 86_400_000, publishLeadMs: 600_000, tokenTtlMs: 900_000, encryptionKey: undefined, logger: createLogger("test", "silent") }), tokenTtlSeconds: 900, serviceClients: new Map(), throttle, revocations: new RevocationHub(store, createLogger("test", "silent")) });
+    const handlers = identityHandlers({
+      store,
+      keys: await RotatingKeyRing.open(store, {
+        rotationMs: 86_400_000,
+        publishLeadMs: 600_000,
+        tokenTtlMs: 900_000,
+        encryptionKey: undefined,
+        logger: createLogger("test", "silent"),
+      }),
+      tokenTtlSeconds: 900,
+      serviceClients: new Map(),
+      throttle,
+      revocations: new RevocationHub(store, createLogger("test", "silent")),
+    });
     const login = async (password: string) =>
       await handlers.createSession(
         create(CreateSessionRequestSchema, { tenantId: "acme", email: "old@acme.test", password }),
-        createHandlerContext({ service: IdentityService, method: IdentityService.method.createSession, protocolName: "grpc", requestMethod: "POST", url: "/" }),
+        createHandlerContext({
+          service: IdentityService,
+          method: IdentityService.method.createSession,
+          protocolName: "grpc",
+          requestMethod: "POST",
+          url: "/",
+        }),
       );
-    expect(await refusal(login("wrong-password")), "a wrong password does not replace the hash").to.deep.include({ reason: "INVALID_CREDENTIALS" });
+    expect(await refusal(login("wrong-password")), "a wrong password does not replace the hash").to.deep.include({
+      reason: "INVALID_CREDENTIALS",
+    });
     expect((await store.findUserByEmail("acme", "old@acme.test"))!.passwordHash).to.equal(legacy);
     expect((await login("old-but-good")).accessToken).to.be.a("string");
     const upgraded = (await store.findUserByEmail("acme", "old@acme.test"))!.passwordHash;

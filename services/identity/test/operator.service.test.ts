@@ -13,7 +13,10 @@ import { SqlIdentityStore } from "../src/store/sql-store.js";
 import { startTestIdentity, type TestIdentity } from "./support/test-identity.js";
 
 const failureOf = async (call: Promise<unknown>) => {
-  const err = await call.then(() => expect.fail("expected the call to be refused"), (e: unknown) => e);
+  const err = await call.then(
+    () => expect.fail("expected the call to be refused"),
+    (e: unknown) => e,
+  );
   expect(err).to.be.instanceOf(ConnectError);
   const info = errorInfoOf(err as ConnectError);
   return { code: (err as ConnectError).code, reason: info?.reason, field: info?.metadata.field };
@@ -36,8 +39,23 @@ for (const engine of serviceEngines()) {
     });
     after(async () => id?.stop());
 
-    const request = (over: Partial<{ tenantId: string; displayName: string; adminEmail: string; adminFullName: string; adminPassword: string }> = {}) => {
-      const req = { tenantId: newTenantId(), displayName: "New Tenant Ltd", adminEmail: "first@new.test", adminFullName: "First Admin", adminPassword: `pw-${randomBytes(9).toString("hex")}`, ...over };
+    const request = (
+      over: Partial<{
+        tenantId: string;
+        displayName: string;
+        adminEmail: string;
+        adminFullName: string;
+        adminPassword: string;
+      }> = {},
+    ) => {
+      const req = {
+        tenantId: newTenantId(),
+        displayName: "New Tenant Ltd",
+        adminEmail: "first@new.test",
+        adminFullName: "First Admin",
+        adminPassword: `pw-${randomBytes(9).toString("hex")}`,
+        ...over,
+      };
       passwordsUsed.push(req.adminPassword);
       return req;
     };
@@ -51,15 +69,33 @@ for (const engine of serviceEngines()) {
       const req = request();
       const { tenant, admin } = await id.operator.createTenant(req, asOperator);
       expect(tenant).to.include({ id: req.tenantId, displayName: "New Tenant Ltd" });
-      expect(admin).to.include({ tenantId: req.tenantId, email: "first@new.test", fullName: "First Admin", role: Role.ADMIN });
+      expect(admin).to.include({
+        tenantId: req.tenantId,
+        email: "first@new.test",
+        fullName: "First Admin",
+        role: Role.ADMIN,
+      });
       expect(admin!.id > 0n).to.equal(true);
       const session = await login(req.tenantId, req.adminEmail, req.adminPassword);
       expect(session.user!.id).to.equal(admin!.id);
       expect(session.user!.role).to.equal(Role.ADMIN);
-      expect((await id.identity.getTenant({ tenantId: req.tenantId }, asUser(session.accessToken))).tenant!.displayName).to.equal("New Tenant Ltd");
-      expect((await id.identity.listUsers({ tenantId: req.tenantId }, asUser(session.accessToken))).users.map((u) => u.id)).to.deep.equal([admin!.id]);
+      expect(
+        (await id.identity.getTenant({ tenantId: req.tenantId }, asUser(session.accessToken))).tenant!.displayName,
+      ).to.equal("New Tenant Ltd");
+      expect(
+        (await id.identity.listUsers({ tenantId: req.tenantId }, asUser(session.accessToken))).users.map((u) => u.id),
+      ).to.deep.equal([admin!.id]);
       // An admin indeed: it adds the tenant's next user.
-      const member = await id.identity.createUser({ tenantId: req.tenantId, email: "second@new.test", fullName: "Second", password: "second-password-1", role: Role.MEMBER }, asUser(session.accessToken));
+      const member = await id.identity.createUser(
+        {
+          tenantId: req.tenantId,
+          email: "second@new.test",
+          fullName: "Second",
+          password: "second-password-1",
+          role: Role.MEMBER,
+        },
+        asUser(session.accessToken),
+      );
       expect(member.user!.role).to.equal(Role.MEMBER);
     });
 
@@ -79,13 +115,25 @@ for (const engine of serviceEngines()) {
       const refused = {
         "no credential": await failureOf(id.operator.createTenant(req)),
         "a tenant admin's token": await failureOf(id.operator.createTenant(req, asUser(adminToken))),
-        "a tenant admin's token as a service's": await failureOf(id.operator.createTenant(req, { headers: { "service-authorization": `Bearer ${adminToken}` } })),
-        "a tenant admin's token beside a garbage service token": await failureOf(id.operator.createTenant(req, { headers: { ...asUser(adminToken).headers, "service-authorization": "Bearer garbage" } })),
+        "a tenant admin's token as a service's": await failureOf(
+          id.operator.createTenant(req, { headers: { "service-authorization": `Bearer ${adminToken}` } }),
+        ),
+        "a tenant admin's token beside a garbage service token": await failureOf(
+          id.operator.createTenant(req, {
+            headers: { ...asUser(adminToken).headers, "service-authorization": "Bearer garbage" },
+          }),
+        ),
         "orders' service token": await failureOf(id.operator.createTenant(req, asOrders)),
-        "orders' service token and an admin's": await failureOf(id.operator.createTenant(req, { headers: { ...asOrders.headers, ...asUser(adminToken).headers } })),
-        "a garbage token": await failureOf(id.operator.createTenant(req, { headers: { "service-authorization": "Bearer abc.def.ghi" } })),
+        "orders' service token and an admin's": await failureOf(
+          id.operator.createTenant(req, { headers: { ...asOrders.headers, ...asUser(adminToken).headers } }),
+        ),
+        "a garbage token": await failureOf(
+          id.operator.createTenant(req, { headers: { "service-authorization": "Bearer abc.def.ghi" } }),
+        ),
       };
-      expect(Object.fromEntries(Object.entries(refused).map(([who, f]) => [who, [Code[f.code], f.reason]]))).to.deep.equal({
+      expect(
+        Object.fromEntries(Object.entries(refused).map(([who, f]) => [who, [Code[f.code], f.reason]])),
+      ).to.deep.equal({
         "no credential": ["Unauthenticated", "UNAUTHENTICATED"],
         "a tenant admin's token": ["Unauthenticated", "UNAUTHENTICATED"],
         "a tenant admin's token as a service's": ["Unauthenticated", "UNAUTHENTICATED"],
@@ -102,17 +150,34 @@ for (const engine of serviceEngines()) {
       const first = request();
       await id.operator.createTenant(first, asOperator);
       const again = request({ tenantId: first.tenantId, adminEmail: "intruder@new.test", displayName: "Taken Over" });
-      expect(await failureOf(id.operator.createTenant(again, asOperator))).to.deep.equal({ code: Code.AlreadyExists, reason: "ALREADY_EXISTS", field: "tenant_id" });
-      expect(await failureOf(id.operator.createTenant(first, asOperator)), "an identical re-run too").to.include({ code: Code.AlreadyExists });
-      expect((await failureOf(login(first.tenantId, again.adminEmail, again.adminPassword))).reason, "no second admin").to.equal("INVALID_CREDENTIALS");
+      expect(await failureOf(id.operator.createTenant(again, asOperator))).to.deep.equal({
+        code: Code.AlreadyExists,
+        reason: "ALREADY_EXISTS",
+        field: "tenant_id",
+      });
+      expect(await failureOf(id.operator.createTenant(first, asOperator)), "an identical re-run too").to.include({
+        code: Code.AlreadyExists,
+      });
+      expect(
+        (await failureOf(login(first.tenantId, again.adminEmail, again.adminPassword))).reason,
+        "no second admin",
+      ).to.equal("INVALID_CREDENTIALS");
       const session = await login(first.tenantId, first.adminEmail, first.adminPassword);
-      expect((await id.identity.getTenant({ tenantId: first.tenantId }, asUser(session.accessToken))).tenant!.displayName).to.equal(first.displayName);
-      expect((await id.identity.listUsers({ tenantId: first.tenantId }, asUser(session.accessToken))).users).to.have.length(1);
+      expect(
+        (await id.identity.getTenant({ tenantId: first.tenantId }, asUser(session.accessToken))).tenant!.displayName,
+      ).to.equal(first.displayName);
+      expect(
+        (await id.identity.listUsers({ tenantId: first.tenantId }, asUser(session.accessToken))).users,
+      ).to.have.length(1);
     });
 
     it("makes a tenant once when two operators race to make it", async () => {
       const tenantId = newTenantId();
-      const outcomes = await Promise.allSettled([request({ tenantId, adminEmail: "a@race.test" }), request({ tenantId, adminEmail: "b@race.test" })].map((r) => id.operator.createTenant(r, asOperator)));
+      const outcomes = await Promise.allSettled(
+        [request({ tenantId, adminEmail: "a@race.test" }), request({ tenantId, adminEmail: "b@race.test" })].map((r) =>
+          id.operator.createTenant(r, asOperator),
+        ),
+      );
       expect(outcomes.filter((o) => o.status === "fulfilled")).to.have.length(1);
       const lost = outcomes.find((o) => o.status === "rejected") as PromiseRejectedResult;
       expect(errorInfoOf(lost.reason as ConnectError)?.reason).to.equal("ALREADY_EXISTS");
@@ -137,21 +202,46 @@ for (const engine of serviceEngines()) {
       ];
       for (const [what, over, field] of cases) {
         const req = request(over);
-        expect(await failureOf(id.operator.createTenant(req, asOperator)), what).to.deep.equal({ code: Code.InvalidArgument, reason: "RULE_VIOLATION", field });
+        expect(await failureOf(id.operator.createTenant(req, asOperator)), what).to.deep.equal({
+          code: Code.InvalidArgument,
+          reason: "RULE_VIOLATION",
+          field,
+        });
         // Nothing was created: the tenant id is still free (where it is a valid one).
-        if (field !== "tenant_id") expect((await id.operator.createTenant(request({ tenantId: req.tenantId }), asOperator)).tenant!.id, what).to.equal(req.tenantId);
+        if (field !== "tenant_id")
+          expect(
+            (await id.operator.createTenant(request({ tenantId: req.tenantId }), asOperator)).tenant!.id,
+            what,
+          ).to.equal(req.tenantId);
       }
     });
 
     it("writes an audit line per tenant made, and no password, hash or token in any line", async () => {
       const req = request();
       const { admin } = await id.operator.createTenant(req, asOperator);
-      const lines = id.logs().trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+      const lines = id
+        .logs()
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
       const audit = lines.find((l) => l.tenantId === req.tenantId);
-      expect(audit).to.include({ msg: "tenant created with its first admin", adminUserId: admin!.id.toString(), by: "operator" });
+      expect(audit).to.include({
+        msg: "tenant created with its first admin",
+        adminUserId: admin!.id.toString(),
+        by: "operator",
+      });
       const everything = id.logs();
-      expect(lines.some((l) => l.msg === "rpc failed"), "refusals are logged (debug), so their lines were checked too").to.equal(true);
-      for (const secret of [...passwordsUsed.filter((p) => p.length >= 8), ...tokensSeen, id.operatorSecret, id.ordersSecret]) expect(everything).to.not.include(secret);
+      expect(
+        lines.some((l) => l.msg === "rpc failed"),
+        "refusals are logged (debug), so their lines were checked too",
+      ).to.equal(true);
+      for (const secret of [
+        ...passwordsUsed.filter((p) => p.length >= 8),
+        ...tokensSeen,
+        id.operatorSecret,
+        id.ordersSecret,
+      ])
+        expect(everything).to.not.include(secret);
       expect(everything).to.not.match(/\$argon2|\$scrypt|eyJ[\w-]+\.eyJ/);
     });
   });
@@ -166,11 +256,20 @@ forEachDatabase("identity store: a tenant with its first admin", (dbs) => {
   it("writes neither the tenant nor the admin when the admin cannot be written", async () => {
     const store = new SqlIdentityStore(db);
     // A NOT NULL column left null: the admin's insert fails after the tenant's succeeded.
-    const broken = { email: "first@new.test", fullName: "First", givenName: "First", familyName: "", passwordHash: null as unknown as string };
+    const broken = {
+      email: "first@new.test",
+      fullName: "First",
+      givenName: "First",
+      familyName: "",
+      passwordHash: null as unknown as string,
+    };
     const err = await store.createTenantWithAdmin({ id: "half", displayName: "Half" }, broken).catch((e: unknown) => e);
     expect(err).to.be.instanceOf(Error);
     expect(await store.getTenant("half"), "the tenant was rolled back").to.equal(undefined);
-    const made = await store.createTenantWithAdmin({ id: "half", displayName: "Half" }, { ...broken, passwordHash: "$argon2id$stand-in" });
+    const made = await store.createTenantWithAdmin(
+      { id: "half", displayName: "Half" },
+      { ...broken, passwordHash: "$argon2id$stand-in" },
+    );
     expect(made.admin).to.include({ tenantId: "half", role: "admin", email: "first@new.test" });
     expect(await store.findUserByEmail("half", "first@new.test")).to.include({ id: made.admin.id });
   });

@@ -28,10 +28,15 @@ describe("key rotation plan", () => {
     expect(planRotation(keys, T + 23 * HOUR, settings), "not due yet").to.deep.equal({ remove: [] });
     const due = T + 24 * HOUR - 10 * 60_000;
     expect(planRotation(keys, due, settings)).to.deep.equal({ addActivatingAt: T + 24 * HOUR, remove: [] });
-    expect(planRotation([...keys, { kid: "b", activatesAt: T + 24 * HOUR }], due + 1, settings), "one is pending already").to.deep.equal({ remove: [] });
+    expect(
+      planRotation([...keys, { kid: "b", activatesAt: T + 24 * HOUR }], due + 1, settings),
+      "one is pending already",
+    ).to.deep.equal({ remove: [] });
   });
   it("gives a late rotation its full lead time", () => {
-    expect(planRotation([{ kid: "a", activatesAt: T }], T + 30 * HOUR, settings).addActivatingAt).to.equal(T + 30 * HOUR + 10 * 60_000);
+    expect(planRotation([{ kid: "a", activatesAt: T }], T + 30 * HOUR, settings).addActivatingAt).to.equal(
+      T + 30 * HOUR + 10 * 60_000,
+    );
   });
   it("forgets a retired key once the last token it signed has expired, and not before", () => {
     const keys = [
@@ -58,11 +63,20 @@ describe("key sealing", () => {
   it("reads the key from base64 of exactly 32 bytes", () => {
     expect(parseEncryptionKey(key.toString("base64")).equals(key)).to.equal(true);
     expect(parseEncryptionKey(key.toString("base64url")).equals(key)).to.equal(true);
-    for (const bad of ["", "short", randomBytes(16).toString("base64"), `${key.toString("base64")}AAAA`]) expect(() => parseEncryptionKey(bad), bad).to.throw();
+    for (const bad of ["", "short", randomBytes(16).toString("base64"), `${key.toString("base64")}AAAA`])
+      expect(() => parseEncryptionKey(bad), bad).to.throw();
   });
   it("is required of identity on a database server", () => {
-    expect(() => identityConfigFrom({ DATABASE_URL: "postgres://u@127.0.0.1/db" })).to.throw(ConfigError, /SIGNING_KEY_ENCRYPTION_KEY is required/);
-    expect(identityConfigFrom({ DATABASE_URL: "postgres://u@127.0.0.1/db", SIGNING_KEY_ENCRYPTION_KEY: key.toString("base64") }).keyEncryptionKey?.equals(key)).to.equal(true);
+    expect(() => identityConfigFrom({ DATABASE_URL: "postgres://u@127.0.0.1/db" })).to.throw(
+      ConfigError,
+      /SIGNING_KEY_ENCRYPTION_KEY is required/,
+    );
+    expect(
+      identityConfigFrom({
+        DATABASE_URL: "postgres://u@127.0.0.1/db",
+        SIGNING_KEY_ENCRYPTION_KEY: key.toString("base64"),
+      }).keyEncryptionKey?.equals(key),
+    ).to.equal(true);
     expect(identityConfigFrom({}).keyEncryptionKey, "embedded storage may go without").to.equal(undefined);
   });
 });
@@ -75,14 +89,28 @@ forEachDatabase("signing key ring", (dbs) => {
   const rings: RotatingKeyRing[] = [];
   after(() => rings.forEach((r) => r.stop()));
   const open = async (store: SqlIdentityStore, encryptionKey: Buffer | undefined) => {
-    const ring = await RotatingKeyRing.open(store, { ...settings, encryptionKey, logger, now: clock, reloadMs: 3_600_000 });
+    const ring = await RotatingKeyRing.open(store, {
+      ...settings,
+      encryptionKey,
+      logger,
+      now: clock,
+      reloadMs: 3_600_000,
+    });
     rings.push(ring);
     return ring;
   };
   const kidOf = (token: string) => decodeProtectedHeader(token).kid;
   const verifies = async (token: string, ring: RotatingKeyRing) =>
-    jwtVerify(token, createLocalJWKSet({ keys: ring.publicKeys() }), { currentDate: new Date(now) }).then(() => true, () => false);
-  const storedKeys = async (db: SqlDatabase) => (await db.query<{ kid: string; private_jwk: string; public_jwk: string }>("SELECT kid, private_jwk, public_jwk FROM signing_keys")).rows;
+    jwtVerify(token, createLocalJWKSet({ keys: ring.publicKeys() }), { currentDate: new Date(now) }).then(
+      () => true,
+      () => false,
+    );
+  const storedKeys = async (db: SqlDatabase) =>
+    (
+      await db.query<{ kid: string; private_jwk: string; public_jwk: string }>(
+        "SELECT kid, private_jwk, public_jwk FROM signing_keys",
+      )
+    ).rows;
 
   it("publishes the next key before it signs, signs with it from its activation, and keeps the retired one until its tokens expire", async () => {
     now = 2_000 * HOUR;
@@ -101,10 +129,16 @@ forEachDatabase("signing key ring", (dbs) => {
     now += 10 * 60_000;
     await ring.refresh();
     expect(await verifies(second, ring)).to.equal(true);
-    expect(ring.publicKeys().map((k) => k.kid), "the retired key is still published while its tokens may live").to.include(kidOf(first));
+    expect(
+      ring.publicKeys().map((k) => k.kid),
+      "the retired key is still published while its tokens may live",
+    ).to.include(kidOf(first));
     now += 6 * 60_000;
     await ring.refresh();
-    expect(ring.publicKeys().map((k) => k.kid), "and forgotten after").to.deep.equal([kidOf(second)]);
+    expect(
+      ring.publicKeys().map((k) => k.kid),
+      "and forgotten after",
+    ).to.deep.equal([kidOf(second)]);
   });
 
   it("never stores a private key in the clear, opens only with its key, and seals keys it finds in the clear", async () => {
@@ -124,9 +158,20 @@ forEachDatabase("signing key ring", (dbs) => {
       expect(JSON.parse(row.public_jwk)).to.not.have.property("d");
     }
     expect(await verifies(await ring.sign({ sub: "1", exp: now / 1000 + 60 }), ring)).to.equal(true);
-    let err = await RotatingKeyRing.open(store, { ...settings, encryptionKey: randomBytes(32), logger, now: clock }).then(() => undefined, (e: Error) => e);
+    let err = await RotatingKeyRing.open(store, {
+      ...settings,
+      encryptionKey: randomBytes(32),
+      logger,
+      now: clock,
+    }).then(
+      () => undefined,
+      (e: Error) => e,
+    );
     expect(err?.message).to.match(/does not open with SIGNING_KEY_ENCRYPTION_KEY/);
-    err = await RotatingKeyRing.open(store, { ...settings, encryptionKey: undefined, logger, now: clock }).then(() => undefined, (e: Error) => e);
+    err = await RotatingKeyRing.open(store, { ...settings, encryptionKey: undefined, logger, now: clock }).then(
+      () => undefined,
+      (e: Error) => e,
+    );
     expect(err?.message).to.match(/SIGNING_KEY_ENCRYPTION_KEY is not set/);
   });
 
@@ -137,13 +182,23 @@ forEachDatabase("signing key ring", (dbs) => {
     }
     now = 4_000 * HOUR;
     const place = dbs.place();
-    const stores = await Promise.all([1, 2, 3, 4].map(async () => new SqlIdentityStore(await place.open(identityMigrations))));
+    const stores = await Promise.all(
+      [1, 2, 3, 4].map(async () => new SqlIdentityStore(await place.open(identityMigrations))),
+    );
     const rings = await Promise.all(stores.map((s) => open(s, kek)));
     expect((await storedKeys(await place.open(identityMigrations))).length, "one first key").to.equal(1);
     now += 24 * HOUR;
     await Promise.all(rings.map((r) => r.refresh()));
     expect((await storedKeys(await place.open(identityMigrations))).length, "one next key").to.equal(2);
-    const kids = new Set(rings.map((r) => r.publicKeys().map((k) => k.kid).sort().join()));
+    const kids = new Set(
+      rings.map((r) =>
+        r
+          .publicKeys()
+          .map((k) => k.kid)
+          .sort()
+          .join(),
+      ),
+    );
     expect(kids.size, "every replica publishes the same keys").to.equal(1);
   });
 });

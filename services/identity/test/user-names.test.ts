@@ -15,16 +15,33 @@ const refusal = (work: () => unknown) => {
 
 describe("identity: a new user's name", () => {
   it("a whole name is all given name; parts make the whole joined by a space", () => {
-    expect(validateName({ fullName: "  Grace Brewster Hopper " })).to.deep.equal({ fullName: "Grace Brewster Hopper", name: { given: "Grace Brewster Hopper", family: "" } });
-    expect(validateName({ fullName: "", givenName: " Ada ", familyName: "Lovelace" })).to.deep.equal({ fullName: "Ada Lovelace", name: { given: "Ada", family: "Lovelace" } });
-    expect(validateName({ fullName: "", givenName: "Plato", familyName: "" })).to.deep.equal({ fullName: "Plato", name: { given: "Plato", family: "" } });
+    expect(validateName({ fullName: "  Grace Brewster Hopper " })).to.deep.equal({
+      fullName: "Grace Brewster Hopper",
+      name: { given: "Grace Brewster Hopper", family: "" },
+    });
+    expect(validateName({ fullName: "", givenName: " Ada ", familyName: "Lovelace" })).to.deep.equal({
+      fullName: "Ada Lovelace",
+      name: { given: "Ada", family: "Lovelace" },
+    });
+    expect(validateName({ fullName: "", givenName: "Plato", familyName: "" })).to.deep.equal({
+      fullName: "Plato",
+      name: { given: "Plato", family: "" },
+    });
   });
 
   it("refuses both at once, an empty or control-character given name, a too-long part", () => {
-    expect(refusal(() => validateName({ fullName: "Ada Lovelace", givenName: "Ada", familyName: "Lovelace" }))).to.equal("RULE_VIOLATION full_name");
-    expect(refusal(() => validateName({ fullName: "", givenName: "", familyName: "Lovelace" }))).to.equal("RULE_VIOLATION name.given");
-    expect(refusal(() => validateName({ fullName: "", givenName: "A\u0007da", familyName: "" }))).to.equal("RULE_VIOLATION name.given");
-    expect(refusal(() => validateName({ fullName: "", givenName: "Ada", familyName: "x".repeat(100) }))).to.equal("RULE_VIOLATION name.family");
+    expect(
+      refusal(() => validateName({ fullName: "Ada Lovelace", givenName: "Ada", familyName: "Lovelace" })),
+    ).to.equal("RULE_VIOLATION full_name");
+    expect(refusal(() => validateName({ fullName: "", givenName: "", familyName: "Lovelace" }))).to.equal(
+      "RULE_VIOLATION name.given",
+    );
+    expect(refusal(() => validateName({ fullName: "", givenName: "A\u0007da", familyName: "" }))).to.equal(
+      "RULE_VIOLATION name.given",
+    );
+    expect(refusal(() => validateName({ fullName: "", givenName: "Ada", familyName: "x".repeat(100) }))).to.equal(
+      "RULE_VIOLATION name.family",
+    );
     expect(refusal(() => validateName({ fullName: "" }))).to.equal("RULE_VIOLATION full_name");
   });
 });

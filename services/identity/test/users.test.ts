@@ -19,7 +19,13 @@ describe("identity rules", () => {
   const valid = { email: "dana@acme.test", fullName: "Dana", password: "correct horse battery", role: undefined };
 
   it("accepts a valid user, defaulting the role to member and trimming", () => {
-    expect(validateNewUser({ ...valid, email: " dana@acme.test ", fullName: " Dana " })).to.deep.equal({ email: "dana@acme.test", fullName: "Dana", name: { given: "Dana", family: "" }, password: valid.password, role: "member" });
+    expect(validateNewUser({ ...valid, email: " dana@acme.test ", fullName: " Dana " })).to.deep.equal({
+      email: "dana@acme.test",
+      fullName: "Dana",
+      name: { given: "Dana", family: "" },
+      password: valid.password,
+      role: "member",
+    });
   });
 
   it("names the field that breaks a rule", () => {

@@ -1,7 +1,18 @@
 // Internal records → proto messages, field by field; totals computed by the domain.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { DiscountSchema, ItemSchema, OrderSchema, OrderStatus as ProtoStatus, OrderStep, ShipmentSchema, type Discount, type Item, type Order, type Shipment } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
+import {
+  DiscountSchema,
+  ItemSchema,
+  OrderSchema,
+  OrderStatus as ProtoStatus,
+  OrderStep,
+  ShipmentSchema,
+  type Discount,
+  type Item,
+  type Order,
+  type Shipment,
+} from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { totalsOf } from "./domain/orders.js";
 import type { OrderStatus } from "./domain/state-machine.js";
 import type { StepKind } from "./domain/steps.js";
@@ -16,10 +27,24 @@ export const STATUS_TO_PROTO: Record<OrderStatus, ProtoStatus> = {
 
 const STEP_TO_PROTO: Record<StepKind, OrderStep> = { charge: OrderStep.PAYMENT, refund: OrderStep.CANCELLATION };
 
-export const itemToProto = (i: ItemRecord): Item => create(ItemSchema, { id: i.id, sku: i.sku, quantity: i.quantity, unitPrice: i.unitPrice, createTime: timestampFromDate(i.createdAt) });
-export const discountToProto = (d: DiscountRecord): Discount => create(DiscountSchema, { id: d.id, code: d.code, amount: d.amount, createTime: timestampFromDate(d.createdAt) });
+export const itemToProto = (i: ItemRecord): Item =>
+  create(ItemSchema, {
+    id: i.id,
+    sku: i.sku,
+    quantity: i.quantity,
+    unitPrice: i.unitPrice,
+    createTime: timestampFromDate(i.createdAt),
+  });
+export const discountToProto = (d: DiscountRecord): Discount =>
+  create(DiscountSchema, { id: d.id, code: d.code, amount: d.amount, createTime: timestampFromDate(d.createdAt) });
 export const shipmentToProto = (s: ShipmentRecord): Shipment =>
-  create(ShipmentSchema, { id: s.id, orderId: s.orderId, carrier: s.carrier, trackingNumber: s.trackingNumber, createTime: timestampFromDate(s.createdAt) });
+  create(ShipmentSchema, {
+    id: s.id,
+    orderId: s.orderId,
+    carrier: s.carrier,
+    trackingNumber: s.trackingNumber,
+    createTime: timestampFromDate(s.createdAt),
+  });
 
 /**
  * An order's encoded size, never below it: its note and shipments' text in UTF-8, and room for each

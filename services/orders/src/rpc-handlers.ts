@@ -4,7 +4,13 @@
 import type { HandlerContext, ServiceImpl, Client } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { OrderService, OrderStatus as ProtoStatus, TrackOrdersResponseSchema, type NewItem as ProtoNewItem, type TrackOrdersResponse } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
+import {
+  OrderService,
+  OrderStatus as ProtoStatus,
+  TrackOrdersResponseSchema,
+  type NewItem as ProtoNewItem,
+  type TrackOrdersResponse,
+} from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import type { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
 import { principalOf, type Caller } from "@switchyard/platform/caller.js";
@@ -14,11 +20,30 @@ import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
 import { decodeCursor, pageOf, pageSizeOf } from "@switchyard/platform/paging.js";
 import { canSeeOrder, requireListOf, requireOrderAdmin, visibleOrder } from "./domain/access.js";
-import { checkDiscount, guardRoomForDiscount, guardRoomForItem, priceItems, totalsOf, validateDiscountCode, validateItem, validateNewOrder, validateNote, validateShipment, type RequestedItem } from "./domain/orders.js";
+import {
+  checkDiscount,
+  guardRoomForDiscount,
+  guardRoomForItem,
+  priceItems,
+  totalsOf,
+  validateDiscountCode,
+  validateItem,
+  validateNewOrder,
+  validateNote,
+  validateShipment,
+  type RequestedItem,
+} from "./domain/orders.js";
 import { guardContentsChange, guardTransition, refuseStatusWrite } from "./domain/state-machine.js";
 import { guardNoStepInProgress } from "./domain/steps.js";
 import type { OrderEvents } from "./events.js";
-import { discountToProto, itemToProto, orderBytes, orderToProto, shipmentToProto, STATUS_TO_PROTO } from "./proto-mapping.js";
+import {
+  discountToProto,
+  itemToProto,
+  orderBytes,
+  orderToProto,
+  shipmentToProto,
+  STATUS_TO_PROTO,
+} from "./proto-mapping.js";
 import type { OrderRecord, OrdersStore } from "./store/port.js";
 import { catalogPrices } from "./workflow/catalog-prices.js";
 import type { MoneySteps } from "./workflow/money-steps.js";
@@ -86,15 +111,33 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
         ? {
             principal: principalOf(caller),
             key: req.idempotencyKey,
-            requestHash: requestFingerprint({ currency: req.currency, note, items: requested.map((i) => `${i.sku}*${i.quantity}@${i.expectedUnitPrice ?? "catalog"}`).join(",") }),
+            requestHash: requestFingerprint({
+              currency: req.currency,
+              note,
+              items: requested.map((i) => `${i.sku}*${i.quantity}@${i.expectedUnitPrice ?? "catalog"}`).join(","),
+            }),
             ownsUnscoped: (order: OrderRecord | undefined) => order !== undefined && canSeeOrder(caller, order),
           }
         : undefined;
       // A retry gets the first order back even if the catalog has moved on (or is unreachable) since.
       const earlier = idempotency && (await store.findCreatedOrder(caller.tenantId, idempotency));
       if (earlier) return { order: orderToProto(earlier), replayed: true };
-      const items = priceItems(requested, await catalogPrices(content, requested.map((i) => i.sku), caller, ctx), req.currency);
-      const outcome = await store.createOrder(caller.tenantId, caller.userId, { currency: req.currency, note, items }, idempotency);
+      const items = priceItems(
+        requested,
+        await catalogPrices(
+          content,
+          requested.map((i) => i.sku),
+          caller,
+          ctx,
+        ),
+        req.currency,
+      );
+      const outcome = await store.createOrder(
+        caller.tenantId,
+        caller.userId,
+        { currency: req.currency, note, items },
+        idempotency,
+      );
       return { order: orderToProto(outcome.result), replayed: outcome.replayed };
     },
 
@@ -121,9 +164,16 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
       requireListOf(caller, req.userId);
       const size = pageSizeOf(req.pageSize);
       const collection = `orders:${caller.tenantId}:${req.userId}`;
-      const rows = await store.listUserOrders(caller.tenantId, req.userId, decodeCursor(collection, req.pageToken, "number"), size + 1);
+      const rows = await store.listUserOrders(
+        caller.tenantId,
+        req.userId,
+        decodeCursor(collection, req.pageToken, "number"),
+        size + 1,
+      );
       // An order of 100 items is ~14 KB: a page of them ends at MAX_PAGE_BYTES, with a cursor to the rest.
-      const page = pageOf(rows, size, collection, (o) => ({ createdAt: o.createdAt, id: o.id.toString() }), { bytesOf: orderBytes });
+      const page = pageOf(rows, size, collection, (o) => ({ createdAt: o.createdAt, id: o.id.toString() }), {
+        bytesOf: orderBytes,
+      });
       return { orders: page.items.map(orderToProto), nextPageToken: page.nextCursor };
     },
 
@@ -156,7 +206,11 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
       // The order's currency prices the item; the order is checked again under its lock below.
       const current = await load(caller, req.orderId);
       guardEdit(current);
-      const [item] = priceItems([requested], await catalogPrices(content, [requested.sku], caller, ctx), current.currency);
+      const [item] = priceItems(
+        [requested],
+        await catalogPrices(content, [requested.sku], caller, ctx),
+        current.currency,
+      );
       const { order, item: added } = await store.addItem(caller.tenantId, current.id, item!, (o) => {
         guardEdit(o);
         guardRoomForItem(o.items);
@@ -173,11 +227,16 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
       const caller = callerOf(ctx);
       requireOrderAdmin(caller);
       const code = validateDiscountCode(req.code);
-      const { order, discount } = await store.addDiscount(caller.tenantId, orderIdOf(req.orderId), { code, amount: req.amount }, (o) => {
-        guardEdit(o);
-        guardRoomForDiscount(o.discounts);
-        checkDiscount(totalsOf(o.items, o.discounts), req.amount);
-      });
+      const { order, discount } = await store.addDiscount(
+        caller.tenantId,
+        orderIdOf(req.orderId),
+        { code, amount: req.amount },
+        (o) => {
+          guardEdit(o);
+          guardRoomForDiscount(o.discounts);
+          checkDiscount(totalsOf(o.items, o.discounts), req.amount);
+        },
+      );
       return { discount: discountToProto(discount), order: orderToProto(order) };
     },
 
@@ -190,9 +249,11 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
       const caller = callerOf(ctx);
       const followed = new Set<bigint>();
       const queue = new AsyncQueue<TrackOrdersResponse>();
-      const report = (orderId: bigint, status: ProtoStatus, at: Date) => queue.push(create(TrackOrdersResponseSchema, { orderId, status, updateTime: timestampFromDate(at) }));
+      const report = (orderId: bigint, status: ProtoStatus, at: Date) =>
+        queue.push(create(TrackOrdersResponseSchema, { orderId, status, updateTime: timestampFromDate(at) }));
       const unsubscribe = events.subscribe((change) => {
-        if (change.tenantId === caller.tenantId && followed.has(change.orderId)) report(change.orderId, STATUS_TO_PROTO[change.status], change.updatedAt);
+        if (change.tenantId === caller.tenantId && followed.has(change.orderId))
+          report(change.orderId, STATUS_TO_PROTO[change.status], change.updatedAt);
       });
       // The two directions are independent: the client may stop sending and keep listening.
       const reading = (async () => {
@@ -203,7 +264,11 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
             // An order the caller may not see is reported like one that does not exist, and never followed.
             const order = found && canSeeOrder(caller, found) ? found : undefined;
             if (order) followed.add(action.value);
-            report(action.value, order ? STATUS_TO_PROTO[order.status] : ProtoStatus.UNSPECIFIED, order?.updatedAt ?? new Date());
+            report(
+              action.value,
+              order ? STATUS_TO_PROTO[order.status] : ProtoStatus.UNSPECIFIED,
+              order?.updatedAt ?? new Date(),
+            );
           } else if (action.case === "dropOrderId") {
             followed.delete(action.value);
           }

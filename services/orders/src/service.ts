@@ -27,10 +27,24 @@ export const ORDERS_CLIENT_ID = "orders";
 export const ordersSettings = {
   ...serviceSettings("ORDERS", 50053),
   identityAddress: setting("IDENTITY_ADDRESS", parse.address, "identity service (token keys)", "127.0.0.1:50051"),
-  paymentsAddress: setting("PAYMENTS_ADDRESS", parse.address, "payments service (charges and refunds)", "127.0.0.1:50052"),
+  paymentsAddress: setting(
+    "PAYMENTS_ADDRESS",
+    parse.address,
+    "payments service (charges and refunds)",
+    "127.0.0.1:50052",
+  ),
   contentAddress: setting("CONTENT_ADDRESS", parse.address, "content service (catalog prices)", "127.0.0.1:50054"),
-  serviceSecret: setting("ORDERS_SERVICE_SECRET", parse.secretMatching(/^[\x21-\x7e]{32,}$/, "a secret of at least 32 visible ASCII characters"), "the secret orders presents to identity for its own service token (listed in identity's IDENTITY_SERVICE_CREDENTIALS)"),
-  reconcileIntervalMs: setting("ORDERS_RECONCILE_INTERVAL_MS", parse.int(100, 600_000), "how often unsettled money steps past their deadline are settled", 5_000),
+  serviceSecret: setting(
+    "ORDERS_SERVICE_SECRET",
+    parse.secretMatching(/^[\x21-\x7e]{32,}$/, "a secret of at least 32 visible ASCII characters"),
+    "the secret orders presents to identity for its own service token (listed in identity's IDENTITY_SERVICE_CREDENTIALS)",
+  ),
+  reconcileIntervalMs: setting(
+    "ORDERS_RECONCILE_INTERVAL_MS",
+    parse.int(100, 600_000),
+    "how often unsettled money steps past their deadline are settled",
+    5_000,
+  ),
   idempotencyKeyTtlHours: idempotencyKeyTtlSetting,
   faults: faultsSetting(ORDERS_FAULT_POINTS),
 };
@@ -72,11 +86,23 @@ export async function startOrdersService(config: OrdersConfig, logger: Logger): 
         // and no restart needs to compute it again, so each process can have a secret of its own.
         stepKeySecret: randomBytes(32),
       });
-      reconciler = new Reconciler({ store, steps, logger, intervalMs: config.reconcileIntervalMs, holder: `${hostname()}:${config.port}` });
+      reconciler = new Reconciler({
+        store,
+        steps,
+        logger,
+        intervalMs: config.reconcileIntervalMs,
+        holder: `${hostname()}:${config.port}`,
+      });
       const purge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
       const trust = await verifierFromIdentity(channels.identity, logger);
       return {
-        services: [registration(OrderService, orderHandlers({ store, content: createServiceClient(ContentService, channels.content), steps, events }), ordersInterceptors(trust.verifier))],
+        services: [
+          registration(
+            OrderService,
+            orderHandlers({ store, content: createServiceClient(ContentService, channels.content), steps, events }),
+            ordersInterceptors(trust.verifier),
+          ),
+        ],
         stop: async () => {
           purge();
           trust.follower.stop();

@@ -8,7 +8,13 @@ import { expect } from "chai";
 import { randomBytes } from "node:crypto";
 import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext } from "@connectrpc/connect";
-import { PaymentSchema, RefundSchema, type Payment, type PaymentService, type Refund } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
+import {
+  PaymentSchema,
+  RefundSchema,
+  type Payment,
+  type PaymentService,
+  type Refund,
+} from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import type { Caller } from "@switchyard/platform/caller.js";
 import { errorInfoOf, fail } from "@switchyard/platform/errors.js";
 import type { Client } from "@switchyard/platform/grpc";
@@ -20,14 +26,22 @@ import { ordersMigrations } from "../src/store/migrations.js";
 import { SqlOrdersStore } from "../src/store/sql-store.js";
 import { MoneySteps } from "../src/workflow/money-steps.js";
 
-const bob: Caller = { tenantId: "acme", userId: 2n, role: "member", sessionId: "s", expiresAt: 2_000_000_000, token: "t" };
+const bob: Caller = {
+  tenantId: "acme",
+  userId: 2n,
+  role: "member",
+  sessionId: "s",
+  expiresAt: 2_000_000_000,
+  token: "t",
+};
 const ctx = { timeoutMs: () => 5_000, signal: new AbortController().signal } as unknown as HandlerContext;
 
 /** What the stand-in payments answers next. */
 interface Answers {
   charge?: () => Payment;
   refund?: () => Refund;
-  resolved?: () => { case: "payment"; value: Payment } | { case: "refund"; value: Refund } | { case: "voided"; value: true };
+  resolved?: () =>
+    { case: "payment"; value: Payment } | { case: "refund"; value: Refund } | { case: "voided"; value: true };
 }
 
 describe("money steps: an answer is believed only when it is the step's", () => {
@@ -47,7 +61,13 @@ describe("money steps: an answer is believed only when it is the step's", () => 
     } as unknown as Client<typeof PaymentService>;
     const logger = createLogger("test", "silent");
     logger.error = ((_obj: object, message: string) => void errors.push(message)) as typeof logger.error;
-    steps = new MoneySteps({ store, payments, credentials: new ServiceCredentials(async () => ({ token: "orders-token", expiresInSeconds: 900 })), logger, stepKeySecret: randomBytes(32) });
+    steps = new MoneySteps({
+      store,
+      payments,
+      credentials: new ServiceCredentials(async () => ({ token: "orders-token", expiresInSeconds: 900 })),
+      logger,
+      stepKeySecret: randomBytes(32),
+    });
   });
   after(async () => db?.close());
   beforeEach(() => {
@@ -57,11 +77,34 @@ describe("money steps: an answer is believed only when it is the step's", () => 
 
   /** A pending order of bob's for 75,000 (50 × 1,500). */
   async function pendingOrder() {
-    return (await store.createOrder("acme", bob.userId, { currency: "EUR", note: "", items: [{ sku: "BOOK-1", quantity: 50n, unitPrice: 1_500n }] }, undefined)).result;
+    return (
+      await store.createOrder(
+        "acme",
+        bob.userId,
+        { currency: "EUR", note: "", items: [{ sku: "BOOK-1", quantity: 50n, unitPrice: 1_500n }] },
+        undefined,
+      )
+    ).result;
   }
-  const charge = (orderId: bigint, fields: Partial<Pick<Payment, "amount" | "currency" | "reference" | "ownerUserId">> = {}) => create(PaymentSchema, { id: `pay_${randomBytes(8).toString("hex")}`, amount: 75_000n, currency: "EUR", reference: `order:${orderId}`, ownerUserId: bob.userId, ...fields });
-  const mismatches = async (step: string) => (await moneyStepMismatches.get()).values.find((v) => v.labels.step === step)?.value ?? 0;
-  const reasonOf = (promise: Promise<unknown>) => promise.then(() => "resolved", (err: unknown) => (err instanceof ConnectError ? (errorInfoOf(err)?.reason ?? Code[err.code]) : String(err)));
+  const charge = (
+    orderId: bigint,
+    fields: Partial<Pick<Payment, "amount" | "currency" | "reference" | "ownerUserId">> = {},
+  ) =>
+    create(PaymentSchema, {
+      id: `pay_${randomBytes(8).toString("hex")}`,
+      amount: 75_000n,
+      currency: "EUR",
+      reference: `order:${orderId}`,
+      ownerUserId: bob.userId,
+      ...fields,
+    });
+  const mismatches = async (step: string) =>
+    (await moneyStepMismatches.get()).values.find((v) => v.labels.step === step)?.value ?? 0;
+  const reasonOf = (promise: Promise<unknown>) =>
+    promise.then(
+      () => "resolved",
+      (err: unknown) => (err instanceof ConnectError ? (errorInfoOf(err)?.reason ?? Code[err.code]) : String(err)),
+    );
 
   it("the charge as the step asked is believed: the order is paid with it", async () => {
     const order = await pendingOrder();
@@ -95,11 +138,18 @@ describe("money steps: an answer is believed only when it is the step's", () => 
     answers.charge = () => {
       throw fail("DEADLINE_EXCEEDED", "deadline exceeded");
     };
-    answers.resolved = () => ({ case: "payment", value: charge(order.id, { amount: 1n, reference: "", ownerUserId: 3n }) });
+    answers.resolved = () => ({
+      case: "payment",
+      value: charge(order.id, { amount: 1n, reference: "", ownerUserId: 3n }),
+    });
     const before = await mismatches("charge");
     expect(await reasonOf(steps.pay(bob, order.id, "tok_visa", ctx))).to.equal("DEADLINE_EXCEEDED");
     const now = (await store.getOrder("acme", order.id))!;
-    expect([now.status, now.paymentId, now.stepInProgress], "settled as nothing moved").to.deep.equal(["pending", "", undefined]);
+    expect([now.status, now.paymentId, now.stepInProgress], "settled as nothing moved").to.deep.equal([
+      "pending",
+      "",
+      undefined,
+    ]);
     expect(await mismatches("charge")).to.equal(before + 1);
     // A new attempt, answered honestly, pays the order.
     const payment = charge(order.id);
@@ -112,9 +162,20 @@ describe("money steps: an answer is believed only when it is the step's", () => 
     const payment = charge(order.id);
     answers.charge = () => payment;
     await steps.pay(bob, order.id, "tok_visa", ctx);
-    const refund = (fields: Partial<Pick<Refund, "paymentId" | "amount" | "currency">>) => create(RefundSchema, { id: `re_${randomBytes(8).toString("hex")}`, paymentId: payment.id, amount: 75_000n, currency: "EUR", ...fields });
+    const refund = (fields: Partial<Pick<Refund, "paymentId" | "amount" | "currency">>) =>
+      create(RefundSchema, {
+        id: `re_${randomBytes(8).toString("hex")}`,
+        paymentId: payment.id,
+        amount: 75_000n,
+        currency: "EUR",
+        ...fields,
+      });
     const before = await mismatches("refund");
-    for (const [what, fields] of [["another payment", { paymentId: "pay_someoneelse" }], ["more than the charge", { amount: 75_001n }], ["another currency", { currency: "USD" }]] as const) {
+    for (const [what, fields] of [
+      ["another payment", { paymentId: "pay_someoneelse" }],
+      ["more than the charge", { amount: 75_001n }],
+      ["another currency", { currency: "USD" }],
+    ] as const) {
       answers.refund = () => refund(fields);
       expect(await reasonOf(steps.cancel(bob, order.id, ctx)), what).to.equal("INTERNAL");
       const now = (await store.getOrder("acme", order.id))!;
@@ -131,7 +192,10 @@ describe("money steps: an answer is believed only when it is the step's", () => 
     answers.charge = () => {
       throw fail("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was already used with a different request body");
     };
-    const err = await steps.pay(bob, order.id, "tok_visa", ctx).then(() => undefined, (e: unknown) => e as ConnectError);
+    const err = await steps.pay(bob, order.id, "tok_visa", ctx).then(
+      () => undefined,
+      (e: unknown) => e as ConnectError,
+    );
     expect(errorInfoOf(err!)?.reason).to.equal("INTERNAL");
     expect(err!.rawMessage).to.not.match(/idempotency/i);
     expect((await store.getOrder("acme", order.id))!.status).to.equal("pending");

@@ -18,7 +18,10 @@ import { serviceEngines, startInProcessMesh, type InProcessMesh } from "../../pl
 type Auth = { headers: { authorization: string } };
 
 async function failure(p: Promise<unknown>): Promise<{ code: Code; reason: string | undefined; message: string }> {
-  const err = await p.then(() => undefined, (e: unknown) => e);
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   expect(err, "the call should have failed").to.be.instanceOf(ConnectError);
   const ce = err as ConnectError;
   return { code: ce.code, reason: errorInfoOf(ce)?.reason, message: ce.rawMessage };
@@ -38,12 +41,16 @@ for (const engine of serviceEngines()) {
     after(async () => mesh?.stop());
 
     // BOOK-1 is 1500 EUR in the demo catalog.
-    const newOrder = async (quantity = 2n, auth = alice) => (await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "BOOK-1", quantity }] }, auth)).order!;
+    const newOrder = async (quantity = 2n, auth = alice) =>
+      (await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "BOOK-1", quantity }] }, auth)).order!;
 
     it("walks pending → paid → shipped with totals computed by the service, the payment made in payments", async () => {
       const order = await newOrder();
       await mesh.orders.addItem({ orderId: order.id, item: { sku: "PEN-1", quantity: 1n } }, alice);
-      const { order: discounted } = await mesh.orders.addDiscount({ orderId: order.id, code: "WELCOME", amount: 500n }, alice);
+      const { order: discounted } = await mesh.orders.addDiscount(
+        { orderId: order.id, code: "WELCOME", amount: 500n },
+        alice,
+      );
       expect(discounted!.total).to.equal(5000n);
       const paid = await mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, alice);
       expect(paid.order!.status).to.equal(OrderStatus.PAID);
@@ -52,7 +59,9 @@ for (const engine of serviceEngines()) {
       expect(payment!.amount).to.equal(5000n);
       expect(payment!.reference).to.equal(`order:${order.id}`);
       expect(payment!.ownerUserId).to.equal(order.userId);
-      expect((await failure(mesh.orders.addItem({ orderId: order.id, item: { sku: "MUG-1", quantity: 1n } }, alice))).reason).to.equal("INVALID_STATE");
+      expect(
+        (await failure(mesh.orders.addItem({ orderId: order.id, item: { sku: "MUG-1", quantity: 1n } }, alice))).reason,
+      ).to.equal("INVALID_STATE");
       const shipped = await mesh.orders.shipOrder({ orderId: order.id, carrier: "DHL" }, alice);
       expect(shipped.order!.status).to.equal(OrderStatus.SHIPPED);
       const refused = await failure(mesh.orders.cancelOrder({ orderId: order.id }, alice));
@@ -74,7 +83,11 @@ for (const engine of serviceEngines()) {
       expect(payments.payments.filter((p) => p.id === first.paymentId)).to.have.length(1);
     });
 
-    for (const [a, b] of [["cancel", "cancel"], ["ship", "cancel"], ["pay", "pay"]] as const) {
+    for (const [a, b] of [
+      ["cancel", "cancel"],
+      ["ship", "cancel"],
+      ["pay", "pay"],
+    ] as const) {
       it(`two concurrent ${a} + ${b} of one order: exactly one succeeds, the other gets 409`, async () => {
         const order = await newOrder();
         if (a === "ship") await mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, alice);
@@ -109,9 +122,15 @@ for (const engine of serviceEngines()) {
 
     it("holds at most 100 discounts, like items, so that an order's answer stays bounded", async () => {
       const order = await newOrder();
-      for (let i = 0; i < 100; i++) await mesh.orders.addDiscount({ orderId: order.id, code: `D${i}`, amount: 1n }, alice);
-      const refused = await failure(mesh.orders.addDiscount({ orderId: order.id, code: "ONE-MORE", amount: 1n }, alice));
-      expect([refused.reason, refused.message]).to.deep.equal(["RULE_VIOLATION", "an order holds at most 100 discounts"]);
+      for (let i = 0; i < 100; i++)
+        await mesh.orders.addDiscount({ orderId: order.id, code: `D${i}`, amount: 1n }, alice);
+      const refused = await failure(
+        mesh.orders.addDiscount({ orderId: order.id, code: "ONE-MORE", amount: 1n }, alice),
+      );
+      expect([refused.reason, refused.message]).to.deep.equal([
+        "RULE_VIOLATION",
+        "an order holds at most 100 discounts",
+      ]);
       expect((await mesh.orders.getOrder({ orderId: order.id }, alice)).order!.discounts).to.have.length(100);
     });
 
@@ -137,25 +156,68 @@ for (const engine of serviceEngines()) {
     });
 
     it("prices items from the catalog: a matching price is taken, another is PRICE_CHANGED with the current one, unknown skus and other currencies 422", async () => {
-      const order = (await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "MUG-1", quantity: 2n, expectedUnitPrice: 900n }, { sku: "STICKER-1", quantity: 1n }] }, alice)).order!;
-      expect(order.items.map((i) => [i.sku, i.unitPrice])).to.deep.equal([["MUG-1", 900n], ["STICKER-1", 300n]]);
+      const order = (
+        await mesh.orders.createOrder(
+          {
+            currency: "EUR",
+            items: [
+              { sku: "MUG-1", quantity: 2n, expectedUnitPrice: 900n },
+              { sku: "STICKER-1", quantity: 1n },
+            ],
+          },
+          alice,
+        )
+      ).order!;
+      expect(order.items.map((i) => [i.sku, i.unitPrice])).to.deep.equal([
+        ["MUG-1", 900n],
+        ["STICKER-1", 300n],
+      ]);
       expect(order.total).to.equal(2100n);
-      const changed = await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n, expectedUnitPrice: 1n }] }, alice).then(
-        () => undefined,
-        (e: unknown) => e as ConnectError,
-      );
+      const changed = await mesh.orders
+        .createOrder({ currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n, expectedUnitPrice: 1n }] }, alice)
+        .then(
+          () => undefined,
+          (e: unknown) => e as ConnectError,
+        );
       expect(changed?.code).to.equal(Code.FailedPrecondition);
       expect(errorInfoOf(changed!)?.reason).to.equal("PRICE_CHANGED");
       expect(errorInfoOf(changed!)?.metadata).to.deep.equal({ sku: "MUG-1", unit_price: "900", currency: "EUR" });
-      expect((await failure(mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "NO-SUCH-SKU", quantity: 1n }] }, alice))).reason).to.equal("UNKNOWN_SKU");
-      expect((await failure(mesh.orders.createOrder({ currency: "USD", items: [{ sku: "MUG-1", quantity: 1n }] }, alice))).reason).to.equal("CURRENCY_MISMATCH");
-      expect((await failure(mesh.orders.addItem({ orderId: order.id, item: { sku: "PEN-1", quantity: 1n, expectedUnitPrice: 2499n } }, alice))).reason).to.equal("PRICE_CHANGED");
-      expect((await mesh.orders.getOrder({ orderId: order.id }, alice)).order!.items, "nothing refused was stored").to.have.length(2);
+      expect(
+        (
+          await failure(
+            mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "NO-SUCH-SKU", quantity: 1n }] }, alice),
+          )
+        ).reason,
+      ).to.equal("UNKNOWN_SKU");
+      expect(
+        (await failure(mesh.orders.createOrder({ currency: "USD", items: [{ sku: "MUG-1", quantity: 1n }] }, alice)))
+          .reason,
+      ).to.equal("CURRENCY_MISMATCH");
+      expect(
+        (
+          await failure(
+            mesh.orders.addItem(
+              { orderId: order.id, item: { sku: "PEN-1", quantity: 1n, expectedUnitPrice: 2499n } },
+              alice,
+            ),
+          )
+        ).reason,
+      ).to.equal("PRICE_CHANGED");
+      expect(
+        (await mesh.orders.getOrder({ orderId: order.id }, alice)).order!.items,
+        "nothing refused was stored",
+      ).to.have.length(2);
     });
 
     it("replays a create with the same key even after the catalog price moved", async () => {
       const sku = `SKU-${randomUUID().slice(0, 8)}`;
-      const importOne = (price: bigint) => mesh.content.importItems((async function* () { yield { item: { sku, name: "A thing", price, currency: "EUR" } }; })(), alice);
+      const importOne = (price: bigint) =>
+        mesh.content.importItems(
+          (async function* () {
+            yield { item: { sku, name: "A thing", price, currency: "EUR" } };
+          })(),
+          alice,
+        );
       await importOne(700n);
       const key = randomUUID();
       const request = { idempotencyKey: key, currency: "EUR", items: [{ sku, quantity: 1n }] };
@@ -166,7 +228,9 @@ for (const engine of serviceEngines()) {
       expect(again.replayed).to.equal(true);
       expect(again.order!.id).to.equal(first.order!.id);
       expect(again.order!.total).to.equal(700n);
-      expect((await mesh.orders.createOrder({ ...request, idempotencyKey: randomUUID() }, alice)).order!.total).to.equal(800n);
+      expect(
+        (await mesh.orders.createOrder({ ...request, idempotencyKey: randomUUID() }, alice)).order!.total,
+      ).to.equal(800n);
     });
 
     describe("who may do what", () => {
@@ -176,7 +240,12 @@ for (const engine of serviceEngines()) {
       before(async () => {
         bob = { headers: await mesh.login("bob@acme.test") };
         const email = `dora-${randomUUID().slice(0, 8)}@acme.test`;
-        doraId = (await mesh.identity.createUser({ tenantId: "acme", email, fullName: "Dora", password: "dora-password-123", role: Role.MEMBER }, alice)).user!.id;
+        doraId = (
+          await mesh.identity.createUser(
+            { tenantId: "acme", email, fullName: "Dora", password: "dora-password-123", role: Role.MEMBER },
+            alice,
+          )
+        ).user!.id;
         const session = await mesh.identity.createSession({ tenantId: "acme", email, password: "dora-password-123" });
         dora = { headers: { authorization: `Bearer ${session.accessToken}` } };
       });
@@ -186,10 +255,18 @@ for (const engine of serviceEngines()) {
         const paid = await mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, bob);
         const { payment } = await mesh.payments.getPayment({ paymentId: paid.paymentId }, bob);
         expect(payment!.ownerUserId).to.equal(order.userId);
-        expect((await failure(mesh.payments.createRefund({ idempotencyKey: randomUUID(), paymentId: paid.paymentId, amount: 1n }, bob))).reason).to.equal("ROLE_REQUIRED");
+        expect(
+          (
+            await failure(
+              mesh.payments.createRefund({ idempotencyKey: randomUUID(), paymentId: paid.paymentId, amount: 1n }, bob),
+            )
+          ).reason,
+        ).to.equal("ROLE_REQUIRED");
         const cancelled = await mesh.orders.cancelOrder({ orderId: order.id }, bob);
         expect(cancelled.order!.status).to.equal(OrderStatus.CANCELLED);
-        expect((await mesh.payments.getPayment({ paymentId: paid.paymentId }, bob)).payment!.amountRefunded).to.equal(1500n);
+        expect((await mesh.payments.getPayment({ paymentId: paid.paymentId }, bob)).payment!.amountRefunded).to.equal(
+          1500n,
+        );
       });
 
       it("another member's order and payment are not found; shipping, discounting and others' lists are the admin's", async () => {
@@ -205,13 +282,22 @@ for (const engine of serviceEngines()) {
         ]) {
           expect(await failure(call())).to.deep.include({ code: Code.NotFound, reason: "NOT_FOUND" });
         }
-        expect((await failure(mesh.orders.addDiscount({ orderId: order.id, code: "X", amount: 1n }, bob))).reason).to.equal("ROLE_REQUIRED");
+        expect(
+          (await failure(mesh.orders.addDiscount({ orderId: order.id, code: "X", amount: 1n }, bob))).reason,
+        ).to.equal("ROLE_REQUIRED");
         expect((await failure(mesh.orders.listUserOrders({ userId: 1n }, bob))).reason).to.equal("ROLE_REQUIRED");
         const paid = await mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, alice);
         expect((await failure(mesh.orders.shipOrder({ orderId: order.id }, bob))).reason).to.equal("ROLE_REQUIRED");
-        expect((await failure(mesh.payments.getPayment({ paymentId: paid.paymentId }, dora))).reason).to.equal("NOT_FOUND");
-        expect((await mesh.payments.listPayments({ pageSize: 100 }, dora)).payments.map((p) => p.id)).to.not.include(paid.paymentId);
-        expect((await mesh.payments.getPayment({ paymentId: paid.paymentId }, bob)).payment!.ownerUserId, "an admin paid it, for its owner").to.equal(order.userId);
+        expect((await failure(mesh.payments.getPayment({ paymentId: paid.paymentId }, dora))).reason).to.equal(
+          "NOT_FOUND",
+        );
+        expect((await mesh.payments.listPayments({ pageSize: 100 }, dora)).payments.map((p) => p.id)).to.not.include(
+          paid.paymentId,
+        );
+        expect(
+          (await mesh.payments.getPayment({ paymentId: paid.paymentId }, bob)).payment!.ownerUserId,
+          "an admin paid it, for its owner",
+        ).to.equal(order.userId);
         expect((await mesh.orders.shipOrder({ orderId: order.id }, alice)).order!.status).to.equal(OrderStatus.SHIPPED);
       });
 
@@ -223,16 +309,25 @@ for (const engine of serviceEngines()) {
         // Neither a refusal that tells the key is used nor bob's order: a first create of dora's own.
         const doras = await mesh.orders.createOrder(request, dora);
         expect([doras.replayed, doras.order!.userId]).to.deep.equal([false, doraId]);
-        expect((await mesh.orders.createOrder({ ...request, note: "another body" }, alice)).replayed, "not even an admin's key meets bob's").to.equal(false);
+        expect(
+          (await mesh.orders.createOrder({ ...request, note: "another body" }, alice)).replayed,
+          "not even an admin's key meets bob's",
+        ).to.equal(false);
         const payment = { idempotencyKey: randomUUID(), amount: 77n, currency: "EUR", source: "tok_visa" };
         const bobsPayment = (await mesh.payments.createPayment(payment, bob)).payment!;
         const dorasPayment = await mesh.payments.createPayment({ ...payment, amount: 78n }, dora);
         expect([dorasPayment.replayed, dorasPayment.payment!.id === bobsPayment.id]).to.deep.equal([false, false]);
-        expect((await mesh.payments.createPayment(payment, bob)).payment!.id, "bob's key still replays his").to.equal(bobsPayment.id);
+        expect((await mesh.payments.createPayment(payment, bob)).payment!.id, "bob's key still replays his").to.equal(
+          bobsPayment.id,
+        );
       });
 
       it("refuses a payment reference or another owner from anyone but an internal service or an admin", async () => {
-        const make = (auth: Auth, extra: object) => mesh.payments.createPayment({ idempotencyKey: randomUUID(), amount: 5n, currency: "EUR", source: "tok_visa", ...extra }, auth);
+        const make = (auth: Auth, extra: object) =>
+          mesh.payments.createPayment(
+            { idempotencyKey: randomUUID(), amount: 5n, currency: "EUR", source: "tok_visa", ...extra },
+            auth,
+          );
         expect((await failure(make(bob, { reference: "order:1" }))).reason).to.equal("ROLE_REQUIRED");
         expect((await failure(make(bob, { ownerUserId: 1n }))).reason).to.equal("ROLE_REQUIRED");
         expect((await make(alice, { ownerUserId: 2n })).payment!.ownerUserId).to.equal(2n);
@@ -252,7 +347,10 @@ for (const engine of serviceEngines()) {
       const seen: string[] = [];
       const tracking = (async () => {
         try {
-          for await (const event of client.trackOrders(follows, { signal: controller.signal, headers: alice.headers })) {
+          for await (const event of client.trackOrders(follows, {
+            signal: controller.signal,
+            headers: alice.headers,
+          })) {
             seen.push(`${event.orderId}:${OrderStatus[event.status]}`);
             if (seen.length === 2) {
               await mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, alice);
@@ -266,9 +364,16 @@ for (const engine of serviceEngines()) {
         return undefined;
       })();
       expect(await tracking).to.equal(Code.Canceled);
-      expect(seen).to.deep.equal([`${order.id}:PENDING`, "999999999:UNSPECIFIED", `${order.id}:PAID`, `${order.id}:SHIPPED`]);
+      expect(seen).to.deep.equal([
+        `${order.id}:PENDING`,
+        "999999999:UNSPECIFIED",
+        `${order.id}:PAID`,
+        `${order.id}:SHIPPED`,
+      ]);
       // The same HTTP/2 connection still carries other calls.
-      expect((await client.getOrder({ orderId: order.id }, { headers: alice.headers })).order!.status).to.equal(OrderStatus.SHIPPED);
+      expect((await client.getOrder({ orderId: order.id }, { headers: alice.headers })).order!.status).to.equal(
+        OrderStatus.SHIPPED,
+      );
       for (let i = 0; i < 50 && mesh.ordersRuntime.events.listenerCount() > 0; i++) await sleep(20);
       expect(mesh.ordersRuntime.events.listenerCount(), "the cancelled stream left no subscription behind").to.equal(0);
     });
@@ -293,7 +398,13 @@ describe("orders → payments chain failures (over gRPC)", function () {
         throw new ConnectError("too late", Code.Internal);
       },
     };
-    slowPayments = await startGrpcServer({ name: "slow-payments", host: "127.0.0.1", port: 0, services: [registration(PaymentService, impl as ServiceImpl<typeof PaymentService>)], logger: createLogger("test", "silent") });
+    slowPayments = await startGrpcServer({
+      name: "slow-payments",
+      host: "127.0.0.1",
+      port: 0,
+      services: [registration(PaymentService, impl as ServiceImpl<typeof PaymentService>)],
+      logger: createLogger("test", "silent"),
+    });
     mesh = await startInProcessMesh({ paymentsAddressForOrders: `127.0.0.1:${slowPayments.port}` });
     alice = { headers: await mesh.login("alice@acme.test") };
   });
@@ -302,19 +413,24 @@ describe("orders → payments chain failures (over gRPC)", function () {
     if (mode === "slow") await slowPayments?.shutdown();
   });
 
-  const newOrder = async () => (await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "STICKER-1", quantity: 1n }] }, alice)).order!;
+  const newOrder = async () =>
+    (await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "STICKER-1", quantity: 1n }] }, alice)).order!;
 
   it("ends the downstream call when the caller's deadline expires mid-chain; the order keeps its status, its payment step unsettled", async () => {
     const order = await newOrder();
     const started = Date.now();
-    const err = await failure(mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, { ...alice, timeoutMs: 400 }));
+    const err = await failure(
+      mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, { ...alice, timeoutMs: 400 }),
+    );
     expect(err.code).to.equal(Code.DeadlineExceeded);
     expect(Date.now() - started).to.be.lessThan(1_500);
     for (let i = 0; i < 50 && observed.length === 0; i++) await sleep(20);
     expect(observed[0], "payments saw its call cancelled well before its 3 s work").to.deep.equal({ aborted: true });
     const now = (await mesh.orders.getOrder({ orderId: order.id }, alice)).order!;
     expect(now.status).to.equal(OrderStatus.PENDING);
-    expect(now.stepInProgress, "nobody could tell what happened: the step waits for payments to answer").to.equal(OrderStep.PAYMENT);
+    expect(now.stepInProgress, "nobody could tell what happened: the step waits for payments to answer").to.equal(
+      OrderStep.PAYMENT,
+    );
     const refused = await failure(mesh.orders.updateOrder({ orderId: order.id, note: "x" }, alice));
     expect(refused.reason).to.equal("STEP_IN_PROGRESS");
     expect(refused.message).to.include("payment");
@@ -325,7 +441,9 @@ describe("orders → payments chain failures (over gRPC)", function () {
     await slowPayments.shutdown();
     const order = await newOrder();
     const started = Date.now();
-    const err = await failure(mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, { ...alice, timeoutMs: 5_000 }));
+    const err = await failure(
+      mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, { ...alice, timeoutMs: 5_000 }),
+    );
     expect(err.code).to.equal(Code.Unavailable);
     expect(Date.now() - started).to.be.lessThan(2_000);
     expect((await mesh.orders.getOrder({ orderId: order.id }, alice)).order!.status).to.equal(OrderStatus.PENDING);
@@ -342,7 +460,12 @@ for (const engine of serviceEngines()) {
       return all.payments.filter((p) => p.reference === `order:${orderId}`);
     }
 
-    async function until<T>(read: () => Promise<T>, done: (value: T) => boolean, what: string, ms = 10_000): Promise<T> {
+    async function until<T>(
+      read: () => Promise<T>,
+      done: (value: T) => boolean,
+      what: string,
+      ms = 10_000,
+    ): Promise<T> {
       const end = Date.now() + ms;
       let value = await read();
       while (!done(value) && Date.now() < end) {
@@ -366,13 +489,26 @@ for (const engine of serviceEngines()) {
         const before = (await mesh.orders.listUserOrders({ userId: 1n, pageSize: 100 }, alice)).orders.length;
         mesh.contentGate!.shut();
         const started = Date.now();
-        expect((await failure(mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n }] }, { ...alice, timeoutMs: 5_000 }))).code).to.equal(Code.Unavailable);
+        expect(
+          (
+            await failure(
+              mesh.orders.createOrder(
+                { currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n }] },
+                { ...alice, timeoutMs: 5_000 },
+              ),
+            )
+          ).code,
+        ).to.equal(Code.Unavailable);
         expect(Date.now() - started).to.be.lessThan(2_000);
         const orders = (await mesh.orders.listUserOrders({ userId: 1n, pageSize: 100 }, alice)).orders;
         expect(orders.length, "nothing stored").to.equal(before);
         mesh.contentGate!.reopen();
         const created = await until(
-          () => mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n }] }, alice).then((r) => r.order, () => undefined),
+          () =>
+            mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n }] }, alice).then(
+              (r) => r.order,
+              () => undefined,
+            ),
           (o) => o !== undefined,
           "the catalog answers again",
         );
@@ -384,19 +520,42 @@ for (const engine of serviceEngines()) {
         mesh.contentGate!.stall();
         try {
           const started = Date.now();
-          expect((await failure(mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n }] }, { ...alice, timeoutMs: 500 }))).code).to.equal(Code.DeadlineExceeded);
+          expect(
+            (
+              await failure(
+                mesh.orders.createOrder(
+                  { currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n }] },
+                  { ...alice, timeoutMs: 500 },
+                ),
+              )
+            ).code,
+          ).to.equal(Code.DeadlineExceeded);
           expect(Date.now() - started).to.be.lessThan(1_500);
         } finally {
           mesh.contentGate!.reopen();
         }
-        expect((await mesh.orders.listUserOrders({ userId: 1n, pageSize: 100 }, alice)).orders.length, "nothing stored").to.equal(before);
+        expect(
+          (await mesh.orders.listUserOrders({ userId: 1n, pageSize: 100 }, alice)).orders.length,
+          "nothing stored",
+        ).to.equal(before);
       });
 
       it("adds no item when the catalog cannot be reached", async () => {
-        const order = (await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n }] }, alice)).order!;
+        const order = (
+          await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n }] }, alice)
+        ).order!;
         mesh.contentGate!.shut();
         try {
-          expect((await failure(mesh.orders.addItem({ orderId: order.id, item: { sku: "PEN-1", quantity: 1n } }, { ...alice, timeoutMs: 5_000 }))).code).to.equal(Code.Unavailable);
+          expect(
+            (
+              await failure(
+                mesh.orders.addItem(
+                  { orderId: order.id, item: { sku: "PEN-1", quantity: 1n } },
+                  { ...alice, timeoutMs: 5_000 },
+                ),
+              )
+            ).code,
+          ).to.equal(Code.Unavailable);
         } finally {
           mesh.contentGate!.reopen();
         }
@@ -408,15 +567,27 @@ for (const engine of serviceEngines()) {
       let mesh: InProcessMesh;
       let alice: Auth;
       before(async () => {
-        mesh = await startInProcessMesh({ databaseUrl: engine.databaseUrl, gatePayments: true, ordersEnv: { ORDERS_RECONCILE_INTERVAL_MS: String(RECONCILE_MS) } });
+        mesh = await startInProcessMesh({
+          databaseUrl: engine.databaseUrl,
+          gatePayments: true,
+          ordersEnv: { ORDERS_RECONCILE_INTERVAL_MS: String(RECONCILE_MS) },
+        });
         alice = { headers: await mesh.login("alice@acme.test") };
       });
       after(async () => mesh?.stop());
 
       it("keeps a pay whose outcome is unknown unsettled — refusing edits, a second pay and a cancel — until the reconciler settles it; then a new attempt charges once", async () => {
-        const order = (await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "PEN-1", quantity: 1n }] }, alice)).order!;
+        const order = (
+          await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "PEN-1", quantity: 1n }] }, alice)
+        ).order!;
         mesh.paymentsGate!.shut();
-        expect((await failure(mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, { ...alice, timeoutMs: 2_000 }))).code).to.equal(Code.Unavailable);
+        expect(
+          (
+            await failure(
+              mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, { ...alice, timeoutMs: 2_000 }),
+            )
+          ).code,
+        ).to.equal(Code.Unavailable);
         const stuck = (await mesh.orders.getOrder({ orderId: order.id }, alice)).order!;
         expect([stuck.status, stuck.stepInProgress]).to.deep.equal([OrderStatus.PENDING, OrderStep.PAYMENT]);
         for (const call of [
@@ -428,7 +599,11 @@ for (const engine of serviceEngines()) {
           expect(await failure(call())).to.deep.include({ code: Code.FailedPrecondition, reason: "STEP_IN_PROGRESS" });
         }
         mesh.paymentsGate!.reopen();
-        const settled = await until(() => mesh.orders.getOrder({ orderId: order.id }, alice).then((r) => r.order!), (o) => o.stepInProgress === OrderStep.UNSPECIFIED, "the reconciler settled the step");
+        const settled = await until(
+          () => mesh.orders.getOrder({ orderId: order.id }, alice).then((r) => r.order!),
+          (o) => o.stepInProgress === OrderStep.UNSPECIFIED,
+          "the reconciler settled the step",
+        );
         expect(settled.status, "nothing was charged under the key: rolled back").to.equal(OrderStatus.PENDING);
         expect(await paymentsOf(mesh, alice, order.id)).to.have.length(0);
         const paid = await mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, alice);
@@ -437,15 +612,25 @@ for (const engine of serviceEngines()) {
       });
 
       it("cuts the connection while a refund is in flight: the order stays paid until settled, then is cancelled with the charge refunded exactly once", async () => {
-        const order = (await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n }] }, alice)).order!;
+        const order = (
+          await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "MUG-1", quantity: 1n }] }, alice)
+        ).order!;
         const { paymentId } = await mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, alice);
         mesh.paymentsGate!.shut();
-        expect((await failure(mesh.orders.cancelOrder({ orderId: order.id }, { ...alice, timeoutMs: 2_000 }))).code).to.equal(Code.Unavailable);
+        expect(
+          (await failure(mesh.orders.cancelOrder({ orderId: order.id }, { ...alice, timeoutMs: 2_000 }))).code,
+        ).to.equal(Code.Unavailable);
         const stuck = (await mesh.orders.getOrder({ orderId: order.id }, alice)).order!;
         expect([stuck.status, stuck.stepInProgress]).to.deep.equal([OrderStatus.PAID, OrderStep.CANCELLATION]);
-        expect(await failure(mesh.orders.shipOrder({ orderId: order.id }, alice))).to.deep.include({ reason: "STEP_IN_PROGRESS" });
+        expect(await failure(mesh.orders.shipOrder({ orderId: order.id }, alice))).to.deep.include({
+          reason: "STEP_IN_PROGRESS",
+        });
         mesh.paymentsGate!.reopen();
-        await until(() => mesh.orders.getOrder({ orderId: order.id }, alice).then((r) => r.order!), (o) => o.stepInProgress === OrderStep.UNSPECIFIED, "the reconciler settled the step");
+        await until(
+          () => mesh.orders.getOrder({ orderId: order.id }, alice).then((r) => r.order!),
+          (o) => o.stepInProgress === OrderStep.UNSPECIFIED,
+          "the reconciler settled the step",
+        );
         const cancelled = await mesh.orders.cancelOrder({ orderId: order.id }, alice);
         expect(cancelled.order!.status).to.equal(OrderStatus.CANCELLED);
         const { refunds } = await mesh.payments.listRefunds({ paymentId }, alice);
@@ -473,9 +658,18 @@ for (const engine of serviceEngines()) {
 
       it("settles the pay as not done as soon as the deadline passes, and the late charge is refused: no money moves", async () => {
         const { mesh, alice } = stalled;
-        const order = (await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "SHIRT-1", quantity: 1n }] }, alice)).order!;
-        expect((await failure(mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, { ...alice, timeoutMs: 400 }))).code).to.equal(Code.DeadlineExceeded);
-        const settled = await until(() => mesh.orders.getOrder({ orderId: order.id }, alice).then((r) => r.order!), (o) => o.stepInProgress === OrderStep.UNSPECIFIED, "settled");
+        const order = (
+          await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "SHIRT-1", quantity: 1n }] }, alice)
+        ).order!;
+        expect(
+          (await failure(mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, { ...alice, timeoutMs: 400 })))
+            .code,
+        ).to.equal(Code.DeadlineExceeded);
+        const settled = await until(
+          () => mesh.orders.getOrder({ orderId: order.id }, alice).then((r) => r.order!),
+          (o) => o.stepInProgress === OrderStep.UNSPECIFIED,
+          "settled",
+        );
         expect(settled.status).to.equal(OrderStatus.PENDING);
         await sleep(1_800); // the stalled charge wakes, finds its key void, and charges nothing
         expect(await paymentsOf(mesh, alice, order.id)).to.have.length(0);
@@ -487,9 +681,18 @@ for (const engine of serviceEngines()) {
 
       it("settles a pay whose answer never came as paid, with its one charge", async () => {
         const { mesh, alice } = stalled;
-        const order = (await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "SHIRT-1", quantity: 2n }] }, alice)).order!;
-        expect((await failure(mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, { ...alice, timeoutMs: 400 }))).code).to.equal(Code.DeadlineExceeded);
-        const paid = await until(() => mesh.orders.getOrder({ orderId: order.id }, alice).then((r) => r.order!), (o) => o.status === OrderStatus.PAID, "paid");
+        const order = (
+          await mesh.orders.createOrder({ currency: "EUR", items: [{ sku: "SHIRT-1", quantity: 2n }] }, alice)
+        ).order!;
+        expect(
+          (await failure(mesh.orders.payOrder({ orderId: order.id, source: "tok_visa" }, { ...alice, timeoutMs: 400 })))
+            .code,
+        ).to.equal(Code.DeadlineExceeded);
+        const paid = await until(
+          () => mesh.orders.getOrder({ orderId: order.id }, alice).then((r) => r.order!),
+          (o) => o.status === OrderStatus.PAID,
+          "paid",
+        );
         expect(paid.stepInProgress).to.equal(OrderStep.UNSPECIFIED);
         const charges = await paymentsOf(mesh, alice, order.id);
         expect(charges.map((p) => [p.id, p.amount])).to.deep.equal([[paid.paymentId, 3800n]]);

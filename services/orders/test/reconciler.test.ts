@@ -42,8 +42,21 @@ forEachDatabase("orders reconciler", (dbs) => {
 
   /** A pending order with a charge step that is due now (or in `deadlineMs`). */
   async function orderWithStep(deadlineMs = 0) {
-    const { result: order } = await store.createOrder("acme", 2n, { currency: "EUR", note: "", items: [{ sku: "MUG-1", quantity: 1n, unitPrice: 900n }] }, undefined);
-    const { step } = await store.act("acme", order.id, (o) => ({ kind: "step", step: "charge", amount: 900n, currency: "EUR", paymentId: "", keyFor: (n) => stepIdempotencyKey(STEP_KEY_SECRET, "acme", o.id, "charge", n), deadlineMs }));
+    const { result: order } = await store.createOrder(
+      "acme",
+      2n,
+      { currency: "EUR", note: "", items: [{ sku: "MUG-1", quantity: 1n, unitPrice: 900n }] },
+      undefined,
+    );
+    const { step } = await store.act("acme", order.id, (o) => ({
+      kind: "step",
+      step: "charge",
+      amount: 900n,
+      currency: "EUR",
+      paymentId: "",
+      keyFor: (n) => stepIdempotencyKey(STEP_KEY_SECRET, "acme", o.id, "charge", n),
+      deadlineMs,
+    }));
     return step!;
   }
 

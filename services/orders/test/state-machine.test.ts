@@ -3,9 +3,28 @@ import { expect } from "chai";
 import { randomBytes } from "node:crypto";
 import { ConnectError } from "@connectrpc/connect";
 import { DomainError } from "@switchyard/platform/domain-error.js";
-import { guardContentsChange, guardTransition, refuseStatusWrite, type OrderAction, type OrderStatus } from "../src/domain/state-machine.js";
-import { checkDiscount, guardRoomForDiscount, MAX_DISCOUNTS, priceItems, totalsOf, validateItem } from "../src/domain/orders.js";
-import { chargeMismatch, guardNoStepInProgress, refundMismatch, stepCallMs, stepIdempotencyKey } from "../src/domain/steps.js";
+import {
+  guardContentsChange,
+  guardTransition,
+  refuseStatusWrite,
+  type OrderAction,
+  type OrderStatus,
+} from "../src/domain/state-machine.js";
+import {
+  checkDiscount,
+  guardRoomForDiscount,
+  MAX_DISCOUNTS,
+  priceItems,
+  totalsOf,
+  validateItem,
+} from "../src/domain/orders.js";
+import {
+  chargeMismatch,
+  guardNoStepInProgress,
+  refundMismatch,
+  stepCallMs,
+  stepIdempotencyKey,
+} from "../src/domain/steps.js";
 import { movedNoMoney } from "../src/workflow/call-outcome.js";
 import { canSeeOrder, requireListOf, requireOrderAdmin, visibleOrder } from "../src/domain/access.js";
 import { Code } from "@connectrpc/connect";
@@ -47,7 +66,8 @@ describe("order state machine", () => {
 
   it("changes items and discounts only while pending", () => {
     expect(() => guardContentsChange("pending")).to.not.throw();
-    for (const s of ["paid", "shipped", "cancelled"] as const) expect(reasonOf(() => guardContentsChange(s)).reason).to.equal("INVALID_STATE");
+    for (const s of ["paid", "shipped", "cancelled"] as const)
+      expect(reasonOf(() => guardContentsChange(s)).reason).to.equal("INVALID_STATE");
   });
 
   it("refuses a status write by naming the action resources", () => {
@@ -59,18 +79,36 @@ describe("order state machine", () => {
 
 describe("order totals", () => {
   it("sums items and subtracts discounts", () => {
-    expect(totalsOf([{ quantity: 2n, unitPrice: 1500n }, { quantity: 1n, unitPrice: 99n }], [{ amount: 500n }])).to.deep.equal({ subtotal: 3099n, discountTotal: 500n, total: 2599n });
+    expect(
+      totalsOf(
+        [
+          { quantity: 2n, unitPrice: 1500n },
+          { quantity: 1n, unitPrice: 99n },
+        ],
+        [{ amount: 500n }],
+      ),
+    ).to.deep.equal({ subtotal: 3099n, discountTotal: 500n, total: 2599n });
   });
   it("refuses zero or negative quantity, negative price, and a discount beyond the total", () => {
-    expect(reasonOf(() => validateItem({ sku: "A", quantity: 0n, expectedUnitPrice: 1n })).reason).to.equal("RULE_VIOLATION");
-    expect(reasonOf(() => validateItem({ sku: "A", quantity: -1n, expectedUnitPrice: 1n })).reason).to.equal("RULE_VIOLATION");
-    expect(reasonOf(() => validateItem({ sku: "A", quantity: 1n, expectedUnitPrice: -1n })).reason).to.equal("RULE_VIOLATION");
+    expect(reasonOf(() => validateItem({ sku: "A", quantity: 0n, expectedUnitPrice: 1n })).reason).to.equal(
+      "RULE_VIOLATION",
+    );
+    expect(reasonOf(() => validateItem({ sku: "A", quantity: -1n, expectedUnitPrice: 1n })).reason).to.equal(
+      "RULE_VIOLATION",
+    );
+    expect(reasonOf(() => validateItem({ sku: "A", quantity: 1n, expectedUnitPrice: -1n })).reason).to.equal(
+      "RULE_VIOLATION",
+    );
     expect(() => validateItem({ sku: "A", quantity: 1n, expectedUnitPrice: 0n })).to.not.throw();
     expect(() => validateItem({ sku: "A", quantity: 1n, expectedUnitPrice: undefined })).to.not.throw();
-    expect(reasonOf(() => checkDiscount({ subtotal: 100n, discountTotal: 0n, total: 100n }, 101n)).reason).to.equal("RULE_VIOLATION");
+    expect(reasonOf(() => checkDiscount({ subtotal: 100n, discountTotal: 0n, total: 100n }, 101n)).reason).to.equal(
+      "RULE_VIOLATION",
+    );
     expect(() => checkDiscount({ subtotal: 100n, discountTotal: 0n, total: 100n }, 100n)).to.not.throw();
     expect(() => guardRoomForDiscount(new Array(MAX_DISCOUNTS - 1))).to.not.throw();
-    expect(reasonOf(() => guardRoomForDiscount(new Array(MAX_DISCOUNTS))).reason, "the 101st discount").to.equal("RULE_VIOLATION");
+    expect(reasonOf(() => guardRoomForDiscount(new Array(MAX_DISCOUNTS))).reason, "the 101st discount").to.equal(
+      "RULE_VIOLATION",
+    );
   });
 });
 
@@ -130,13 +168,18 @@ describe("money steps", () => {
     expect(chargeMismatch(step, 2n, { ...charge, reference: "" })).to.equal("reference");
     expect(chargeMismatch(step, 2n, { ...charge, reference: "order:70" })).to.equal("reference");
     expect(chargeMismatch(step, 3n, charge)).to.equal("owner");
-    expect(chargeMismatch(step, 3n, { amount: 1n, currency: "USD", reference: "", ownerUserId: 2n })).to.equal("amount, currency, reference, owner");
+    expect(chargeMismatch(step, 3n, { amount: 1n, currency: "USD", reference: "", ownerUserId: 2n })).to.equal(
+      "amount, currency, reference, owner",
+    );
   });
 
   it("believe a refund only when it is of the step's payment, in its currency, of at most the step's amount", () => {
     const step = { paymentId: "pay_a", amount: 900n, currency: "EUR" };
     expect(refundMismatch(step, { paymentId: "pay_a", amount: 900n, currency: "EUR" })).to.equal(undefined);
-    expect(refundMismatch(step, { paymentId: "pay_a", amount: 400n, currency: "EUR" }), "what was left after an admin's partial refund").to.equal(undefined);
+    expect(
+      refundMismatch(step, { paymentId: "pay_a", amount: 400n, currency: "EUR" }),
+      "what was left after an admin's partial refund",
+    ).to.equal(undefined);
     expect(refundMismatch(step, { paymentId: "pay_b", amount: 900n, currency: "EUR" })).to.equal("payment");
     expect(refundMismatch(step, { paymentId: "pay_a", amount: 901n, currency: "EUR" })).to.equal("amount");
     expect(refundMismatch(step, { paymentId: "pay_a", amount: 900n, currency: "USD" })).to.equal("currency");
@@ -164,7 +207,14 @@ describe("money steps", () => {
 });
 
 describe("who may act on orders", () => {
-  const caller = (userId: bigint, role: "admin" | "member"): Caller => ({ tenantId: "acme", userId, role, sessionId: "s", expiresAt: 0, token: "t" });
+  const caller = (userId: bigint, role: "admin" | "member"): Caller => ({
+    tenantId: "acme",
+    userId,
+    role,
+    sessionId: "s",
+    expiresAt: 0,
+    token: "t",
+  });
   const bobs = { userId: 2n };
   it("a member sees their own orders only; another member's is not found; an admin sees all", () => {
     expect(canSeeOrder(caller(2n, "member"), bobs)).to.equal(true);

@@ -1,7 +1,13 @@
 // Internal records → proto messages, field by field.
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
-import { PaymentSchema, PaymentStatus, RefundSchema, type Payment, type Refund } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
+import {
+  PaymentSchema,
+  PaymentStatus,
+  RefundSchema,
+  type Payment,
+  type Refund,
+} from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { paymentStatus } from "./domain/payments.js";
 import type { PaymentRecord, RefundRecord } from "./store/port.js";
 
@@ -27,5 +33,12 @@ export function paymentToProto(p: PaymentRecord): Payment {
 }
 
 export function refundToProto(r: RefundRecord): Refund {
-  return create(RefundSchema, { id: r.id, paymentId: r.paymentId, amount: r.amount, currency: r.currency, reason: r.reason, createTime: timestampFromDate(r.createdAt) });
+  return create(RefundSchema, {
+    id: r.id,
+    paymentId: r.paymentId,
+    amount: r.amount,
+    currency: r.currency,
+    reason: r.reason,
+    createTime: timestampFromDate(r.createdAt),
+  });
 }

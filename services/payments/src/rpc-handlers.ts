@@ -10,7 +10,16 @@ import { Faults } from "@switchyard/platform/faults.js";
 import { requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
 import { isIdOf } from "@switchyard/platform/ids.js";
 import { decodeCursor, pageOf, pageSizeOf } from "@switchyard/platform/paging.js";
-import { listedOwner, ORDER_WORKFLOW_SERVICE, ownerOfNewPayment, ownsUnscopedPayment, ownsUnscopedRefund, requireRefundPermission, validateReference, visiblePayment } from "./domain/access.js";
+import {
+  listedOwner,
+  ORDER_WORKFLOW_SERVICE,
+  ownerOfNewPayment,
+  ownsUnscopedPayment,
+  ownsUnscopedRefund,
+  requireRefundPermission,
+  validateReference,
+  visiblePayment,
+} from "./domain/access.js";
 import { refundAmount, validateNewPayment, validateRefundRequest } from "./domain/payments.js";
 import { paymentToProto, refundToProto } from "./proto-mapping.js";
 import type { PaymentRecord, PaymentsStore, RefundRecord } from "./store/port.js";
@@ -94,7 +103,12 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
         ...(payment.reference === "" ? {} : { reference: payment.reference }),
       });
       // The key is the caller's own (principalOf): another principal's key, however it was learnt, is another key.
-      const key = { principal: principalOf(caller), key: req.idempotencyKey, requestHash, ownsUnscoped: (p: PaymentRecord | undefined) => ownsUnscopedPayment(caller, p) };
+      const key = {
+        principal: principalOf(caller),
+        key: req.idempotencyKey,
+        requestHash,
+        ownsUnscoped: (p: PaymentRecord | undefined) => ownsUnscopedPayment(caller, p),
+      };
       const outcome = await committing(() => store.createPayment(caller.tenantId, key, payment));
       return { payment: paymentToProto(outcome.result), replayed: outcome.replayed };
     },
@@ -119,17 +133,36 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
       const caller = callerOf(ctx);
       requireRefundPermission(caller, req.refundRemaining);
       const paymentId = paymentIdOf(req.paymentId);
-      const refund = validateRefundRequest({ amount: req.amount, reason: req.reason, refundRemaining: req.refundRemaining });
-      const requestHash = requestFingerprint({ paymentId, amount: refund.amount ?? "remaining", reason: refund.reason });
-      const key = { principal: principalOf(caller), key: req.idempotencyKey, requestHash, ownsUnscoped: (r: RefundRecord | undefined) => ownsUnscopedRefund(caller, r) };
-      const outcome = await committing(() => store.createRefund(caller.tenantId, key, { paymentId, reason: refund.reason }, (payment) => refundAmount(payment, refund.amount)));
+      const refund = validateRefundRequest({
+        amount: req.amount,
+        reason: req.reason,
+        refundRemaining: req.refundRemaining,
+      });
+      const requestHash = requestFingerprint({
+        paymentId,
+        amount: refund.amount ?? "remaining",
+        reason: refund.reason,
+      });
+      const key = {
+        principal: principalOf(caller),
+        key: req.idempotencyKey,
+        requestHash,
+        ownsUnscoped: (r: RefundRecord | undefined) => ownsUnscopedRefund(caller, r),
+      };
+      const outcome = await committing(() =>
+        store.createRefund(caller.tenantId, key, { paymentId, reason: refund.reason }, (payment) =>
+          refundAmount(payment, refund.amount),
+        ),
+      );
       return { refund: refundToProto(outcome.result), replayed: outcome.replayed };
     },
 
     async getRefund(req, ctx) {
       const caller = callerOf(ctx);
       const payment = await loadPayment(caller, req.paymentId);
-      const refund = isIdOf("re", req.refundId) ? await store.getRefund(caller.tenantId, payment.id, req.refundId) : undefined;
+      const refund = isIdOf("re", req.refundId)
+        ? await store.getRefund(caller.tenantId, payment.id, req.refundId)
+        : undefined;
       if (!refund) throw fail("NOT_FOUND", "refund not found");
       return { refund: refundToProto(refund) };
     },
@@ -139,7 +172,12 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
       const payment = await loadPayment(caller, req.paymentId);
       const size = pageSizeOf(req.pageSize);
       const collection = `refunds:${caller.tenantId}:${payment.id}`;
-      const rows = await store.listRefunds(caller.tenantId, payment.id, decodeCursor(collection, req.pageToken), size + 1);
+      const rows = await store.listRefunds(
+        caller.tenantId,
+        payment.id,
+        decodeCursor(collection, req.pageToken),
+        size + 1,
+      );
       const page = pageOf(rows, size, collection, keyOf);
       return { refunds: page.items.map(refundToProto), nextPageToken: page.nextCursor };
     },
@@ -152,12 +190,30 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
       const principal = servicePrincipal(service);
       switch (req.operation) {
         case KeyedOperation.CREATE_PAYMENT: {
-          const found = await store.resolvePaymentKey(req.tenantId, { principal, key: req.idempotencyKey, ownsUnscoped: (p) => ownsUnscopedPayment({ service }, p) });
-          return { outcome: "voided" in found ? { case: "voided", value: true } : { case: "payment", value: paymentToProto(found.result) } };
+          const found = await store.resolvePaymentKey(req.tenantId, {
+            principal,
+            key: req.idempotencyKey,
+            ownsUnscoped: (p) => ownsUnscopedPayment({ service }, p),
+          });
+          return {
+            outcome:
+              "voided" in found
+                ? { case: "voided", value: true }
+                : { case: "payment", value: paymentToProto(found.result) },
+          };
         }
         case KeyedOperation.CREATE_REFUND: {
-          const found = await store.resolveRefundKey(req.tenantId, { principal, key: req.idempotencyKey, ownsUnscoped: (r) => ownsUnscopedRefund({ service }, r) });
-          return { outcome: "voided" in found ? { case: "voided", value: true } : { case: "refund", value: refundToProto(found.result) } };
+          const found = await store.resolveRefundKey(req.tenantId, {
+            principal,
+            key: req.idempotencyKey,
+            ownsUnscoped: (r) => ownsUnscopedRefund({ service }, r),
+          });
+          return {
+            outcome:
+              "voided" in found
+                ? { case: "voided", value: true }
+                : { case: "refund", value: refundToProto(found.result) },
+          };
         }
         default:
           throw fail("INVALID_REQUEST", "operation must be CREATE_PAYMENT or CREATE_REFUND");

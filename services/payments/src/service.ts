@@ -36,7 +36,13 @@ export function startPaymentsService(config: PaymentsConfig, logger: Logger): Pr
       const trust = await verifierFromIdentity(channels.identity, logger);
       const purge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
       return {
-        services: [registration(PaymentService, paymentHandlers({ store: new SqlPaymentsStore(db), faults: new Faults(config.faults, logger) }), paymentsInterceptors(trust.verifier))],
+        services: [
+          registration(
+            PaymentService,
+            paymentHandlers({ store: new SqlPaymentsStore(db), faults: new Faults(config.faults, logger) }),
+            paymentsInterceptors(trust.verifier),
+          ),
+        ],
         stop: () => {
           purge();
           trust.follower.stop();

@@ -20,7 +20,9 @@ describe("payments: who may set a reference", () => {
   it("the orders workflow may; a user (an admin too) and any other service may not", () => {
     expect(reasonOf(() => validateReference({ ...user, service: "orders" }, "order:42:charge:1"))).to.equal("accepted");
     expect(reasonOf(() => validateReference(user, "order:42:charge:1"))).to.equal("ROLE_REQUIRED");
-    expect(reasonOf(() => validateReference({ ...user, service: "operator" }, "order:42:charge:1"))).to.equal("ROLE_REQUIRED");
+    expect(reasonOf(() => validateReference({ ...user, service: "operator" }, "order:42:charge:1"))).to.equal(
+      "ROLE_REQUIRED",
+    );
   });
 
   it("an empty reference is no reference, whoever calls; a malformed one is refused", () => {

@@ -8,7 +8,17 @@ import type { HandlerContext } from "@connectrpc/connect";
 import { fail } from "./errors.js";
 import { requestMetadataValue } from "./grpc/handler-context.js";
 import type { RevocationList } from "./revocations.js";
-import { SERVICE_AUTHORIZATION, SERVICE_NAME, SERVICE_TOKEN_AUDIENCE, SERVICE_TOKEN_ROLE, TOKEN_ALGORITHM, TOKEN_AUDIENCE, TOKEN_ISSUER, type Caller, type ServiceCaller } from "./caller.js";
+import {
+  SERVICE_AUTHORIZATION,
+  SERVICE_NAME,
+  SERVICE_TOKEN_AUDIENCE,
+  SERVICE_TOKEN_ROLE,
+  TOKEN_ALGORITHM,
+  TOKEN_AUDIENCE,
+  TOKEN_ISSUER,
+  type Caller,
+  type ServiceCaller,
+} from "./caller.js";
 
 export type KeySource = () => Promise<JWK[]>;
 
@@ -29,7 +39,11 @@ function remember<T>(cache: Map<string, T>, key: string, value: T): void {
 /** Splits `Bearer <token>`; anything else is unauthenticated. */
 export function bearerToken(header: string | undefined): string {
   const match = header ? /^Bearer ([A-Za-z0-9_\-.~+/]+=*)$/i.exec(header.trim()) : null;
-  if (!match?.[1]) throw fail("UNAUTHENTICATED", header ? "the Authorization header must be 'Bearer <token>'" : "a bearer token is required");
+  if (!match?.[1])
+    throw fail(
+      "UNAUTHENTICATED",
+      header ? "the Authorization header must be 'Bearer <token>'" : "a bearer token is required",
+    );
   return match[1];
 }
 
@@ -69,7 +83,8 @@ export class TokenVerifier {
   /** A user's access token (refused once its session is revoked, cached or not). */
   async verify(token: string): Promise<Caller> {
     const caller = await this.verifyCached(this.cache, token, USER_TOKEN, (payload) => this.callerOf(payload, token));
-    if (this.revocations?.isRevoked(caller.sessionId)) throw fail("UNAUTHENTICATED", "the token was revoked (logged out, or its user was removed)");
+    if (this.revocations?.isRevoked(caller.sessionId))
+      throw fail("UNAUTHENTICATED", "the token was revoked (logged out, or its user was removed)");
     return caller;
   }
 
@@ -111,9 +126,14 @@ export class TokenVerifier {
       stop();
       end(reason);
     };
-    const timer = setTimeout(() => finish(fail("UNAUTHENTICATED", "the token has expired")), Math.max(0, caller.expiresAt * 1000 - this.now()));
+    const timer = setTimeout(
+      () => finish(fail("UNAUTHENTICATED", "the token has expired")),
+      Math.max(0, caller.expiresAt * 1000 - this.now()),
+    );
     timer.unref();
-    const unwatch = this.revocations?.onRevoked(caller.sessionId, () => finish(fail("UNAUTHENTICATED", "the token was revoked (logged out, or its user was removed)")));
+    const unwatch = this.revocations?.onRevoked(caller.sessionId, () =>
+      finish(fail("UNAUTHENTICATED", "the token was revoked (logged out, or its user was removed)")),
+    );
     const stop = () => {
       clearTimeout(timer);
       unwatch?.();
@@ -126,10 +146,17 @@ export class TokenVerifier {
 
   /** An internal service's own token. */
   verifyService(token: string): Promise<ServiceCaller> {
-    return this.verifyCached(this.serviceCache, token, SERVICE_TOKEN, (payload) => this.serviceCallerOf(payload, token));
+    return this.verifyCached(this.serviceCache, token, SERVICE_TOKEN, (payload) =>
+      this.serviceCallerOf(payload, token),
+    );
   }
 
-  private async verifyCached<T extends { expiresAt: number }>(cache: Map<string, T>, token: string, kind: TokenKind, read: (payload: Record<string, unknown>) => T): Promise<T> {
+  private async verifyCached<T extends { expiresAt: number }>(
+    cache: Map<string, T>,
+    token: string,
+    kind: TokenKind,
+    read: (payload: Record<string, unknown>) => T,
+  ): Promise<T> {
     const nowSeconds = Math.floor(this.now() / 1000);
     const cached = cache.get(token);
     if (cached) {
@@ -148,7 +175,9 @@ export class TokenVerifier {
       if (err instanceof joseErrors.JWKSNoMatchingKey) {
         // A key rotated in since we last looked: look again (rate-limited), then try once more.
         await this.refreshKeys(true).catch(() => {});
-        payload = await this.verifyWithKeys(token, kind).catch((e: unknown) => { throw this.toAuthError(e); });
+        payload = await this.verifyWithKeys(token, kind).catch((e: unknown) => {
+          throw this.toAuthError(e);
+        });
       } else {
         throw this.toAuthError(err);
       }
@@ -176,7 +205,14 @@ export class TokenVerifier {
 
   private callerOf(payload: Record<string, unknown>, token: string): Caller {
     const { sub, tid, role, sid, exp } = payload;
-    if (typeof sub !== "string" || !/^\d{1,19}$/.test(sub) || typeof tid !== "string" || (role !== "admin" && role !== "member") || typeof sid !== "string" || typeof exp !== "number") {
+    if (
+      typeof sub !== "string" ||
+      !/^\d{1,19}$/.test(sub) ||
+      typeof tid !== "string" ||
+      (role !== "admin" && role !== "member") ||
+      typeof sid !== "string" ||
+      typeof exp !== "number"
+    ) {
       throw fail("UNAUTHENTICATED", "the token is not valid");
     }
     return { tenantId: tid, userId: BigInt(sub), role, sessionId: sid, expiresAt: exp, token };
@@ -184,7 +220,8 @@ export class TokenVerifier {
 
   private serviceCallerOf(payload: Record<string, unknown>, token: string): ServiceCaller {
     const { sub, role, exp } = payload;
-    if (typeof sub !== "string" || !SERVICE_NAME.test(sub) || role !== SERVICE_TOKEN_ROLE || typeof exp !== "number") throw fail("UNAUTHENTICATED", "the service token is not valid");
+    if (typeof sub !== "string" || !SERVICE_NAME.test(sub) || role !== SERVICE_TOKEN_ROLE || typeof exp !== "number")
+      throw fail("UNAUTHENTICATED", "the service token is not valid");
     return { service: sub, expiresAt: exp, token };
   }
 

@@ -12,7 +12,9 @@ async function pause(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 /** `observe` hears about every call's end, aborted or not (tests assert cancellation with it). */
-export function echoImpl(observe: (event: { method: string; aborted: boolean }) => void = () => {}): ServiceImpl<typeof EchoService> {
+export function echoImpl(
+  observe: (event: { method: string; aborted: boolean }) => void = () => {},
+): ServiceImpl<typeof EchoService> {
   const watch = async <T>(method: string, signal: AbortSignal, work: () => Promise<T>): Promise<T> => {
     try {
       return await work();

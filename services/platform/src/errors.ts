@@ -53,7 +53,10 @@ export const errorCatalogue = {
   /** A money step of the order (a charge or a refund) has started and is not settled yet. */
   STEP_IN_PROGRESS: { code: Code.FailedPrecondition, details: { step: "string" } },
   /** The catalog price is not the one the client expected: the current price is in the details. */
-  PRICE_CHANGED: { code: Code.FailedPrecondition, details: { sku: "string", unit_price: "integer", currency: "string" } },
+  PRICE_CHANGED: {
+    code: Code.FailedPrecondition,
+    details: { sku: "string", unit_price: "integer", currency: "string" },
+  },
   NOTHING_TO_REFUND: { code: Code.FailedPrecondition },
   /** The key was settled as never used (ResolveIdempotencyKey): nothing will ever be made with it. */
   IDEMPOTENCY_KEY_VOIDED: { code: Code.FailedPrecondition },

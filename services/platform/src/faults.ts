@@ -17,13 +17,20 @@ export type FaultPlan = ReadonlyMap<string, FaultPoint>;
 
 /** The FAULTS setting of a process that has these fault points. */
 export function faultsSetting(points: readonly string[]): Setting<FaultPlan> & { optional: true } {
-  return optionalSetting("FAULTS", (raw, env) => parseFaults(raw, env, points), `test-only fault points (${points.join(", ")}); refused unless NODE_ENV=test`);
+  return optionalSetting(
+    "FAULTS",
+    (raw, env) => parseFaults(raw, env, points),
+    `test-only fault points (${points.join(", ")}); refused unless NODE_ENV=test`,
+  );
 }
 
 export function parseFaults(raw: string, env: NodeJS.ProcessEnv = {}, points: readonly string[] = []): FaultPlan {
   if (env.NODE_ENV !== "test") throw new Error("fault points are for tests only: set NODE_ENV=test or unset FAULTS");
   const plan = new Map<string, FaultPoint>();
-  for (const entry of raw.split(",").map((e) => e.trim()).filter(Boolean)) {
+  for (const entry of raw
+    .split(",")
+    .map((e) => e.trim())
+    .filter(Boolean)) {
     const match = /^([a-z][a-z0-9.-]*)=(0|1|0?\.\d+)(?::(\d{1,6}))?$/.exec(entry);
     if (!match) throw new Error(`expected point=probability[:ms], got "${entry}"`);
     const [, name = "", probability = "0", ms = "0"] = match;
@@ -53,7 +60,10 @@ export class Faults {
     const p = this.plan.get(point);
     if (p === undefined || this.random() >= p.probability) return;
     // Written synchronously: the log's own buffered writes would die with the process.
-    writeSync(1, `${JSON.stringify({ level: "warn", time: new Date().toISOString(), faultPoint: point, msg: "test fault point fired: crashing" })}\n`);
+    writeSync(
+      1,
+      `${JSON.stringify({ level: "warn", time: new Date().toISOString(), faultPoint: point, msg: "test fault point fired: crashing" })}\n`,
+    );
     process.kill(process.pid, "SIGKILL");
   }
 

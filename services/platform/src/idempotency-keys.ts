@@ -29,4 +29,3 @@ export function derivedIdempotencyKey(secret: Uint8Array | string, ...parts: (st
   const h = createHmac("sha256", secret).update(parts.map(String).join("\u0000")).digest("hex");
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-8${h.slice(13, 16)}-${((parseInt(h[16]!, 16) & 3) | 8).toString(16)}${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }
-

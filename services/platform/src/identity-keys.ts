@@ -27,9 +27,13 @@ const REVOCATIONS_AT_START_MS = 2_000;
  * revocations standing now are known — a process that starts serves no token revoked before — or,
  * with identity away, after a short wait (logged): tokens are then refused from the moment it answers.
  */
-export async function verifierFromIdentity(channel: GrpcChannelClient, logger: Logger): Promise<{ verifier: TokenVerifier; revocations: RevocationList; follower: RevocationFollower }> {
+export async function verifierFromIdentity(
+  channel: GrpcChannelClient,
+  logger: Logger,
+): Promise<{ verifier: TokenVerifier; revocations: RevocationList; follower: RevocationFollower }> {
   const revocations = new RevocationList();
   const follower = followRevocations(channel, revocations, logger);
-  if (!(await follower.synced(REVOCATIONS_AT_START_MS))) logger.warn("identity's revocations are not known yet; following them as soon as it answers");
+  if (!(await follower.synced(REVOCATIONS_AT_START_MS)))
+    logger.warn("identity's revocations are not known yet; following them as soon as it answers");
   return { verifier: new TokenVerifier(jwksFromIdentity(channel), Date.now, revocations), revocations, follower };
 }

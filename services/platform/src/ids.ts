@@ -6,5 +6,9 @@ export function newId(prefix: string): string {
 }
 
 export function isIdOf(prefix: string, id: string): boolean {
-  return id.length === prefix.length + 21 && id.startsWith(`${prefix}_`) && /^[A-Za-z0-9_-]{20}$/.test(id.slice(prefix.length + 1));
+  return (
+    id.length === prefix.length + 21 &&
+    id.startsWith(`${prefix}_`) &&
+    /^[A-Za-z0-9_-]{20}$/.test(id.slice(prefix.length + 1))
+  );
 }

@@ -55,13 +55,23 @@ export class LabeledHistogram<L extends string> {
   }
 
   /** What the registry exports (prom-client's metric shape). */
-  get(): { name: string; help: string; type: string; aggregator: string; values: { labels: Record<string, string | number>; value: number; metricName: string }[] } {
+  get(): {
+    name: string;
+    help: string;
+    type: string;
+    aggregator: string;
+    values: { labels: Record<string, string | number>; value: number; metricName: string }[];
+  } {
     const values: { labels: Record<string, string | number>; value: number; metricName: string }[] = [];
     for (const child of this.children.values()) {
       let cumulative = 0;
       for (let i = 0; i <= this.bounds.length; i++) {
         cumulative += child.counts[i]!;
-        values.push({ labels: { le: i < this.bounds.length ? this.bounds[i]! : "+Inf", ...child.labels }, value: cumulative, metricName: `${this.name}_bucket` });
+        values.push({
+          labels: { le: i < this.bounds.length ? this.bounds[i]! : "+Inf", ...child.labels },
+          value: cumulative,
+          metricName: `${this.name}_bucket`,
+        });
       }
       values.push({ labels: child.labels, value: child.sum, metricName: `${this.name}_sum` });
       values.push({ labels: child.labels, value: child.count, metricName: `${this.name}_count` });

@@ -12,7 +12,10 @@ export class EventLoopGuard {
   private previousLagMs = 0;
 
   /** thresholdMs: p99 event-loop delay over one window above which new calls are shed. */
-  constructor(private readonly thresholdMs: number, windowMs = 500) {
+  constructor(
+    private readonly thresholdMs: number,
+    windowMs = 500,
+  ) {
     this.histogram = monitorEventLoopDelay({ resolution: 10 });
     this.histogram.enable();
     this.timer = setInterval(() => {
@@ -34,7 +37,10 @@ export class EventLoopGuard {
   admit(): void {
     if (this.lagMs > this.thresholdMs && this.previousLagMs > this.thresholdMs) {
       serviceShed.inc();
-      throw fail("LOAD_SHED", `the service is overloaded (event loop ${Math.round(this.lagMs)} ms behind); retry after a short delay`);
+      throw fail(
+        "LOAD_SHED",
+        `the service is overloaded (event loop ${Math.round(this.lagMs)} ms behind); retry after a short delay`,
+      );
     }
   }
 

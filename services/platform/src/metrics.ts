@@ -84,12 +84,34 @@ const gatewayGauge = (name: string, help: string, read: (g: GatewayGauges) => nu
       if (gatewayGauges) this.set(read(gatewayGauges));
     },
   });
-gatewayGauge("switchyard_gateway_concurrency_limit", "The adaptive concurrency limit: the requests in flight shedding holds the gateway to, once its backlog beyond the limit has filled", (g) => g.limit());
-gatewayGauge("switchyard_gateway_shedding", "1 while the gateway sheds requests beyond its adaptive limit (its backlog grew: arrivals outpaced completions), else 0", (g) => g.shedding());
-gatewayGauge("switchyard_gateway_inflight_requests", "Requests admitted by the concurrency limit and not yet answered", (g) => g.inflight());
-gatewayGauge("switchyard_gateway_min_rtt_seconds", "The latency without a queue (minRTT) the concurrency limit has learned from quiet requests and probes", (g) => g.minRttMs() / 1000);
-gatewayGauge("switchyard_gateway_live_streams", "Live streams (text/event-stream) open at the gateway", (g) => g.liveStreams());
-gatewayGauge("switchyard_gateway_shared_live_streams", "Upstream live streams the gateway shares among its subscribers (one per tenant following the posts feed)", (g) => g.sharedLiveStreams());
+gatewayGauge(
+  "switchyard_gateway_concurrency_limit",
+  "The adaptive concurrency limit: the requests in flight shedding holds the gateway to, once its backlog beyond the limit has filled",
+  (g) => g.limit(),
+);
+gatewayGauge(
+  "switchyard_gateway_shedding",
+  "1 while the gateway sheds requests beyond its adaptive limit (its backlog grew: arrivals outpaced completions), else 0",
+  (g) => g.shedding(),
+);
+gatewayGauge(
+  "switchyard_gateway_inflight_requests",
+  "Requests admitted by the concurrency limit and not yet answered",
+  (g) => g.inflight(),
+);
+gatewayGauge(
+  "switchyard_gateway_min_rtt_seconds",
+  "The latency without a queue (minRTT) the concurrency limit has learned from quiet requests and probes",
+  (g) => g.minRttMs() / 1000,
+);
+gatewayGauge("switchyard_gateway_live_streams", "Live streams (text/event-stream) open at the gateway", (g) =>
+  g.liveStreams(),
+);
+gatewayGauge(
+  "switchyard_gateway_shared_live_streams",
+  "Upstream live streams the gateway shares among its subscribers (one per tenant following the posts feed)",
+  (g) => g.sharedLiveStreams(),
+);
 
 // ---- gRPC, both sides --------------------------------------------------------------------------------
 
@@ -128,7 +150,8 @@ new Gauge({
   labelNames: ["rpc_service", "rpc_method"] as const,
   registers: [registry],
   collect() {
-    for (const { rpcService, rpcMethod, open } of openStreams?.().values() ?? []) this.labels({ rpc_service: rpcService, rpc_method: rpcMethod }).set(open);
+    for (const { rpcService, rpcMethod, open } of openStreams?.().values() ?? [])
+      this.labels({ rpc_service: rpcService, rpc_method: rpcMethod }).set(open);
   },
 });
 
@@ -243,10 +266,15 @@ export interface MetricsServer {
  * A service's metrics endpoint: GET /metrics on its own port (or an inherited listening socket), so
  * the scrape never competes with gRPC and the port can be opened to the scraper alone.
  */
-export async function startMetricsServer(options: { host: string; port: number; listenFd?: number | undefined }): Promise<MetricsServer> {
+export async function startMetricsServer(options: {
+  host: string;
+  port: number;
+  listenFd?: number | undefined;
+}): Promise<MetricsServer> {
   const server: Server = createServer((req, res) => {
     req.resume();
-    if (req.url?.split("?")[0] === "/metrics" && (req.method === "GET" || req.method === "HEAD")) return void writeMetrics(res);
+    if (req.url?.split("?")[0] === "/metrics" && (req.method === "GET" || req.method === "HEAD"))
+      return void writeMetrics(res);
     res.writeHead(404, { "content-type": "text/plain" });
     res.end("not found: GET /metrics\n");
   });

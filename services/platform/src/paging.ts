@@ -43,7 +43,11 @@ const ID_SHAPES = {
 const MAX_TIME_MS = 253_402_300_799_999;
 
 /** The position a cursor names, or undefined for the first page. Malformed or foreign → 400. */
-export function decodeCursor(collection: string, token: string, ids: keyof typeof ID_SHAPES = "text"): Keyset | undefined {
+export function decodeCursor(
+  collection: string,
+  token: string,
+  ids: keyof typeof ID_SHAPES = "text",
+): Keyset | undefined {
   if (token === "") return undefined;
   let body: Partial<CursorBody>;
   try {
@@ -55,7 +59,15 @@ export function decodeCursor(collection: string, token: string, ids: keyof typeo
     throw fail("INVALID_CURSOR", "the cursor is malformed");
   }
   // A forged position must not reach SQL: a time out of range or an id of the wrong shape is malformed.
-  if (body.v !== 1 || typeof body.t !== "number" || !Number.isSafeInteger(body.t) || body.t < 0 || body.t > MAX_TIME_MS || typeof body.i !== "string" || !ID_SHAPES[ids].test(body.i)) {
+  if (
+    body.v !== 1 ||
+    typeof body.t !== "number" ||
+    !Number.isSafeInteger(body.t) ||
+    body.t < 0 ||
+    body.t > MAX_TIME_MS ||
+    typeof body.i !== "string" ||
+    !ID_SHAPES[ids].test(body.i)
+  ) {
     throw fail("INVALID_CURSOR", "the cursor is malformed");
   }
   if (body.c !== collection) throw fail("INVALID_CURSOR", "the cursor belongs to another list");
@@ -75,7 +87,13 @@ export interface PageBytes<T> {
  * bytes — it always holds one — and the cursor continues right after its last item, so a client
  * that follows it sees every row once.
  */
-export function pageOf<T>(rows: T[], size: number, collection: string, keyOf: (row: T) => Keyset, bytes?: PageBytes<T>): { items: T[]; nextCursor: string } {
+export function pageOf<T>(
+  rows: T[],
+  size: number,
+  collection: string,
+  keyOf: (row: T) => Keyset,
+  bytes?: PageBytes<T>,
+): { items: T[]; nextCursor: string } {
   let count = Math.min(rows.length, size);
   if (bytes && count > 1) {
     const max = bytes.max ?? MAX_PAGE_BYTES;

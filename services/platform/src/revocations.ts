@@ -72,7 +72,11 @@ const RECONNECT_MIN_MS = 100;
 const RECONNECT_MAX_MS = 2_000;
 
 /** Follows identity's WatchRevocations into `list`, reconnecting (with backoff) whenever the stream ends. */
-export function followRevocations(channel: GrpcChannelClient, list: RevocationList, logger: Logger): RevocationFollower {
+export function followRevocations(
+  channel: GrpcChannelClient,
+  list: RevocationList,
+  logger: Logger,
+): RevocationFollower {
   const identity = createServiceClient(IdentityService, channel);
   const controller = new AbortController();
   let markSynced: () => void = () => {};

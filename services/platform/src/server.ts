@@ -31,7 +31,11 @@ export interface ServiceRegistration {
 }
 
 /** Pairs a service descriptor with its Connect-shaped implementation (type-checked) and its own interceptors. */
-export function registration<S extends DescService>(service: S, impl: ServiceImpl<S>, interceptors: readonly ServiceInterceptor[] = []): ServiceRegistration {
+export function registration<S extends DescService>(
+  service: S,
+  impl: ServiceImpl<S>,
+  interceptors: readonly ServiceInterceptor[] = [],
+): ServiceRegistration {
   return { service, impl, interceptors };
 }
 
@@ -98,18 +102,26 @@ const SERVER_OPTIONS: ServerOptions = {
  */
 function callObserver(logger: Logger): RpcObserver {
   const answered = logger.isLevelEnabled("debug")
-    ? (method: DescMethod, ms: number) => logger.debug({ rpc: `${method.parent.typeName}/${method.name}`, code: "OK", ms: Math.round(ms * 10) / 10 }, "rpc answered")
+    ? (method: DescMethod, ms: number) =>
+        logger.debug(
+          { rpc: `${method.parent.typeName}/${method.name}`, code: "OK", ms: Math.round(ms * 10) / 10 },
+          "rpc answered",
+        )
     : undefined;
   const failed = (err: unknown, method: DescMethod) => {
     const rpc = `${method.parent.typeName}/${method.name}`;
     if (err instanceof ConnectError && (err.code === Code.Canceled || err.code === Code.DeadlineExceeded)) {
       // Work stopped because the caller went away or its deadline passed: worth seeing in the log.
-      logger.info({ rpc, code: Code[err.code], message: err.rawMessage }, "rpc stopped: cancelled by the caller or past its deadline");
+      logger.info(
+        { rpc, code: Code[err.code], message: err.rawMessage },
+        "rpc stopped: cancelled by the caller or past its deadline",
+      );
     } else if (err instanceof ConnectError && err.code !== Code.Internal && err.code !== Code.Unknown) {
       logger.debug({ rpc, code: Code[err.code], message: err.rawMessage }, "rpc failed");
     } else {
       // Only message and stack: driver errors carry row data (a hash, an email) in other fields.
-      const e = err instanceof Error ? { type: err.name, message: err.message, stack: err.stack } : { message: String(err) };
+      const e =
+        err instanceof Error ? { type: err.name, message: err.message, stack: err.stack } : { message: String(err) };
       logger.error({ rpc, err: e }, "rpc failed with an internal error");
     }
   };
@@ -121,7 +133,11 @@ function callObserver(logger: Logger): RpcObserver {
  * process) and handed it over, so between choosing a port and serving on it nobody else can take it.
  * grpc-js binds only addresses, so the connections are injected into it.
  */
-async function serveOnInheritedSocket(server: Server, fd: number, credentials: ServerCredentials): Promise<{ port: number; close(): void }> {
+async function serveOnInheritedSocket(
+  server: Server,
+  fd: number,
+  credentials: ServerCredentials,
+): Promise<{ port: number; close(): void }> {
   const injector = server.createConnectionInjector(credentials);
   const listener = createNetServer((socket) => injector.injectConnection(socket));
   await new Promise<void>((resolve, reject) => {
@@ -136,13 +152,25 @@ async function serveOnInheritedSocket(server: Server, fd: number, credentials: S
  * The plaintext health endpoint beside a mutual-TLS service port: the same health, on a server of its
  * own that serves nothing else, held to the same limits on connections and calls.
  */
-async function serveHealthOnly(health: HealthStatus, options: GrpcServerOptions, pingPolicy: PingPolicy): Promise<Server> {
-  const server = new Server({ ...SERVER_OPTIONS, "grpc.max_concurrent_streams": options.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS });
+async function serveHealthOnly(
+  health: HealthStatus,
+  options: GrpcServerOptions,
+  pingPolicy: PingPolicy,
+): Promise<Server> {
+  const server = new Server({
+    ...SERVER_OPTIONS,
+    "grpc.max_concurrent_streams": options.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS,
+  });
   onEveryConnection(server, (session) => policePings(session, pingPolicy));
-  const adapted = adaptService(Health, health.impl() as never, { interceptors: serviceChain({ observer: { failed: () => {} } }, []), deadlineLimits: options.deadlineLimits ?? DEFAULT_DEADLINE_LIMITS });
+  const adapted = adaptService(Health, health.impl() as never, {
+    interceptors: serviceChain({ observer: { failed: () => {} } }, []),
+    deadlineLimits: options.deadlineLimits ?? DEFAULT_DEADLINE_LIMITS,
+  });
   server.addService(adapted.definition, adapted.implementation);
   await new Promise<number>((resolve, reject) =>
-    server.bindAsync(`${options.host}:${options.healthPort}`, ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
+    server.bindAsync(`${options.host}:${options.healthPort}`, ServerCredentials.createInsecure(), (err, bound) =>
+      err ? reject(err) : resolve(bound),
+    ),
   );
   return server;
 }
@@ -152,11 +180,18 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     ...SERVER_OPTIONS,
     "grpc.max_concurrent_streams": options.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS,
     ...(options.maxConnectionAgeMs ? { "grpc.max_connection_age_ms": options.maxConnectionAgeMs } : {}),
-    ...(options.maxConnectionAgeGraceMs !== undefined ? { "grpc.max_connection_age_grace_ms": options.maxConnectionAgeGraceMs } : {}),
+    ...(options.maxConnectionAgeGraceMs !== undefined
+      ? { "grpc.max_connection_age_grace_ms": options.maxConnectionAgeGraceMs }
+      : {}),
   });
   const pingPolicy = options.pingPolicy ?? DEFAULT_PING_POLICY;
   onEveryConnection(server, (session) =>
-    policePings(session, pingPolicy, () => options.logger.warn({ peer: session.socket?.remoteAddress }, "a client pinged too often: GOAWAY ENHANCE_YOUR_CALM (too_many_pings)")),
+    policePings(session, pingPolicy, () =>
+      options.logger.warn(
+        { peer: session.socket?.remoteAddress },
+        "a client pinged too often: GOAWAY ENHANCE_YOUR_CALM (too_many_pings)",
+      ),
+    ),
   );
   const health = new HealthStatus();
   const observer = callObserver(options.logger);
@@ -173,7 +208,11 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   const openStreams = new Set<HandlerContext>();
   if (guard) reportEventLoopLag(() => guard.lag);
   // Every streaming method served here counts, at 0 too: a method's series is there before its first stream.
-  const streamingMethods = all.flatMap(({ service }) => service.methods.filter((m) => m.methodKind === "server_streaming" || m.methodKind === "bidi_streaming").map((m) => ({ rpcService: service.typeName, rpcMethod: m.name })));
+  const streamingMethods = all.flatMap(({ service }) =>
+    service.methods
+      .filter((m) => m.methodKind === "server_streaming" || m.methodKind === "bidi_streaming")
+      .map((m) => ({ rpcService: service.typeName, rpcMethod: m.name })),
+  );
   reportOpenStreams(() => {
     const counts = new Map(streamingMethods.map((m) => [`${m.rpcService}/${m.rpcMethod}`, { ...m, open: 0 }]));
     for (const context of openStreams) {
@@ -186,7 +225,12 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     // Health and reflection always answer: an overloaded service must still say how it is.
     const business = options.services.some((s) => s.service === service);
     const chain = serviceChain({ observer, admission: business ? guard : undefined }, interceptors);
-    const adapted = adaptService(service, impl as never, { interceptors: chain, peer: options.peerIdentity, openStreams, deadlineLimits });
+    const adapted = adaptService(service, impl as never, {
+      interceptors: chain,
+      peer: options.peerIdentity,
+      openStreams,
+      deadlineLimits,
+    });
     server.addService(adapted.definition, adapted.implementation);
   }
   let stopListening = () => {};
@@ -198,10 +242,13 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     stopListening = inherited.close;
   } else {
     port = await new Promise<number>((resolve, reject) =>
-      server.bindAsync(`${options.host}:${options.port}`, credentials, (err, bound) => (err ? reject(err) : resolve(bound))),
+      server.bindAsync(`${options.host}:${options.port}`, credentials, (err, bound) =>
+        err ? reject(err) : resolve(bound),
+      ),
     );
   }
-  const healthServer = options.healthPort === undefined ? undefined : await serveHealthOnly(health, options, pingPolicy);
+  const healthServer =
+    options.healthPort === undefined ? undefined : await serveHealthOnly(health, options, pingPolicy);
   for (const { service } of options.services) health.set(service.typeName, ServingStatus.SERVING);
   health.set("", ServingStatus.SERVING);
 
@@ -211,7 +258,8 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
       health.setAll(ServingStatus.NOT_SERVING);
       stopListening();
       healthServer?.forceShutdown();
-      for (const context of openStreams) endCall(context, new ConnectError("the server is shutting down; reconnect", Code.Unavailable));
+      for (const context of openStreams)
+        endCall(context, new ConnectError("the server is shutting down; reconnect", Code.Unavailable));
       const timer = setTimeout(() => {
         options.logger.warn("drain timeout: cancelling calls still in flight");
         server.forceShutdown();

@@ -20,7 +20,10 @@ export class ServiceCredentials {
   private current: { token: string; renewAt: number } | undefined;
   private pending: Promise<string> | undefined;
 
-  constructor(private readonly issue: () => Promise<IssuedToken>, private readonly now: () => number = Date.now) {}
+  constructor(
+    private readonly issue: () => Promise<IssuedToken>,
+    private readonly now: () => number = Date.now,
+  ) {}
 
   /** The service's token (UPSTREAM_UNAVAILABLE while identity cannot be reached). */
   token(): Promise<string> {
@@ -38,7 +41,11 @@ export class ServiceCredentials {
 }
 
 /** Credentials issued by identity over the channel the service already keeps to it. */
-export function serviceCredentialsFromIdentity(channel: GrpcChannelClient, clientId: string, clientSecret: string): ServiceCredentials {
+export function serviceCredentialsFromIdentity(
+  channel: GrpcChannelClient,
+  clientId: string,
+  clientSecret: string,
+): ServiceCredentials {
   const identity = createServiceClient(IdentityService, channel);
   return new ServiceCredentials(async () => {
     try {
@@ -48,7 +55,8 @@ export function serviceCredentialsFromIdentity(channel: GrpcChannelClient, clien
       const code = err instanceof ConnectError ? err.code : Code.Unknown;
       // A refused secret is the operator's misconfiguration, not the caller's fault: a 500 that says
       // nothing outside, while the cause is logged where the operator looks.
-      if (code === Code.Unauthenticated || code === Code.InvalidArgument) throw fail("INTERNAL", `identity refused the credentials of service "${clientId}"`);
+      if (code === Code.Unauthenticated || code === Code.InvalidArgument)
+        throw fail("INTERNAL", `identity refused the credentials of service "${clientId}"`);
       throw fail("UPSTREAM_UNAVAILABLE", "identity is unavailable: the service cannot get its token");
     }
   });

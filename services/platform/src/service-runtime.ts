@@ -9,7 +9,15 @@ import { openTransportSecurity, type TlsConfig, type TransportSecurity } from ".
 import { certificateIdentity } from "./grpc/call-policy.js";
 import { grpcTlsSettings } from "./config.js";
 import type { Logger } from "./logger.js";
-import { DEFAULT_DEADLINE_LIMITS, DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_PING_POLICY, startGrpcServer, type GrpcServerOptions, type RunningServer, type ServiceRegistration } from "./server.js";
+import {
+  DEFAULT_DEADLINE_LIMITS,
+  DEFAULT_MAX_CONCURRENT_STREAMS,
+  DEFAULT_PING_POLICY,
+  startGrpcServer,
+  type GrpcServerOptions,
+  type RunningServer,
+  type ServiceRegistration,
+} from "./server.js";
 import { openSqlDatabase, type Migration, type SchemaAtStart, type SqlDatabase } from "./store/index.js";
 import { startMetricsServer, startProcessMetrics, type MetricsServer } from "./metrics.js";
 import { startTracing } from "./tracing.js";
@@ -62,12 +70,20 @@ export interface ServiceRuntime {
 }
 
 /** The server's limits on its callers, as the settings say (each absent one: the server's default). */
-function hardeningOf(config: CommonServiceConfig): Pick<GrpcServerOptions, "reflection" | "pingPolicy" | "maxConcurrentStreams" | "deadlineLimits"> {
+function hardeningOf(
+  config: CommonServiceConfig,
+): Pick<GrpcServerOptions, "reflection" | "pingPolicy" | "maxConcurrentStreams" | "deadlineLimits"> {
   return {
     reflection: config.reflection ?? false,
-    pingPolicy: { minIntervalMs: config.minPingIntervalMs ?? DEFAULT_PING_POLICY.minIntervalMs, maxStrikes: config.maxPingStrikes ?? DEFAULT_PING_POLICY.maxStrikes },
+    pingPolicy: {
+      minIntervalMs: config.minPingIntervalMs ?? DEFAULT_PING_POLICY.minIntervalMs,
+      maxStrikes: config.maxPingStrikes ?? DEFAULT_PING_POLICY.maxStrikes,
+    },
     maxConcurrentStreams: config.maxConcurrentStreams ?? DEFAULT_MAX_CONCURRENT_STREAMS,
-    deadlineLimits: { defaultMs: config.defaultDeadlineMs ?? DEFAULT_DEADLINE_LIMITS.defaultMs, maxMs: config.maxDeadlineMs ?? DEFAULT_DEADLINE_LIMITS.maxMs },
+    deadlineLimits: {
+      defaultMs: config.defaultDeadlineMs ?? DEFAULT_DEADLINE_LIMITS.defaultMs,
+      maxMs: config.maxDeadlineMs ?? DEFAULT_DEADLINE_LIMITS.maxMs,
+    },
   };
 }
 
@@ -86,7 +102,11 @@ export async function startServiceRuntime<P extends string>(options: {
   let metrics: MetricsServer | undefined;
   if (config.metricsListenFd !== undefined || (config.metricsPort ?? 0) > 0) {
     startProcessMetrics(name);
-    metrics = await startMetricsServer({ host: config.host, port: config.metricsPort ?? 0, listenFd: config.metricsListenFd });
+    metrics = await startMetricsServer({
+      host: config.host,
+      port: config.metricsPort ?? 0,
+      listenFd: config.metricsListenFd,
+    });
     options.logger.info({ port: metrics.port }, `${name} metrics at /metrics`);
   }
   const stopTelemetry = async () => {
@@ -97,14 +117,32 @@ export async function startServiceRuntime<P extends string>(options: {
   let tls: TransportSecurity | undefined;
   try {
     // Mutual TLS when GRPC_TLS_* are set: the certificate must name this service, or it does not start.
-    tls = openTransportSecurity({ ...config, tlsTrustDomain: config.tlsTrustDomain ?? grpcTlsSettings.tlsTrustDomain.fallback!, tlsReloadIntervalMs: config.tlsReloadIntervalMs ?? grpcTlsSettings.tlsReloadIntervalMs.fallback! }, name, options.logger);
-    db = await openSqlDatabase({ databaseUrl: config.databaseUrl, dataDir: join(config.dataDir, name), schema: config.databaseSchema, migrations: options.migrations, schemaAtStart: config.databaseMigrations, maxConnections: config.databasePoolMax });
+    tls = openTransportSecurity(
+      {
+        ...config,
+        tlsTrustDomain: config.tlsTrustDomain ?? grpcTlsSettings.tlsTrustDomain.fallback!,
+        tlsReloadIntervalMs: config.tlsReloadIntervalMs ?? grpcTlsSettings.tlsReloadIntervalMs.fallback!,
+      },
+      name,
+      options.logger,
+    );
+    db = await openSqlDatabase({
+      databaseUrl: config.databaseUrl,
+      dataDir: join(config.dataDir, name),
+      schema: config.databaseSchema,
+      migrations: options.migrations,
+      schemaAtStart: config.databaseMigrations,
+      maxConnections: config.databasePoolMax,
+    });
   } catch (err) {
     await stopTelemetry();
     throw err;
   }
   const channels = Object.fromEntries(
-    Object.entries<Peer>(options.peers ?? {}).map(([peerName, peer]) => [peerName, openChannel(peer.address, peer.serves, {}, tls?.forPeer(peerName))]),
+    Object.entries<Peer>(options.peers ?? {}).map(([peerName, peer]) => [
+      peerName,
+      openChannel(peer.address, peer.serves, {}, tls?.forPeer(peerName)),
+    ]),
   ) as Record<P, GrpcChannel>;
   const closeChannels = () => Object.values<GrpcChannel>(channels).forEach((c) => c.close());
   let parts: ServiceParts | undefined;

@@ -8,7 +8,16 @@
 // Context travels as W3C trace context (`traceparent`, `tracestate`): in gRPC metadata between
 // services, and at the edge from a trusted proxy only. Spans are made once, in the adapters: the
 // gateway's request, each gRPC client and server call, each database statement.
-import { context, propagation, ROOT_CONTEXT, trace, type Context, type Span, type TextMapGetter, type Tracer } from "@opentelemetry/api";
+import {
+  context,
+  propagation,
+  ROOT_CONTEXT,
+  trace,
+  type Context,
+  type Span,
+  type TextMapGetter,
+  type Tracer,
+} from "@opentelemetry/api";
 
 let enabled = false;
 /** How long stopping waits for the last spans to be exported. */
@@ -24,7 +33,13 @@ export function tracingEnabled(): boolean {
 /** Whether the environment asks for tracing (the standard OTEL_* variables). */
 export function tracingConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
   if (/^true$/i.test(env.OTEL_SDK_DISABLED ?? "")) return false;
-  if ((env.OTEL_TRACES_EXPORTER ?? "otlp").split(",").map((e) => e.trim()).every((e) => e === "none")) return false;
+  if (
+    (env.OTEL_TRACES_EXPORTER ?? "otlp")
+      .split(",")
+      .map((e) => e.trim())
+      .every((e) => e === "none")
+  )
+    return false;
   return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
 }
 
@@ -32,20 +47,33 @@ export function tracingConfigured(env: NodeJS.ProcessEnv = process.env): boolean
  * Starts tracing for this process when the environment asks for it (once; later calls return the
  * same stop). Returns the function that flushes and stops the exporter.
  */
-export async function startTracing(serviceName: string, env: NodeJS.ProcessEnv = process.env): Promise<() => Promise<void>> {
+export async function startTracing(
+  serviceName: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<() => Promise<void>> {
   if (stopping) return stopping;
   if (!tracingConfigured(env)) return (stopping = async () => {});
-  const [{ BasicTracerProvider, BatchSpanProcessor }, { OTLPTraceExporter }, { resourceFromAttributes, detectResources, envDetector }, { AsyncLocalStorageContextManager }, { W3CTraceContextPropagator }] =
-    await Promise.all([
-      import("@opentelemetry/sdk-trace-base"),
-      import("@opentelemetry/exporter-trace-otlp-http"),
-      import("@opentelemetry/resources"),
-      import("@opentelemetry/context-async-hooks"),
-      import("@opentelemetry/core"),
-    ]);
+  const [
+    { BasicTracerProvider, BatchSpanProcessor },
+    { OTLPTraceExporter },
+    { resourceFromAttributes, detectResources, envDetector },
+    { AsyncLocalStorageContextManager },
+    { W3CTraceContextPropagator },
+  ] = await Promise.all([
+    import("@opentelemetry/sdk-trace-base"),
+    import("@opentelemetry/exporter-trace-otlp-http"),
+    import("@opentelemetry/resources"),
+    import("@opentelemetry/context-async-hooks"),
+    import("@opentelemetry/core"),
+  ]);
   // OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES override the process's own name.
-  const resource = resourceFromAttributes({ "service.name": serviceName }).merge(detectResources({ detectors: [envDetector] }));
-  const provider = new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())] });
+  const resource = resourceFromAttributes({ "service.name": serviceName }).merge(
+    detectResources({ detectors: [envDetector] }),
+  );
+  const provider = new BasicTracerProvider({
+    resource,
+    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
+  });
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   trace.setGlobalTracerProvider(provider);
@@ -55,7 +83,10 @@ export async function startTracing(serviceName: string, env: NodeJS.ProcessEnv =
     enabled = false;
     // Flushes what is batched; a collector that does not answer does not hold up the exit for long.
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([provider.shutdown().catch(() => {}), new Promise<void>((resolve) => (timer = setTimeout(resolve, SHUTDOWN_FLUSH_MS)))]);
+    await Promise.race([
+      provider.shutdown().catch(() => {}),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, SHUTDOWN_FLUSH_MS))),
+    ]);
     clearTimeout(timer);
   });
 }
@@ -78,7 +109,9 @@ export function extractContext<C>(carrier: C, getter: TextMapGetter<C>): Context
 
 /** Writes the trace context of `span` into a carrier (traceparent, tracestate). */
 export function injectContext(span: Span, set: (key: string, value: string) => void): void {
-  propagation.inject(trace.setSpan(context.active(), span), undefined, { set: (_carrier, key, value) => set(key, value) });
+  propagation.inject(trace.setSpan(context.active(), span), undefined, {
+    set: (_carrier, key, value) => set(key, value),
+  });
 }
 
 export { context, trace, SpanKind, SpanStatusCode, ROOT_CONTEXT } from "@opentelemetry/api";

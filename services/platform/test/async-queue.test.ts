@@ -16,12 +16,16 @@ describe("AsyncQueue", () => {
 
   it("fails a consumer that falls more than the bound behind, dropping what waited, but not one that keeps up", async () => {
     const overflow = new Error("too far behind");
-    const bounded = () => new AsyncQueue<string>({ maxBuffered: 10, sizeOf: (s) => s.length, overflow: () => overflow });
+    const bounded = () =>
+      new AsyncQueue<string>({ maxBuffered: 10, sizeOf: (s) => s.length, overflow: () => overflow });
     const slow = bounded();
     for (const s of ["aaaa", "bbbb", "cccc"]) slow.push(s);
     const err = await (async () => {
       for await (const _ of slow) expect.fail("nothing is handed over once the bound is passed");
-    })().then(() => undefined, (e: unknown) => e);
+    })().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect(err).to.equal(overflow);
 
     const steady = bounded();

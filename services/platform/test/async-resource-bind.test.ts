@@ -30,7 +30,10 @@ describe("AsyncResource.prototype.bind (installed by the platform client)", () =
     expect(bound.length).to.equal(2);
 
     // thisArg is Node's second parameter, which @types/node does not declare.
-    const bindWithThis = resource.bind.bind(resource) as unknown as (fn: typeof target, thisArg: unknown) => typeof target;
+    const bindWithThis = resource.bind.bind(resource) as unknown as (
+      fn: typeof target,
+      thisArg: unknown,
+    ) => typeof target;
     const withThis = bindWithThis(target, receiver);
     expect(withThis.call({ other: true }, 1, 1).self).to.equal(receiver);
     expect(AsyncResource.bind((x: number) => x * 2)(21)).to.equal(42);
@@ -56,7 +59,10 @@ describe("AsyncResource.prototype.bind (installed by the platform client)", () =
         return [this, a, b, c, d, e, ...rest];
       },
     ];
-    const bindWithThis = resource.bind.bind(resource) as unknown as (fn: (...args: number[]) => unknown[], thisArg: unknown) => (...args: number[]) => unknown[];
+    const bindWithThis = resource.bind.bind(resource) as unknown as (
+      fn: (...args: number[]) => unknown[],
+      thisArg: unknown,
+    ) => (...args: number[]) => unknown[];
     const receiver = { name: "receiver" };
     for (const target of targets) {
       const bound = resource.bind(target);
@@ -97,7 +103,9 @@ describe("AsyncResource.prototype.bind (installed by the platform client)", () =
   });
 
   it("refuses a non-function as Node does", () => {
-    expect(() => new AsyncResource("test").bind(42 as never)).to.throw(TypeError).with.property("code", "ERR_INVALID_ARG_TYPE");
+    expect(() => new AsyncResource("test").bind(42 as never))
+      .to.throw(TypeError)
+      .with.property("code", "ERR_INVALID_ARG_TYPE");
   });
 
   it("leaves Node's HTTP/2 client working (it binds every request's start with it)", async () => {
@@ -111,7 +119,11 @@ describe("AsyncResource.prototype.bind (installed by the platform client)", () =
             new Promise<string>((resolve, reject) => {
               const stream = session.request({ ":path": `/${n}` });
               let body = "";
-              stream.setEncoding("utf8").on("data", (d: string) => (body += d)).on("end", () => resolve(body)).on("error", reject);
+              stream
+                .setEncoding("utf8")
+                .on("data", (d: string) => (body += d))
+                .on("end", () => resolve(body))
+                .on("error", reject);
               stream.end();
             }),
         ),

@@ -11,24 +11,41 @@ describe("fault points", () => {
   it("are refused unless NODE_ENV is test, so no deployment can carry one", () => {
     const spec = { faults: faultsSetting(points) };
     expect(() => loadConfig(spec, { FAULTS: "orders.exit-after-charge=0.5" })).to.throw(ConfigError, /NODE_ENV=test/);
-    expect(() => loadConfig(spec, { FAULTS: "orders.exit-after-charge=0.5", NODE_ENV: "production" })).to.throw(ConfigError, /NODE_ENV=test/);
+    expect(() => loadConfig(spec, { FAULTS: "orders.exit-after-charge=0.5", NODE_ENV: "production" })).to.throw(
+      ConfigError,
+      /NODE_ENV=test/,
+    );
     expect(loadConfig(spec, {}).faults).to.equal(undefined);
-    expect([...loadConfig(spec, { FAULTS: "orders.exit-after-charge=0.5", NODE_ENV: "test" }).faults!]).to.deep.equal([["orders.exit-after-charge", { probability: 0.5, ms: 0 }]]);
+    expect([...loadConfig(spec, { FAULTS: "orders.exit-after-charge=0.5", NODE_ENV: "test" }).faults!]).to.deep.equal([
+      ["orders.exit-after-charge", { probability: 0.5, ms: 0 }],
+    ]);
   });
 
   it("name known points with a probability from 0 to 1 and an optional hold in ms", () => {
     const env = { NODE_ENV: "test" };
-    expect([...parseFaults("payments.hold-before-commit=0.25:3000, orders.exit-after-charge=1", env, points)]).to.deep.equal([
+    expect([
+      ...parseFaults("payments.hold-before-commit=0.25:3000, orders.exit-after-charge=1", env, points),
+    ]).to.deep.equal([
       ["payments.hold-before-commit", { probability: 0.25, ms: 3000 }],
       ["orders.exit-after-charge", { probability: 1, ms: 0 }],
     ]);
-    for (const bad of ["orders.exit-after-charge", "orders.exit-after-charge=2", "orders.exit-after-charge=-0.1", "nope=0.5", "orders.exit-after-charge=0.5:x"]) {
+    for (const bad of [
+      "orders.exit-after-charge",
+      "orders.exit-after-charge=2",
+      "orders.exit-after-charge=-0.1",
+      "nope=0.5",
+      "orders.exit-after-charge=0.5:x",
+    ]) {
       expect(() => parseFaults(bad, env, points), bad).to.throw();
     }
   });
 
   it("fire with their probability, and a hold stalls for its time", async () => {
-    const plan = parseFaults("payments.hold-before-commit=1:50,orders.exit-after-charge=0", { NODE_ENV: "test" }, points);
+    const plan = parseFaults(
+      "payments.hold-before-commit=1:50,orders.exit-after-charge=0",
+      { NODE_ENV: "test" },
+      points,
+    );
     const faults = new Faults(plan);
     expect(faults.fires("orders.exit-after-charge")).to.equal(false);
     expect(faults.fires("payments.hold-before-commit")).to.equal(true);
@@ -45,11 +62,14 @@ describe("ServiceCredentials", () => {
     let issued = 0;
     let release: () => void = () => {};
     const gate = new Promise<void>((resolve) => (release = resolve));
-    const credentials = new ServiceCredentials(async () => {
-      issued++;
-      await gate;
-      return { token: `t${issued}`, expiresInSeconds: 300 };
-    }, () => now);
+    const credentials = new ServiceCredentials(
+      async () => {
+        issued++;
+        await gate;
+        return { token: `t${issued}`, expiresInSeconds: 300 };
+      },
+      () => now,
+    );
     const first = Promise.all([credentials.token(), credentials.token(), credentials.token()]);
     release();
     expect(await first).to.deep.equal(["t1", "t1", "t1"]);
@@ -74,7 +94,13 @@ describe("ServiceCredentials", () => {
 
 describe("secret settings", () => {
   it("refuse a malformed secret without repeating it in the error", () => {
-    const spec = { secret: setting("SOME_SECRET", parse.secretMatching(/^[\x21-\x7e]{32,}$/, "a secret of at least 32 visible ASCII characters"), "a secret") };
+    const spec = {
+      secret: setting(
+        "SOME_SECRET",
+        parse.secretMatching(/^[\x21-\x7e]{32,}$/, "a secret of at least 32 visible ASCII characters"),
+        "a secret",
+      ),
+    };
     const leaked = "short-but-still-secret";
     let message = "";
     try {

@@ -13,7 +13,19 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { errorInfoOf, fail } from "@switchyard/platform/errors.js";
 import { createLogger } from "@switchyard/platform/logger.js";
 import { SERVICE_AUTHORIZATION } from "@switchyard/platform/caller.js";
-import { ANYONE, authentication, callerOf, clientAddressOf, createServiceClient, openChannel, requestMetadataValue, serviceCallerOf, USERS, withoutCallerStack, type Authenticator } from "@switchyard/platform/grpc";
+import {
+  ANYONE,
+  authentication,
+  callerOf,
+  clientAddressOf,
+  createServiceClient,
+  openChannel,
+  requestMetadataValue,
+  serviceCallerOf,
+  USERS,
+  withoutCallerStack,
+  type Authenticator,
+} from "@switchyard/platform/grpc";
 import { echoImpl, EchoService } from "@switchyard/platform/echo.js";
 import { registration, startGrpcServer, type RunningServer } from "@switchyard/platform/server.js";
 
@@ -37,7 +49,12 @@ describe("gRPC adapter (grpc-js server, protobuf-es messages, Connect-shaped han
       name: "echo",
       host: "127.0.0.1",
       port: 0,
-      services: [registration(EchoService, echoImpl((e) => events.push(e)))],
+      services: [
+        registration(
+          EchoService,
+          echoImpl((e) => events.push(e)),
+        ),
+      ],
       logger: createLogger("test", "silent"),
       drainTimeoutMs: 2_000,
       reflection: true,
@@ -65,7 +82,12 @@ describe("gRPC adapter (grpc-js server, protobuf-es messages, Connect-shaped han
   });
 
   it("carries the error code, message and ErrorInfo reason to the client", async () => {
-    const err = await echo().echo({ message: "fail" }).then(() => undefined, (e: unknown) => e);
+    const err = await echo()
+      .echo({ message: "fail" })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     expect(err).to.be.instanceOf(ConnectError);
     const ce = err as ConnectError;
     expect(ce.code).to.equal(Code.InvalidArgument);
@@ -76,23 +98,41 @@ describe("gRPC adapter (grpc-js server, protobuf-es messages, Connect-shaped han
 
   it("starts calls without capturing the caller's stack, and leaves the process's stack trace limit as it was", async () => {
     const limit = Error.stackTraceLimit;
-    expect(withoutCallerStack(() => new Error("inside").stack), "no frames captured while a call starts").to.equal("Error: inside");
-    expect(() => withoutCallerStack(() => { throw new Error("thrown"); })).to.throw("thrown");
+    expect(
+      withoutCallerStack(() => new Error("inside").stack),
+      "no frames captured while a call starts",
+    ).to.equal("Error: inside");
+    expect(() =>
+      withoutCallerStack(() => {
+        throw new Error("thrown");
+      }),
+    ).to.throw("thrown");
     expect(Error.stackTraceLimit, "restored after a start that threw").to.equal(limit);
     // The limit each call starts under, as grpc-js sees it when it makes its caller-stack error.
     const own = openChannel(address);
     const seen: Record<string, number[]> = { unary: [], serverStream: [] };
     const unary = own.makeUnaryRequest.bind(own);
     const serverStream = own.makeServerStreamRequest.bind(own);
-    own.makeUnaryRequest = ((...args: Parameters<typeof unary>) => (seen.unary!.push(Error.stackTraceLimit), unary(...args))) as typeof own.makeUnaryRequest;
-    own.makeServerStreamRequest = ((...args: Parameters<typeof serverStream>) => (seen.serverStream!.push(Error.stackTraceLimit), serverStream(...args))) as typeof own.makeServerStreamRequest;
+    own.makeUnaryRequest = ((...args: Parameters<typeof unary>) => (
+      seen.unary!.push(Error.stackTraceLimit),
+      unary(...args)
+    )) as typeof own.makeUnaryRequest;
+    own.makeServerStreamRequest = ((...args: Parameters<typeof serverStream>) => (
+      seen.serverStream!.push(Error.stackTraceLimit),
+      serverStream(...args)
+    )) as typeof own.makeServerStreamRequest;
     const client = createServiceClient(EchoService, own);
     try {
       const ok = await client.echo({ message: "hello" });
       const failed = (await client.echo({ message: "fail" }).catch((e: unknown) => e)) as ConnectError;
       const streamed: number[] = [];
       for await (const m of client.echoStream({ message: "tick", count: 2 })) streamed.push(m.sequence);
-      expect([ok.message, failed.code, failed.rawMessage, streamed]).to.deep.equal(["hello", Code.InvalidArgument, "asked to fail", [1, 2]]);
+      expect([ok.message, failed.code, failed.rawMessage, streamed]).to.deep.equal([
+        "hello",
+        Code.InvalidArgument,
+        "asked to fail",
+        [1, 2],
+      ]);
     } finally {
       own.close();
     }
@@ -103,7 +143,9 @@ describe("gRPC adapter (grpc-js server, protobuf-es messages, Connect-shaped han
 
   it("ends a call at its deadline on both ends", async () => {
     const started = Date.now();
-    const err = (await echo().echo({ message: "slow", delayMs: 2_000 }, { timeoutMs: 150 }).catch((e: unknown) => e)) as ConnectError;
+    const err = (await echo()
+      .echo({ message: "slow", delayMs: 2_000 }, { timeoutMs: 150 })
+      .catch((e: unknown) => e)) as ConnectError;
     expect(err.code).to.equal(Code.DeadlineExceeded);
     expect(Date.now() - started).to.be.lessThan(1_000);
     const event = await waitForEvent("echo");
@@ -112,7 +154,9 @@ describe("gRPC adapter (grpc-js server, protobuf-es messages, Connect-shaped han
 
   it("propagates a client abort to the handler", async () => {
     const controller = new AbortController();
-    const pending = echo().echo({ message: "slow", delayMs: 2_000 }, { signal: controller.signal }).catch((e: unknown) => e);
+    const pending = echo()
+      .echo({ message: "slow", delayMs: 2_000 }, { signal: controller.signal })
+      .catch((e: unknown) => e);
     await sleep(100);
     controller.abort();
     const err = (await pending) as ConnectError;
@@ -133,7 +177,8 @@ describe("gRPC adapter (grpc-js server, protobuf-es messages, Connect-shaped han
 
   it("streams both ways", async () => {
     const got: string[] = [];
-    for await (const m of echo().chat(from([{ message: "x" }, { message: "y" }]))) got.push(`${m.sequence}:${m.message}`);
+    for await (const m of echo().chat(from([{ message: "x" }, { message: "y" }])))
+      got.push(`${m.sequence}:${m.message}`);
     expect(got).to.deep.equal(["1:x", "2:y"]);
   });
 
@@ -142,7 +187,11 @@ describe("gRPC adapter (grpc-js server, protobuf-es messages, Connect-shaped han
     const long = (async () => {
       const got: number[] = [];
       try {
-        for await (const m of echo().echoStream({ message: "long", count: 50, delayMs: 20 }, { signal: controller.signal })) got.push(m.sequence);
+        for await (const m of echo().echoStream(
+          { message: "long", count: 50, delayMs: 20 },
+          { signal: controller.signal },
+        ))
+          got.push(m.sequence);
       } catch (err) {
         return { got, err: err as ConnectError };
       }
@@ -165,7 +214,9 @@ describe("gRPC adapter (grpc-js server, protobuf-es messages, Connect-shaped han
   it("serves grpc.health.v1.Health", async () => {
     const health = createServiceClient(Health, channel);
     expect((await health.check({ service: "" })).status).to.equal(HealthCheckResponse_ServingStatus.SERVING);
-    expect((await health.check({ service: "switchyard.echo.v1.EchoService" })).status).to.equal(HealthCheckResponse_ServingStatus.SERVING);
+    expect((await health.check({ service: "switchyard.echo.v1.EchoService" })).status).to.equal(
+      HealthCheckResponse_ServingStatus.SERVING,
+    );
     const err = (await health.check({ service: "nope" }).catch((e: unknown) => e)) as ConnectError;
     expect(err.code).to.equal(Code.NotFound);
   });
@@ -173,11 +224,18 @@ describe("gRPC adapter (grpc-js server, protobuf-es messages, Connect-shaped han
   it("answers server reflection", async () => {
     const reflection = createServiceClient(ServerReflection, channel);
     const answers = [];
-    for await (const res of reflection.serverReflectionInfo(from([{ messageRequest: { case: "listServices" as const, value: "" } }]))) answers.push(res);
+    for await (const res of reflection.serverReflectionInfo(
+      from([{ messageRequest: { case: "listServices" as const, value: "" } }]),
+    ))
+      answers.push(res);
     const listed = answers[0]?.messageResponse;
     expect(listed?.case).to.equal("listServicesResponse");
     const names = listed?.case === "listServicesResponse" ? listed.value.service.map((s) => s.name) : [];
-    expect(names).to.include.members(["switchyard.echo.v1.EchoService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"]);
+    expect(names).to.include.members([
+      "switchyard.echo.v1.EchoService",
+      "grpc.health.v1.Health",
+      "grpc.reflection.v1.ServerReflection",
+    ]);
   });
 
   describe("wire compatibility with clients other than grpc-js", () => {
@@ -194,13 +252,32 @@ describe("gRPC adapter (grpc-js server, protobuf-es messages, Connect-shaped han
     });
 
     it("is called by `buf curl` through server reflection, without local protos", async () => {
-      const { stdout } = await run("node_modules/.bin/buf", ["curl", "--protocol", "grpc", "--http2-prior-knowledge", "-d", '{"message":"via buf"}', `http://${address}/switchyard.echo.v1.EchoService/Echo`], { cwd: new URL("../../..", import.meta.url).pathname });
+      const { stdout } = await run(
+        "node_modules/.bin/buf",
+        [
+          "curl",
+          "--protocol",
+          "grpc",
+          "--http2-prior-knowledge",
+          "-d",
+          '{"message":"via buf"}',
+          `http://${address}/switchyard.echo.v1.EchoService/Echo`,
+        ],
+        { cwd: new URL("../../..", import.meta.url).pathname },
+      );
       expect(JSON.parse(stdout)).to.deep.equal({ message: "via buf" });
     });
   });
 
   it("drains in-flight calls on shutdown, then refuses new ones", async () => {
-    const own = await startGrpcServer({ name: "drain", host: "127.0.0.1", port: 0, services: [registration(EchoService, echoImpl())], logger: createLogger("test", "silent"), drainTimeoutMs: 3_000 });
+    const own = await startGrpcServer({
+      name: "drain",
+      host: "127.0.0.1",
+      port: 0,
+      services: [registration(EchoService, echoImpl())],
+      logger: createLogger("test", "silent"),
+      drainTimeoutMs: 3_000,
+    });
     const ch = openChannel(`127.0.0.1:${own.port}`);
     const client = createServiceClient(EchoService, ch);
     await client.echo({ message: "warm" });
@@ -276,7 +353,14 @@ describe("gRPC adapter: authentication before the handler, as each method's poli
       name: "auth",
       host: "127.0.0.1",
       port: 0,
-      services: [registration(EchoService, impl, [authentication({ authenticator, access: { echo: USERS, echoStream: USERS, collect: { services: ["orders"] }, chat: ANYONE } })])],
+      services: [
+        registration(EchoService, impl, [
+          authentication({
+            authenticator,
+            access: { echo: USERS, echoStream: USERS, collect: { services: ["orders"] }, chat: ANYONE },
+          }),
+        ]),
+      ],
       logger: createLogger("test", "silent"),
     });
     channel = openChannel(`127.0.0.1:${server.port}`);
@@ -290,27 +374,46 @@ describe("gRPC adapter: authentication before the handler, as each method's poli
   });
 
   const client = () => createServiceClient(EchoService, channel);
-  const codeOf = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => (e as ConnectError).code);
+  const codeOf = (p: Promise<unknown>) =>
+    p.then(
+      () => undefined,
+      (e: unknown) => (e as ConnectError).code,
+    );
 
   it("refuses a user's method without a valid token before the handler runs, and hands the handler the caller", async () => {
     expect(await codeOf(client().echo({ message: "x" }))).to.equal(Code.Unauthenticated);
-    expect(await codeOf(client().echo({ message: "x" }, { headers: { authorization: "Bearer svc-orders" } }))).to.equal(Code.Unauthenticated);
+    expect(await codeOf(client().echo({ message: "x" }, { headers: { authorization: "Bearer svc-orders" } }))).to.equal(
+      Code.Unauthenticated,
+    );
     expect(handled).to.deep.equal([]);
-    expect((await client().echo({ message: "x" }, { headers: { authorization: "Bearer user-bob" } })).message).to.equal("x");
+    expect((await client().echo({ message: "x" }, { headers: { authorization: "Bearer user-bob" } })).message).to.equal(
+      "x",
+    );
     expect(handled).to.deep.equal([{ method: "echo", user: "bob" }]);
   });
 
   it("takes a caller the authenticator knows at once, without authenticating again, on a unary call and on a stream (still watched)", async () => {
     const before = authenticated;
-    expect((await client().echo({ message: "k" }, { headers: { authorization: "Bearer known-kim" } })).message).to.equal("k");
+    expect(
+      (await client().echo({ message: "k" }, { headers: { authorization: "Bearer known-kim" } })).message,
+    ).to.equal("k");
     const got: string[] = [];
-    for await (const m of client().echoStream({ message: "s", count: 1 }, { headers: { authorization: "Bearer known-kai" } })) got.push(m.message);
+    for await (const m of client().echoStream(
+      { message: "s", count: 1 },
+      { headers: { authorization: "Bearer known-kai" } },
+    ))
+      got.push(m.message);
     expect(got).to.deep.equal(["s"]);
     expect(authenticated, "authenticate was not asked").to.equal(before);
-    expect(handled).to.deep.equal([{ method: "echo", user: "kim" }, { method: "echoStream", user: "kai" }]);
+    expect(handled).to.deep.equal([
+      { method: "echo", user: "kim" },
+      { method: "echoStream", user: "kai" },
+    ]);
     expect(watched, "the stream's credential is watched").to.include("kai");
     // An unknown one is still authenticated, and refused when not good.
-    expect(await codeOf(client().echo({ message: "x" }, { headers: { authorization: "Bearer known-" } }))).to.equal(Code.Unauthenticated);
+    expect(await codeOf(client().echo({ message: "x" }, { headers: { authorization: "Bearer known-" } }))).to.equal(
+      Code.Unauthenticated,
+    );
     expect(authenticated).to.equal(before + 1);
   });
 
@@ -320,7 +423,11 @@ describe("gRPC adapter: authentication before the handler, as each method's poli
     })();
     expect(await codeOf(refused)).to.equal(Code.Unauthenticated);
     const got: string[] = [];
-    for await (const m of client().echoStream({ message: "y", count: 1 }, { headers: { authorization: "Bearer user-amy" } })) got.push(m.message);
+    for await (const m of client().echoStream(
+      { message: "y", count: 1 },
+      { headers: { authorization: "Bearer user-amy" } },
+    ))
+      got.push(m.message);
     expect(got).to.deep.equal(["y"]);
     expect(handled).to.deep.equal([{ method: "echoStream", user: "amy" }]);
   });
@@ -328,12 +435,18 @@ describe("gRPC adapter: authentication before the handler, as each method's poli
   it("ends a live stream with UNAUTHENTICATED when its credential stops being good mid-stream, and stops watching after", async () => {
     const got: number[] = [];
     const streaming = (async () => {
-      for await (const m of client().echoStream({ message: "tick", count: 1_000, delayMs: 20 }, { headers: { authorization: "Bearer user-eve" } })) {
+      for await (const m of client().echoStream(
+        { message: "tick", count: 1_000, delayMs: 20 },
+        { headers: { authorization: "Bearer user-eve" } },
+      )) {
         got.push(m.sequence);
         if (m.sequence === 3) ends.get("eve")!(fail("UNAUTHENTICATED", "the token was revoked"));
       }
     })();
-    const err = (await streaming.then(() => undefined, (e: unknown) => e)) as ConnectError;
+    const err = (await streaming.then(
+      () => undefined,
+      (e: unknown) => e,
+    )) as ConnectError;
     expect(err.code).to.equal(Code.Unauthenticated);
     expect(err.rawMessage).to.include("revoked");
     expect(got.length).to.be.within(3, 6);
@@ -341,17 +454,33 @@ describe("gRPC adapter: authentication before the handler, as each method's poli
     expect(ends.has("eve"), "the finished stream stopped watching").to.equal(false);
     // A stream that ends on its own ends OK and stops watching too.
     const all: number[] = [];
-    for await (const m of client().echoStream({ message: "x", count: 2 }, { headers: { authorization: "Bearer user-finn" } })) all.push(m.sequence);
+    for await (const m of client().echoStream(
+      { message: "x", count: 2 },
+      { headers: { authorization: "Bearer user-finn" } },
+    ))
+      all.push(m.sequence);
     expect(all).to.deep.equal([1, 2]);
     for (let i = 0; i < 50 && ends.has("finn"); i++) await sleep(10);
     expect(ends.has("finn")).to.equal(false);
   });
 
   it("lets only an internal service call a service method — a user's token is not enough — and anyone call a public one", async () => {
-    expect(await codeOf(client().collect(from([{ message: "a" }]), { headers: { authorization: "Bearer user-bob" } }))).to.equal(Code.Unauthenticated);
-    expect((await client().collect(from([{ message: "a" }, { message: "b" }]), { headers: { [SERVICE_AUTHORIZATION]: "Bearer svc-orders" } })).count).to.equal(2);
+    expect(
+      await codeOf(client().collect(from([{ message: "a" }]), { headers: { authorization: "Bearer user-bob" } })),
+    ).to.equal(Code.Unauthenticated);
+    expect(
+      (
+        await client().collect(from([{ message: "a" }, { message: "b" }]), {
+          headers: { [SERVICE_AUTHORIZATION]: "Bearer svc-orders" },
+        })
+      ).count,
+    ).to.equal(2);
     // A service the policy does not name, with a valid token of its own: refused before the handler.
-    expect(await codeOf(client().collect(from([{ message: "a" }]), { headers: { [SERVICE_AUTHORIZATION]: "Bearer svc-content" } }))).to.equal(Code.PermissionDenied);
+    expect(
+      await codeOf(
+        client().collect(from([{ message: "a" }]), { headers: { [SERVICE_AUTHORIZATION]: "Bearer svc-content" } }),
+      ),
+    ).to.equal(Code.PermissionDenied);
     const echoed: string[] = [];
     for await (const m of client().chat(from([{ message: "hi" }]))) echoed.push(m.message);
     expect(echoed).to.deep.equal(["hi"]);
@@ -370,7 +499,15 @@ describe("gRPC adapter: services known by their transport (mutual TLS), checked 
       const token = /^Bearer user-(\w+)$/.exec(requestMetadataValue(ctx, "authorization") ?? "")?.[1];
       if (!token) throw fail("UNAUTHENTICATED", "a bearer token is required");
       const service = /^Bearer svc-(\w+)$/.exec(requestMetadataValue(ctx, SERVICE_AUTHORIZATION) ?? "")?.[1];
-      return { tenantId: "acme", userId: 1n, role: "member", sessionId: "s", expiresAt: 0, token, ...(service ? { service } : {}) };
+      return {
+        tenantId: "acme",
+        userId: 1n,
+        role: "member",
+        sessionId: "s",
+        expiresAt: 0,
+        token,
+        ...(service ? { service } : {}),
+      };
     },
     async authenticateService(ctx) {
       const token = /^Bearer svc-(\w+)$/.exec(requestMetadataValue(ctx, SERVICE_AUTHORIZATION) ?? "")?.[1];
@@ -404,7 +541,12 @@ describe("gRPC adapter: services known by their transport (mutual TLS), checked 
         registration(EchoService, impl, [
           authentication({
             authenticator,
-            access: { echo: { users: true, services: ["orders"] }, echoStream: USERS, collect: { services: ["orders"] }, chat: ANYONE },
+            access: {
+              echo: { users: true, services: ["orders"] },
+              echoStream: USERS,
+              collect: { services: ["orders"] },
+              chat: ANYONE,
+            },
             clientAddressFrom: ["gateway"],
           }),
         ]),
@@ -422,25 +564,40 @@ describe("gRPC adapter: services known by their transport (mutual TLS), checked 
     handled.length = 0;
   });
   const client = () => createServiceClient(EchoService, channel);
-  const codeOf = (p: Promise<unknown>) => p.then(() => "OK", (e: unknown) => Code[(e as ConnectError).code]);
+  const codeOf = (p: Promise<unknown>) =>
+    p.then(
+      () => "OK",
+      (e: unknown) => Code[(e as ConnectError).code],
+    );
   const peer = (name: string, extra: Record<string, string> = {}) => ({ headers: { "x-test-peer": name, ...extra } });
 
   it("a service-only method: the certificate's service alone is enough; another service is refused; a token must be the certificate's own", async () => {
-    const collect = (options: { headers: Record<string, string> }) => codeOf(client().collect(from([{ message: "a" }]), options));
+    const collect = (options: { headers: Record<string, string> }) =>
+      codeOf(client().collect(from([{ message: "a" }]), options));
     expect(await collect(peer("orders"))).to.equal("OK");
     expect(await collect(peer("content"))).to.equal("PermissionDenied");
     // orders' token, taken to the content workload: refused, whatever the token says.
-    expect(await collect(peer("content", { [SERVICE_AUTHORIZATION]: "Bearer svc-orders" }))).to.equal("Unauthenticated");
-    expect(await collect({ headers: { [SERVICE_AUTHORIZATION]: "Bearer svc-orders" } }), "a token from a workload with no SPIFFE ID").to.equal("Unauthenticated");
+    expect(await collect(peer("content", { [SERVICE_AUTHORIZATION]: "Bearer svc-orders" }))).to.equal(
+      "Unauthenticated",
+    );
+    expect(
+      await collect({ headers: { [SERVICE_AUTHORIZATION]: "Bearer svc-orders" } }),
+      "a token from a workload with no SPIFFE ID",
+    ).to.equal("Unauthenticated");
     expect(await collect(peer("orders", { [SERVICE_AUTHORIZATION]: "Bearer svc-orders" }))).to.equal("OK");
-    expect(handled).to.deep.equal([{ method: "collect", service: "orders" }, { method: "collect", service: "orders" }]);
+    expect(handled).to.deep.equal([
+      { method: "collect", service: "orders" },
+      { method: "collect", service: "orders" },
+    ]);
   });
 
   it("a user's method some services act on: the user's call carries the certificate's service only when the policy names it", async () => {
     const echo = (options: { headers: Record<string, string> }) => codeOf(client().echo({ message: "x" }, options));
     expect(await echo(peer("orders", { authorization: "Bearer user-bob" }))).to.equal("OK");
     expect(await echo(peer("gateway", { authorization: "Bearer user-bob" }))).to.equal("OK");
-    expect(await echo(peer("gateway", { authorization: "Bearer user-bob", [SERVICE_AUTHORIZATION]: "Bearer svc-orders" }))).to.equal("Unauthenticated");
+    expect(
+      await echo(peer("gateway", { authorization: "Bearer user-bob", [SERVICE_AUTHORIZATION]: "Bearer svc-orders" })),
+    ).to.equal("Unauthenticated");
     expect(await echo(peer("orders"))).to.equal("Unauthenticated");
     expect(handled).to.deep.equal([
       { method: "echo", service: "orders" },
@@ -474,7 +631,10 @@ describe("gRPC adapter: a server shutting down", () => {
       let received = 0;
       const streaming = (async () => {
         for await (const _ of client.echoStream({ message: "live", count: 10_000, delayMs: 50 })) received++;
-      })().then(() => undefined, (e: unknown) => e as ConnectError);
+      })().then(
+        () => undefined,
+        (e: unknown) => e as ConnectError,
+      );
       const slow = client.echo({ message: "finishing", delayMs: 300 });
       for (let i = 0; i < 100 && received === 0; i++) await sleep(10);
       const started = Date.now();

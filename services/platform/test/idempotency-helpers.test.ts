@@ -33,7 +33,12 @@ describe("idempotency helpers", () => {
 
   it("encodes a result so that a replay decodes to the same value, bigints and dates included", () => {
     const codec = jsonResultCodec<{ id: bigint; at: Date; items: { q: bigint; name: string }[]; none: null }>();
-    const value = { id: 2n ** 62n, at: new Date("2026-11-22T08:00:00.123Z"), items: [{ q: 3n, name: "x" }], none: null };
+    const value = {
+      id: 2n ** 62n,
+      at: new Date("2026-11-22T08:00:00.123Z"),
+      items: [{ q: 3n, name: "x" }],
+      none: null,
+    };
     expect(codec.decode(codec.encode(value))).to.deep.equal(value);
   });
 });

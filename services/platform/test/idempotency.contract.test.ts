@@ -6,13 +6,29 @@ import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ConnectError } from "@connectrpc/connect";
 import { errorInfoOf } from "@switchyard/platform/errors.js";
-import { IDEMPOTENCY_PRINCIPAL_SQL, IDEMPOTENCY_TABLE_SQL, findIdempotentResult, purgeIdempotencyKeys, resolveIdempotencyKey, runIdempotent, type IdempotencyScope, type Migration, type ResultCodec, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
+import {
+  IDEMPOTENCY_PRINCIPAL_SQL,
+  IDEMPOTENCY_TABLE_SQL,
+  findIdempotentResult,
+  purgeIdempotencyKeys,
+  resolveIdempotencyKey,
+  runIdempotent,
+  type IdempotencyScope,
+  type Migration,
+  type ResultCodec,
+  type SqlDatabase,
+  type SqlExecutor,
+} from "@switchyard/platform/store";
 import { assertIdempotencyKey, requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
 import { forEachDatabase } from "./support/databases.js";
 
 const MIGRATIONS: readonly Migration[] = [
   { version: 1, name: "idempotency keys", sql: IDEMPOTENCY_TABLE_SQL },
-  { version: 2, name: "things", sql: "CREATE TABLE things (id serial PRIMARY KEY, tenant_id text NOT NULL, label text NOT NULL)" },
+  {
+    version: 2,
+    name: "things",
+    sql: "CREATE TABLE things (id serial PRIMARY KEY, tenant_id text NOT NULL, label text NOT NULL)",
+  },
   { version: 3, name: "keys scoped by principal", sql: IDEMPOTENCY_PRINCIPAL_SQL },
 ];
 
@@ -58,7 +74,10 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
       runs: 0,
       work: async (tx: SqlExecutor): Promise<Thing> => {
         counter.runs++;
-        const { rows } = await tx.query<{ id: number }>("INSERT INTO things (tenant_id, label) VALUES ($1, $2) RETURNING id", [tenantId, label]);
+        const { rows } = await tx.query<{ id: number }>(
+          "INSERT INTO things (tenant_id, label) VALUES ($1, $2) RETURNING id",
+          [tenantId, label],
+        );
         if (delayMs) await sleep(delayMs);
         return { id: rows[0]?.id ?? -1, label };
       },
@@ -67,9 +86,16 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
   };
 
   const thingsOf = async (tenantId: string) =>
-    (await db.query<{ label: string }>("SELECT label FROM things WHERE tenant_id = $1 ORDER BY id", [tenantId])).rows.map((r) => r.label);
+    (
+      await db.query<{ label: string }>("SELECT label FROM things WHERE tenant_id = $1 ORDER BY id", [tenantId])
+    ).rows.map((r) => r.label);
   const keysOf = async (tenantId: string) =>
-    (await db.query<{ key: string; response: Uint8Array | null }>("SELECT key, response FROM idempotency_keys WHERE tenant_id = $1", [tenantId])).rows;
+    (
+      await db.query<{ key: string; response: Uint8Array | null }>(
+        "SELECT key, response FROM idempotency_keys WHERE tenant_id = $1",
+        [tenantId],
+      )
+    ).rows;
 
   it("the first call runs the work once and stores its result with the key", async () => {
     const t = tenant();
@@ -107,7 +133,10 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     const other = { ...scope, requestHash: requestFingerprint({ label: "b" }) };
     expect(await reasonOf(runIdempotent(db, other, thingCodec, create.work))).to.equal("IDEMPOTENCY_KEY_REUSED");
     expect(create.runs).to.equal(1);
-    expect(await runIdempotent(db, scope, thingCodec, create.work)).to.deep.equal({ result: first.result, replayed: true });
+    expect(await runIdempotent(db, scope, thingCodec, create.work)).to.deep.equal({
+      result: first.result,
+      replayed: true,
+    });
     expect(await thingsOf(t)).to.deep.equal(["original"]);
   });
 
@@ -115,8 +144,19 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     const t = tenant();
     const create = creator(t, "never");
     const uuid = randomUUID();
-    for (const key of ["", "not-a-uuid", uuid.replaceAll("-", ""), `${uuid}\n`, ` ${uuid}`, `${uuid}0`, uuid.replace(/^./, "g")]) {
-      expect(await reasonOf(runIdempotent(db, scopeOf(t, { key }), thingCodec, create.work)), JSON.stringify(key)).to.equal("IDEMPOTENCY_KEY_INVALID");
+    for (const key of [
+      "",
+      "not-a-uuid",
+      uuid.replaceAll("-", ""),
+      `${uuid}\n`,
+      ` ${uuid}`,
+      `${uuid}0`,
+      uuid.replace(/^./, "g"),
+    ]) {
+      expect(
+        await reasonOf(runIdempotent(db, scopeOf(t, { key }), thingCodec, create.work)),
+        JSON.stringify(key),
+      ).to.equal("IDEMPOTENCY_KEY_INVALID");
       expect(() => assertIdempotencyKey(key), JSON.stringify(key)).to.throw(ConnectError);
     }
     expect(create.runs).to.equal(0);
@@ -132,13 +172,30 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     const createRefund = creator(a, "refund for a");
     const ofA = await runIdempotent(db, scopeOf(a, { key }), thingCodec, createA.work);
     // Same key, another tenant, even with another request: a first call of its own.
-    const ofB = await runIdempotent(db, scopeOf(b, { key, requestHash: requestFingerprint({ label: "b" }) }), thingCodec, createB.work);
-    const refund = await runIdempotent(db, scopeOf(a, { key, operation: "things.refund" }), thingCodec, createRefund.work);
+    const ofB = await runIdempotent(
+      db,
+      scopeOf(b, { key, requestHash: requestFingerprint({ label: "b" }) }),
+      thingCodec,
+      createB.work,
+    );
+    const refund = await runIdempotent(
+      db,
+      scopeOf(a, { key, operation: "things.refund" }),
+      thingCodec,
+      createRefund.work,
+    );
     expect([ofA.replayed, ofB.replayed, refund.replayed]).to.deep.equal([false, false, false]);
     expect([createA.runs, createB.runs, createRefund.runs]).to.deep.equal([1, 1, 1]);
     expect(await thingsOf(a)).to.deep.equal(["for a", "refund for a"]);
     expect(await thingsOf(b)).to.deep.equal(["for b"]);
-    expect(await runIdempotent(db, scopeOf(b, { key, requestHash: requestFingerprint({ label: "b" }) }), thingCodec, createB.work)).to.deep.equal({
+    expect(
+      await runIdempotent(
+        db,
+        scopeOf(b, { key, requestHash: requestFingerprint({ label: "b" }) }),
+        thingCodec,
+        createB.work,
+      ),
+    ).to.deep.equal({
       result: ofB.result,
       replayed: true,
     });
@@ -152,16 +209,43 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     const ofService = creator(t, "service's");
     const member = await runIdempotent(db, scopeOf(t, { key, principal: "user:7" }), thingCodec, ofMember.work);
     // The same key from another user, with another request: a first call of its own, not a 422 about the member's.
-    const other = await runIdempotent(db, scopeOf(t, { key, principal: "user:8", requestHash: requestFingerprint({ label: "b" }) }), thingCodec, ofOther.work);
-    expect(await findIdempotentResult(db, scopeOf(t, { key, principal: "service:orders" }), thingCodec), "nothing to find under another principal").to.equal(undefined);
-    const service = await runIdempotent(db, scopeOf(t, { key, principal: "service:orders" }), thingCodec, ofService.work);
+    const other = await runIdempotent(
+      db,
+      scopeOf(t, { key, principal: "user:8", requestHash: requestFingerprint({ label: "b" }) }),
+      thingCodec,
+      ofOther.work,
+    );
+    expect(
+      await findIdempotentResult(db, scopeOf(t, { key, principal: "service:orders" }), thingCodec),
+      "nothing to find under another principal",
+    ).to.equal(undefined);
+    const service = await runIdempotent(
+      db,
+      scopeOf(t, { key, principal: "service:orders" }),
+      thingCodec,
+      ofService.work,
+    );
     expect([member.replayed, other.replayed, service.replayed]).to.deep.equal([false, false, false]);
     expect(await thingsOf(t)).to.deep.equal(["member's", "other's", "service's"]);
     // Each replays its own, and resolving under one principal voids nothing of another's.
-    expect(await runIdempotent(db, scopeOf(t, { key, principal: "user:7" }), thingCodec, ofMember.work)).to.deep.equal({ result: member.result, replayed: true });
-    expect(await resolveIdempotencyKey(db, scopeOf(t, { key, principal: "service:payments" }), thingCodec)).to.deep.equal({ voided: true });
-    expect(await resolveIdempotencyKey(db, scopeOf(t, { key, principal: "service:orders" }), thingCodec)).to.deep.equal({ result: service.result });
-    expect(await runIdempotent(db, scopeOf(t, { key, principal: "user:8", requestHash: requestFingerprint({ label: "b" }) }), thingCodec, ofOther.work)).to.deep.equal({ result: other.result, replayed: true });
+    expect(await runIdempotent(db, scopeOf(t, { key, principal: "user:7" }), thingCodec, ofMember.work)).to.deep.equal({
+      result: member.result,
+      replayed: true,
+    });
+    expect(
+      await resolveIdempotencyKey(db, scopeOf(t, { key, principal: "service:payments" }), thingCodec),
+    ).to.deep.equal({ voided: true });
+    expect(await resolveIdempotencyKey(db, scopeOf(t, { key, principal: "service:orders" }), thingCodec)).to.deep.equal(
+      { result: service.result },
+    );
+    expect(
+      await runIdempotent(
+        db,
+        scopeOf(t, { key, principal: "user:8", requestHash: requestFingerprint({ label: "b" }) }),
+        thingCodec,
+        ofOther.work,
+      ),
+    ).to.deep.equal({ result: other.result, replayed: true });
   });
 
   it("a key stored before keys had principals replays only to a principal the scope says owns it", async () => {
@@ -169,22 +253,72 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     const key = randomUUID();
     const stored: Thing = { id: 41, label: "stored before" };
     // As the table held it before the principal column: migrated rows have the principal ''.
-    await db.query(`INSERT INTO idempotency_keys (tenant_id, principal, operation, key, request_hash, response) VALUES ($1, '', 'things.create', $2, $3, $4)`, [t, key, requestFingerprint({ label: "a" }), thingCodec.encode(stored)]);
+    await db.query(
+      `INSERT INTO idempotency_keys (tenant_id, principal, operation, key, request_hash, response) VALUES ($1, '', 'things.create', $2, $3, $4)`,
+      [t, key, requestFingerprint({ label: "a" }), thingCodec.encode(stored)],
+    );
     const owner = scopeOf(t, { key, principal: "user:1", ownsUnscoped: (thing) => thing?.label === "stored before" });
-    expect(await runIdempotent(db, owner, thingCodec, creator(t, "again").work)).to.deep.equal({ result: stored, replayed: true });
+    expect(await runIdempotent(db, owner, thingCodec, creator(t, "again").work)).to.deep.equal({
+      result: stored,
+      replayed: true,
+    });
     expect(await findIdempotentResult(db, owner, thingCodec)).to.deep.equal(stored);
-    expect(await reasonOf(runIdempotent(db, { ...owner, requestHash: requestFingerprint({ label: "b" }) }, thingCodec, creator(t, "other").work))).to.equal("IDEMPOTENCY_KEY_REUSED");
+    expect(
+      await reasonOf(
+        runIdempotent(
+          db,
+          { ...owner, requestHash: requestFingerprint({ label: "b" }) },
+          thingCodec,
+          creator(t, "other").work,
+        ),
+      ),
+    ).to.equal("IDEMPOTENCY_KEY_REUSED");
     expect(await resolveIdempotencyKey(db, owner, thingCodec)).to.deep.equal({ result: stored });
     // Not theirs (or no rule given): the old key is invisible, and the same key is a first call of their own.
     const stranger = creator(t, "stranger's");
-    expect((await runIdempotent(db, scopeOf(t, { key, principal: "user:2", ownsUnscoped: () => false, requestHash: requestFingerprint({ label: "b" }) }), thingCodec, stranger.work)).replayed).to.equal(false);
-    expect((await runIdempotent(db, scopeOf(t, { key, principal: "user:3" }), thingCodec, creator(t, "third").work)).replayed).to.equal(false);
+    expect(
+      (
+        await runIdempotent(
+          db,
+          scopeOf(t, {
+            key,
+            principal: "user:2",
+            ownsUnscoped: () => false,
+            requestHash: requestFingerprint({ label: "b" }),
+          }),
+          thingCodec,
+          stranger.work,
+        )
+      ).replayed,
+    ).to.equal(false);
+    expect(
+      (await runIdempotent(db, scopeOf(t, { key, principal: "user:3" }), thingCodec, creator(t, "third").work))
+        .replayed,
+    ).to.equal(false);
     expect(await thingsOf(t)).to.deep.equal(["stranger's", "third"]);
     // A voided key stored before: the owner's answer is still "voided".
     const voidedKey = randomUUID();
-    await db.query(`INSERT INTO idempotency_keys (tenant_id, principal, operation, key, request_hash) VALUES ($1, '', 'things.create', $2, '!voided')`, [t, voidedKey]);
-    expect(await resolveIdempotencyKey(db, scopeOf(t, { key: voidedKey, principal: "service:orders", ownsUnscoped: (thing) => thing === undefined }), thingCodec)).to.deep.equal({ voided: true });
-    expect(await reasonOf(runIdempotent(db, scopeOf(t, { key: voidedKey, principal: "service:orders", ownsUnscoped: (thing) => thing === undefined }), thingCodec, creator(t, "late").work))).to.equal("IDEMPOTENCY_KEY_VOIDED");
+    await db.query(
+      `INSERT INTO idempotency_keys (tenant_id, principal, operation, key, request_hash) VALUES ($1, '', 'things.create', $2, '!voided')`,
+      [t, voidedKey],
+    );
+    expect(
+      await resolveIdempotencyKey(
+        db,
+        scopeOf(t, { key: voidedKey, principal: "service:orders", ownsUnscoped: (thing) => thing === undefined }),
+        thingCodec,
+      ),
+    ).to.deep.equal({ voided: true });
+    expect(
+      await reasonOf(
+        runIdempotent(
+          db,
+          scopeOf(t, { key: voidedKey, principal: "service:orders", ownsUnscoped: (thing) => thing === undefined }),
+          thingCodec,
+          creator(t, "late").work,
+        ),
+      ),
+    ).to.equal("IDEMPOTENCY_KEY_VOIDED");
   });
 
   it("when the work throws, nothing is kept: the error passes through and a retry runs the work", async () => {
@@ -208,7 +342,12 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
 
     // The key is free again, even for another request.
     const retry = creator(t, "retried");
-    const outcome = await runIdempotent(db, { ...scope, requestHash: requestFingerprint({ label: "c" }) }, thingCodec, retry.work);
+    const outcome = await runIdempotent(
+      db,
+      { ...scope, requestHash: requestFingerprint({ label: "c" }) },
+      thingCodec,
+      retry.work,
+    );
     expect(outcome.replayed).to.equal(false);
     expect(retry.runs).to.equal(1);
     expect(await thingsOf(t)).to.deep.equal(["retried"]);
@@ -219,15 +358,21 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     const scope = scopeOf(t);
     const create = creator(t, "raced", 200);
     const started = Date.now();
-    const settled = await Promise.allSettled(Array.from({ length: 25 }, () => runIdempotent(db, scope, thingCodec, create.work)));
+    const settled = await Promise.allSettled(
+      Array.from({ length: 25 }, () => runIdempotent(db, scope, thingCodec, create.work)),
+    );
     expect(create.runs).to.equal(1);
     expect(await thingsOf(t)).to.deep.equal(["raced"]);
     const outcomes = settled.flatMap((o) => (o.status === "fulfilled" ? [o.value] : []));
-    const refused = settled.flatMap((o) => (o.status === "rejected" ? [errorInfoOf(o.reason as ConnectError)?.reason] : []));
+    const refused = settled.flatMap((o) =>
+      o.status === "rejected" ? [errorInfoOf(o.reason as ConnectError)?.reason] : [],
+    );
     expect(outcomes.filter((o) => !o.replayed)).to.have.length(1);
     const winner = outcomes.find((o) => !o.replayed);
     for (const o of outcomes) expect(o.result).to.deep.equal(winner?.result);
-    expect(new Set(refused), "a refusal only ever says the first is in flight").to.satisfy((reasons: Set<string | undefined>) => [...reasons].every((r) => r === "IDEMPOTENCY_KEY_IN_FLIGHT"));
+    expect(new Set(refused), "a refusal only ever says the first is in flight").to.satisfy(
+      (reasons: Set<string | undefined>) => [...reasons].every((r) => r === "IDEMPOTENCY_KEY_IN_FLIGHT"),
+    );
     if (dbs.target.sharedOpens) {
       // On a server the calls really run at once: those that met the first in flight were told at
       // once, not made to wait for its 200 ms.
@@ -238,7 +383,10 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     }
     expect(Date.now() - started).to.be.below(5_000);
     // Once it is done, the same key replays.
-    expect(await runIdempotent(db, scope, thingCodec, create.work)).to.deep.equal({ result: winner!.result, replayed: true });
+    expect(await runIdempotent(db, scope, thingCodec, create.work)).to.deep.equal({
+      result: winner!.result,
+      replayed: true,
+    });
   });
 
   it("resolveIdempotencyKey answers the stored result of a finished call, and changes nothing", async () => {
@@ -246,7 +394,10 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     const scope = scopeOf(t);
     const first = await runIdempotent(db, scope, thingCodec, creator(t, "made").work);
     expect(await resolveIdempotencyKey(db, scope, thingCodec)).to.deep.equal({ result: first.result });
-    expect(await runIdempotent(db, scope, thingCodec, creator(t, "never").work)).to.deep.equal({ result: first.result, replayed: true });
+    expect(await runIdempotent(db, scope, thingCodec, creator(t, "never").work)).to.deep.equal({
+      result: first.result,
+      replayed: true,
+    });
     expect(await thingsOf(t)).to.deep.equal(["made"]);
   });
 
@@ -257,13 +408,23 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     expect(await resolveIdempotencyKey(db, scope, thingCodec), "the answer is final").to.deep.equal({ voided: true });
     const late = creator(t, "late");
     expect(await reasonOf(runIdempotent(db, scope, thingCodec, late.work))).to.equal("IDEMPOTENCY_KEY_VOIDED");
-    expect(await reasonOf(runIdempotent(db, { ...scope, requestHash: requestFingerprint({ label: "z" }) }, thingCodec, late.work))).to.equal("IDEMPOTENCY_KEY_VOIDED");
+    expect(
+      await reasonOf(
+        runIdempotent(db, { ...scope, requestHash: requestFingerprint({ label: "z" }) }, thingCodec, late.work),
+      ),
+    ).to.equal("IDEMPOTENCY_KEY_VOIDED");
     expect(await reasonOf(findIdempotentResult(db, scope, thingCodec))).to.equal("IDEMPOTENCY_KEY_VOIDED");
     expect(late.runs).to.equal(0);
     expect(await thingsOf(t)).to.deep.equal([]);
     // Another tenant's or operation's key of the same value is untouched.
-    expect((await runIdempotent(db, scopeOf(tenant(), { key: scope.key }), thingCodec, creator(t, "other tenant").work)).replayed).to.equal(false);
-    expect((await runIdempotent(db, { ...scope, operation: "things.refund" }, thingCodec, creator(t, "other op").work)).replayed).to.equal(false);
+    expect(
+      (await runIdempotent(db, scopeOf(tenant(), { key: scope.key }), thingCodec, creator(t, "other tenant").work))
+        .replayed,
+    ).to.equal(false);
+    expect(
+      (await runIdempotent(db, { ...scope, operation: "things.refund" }, thingCodec, creator(t, "other op").work))
+        .replayed,
+    ).to.equal(false);
   });
 
   it("resolveIdempotencyKey racing a first call still in flight waits for it: never void for work that commits", async () => {
@@ -285,7 +446,11 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     expect(await keysOf(t), "reading claimed nothing").to.deep.equal([]);
     const first = await runIdempotent(db, scope, thingCodec, creator(t, "found").work);
     expect(await findIdempotentResult(db, scope, thingCodec)).to.deep.equal(first.result);
-    expect(await reasonOf(findIdempotentResult(db, { ...scope, requestHash: requestFingerprint({ label: "b" }) }, thingCodec))).to.equal("IDEMPOTENCY_KEY_REUSED");
+    expect(
+      await reasonOf(
+        findIdempotentResult(db, { ...scope, requestHash: requestFingerprint({ label: "b" }) }, thingCodec),
+      ),
+    ).to.equal("IDEMPOTENCY_KEY_REUSED");
   });
 
   it("purgeIdempotencyKeys forgets only keys older than the limit, which frees them", async () => {
@@ -294,7 +459,11 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     for (const scope of scopes) await runIdempotent(db, scope, thingCodec, creator(t, "kept").work);
     const [old1, old2, almost] = scopes;
     const age = async (scope: IdempotencyScope<Thing> | undefined, interval: string) =>
-      db.query(`UPDATE idempotency_keys SET created_at = now() - $2::interval WHERE tenant_id = $1 AND key = $3`, [t, interval, scope?.key]);
+      db.query(`UPDATE idempotency_keys SET created_at = now() - $2::interval WHERE tenant_id = $1 AND key = $3`, [
+        t,
+        interval,
+        scope?.key,
+      ]);
     await age(old1, "25 hours");
     await age(old2, "30 days");
     await age(almost, "23 hours");
@@ -330,7 +499,9 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     const holding = new Promise<void>((resolve) => (held = resolve));
     // Another replica in the middle of its purge: the same lock, held in its transaction.
     const other = db.transaction(async (tx) => {
-      await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [`switchyard.purge-idempotency-keys.${db.schema}`]);
+      await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [
+        `switchyard.purge-idempotency-keys.${db.schema}`,
+      ]);
       held();
       await new Promise<void>((resolve) => (release = resolve));
     });
@@ -348,7 +519,9 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
 
 describe("requestFingerprint", () => {
   it("does not depend on the order of the fields", () => {
-    expect(requestFingerprint({ amount: 100n, currency: "EUR", capture: true })).to.equal(requestFingerprint({ capture: true, currency: "EUR", amount: 100n }));
+    expect(requestFingerprint({ amount: 100n, currency: "EUR", capture: true })).to.equal(
+      requestFingerprint({ capture: true, currency: "EUR", amount: 100n }),
+    );
   });
 
   it("changes with any value, name or field", () => {

@@ -45,7 +45,9 @@ describe("serving on an inherited listening socket (LISTEN_FD)", function () {
     const socket = await bindFree();
     const port = (socket.address() as AddressInfo).port;
     const fd = (socket as unknown as { _handle: { fd: number } })._handle.fd;
-    child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", CHILD], { stdio: ["ignore", "inherit", "inherit", fd, "ipc"] });
+    child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", CHILD], {
+      stdio: ["ignore", "inherit", "inherit", fd, "ipc"],
+    });
     socket.close(); // the launcher's copy: the child holds the socket now
     const serving = new Promise<void>((resolve, reject) => {
       child!.once("message", () => resolve());
@@ -66,6 +68,9 @@ describe("serving on an inherited listening socket (LISTEN_FD)", function () {
     const exited = new Promise((resolve) => child!.once("exit", resolve));
     child.kill("SIGKILL");
     await exited;
-    expect(await tryBind(port), "the port is free once the child is gone (a dead server refuses, it does not hang)").to.equal("bound");
+    expect(
+      await tryBind(port),
+      "the port is free once the child is gone (a dead server refuses, it does not hang)",
+    ).to.equal("bound");
   });
 });

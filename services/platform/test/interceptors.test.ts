@@ -17,7 +17,12 @@ import { createLogger } from "../src/logger.js";
 import { registration, startGrpcServer } from "../src/server.js";
 import { createServiceClient, openChannel } from "../src/grpc/client.js";
 import { endCall, openCallContext, type ServerCallLike } from "../src/grpc/handler-context.js";
-import { composeChain, type CallHandler, type ServerCall, type ServiceInterceptor } from "../src/grpc/interceptors/chain.js";
+import {
+  composeChain,
+  type CallHandler,
+  type ServerCall,
+  type ServiceInterceptor,
+} from "../src/grpc/interceptors/chain.js";
 import { admission, callScope, deadline, domainErrors } from "../src/grpc/interceptors/index.js";
 import { idempotencyKeys, telemetry } from "../src/grpc/interceptors/index.js";
 
@@ -44,7 +49,10 @@ const chainOf = (method: DescMethod, interceptors: ServiceInterceptor[], handler
   composeChain(method, interceptors, {}, handler);
 const KEY_INVALID = { code: "InvalidArgument", reason: "IDEMPOTENCY_KEY_INVALID" };
 /** What a chain does, its synchronous throws included: its answer, or what it failed with. */
-const settled = (run: () => unknown) => Promise.resolve().then(run).catch((e: unknown) => e);
+const settled = (run: () => unknown) =>
+  Promise.resolve()
+    .then(run)
+    .catch((e: unknown) => e);
 /** What a step did: its answer, or its error's gRPC code and ErrorInfo reason. */
 async function outcome(run: () => unknown): Promise<unknown> {
   try {
@@ -149,7 +157,11 @@ describe("interceptor: admission (load shedding)", () => {
   it("refuses before anything else runs while the guard says so", async () => {
     let shedding = true;
     let handled = 0;
-    const guard = { admit: () => { if (shedding) throw fail("LOAD_SHED", "overloaded"); } };
+    const guard = {
+      admit: () => {
+        if (shedding) throw fail("LOAD_SHED", "overloaded");
+      },
+    };
     const chain = chainOf(unary, [admission(guard)], () => ++handled);
     expect(await outcome(() => chain(callOf(unary)))).to.deep.equal({ code: "Unavailable", reason: "LOAD_SHED" });
     expect(handled).to.equal(0);
@@ -248,7 +260,13 @@ describe("a domain rule's refusal over the wire", () => {
       async *chat() {},
     };
     const logger = createLogger("test", "silent");
-    const server = await startGrpcServer({ name: "domain", host: "127.0.0.1", port: 0, services: [registration(EchoService, impl)], logger });
+    const server = await startGrpcServer({
+      name: "domain",
+      host: "127.0.0.1",
+      port: 0,
+      services: [registration(EchoService, impl)],
+      logger,
+    });
     const channel = openChannel(`127.0.0.1:${server.port}`);
     try {
       const client = createServiceClient(EchoService, channel);

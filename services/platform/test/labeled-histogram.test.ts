@@ -19,7 +19,13 @@ describe("platform: LabeledHistogram", () => {
     const ours = new Registry();
     const theirs = new Registry();
     const fast = new LabeledHistogram("x_seconds", "help text", ["route", "code"] as const, BUCKETS, ours);
-    const reference = new Histogram({ name: "x_seconds", help: "help text", labelNames: ["route", "code"] as const, buckets: BUCKETS, registers: [theirs] });
+    const reference = new Histogram({
+      name: "x_seconds",
+      help: "help text",
+      labelNames: ["route", "code"] as const,
+      buckets: BUCKETS,
+      registers: [theirs],
+    });
     for (const [labels, value] of observations) {
       fast.labels(labels).observe(value);
       reference.observe(labels, value);

@@ -45,7 +45,14 @@ describe("event-loop-delay guard", function () {
   });
 
   it("answers UNAVAILABLE / LOAD_SHED over gRPC, and health still answers", async () => {
-    const server = await startGrpcServer({ name: "shed", host: "127.0.0.1", port: 0, services: [registration(EchoService, echoImpl())], logger: createLogger("test", "silent"), shedEventLoopDelayMs: 50 });
+    const server = await startGrpcServer({
+      name: "shed",
+      host: "127.0.0.1",
+      port: 0,
+      services: [registration(EchoService, echoImpl())],
+      logger: createLogger("test", "silent"),
+      shedEventLoopDelayMs: 50,
+    });
     const channel = openChannel(`127.0.0.1:${server.port}`);
     try {
       const echo = createServiceClient(EchoService, channel);

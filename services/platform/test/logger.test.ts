@@ -31,7 +31,18 @@ describe("logger", () => {
       "hello",
     );
     const line = lines.join("");
-    for (const secret of ["p1-secret", "tok-secret", "db-secret", "s-secret", "st-secret", "pk-secret", "pk2-secret", "cs-secret", "auth-secret", "svc-secret"]) {
+    for (const secret of [
+      "p1-secret",
+      "tok-secret",
+      "db-secret",
+      "s-secret",
+      "st-secret",
+      "pk-secret",
+      "pk2-secret",
+      "cs-secret",
+      "auth-secret",
+      "svc-secret",
+    ]) {
       expect(line, secret).to.not.include(secret);
     }
     expect(line).to.include("[redacted]");

@@ -6,7 +6,15 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { errorInfoOf } from "@switchyard/platform/errors.js";
 import type { SqlDatabase } from "@switchyard/platform/store";
 import { MAX_PAGE_BYTES } from "@switchyard/platform/message-limits.js";
-import { decodeCursor, DEFAULT_PAGE_SIZE, encodeCursor, MAX_PAGE_SIZE, pageOf, pageSizeOf, type Keyset } from "@switchyard/platform/paging.js";
+import {
+  decodeCursor,
+  DEFAULT_PAGE_SIZE,
+  encodeCursor,
+  MAX_PAGE_SIZE,
+  pageOf,
+  pageSizeOf,
+  type Keyset,
+} from "@switchyard/platform/paging.js";
 import { forEachDatabase } from "./support/databases.js";
 
 const COLLECTION = "payments:tenant-1";
@@ -53,8 +61,8 @@ describe("paging (keyset cursors)", () => {
         "random letters": "hello",
         "random bytes": randomBytes(30).toString("base64url"),
         "not base64url (+ / =)": "ab+cd/ef==",
-        "padding": `${encodeCursor(COLLECTION, { createdAt: new Date(), id: "x" })}=`,
-        "spaces": "abc def",
+        padding: `${encodeCursor(COLLECTION, { createdAt: new Date(), id: "x" })}=`,
+        spaces: "abc def",
         "non-ASCII": "çursör",
         "JSON null": token(null),
         "JSON number": token(42),
@@ -67,10 +75,13 @@ describe("paging (keyset cursors)", () => {
         "time beyond any Date": token({ v: 1, c: COLLECTION, t: 9e15, i: "x" }),
         "id not a string": token({ v: 1, c: COLLECTION, t: now, i: 7 }),
         "no collection": token({ v: 1, t: now, i: "x" }),
-        "oversized": encodeCursor(COLLECTION, { createdAt: new Date(), id: "x".repeat(600) }),
+        oversized: encodeCursor(COLLECTION, { createdAt: new Date(), id: "x".repeat(600) }),
       };
       for (const [what, cursor] of Object.entries(bad)) {
-        expect(reasonOf(() => decodeCursor(COLLECTION, cursor)), what).to.equal("INVALID_CURSOR");
+        expect(
+          reasonOf(() => decodeCursor(COLLECTION, cursor)),
+          what,
+        ).to.equal("INVALID_CURSOR");
       }
     });
   });
@@ -86,13 +97,17 @@ describe("paging (keyset cursors)", () => {
 
     it("refuses anything else with INVALID_REQUEST", () => {
       for (const size of [101, 1000, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
-        expect(reasonOf(() => pageSizeOf(size)), String(size)).to.equal("INVALID_REQUEST");
+        expect(
+          reasonOf(() => pageSizeOf(size)),
+          String(size),
+        ).to.equal("INVALID_REQUEST");
       }
     });
   });
 
   describe("pageOf", () => {
-    const rows = (n: number) => Array.from({ length: n }, (_, i) => ({ id: `r${i}`, createdAt: new Date(1_700_000_000_000 - i * 1000) }));
+    const rows = (n: number) =>
+      Array.from({ length: n }, (_, i) => ({ id: `r${i}`, createdAt: new Date(1_700_000_000_000 - i * 1000) }));
     const keyOf = (r: { id: string; createdAt: Date }): Keyset => r;
 
     it("with one row more than the page, returns the page and the cursor of its last row", () => {
@@ -111,7 +126,12 @@ describe("paging (keyset cursors)", () => {
 
     describe("bounded in bytes", () => {
       type Sized = { id: string; createdAt: Date; bytes: number };
-      const sized = (sizes: number[]): Sized[] => sizes.map((bytes, i) => ({ id: `r${String(i).padStart(3, "0")}`, createdAt: new Date(1_700_000_000_000 - i * 1000), bytes }));
+      const sized = (sizes: number[]): Sized[] =>
+        sizes.map((bytes, i) => ({
+          id: `r${String(i).padStart(3, "0")}`,
+          createdAt: new Date(1_700_000_000_000 - i * 1000),
+          bytes,
+        }));
       const keyOfSized = (r: Sized): Keyset => r;
       const bytes = (max?: number) => ({ bytesOf: (r: Sized) => r.bytes, ...(max !== undefined ? { max } : {}) });
 
@@ -127,7 +147,10 @@ describe("paging (keyset cursors)", () => {
         const page = pageOf(sized([5000, 10, 10]), 2, COLLECTION, keyOfSized, bytes(1000));
         expect(page.items.map((r) => r.id)).to.deep.equal(["r000"]);
         expect(decodeCursor(COLLECTION, page.nextCursor)?.id).to.equal("r000");
-        expect(pageOf(sized([5000]), 2, COLLECTION, keyOfSized, bytes(1000))).to.deep.equal({ items: sized([5000]), nextCursor: "" });
+        expect(pageOf(sized([5000]), 2, COLLECTION, keyOfSized, bytes(1000))).to.deep.equal({
+          items: sized([5000]),
+          nextCursor: "",
+        });
       });
 
       it(`is MAX_PAGE_BYTES (${MAX_PAGE_BYTES}) unless told, and changes nothing for pages within it`, () => {
@@ -137,21 +160,33 @@ describe("paging (keyset cursors)", () => {
         const small = pageOf(sized(Array<number>(101).fill(1024)), 100, COLLECTION, keyOfSized, bytes());
         expect(small.items).to.have.length(100);
         expect(decodeCursor(COLLECTION, small.nextCursor)?.id).to.equal("r099");
-        expect(pageOf(sized([10, 10]), 2, COLLECTION, keyOfSized, bytes())).to.deep.equal({ items: sized([10, 10]), nextCursor: "" });
+        expect(pageOf(sized([10, 10]), 2, COLLECTION, keyOfSized, bytes())).to.deep.equal({
+          items: sized([10, 10]),
+          nextCursor: "",
+        });
       });
 
       it("followed cursor by cursor, gives every row once, in order, whatever the rows' sizes", () => {
         let seed = 7;
-        const random = () => ((seed = (seed * 48_271) % 2_147_483_647) / 2_147_483_647);
+        const random = () => (seed = (seed * 48_271) % 2_147_483_647) / 2_147_483_647;
         const all = sized(Array.from({ length: 300 }, () => Math.floor(random() * 2500)));
         const seen: string[] = [];
         let cursor = "";
         for (let pages = 0; pages < 300; pages++) {
           const after = decodeCursor(COLLECTION, cursor);
-          const rest = after ? all.filter((r) => r.createdAt.getTime() < after.createdAt.getTime() || (r.createdAt.getTime() === after.createdAt.getTime() && r.id < after.id)) : all;
+          const rest = after
+            ? all.filter(
+                (r) =>
+                  r.createdAt.getTime() < after.createdAt.getTime() ||
+                  (r.createdAt.getTime() === after.createdAt.getTime() && r.id < after.id),
+              )
+            : all;
           const page = pageOf(rest.slice(0, 21), 20, COLLECTION, keyOfSized, bytes(4000));
           expect(page.items.length, "a page is never empty").to.be.greaterThan(0);
-          expect(page.items.reduce((sum, r) => sum + r.bytes, 0) <= 4000 || page.items.length === 1, "within the bound, or one item").to.equal(true);
+          expect(
+            page.items.reduce((sum, r) => sum + r.bytes, 0) <= 4000 || page.items.length === 1,
+            "within the bound, or one item",
+          ).to.equal(true);
           seen.push(...page.items.map((r) => r.id));
           cursor = page.nextCursor;
           if (cursor === "") break;
@@ -202,7 +237,10 @@ forEachDatabase("paging a table by keyset", (dbs) => {
             "SELECT id, created_at, original FROM entries WHERE (created_at, id) < ($1, $2) ORDER BY created_at DESC, id DESC LIMIT $3",
             [after.createdAt, after.id, size + 1],
           )
-        : await db.query<{ id: string; created_at: Date; original: boolean }>("SELECT id, created_at, original FROM entries ORDER BY created_at DESC, id DESC LIMIT $1", [size + 1]);
+        : await db.query<{ id: string; created_at: Date; original: boolean }>(
+            "SELECT id, created_at, original FROM entries ORDER BY created_at DESC, id DESC LIMIT $1",
+            [size + 1],
+          );
       const page = pageOf(rows, size, collection, (r) => ({ createdAt: r.created_at, id: r.id }));
       if (page.nextCursor !== "") expect(page.items, `page ${pages}`).to.have.length(size);
       seen.push(...page.items.map((r) => ({ id: r.id, createdAt: r.created_at, original: r.original })));
@@ -211,8 +249,15 @@ forEachDatabase("paging a table by keyset", (dbs) => {
       // Rows keep arriving: newer than everything, tied with an original's instant, and older.
       const tied = new Date(base.getTime() + (pages % 40));
       await db.query("INSERT INTO entries (id) VALUES ($1)", [`new-${pages}`]);
-      await db.query("INSERT INTO entries (id, created_at) VALUES ($1, $2), ($3, $2)", [`tie-${pages}-0`, tied, `tie-${pages}-f`]);
-      await db.query("INSERT INTO entries (id, created_at) VALUES ($1, $2)", [`old-${pages}`, new Date(base.getTime() - pages)]);
+      await db.query("INSERT INTO entries (id, created_at) VALUES ($1, $2), ($3, $2)", [
+        `tie-${pages}-0`,
+        tied,
+        `tie-${pages}-f`,
+      ]);
+      await db.query("INSERT INTO entries (id, created_at) VALUES ($1, $2)", [
+        `old-${pages}`,
+        new Date(base.getTime() - pages),
+      ]);
     } while (cursor !== "" && pages < 100);
 
     expect(cursor, "paging ended").to.equal("");
@@ -223,7 +268,9 @@ forEachDatabase("paging a table by keyset", (dbs) => {
     for (let i = 1; i < seen.length; i++) {
       const [prev, cur] = [seen[i - 1], seen[i]];
       if (!prev || !cur) continue;
-      const newer = prev.createdAt.getTime() > cur.createdAt.getTime() || (prev.createdAt.getTime() === cur.createdAt.getTime() && prev.id > cur.id);
+      const newer =
+        prev.createdAt.getTime() > cur.createdAt.getTime() ||
+        (prev.createdAt.getTime() === cur.createdAt.getTime() && prev.id > cur.id);
       expect(newer, `row ${i} is older than row ${i - 1}`).to.equal(true);
     }
   });

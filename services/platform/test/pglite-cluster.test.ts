@@ -18,7 +18,9 @@ describe("embedded store: the shipped PGlite cluster", function () {
   });
 
   it("is there for the installed PGlite", () => {
-    expect(clusterArchive(), `no cluster archive for PGlite ${pgliteVersion()}: run npm run pglite-cluster`).to.be.a("string");
+    expect(clusterArchive(), `no cluster archive for PGlite ${pgliteVersion()}: run npm run pglite-cluster`).to.be.a(
+      "string",
+    );
   });
 
   it("makes a new data directory a cluster before PGlite starts, and again after an interrupted copy", () => {
@@ -30,13 +32,22 @@ describe("embedded store: the shipped PGlite cluster", function () {
     expect(existsSync(join(dir, "PG_VERSION"))).to.equal(true);
   });
 
-  for (const [where, dataDir] of [["a new data directory", () => join(root, "fresh")], ["memory", () => undefined]] as const) {
+  for (const [where, dataDir] of [
+    ["a new data directory", () => join(root, "fresh")],
+    ["memory", () => undefined],
+  ] as const) {
     it(`opens, migrates and keeps data in ${where}, with the store's memory settings`, async () => {
-      const db = await openSqlDatabase({ dataDir: dataDir(), schema: "cluster_test", migrations: [{ version: 1, name: "t", sql: "CREATE TABLE t (id int PRIMARY KEY)" }] });
+      const db = await openSqlDatabase({
+        dataDir: dataDir(),
+        schema: "cluster_test",
+        migrations: [{ version: 1, name: "t", sql: "CREATE TABLE t (id int PRIMARY KEY)" }],
+      });
       opened.push(db);
       await db.query("INSERT INTO t VALUES (1)");
       expect((await db.query<{ id: number }>("SELECT id FROM t")).rows).to.deep.equal([{ id: 1 }]);
-      expect((await db.query<{ shared_buffers: string }>("SHOW shared_buffers")).rows[0]?.shared_buffers).to.equal("16MB");
+      expect((await db.query<{ shared_buffers: string }>("SHOW shared_buffers")).rows[0]?.shared_buffers).to.equal(
+        "16MB",
+      );
     });
   }
 });

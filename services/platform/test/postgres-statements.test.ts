@@ -22,7 +22,9 @@ function serviceSources(): string[] {
 
 describe("statements the stores prepare", () => {
   it("name every column they read: a `*` would break a prepared statement when a migration adds a column", () => {
-    const starred = serviceSources().filter((path) => /\b(SELECT|RETURNING)\s+(\w+\.)?\*/i.test(readFileSync(path, "utf8")));
+    const starred = serviceSources().filter((path) =>
+      /\b(SELECT|RETURNING)\s+(\w+\.)?\*/i.test(readFileSync(path, "utf8")),
+    );
     expect(starred).to.deep.equal([]);
   });
 });
@@ -39,7 +41,12 @@ describe("named prepared statements (PostgreSQL server)", function () {
   const schema = `t_${randomBytes(6).toString("hex")}`;
   const opened: SqlDatabase[] = [];
   const open = async () => {
-    const db = await openSqlDatabase({ databaseUrl: url, schema, migrations: [{ version: 1, name: "rows", sql: "CREATE TABLE rows (id int PRIMARY KEY, n int NOT NULL)" }], maxConnections: 1 });
+    const db = await openSqlDatabase({
+      databaseUrl: url,
+      schema,
+      migrations: [{ version: 1, name: "rows", sql: "CREATE TABLE rows (id int PRIMARY KEY, n int NOT NULL)" }],
+      maxConnections: 1,
+    });
     opened.push(db);
     return db;
   };
@@ -68,7 +75,10 @@ describe("named prepared statements (PostgreSQL server)", function () {
     await db.transaction(async (tx) => {
       expect((await tx.query<{ n: number }>(read, [1])).rows, "in a transaction too").to.deep.equal([{ n: 10 }]);
       const prepared = await preparedOn(tx);
-      expect(prepared.filter((s) => s === read), "one prepared statement for every run of it").to.have.length(1);
+      expect(
+        prepared.filter((s) => s === read),
+        "one prepared statement for every run of it",
+      ).to.have.length(1);
       expect(prepared).to.include("INSERT INTO rows (id, n) VALUES ($1, $2)");
     });
   });
@@ -88,7 +98,8 @@ describe("named prepared statements (PostgreSQL server)", function () {
     const db = await open();
     const distinct = MAX_NAMED_STATEMENTS + 20;
     await db.transaction(async (tx) => {
-      for (let i = 0; i < distinct; i++) expect((await tx.query<{ n: number }>(`SELECT $1::int + ${i} AS n`, [1])).rows[0]!.n).to.equal(1 + i);
+      for (let i = 0; i < distinct; i++)
+        expect((await tx.query<{ n: number }>(`SELECT $1::int + ${i} AS n`, [1])).rows[0]!.n).to.equal(1 + i);
       expect((await preparedOn(tx)).length).to.equal(MAX_NAMED_STATEMENTS);
     });
     // The named ones serve on, by name, on the same connection.

@@ -52,12 +52,16 @@ async function logOf(db: SqlDatabase): Promise<number[]> {
 }
 
 async function appliedOf(db: SqlDatabase): Promise<{ version: number; name: string }[]> {
-  const { rows } = await db.query<{ version: number; name: string }>(`SELECT version, name FROM ${db.schema}.schema_migrations ORDER BY version`);
+  const { rows } = await db.query<{ version: number; name: string }>(
+    `SELECT version, name FROM ${db.schema}.schema_migrations ORDER BY version`,
+  );
   return rows.map((r) => ({ version: r.version, name: r.name }));
 }
 
 async function tableExists(db: SqlDatabase, schema: string, table: string): Promise<boolean> {
-  const { rows } = await db.query<{ found: string | null }>("SELECT to_regclass($1)::text AS found", [`${schema}.${table}`]);
+  const { rows } = await db.query<{ found: string | null }>("SELECT to_regclass($1)::text AS found", [
+    `${schema}.${table}`,
+  ]);
   return rows[0]?.found != null;
 }
 
@@ -159,7 +163,9 @@ forEachDatabase("SQL store contract (openSqlDatabase)", (dbs) => {
     if (dbs.target.sharedOpens) {
       it("five opens of one schema at the same time (replicas starting) all succeed and apply each migration once", async () => {
         const place = dbs.place();
-        const opened = await Promise.all(Array.from({ length: 5 }, () => place.open(MIGRATIONS, { maxConnections: 2 })));
+        const opened = await Promise.all(
+          Array.from({ length: 5 }, () => place.open(MIGRATIONS, { maxConnections: 2 })),
+        );
         for (const one of opened) {
           expect(await logOf(one)).to.deep.equal([1, 2, 3]);
           expect(await appliedOf(one)).to.deep.equal(APPLIED_1_TO_3);
@@ -217,14 +223,18 @@ forEachDatabase("SQL store contract (openSqlDatabase)", (dbs) => {
       expect(rows[0]?.at).to.be.instanceOf(Date);
       expect(rows[0]?.at.getTime()).to.equal(at.getTime());
 
-      const literal = await db.query<{ t: Date; now: Date }>("SELECT '2024-01-01T00:00:00+02:00'::timestamptz AS t, now() AS now");
+      const literal = await db.query<{ t: Date; now: Date }>(
+        "SELECT '2024-01-01T00:00:00+02:00'::timestamptz AS t, now() AS now",
+      );
       expect(literal.rows[0]?.t.toISOString()).to.equal("2023-12-31T22:00:00.000Z");
       expect(literal.rows[0]?.now).to.be.instanceOf(Date);
       expect(Math.abs((literal.rows[0]?.now.getTime() ?? 0) - Date.now())).to.be.lessThan(60_000);
     });
 
     it("reports rowCount as pg does: rows changed, or rows returned", async () => {
-      expect((await db.query("INSERT INTO items (id, n) VALUES ('rc-1', 1), ('rc-2', 2), ('rc-3', 3)")).rowCount).to.equal(3);
+      expect(
+        (await db.query("INSERT INTO items (id, n) VALUES ('rc-1', 1), ('rc-2', 2), ('rc-3', 3)")).rowCount,
+      ).to.equal(3);
       expect((await db.query("UPDATE items SET note = 'x' WHERE id IN ('rc-1', 'rc-2')")).rowCount).to.equal(2);
       const selected = await db.query("SELECT id FROM items WHERE id LIKE 'rc-%'");
       expect(selected.rows).to.have.length(3);
@@ -239,12 +249,16 @@ forEachDatabase("SQL store contract (openSqlDatabase)", (dbs) => {
 
     it("runs one statement again and again with new parameters, also after a run of it failed", async () => {
       const insert = "INSERT INTO items (id, n) VALUES ($1, $2) RETURNING id, n";
-      for (let i = 0; i < 50; i++) expect((await db.query(insert, [`again-${i}`, BigInt(i)])).rows).to.deep.equal([{ id: `again-${i}`, n: BigInt(i) }]);
+      for (let i = 0; i < 50; i++)
+        expect((await db.query(insert, [`again-${i}`, BigInt(i)])).rows).to.deep.equal([
+          { id: `again-${i}`, n: BigInt(i) },
+        ]);
       const duplicate = await rejectionOf(db.query(insert, ["again-7", 0n]));
       expect((duplicate as { code?: string }).code, "unique violation").to.equal("23505");
       expect((await db.query(insert, ["again-50", 50n])).rows).to.deep.equal([{ id: "again-50", n: 50n }]);
       const select = "SELECT n FROM items WHERE id = $1";
-      for (const i of [3, 49, 0, 50]) expect((await db.query(select, [`again-${i}`])).rows).to.deep.equal([{ n: BigInt(i) }]);
+      for (const i of [3, 49, 0, 50])
+        expect((await db.query(select, [`again-${i}`])).rows).to.deep.equal([{ n: BigInt(i) }]);
       expect((await db.query(select, ["again-none"])).rows).to.deep.equal([]);
     });
 
@@ -273,7 +287,9 @@ forEachDatabase("SQL store contract (openSqlDatabase)", (dbs) => {
 
   describe("transactions", () => {
     const ids = async (prefix: string) =>
-      (await db.query<{ id: string }>("SELECT id FROM items WHERE id LIKE $1 ORDER BY id", [`${prefix}%`])).rows.map((r) => r.id);
+      (await db.query<{ id: string }>("SELECT id FROM items WHERE id LIKE $1 ORDER BY id", [`${prefix}%`])).rows.map(
+        (r) => r.id,
+      );
 
     it("commits when the work resolves and returns its value", async () => {
       const value = await db.transaction(async (tx) => {
@@ -292,7 +308,9 @@ forEachDatabase("SQL store contract (openSqlDatabase)", (dbs) => {
         db.transaction(async (tx) => {
           await tx.query("INSERT INTO items (id) VALUES ('rb-new')");
           await tx.query("UPDATE items SET n = 2 WHERE id = 'rb-existing'");
-          await tx.exec("INSERT INTO items (id) VALUES ('rb-script-1'); INSERT INTO items (id) VALUES ('rb-script-2');");
+          await tx.exec(
+            "INSERT INTO items (id) VALUES ('rb-script-1'); INSERT INTO items (id) VALUES ('rb-script-2');",
+          );
           throw boom;
         }),
       );
@@ -379,7 +397,9 @@ forEachDatabase("SQL store contract (openSqlDatabase)", (dbs) => {
       const seen = await Promise.all(
         Array.from({ length: 20 }, () =>
           db.transaction(async (tx) => {
-            const { rows } = await tx.query<{ value: number }>("SELECT value FROM counters WHERE name = 'race' FOR UPDATE");
+            const { rows } = await tx.query<{ value: number }>(
+              "SELECT value FROM counters WHERE name = 'race' FOR UPDATE",
+            );
             const value = rows[0]?.value ?? -1;
             await tick(); // let the other transactions run in between
             await tx.query("UPDATE counters SET value = $1 WHERE name = 'race'", [value + 1]);
@@ -389,7 +409,10 @@ forEachDatabase("SQL store contract (openSqlDatabase)", (dbs) => {
       );
       const { rows } = await db.query<{ value: number }>("SELECT value FROM counters WHERE name = 'race'");
       expect(rows[0]?.value).to.equal(20);
-      expect([...seen].sort((a, b) => a - b), "each transaction read the previous one's write").to.deep.equal(Array.from({ length: 20 }, (_, i) => i));
+      expect(
+        [...seen].sort((a, b) => a - b),
+        "each transaction read the previous one's write",
+      ).to.deep.equal(Array.from({ length: 20 }, (_, i) => i));
     });
   });
 });

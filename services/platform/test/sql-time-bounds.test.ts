@@ -14,14 +14,23 @@ import { TcpGate } from "./support/tcp-gate.js";
 
 const url = process.env.DATABASE_URL;
 
-const reasonOf = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => (e instanceof ConnectError ? errorInfoOf(e)?.reason : `not a ConnectError: ${String(e)}`));
+const reasonOf = (p: Promise<unknown>) =>
+  p.then(
+    () => undefined,
+    (e: unknown) => (e instanceof ConnectError ? errorInfoOf(e)?.reason : `not a ConnectError: ${String(e)}`),
+  );
 
 describe("database time bounds (PostgreSQL server)", function () {
   this.timeout(30_000);
   const schema = `t_${randomBytes(6).toString("hex")}`;
   const opened: SqlDatabase[] = [];
   const open = async (options: { maxConnections?: number; databaseUrl?: string } = {}) => {
-    const db = await openSqlDatabase({ databaseUrl: options.databaseUrl ?? url, schema, migrations: [{ version: 1, name: "rows", sql: "CREATE TABLE rows (id int PRIMARY KEY, n int NOT NULL)" }], ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}) });
+    const db = await openSqlDatabase({
+      databaseUrl: options.databaseUrl ?? url,
+      schema,
+      migrations: [{ version: 1, name: "rows", sql: "CREATE TABLE rows (id int PRIMARY KEY, n int NOT NULL)" }],
+      ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
+    });
     opened.push(db);
     return db;
   };
@@ -46,10 +55,15 @@ describe("database time bounds (PostgreSQL server)", function () {
     const db = await open();
     const marker = `sleepy_${randomBytes(4).toString("hex")}`;
     const started = Date.now();
-    const reason = await reasonOf(withCallDeadline(Date.now() + 300, () => db.transaction((tx) => tx.query(`SELECT pg_sleep(5), '${marker}'`))));
+    const reason = await reasonOf(
+      withCallDeadline(Date.now() + 300, () => db.transaction((tx) => tx.query(`SELECT pg_sleep(5), '${marker}'`))),
+    );
     expect(reason).to.equal("DEADLINE_EXCEEDED");
     expect(Date.now() - started).to.be.below(2_000);
-    const running = await db.query<{ n: bigint }>(`SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE $1 AND state = 'active' AND pid <> pg_backend_pid()`, [`%${marker}%`]);
+    const running = await db.query<{ n: bigint }>(
+      `SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE $1 AND state = 'active' AND pid <> pg_backend_pid()`,
+      [`%${marker}%`],
+    );
     expect(Number(running.rows[0]!.n), "nothing of it still runs on the server").to.equal(0);
     expect((await db.query<{ one: number }>("SELECT 1 AS one")).rows[0]!.one).to.equal(1);
   });
@@ -65,12 +79,19 @@ describe("database time bounds (PostgreSQL server)", function () {
     });
     await new Promise((r) => setTimeout(r, 100));
     const started = Date.now();
-    const reason = await reasonOf(withCallDeadline(Date.now() + 300, () => db.transaction((tx) => tx.query("UPDATE rows SET n = n + 1 WHERE id = 1"))));
+    const reason = await reasonOf(
+      withCallDeadline(Date.now() + 300, () =>
+        db.transaction((tx) => tx.query("UPDATE rows SET n = n + 1 WHERE id = 1")),
+      ),
+    );
     expect(reason).to.equal("DEADLINE_EXCEEDED");
     expect(Date.now() - started).to.be.below(2_000);
     release();
     await holder;
-    expect((await db.query<{ n: number }>("SELECT n FROM rows WHERE id = 1")).rows[0]!.n, "the refused update changed nothing").to.equal(0);
+    expect(
+      (await db.query<{ n: number }>("SELECT n FROM rows WHERE id = 1")).rows[0]!.n,
+      "the refused update changed nothing",
+    ).to.equal(0);
   });
 
   it("answers 503 STORE_UNAVAILABLE when no connection comes free in time, instead of hanging", async () => {
@@ -85,7 +106,10 @@ describe("database time bounds (PostgreSQL server)", function () {
     expect(Date.now() - started).to.be.within(1_000, 5_000);
     release();
     await holder;
-    expect((await db.query<{ one: number }>("SELECT 1 AS one")).rows[0]!.one, "and serves again once one is free").to.equal(1);
+    expect(
+      (await db.query<{ one: number }>("SELECT 1 AS one")).rows[0]!.one,
+      "and serves again once one is free",
+    ).to.equal(1);
   });
 
   it("answers 503 STORE_UNAVAILABLE while the database cannot be reached, and serves again when it can", async () => {
@@ -100,7 +124,11 @@ describe("database time bounds (PostgreSQL server)", function () {
       expect(await reasonOf(db.transaction((tx) => tx.query("SELECT 1")))).to.equal("STORE_UNAVAILABLE");
       gate.reopen();
       let answer: unknown;
-      for (let i = 0; i < 20 && answer === undefined; i++) answer = await db.query<{ one: number }>("SELECT 1 AS one").then((r) => r.rows[0]!.one, () => undefined);
+      for (let i = 0; i < 20 && answer === undefined; i++)
+        answer = await db.query<{ one: number }>("SELECT 1 AS one").then(
+          (r) => r.rows[0]!.one,
+          () => undefined,
+        );
       expect(answer).to.equal(1);
     } finally {
       await gate.close();
@@ -121,7 +149,10 @@ describe("database time bounds (PostgreSQL server)", function () {
       // instant): never more than two at once on the server, and two at some point.
       const seen: number[] = [];
       for (let i = 0; i < 40; i++) {
-        const running = await client.query<{ n: string }>(`SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE $1 AND pid <> pg_backend_pid()`, [`%${marker}%`]);
+        const running = await client.query<{ n: string }>(
+          `SELECT count(*) AS n FROM pg_stat_activity WHERE query LIKE $1 AND pid <> pg_backend_pid()`,
+          [`%${marker}%`],
+        );
         seen.push(Number(running.rows[0]!.n));
         await new Promise((r) => setTimeout(r, 20));
       }

@@ -11,7 +11,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { ConfigError, grpcTlsSettings, loadConfig } from "@switchyard/platform/config.js";
-import { createServiceClient, openChannel, openTransportSecurity, serviceNamedBy, type TlsConfig } from "@switchyard/platform/grpc";
+import {
+  createServiceClient,
+  openChannel,
+  openTransportSecurity,
+  serviceNamedBy,
+  type TlsConfig,
+} from "@switchyard/platform/grpc";
 import { createLogger } from "@switchyard/platform/logger.js";
 import { startGrpcServer } from "@switchyard/platform/server.js";
 import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
@@ -37,7 +43,13 @@ describe("mutual TLS files (GRPC_TLS_*)", function () {
     writeFileSync(join(dir, "tls.key"), pair.keyPem);
     writeFileSync(join(dir, "ca.crt"), ca.certPem);
   };
-  const config = (): TlsConfig => ({ tlsCertFile: join(dir, "tls.crt"), tlsKeyFile: join(dir, "tls.key"), tlsCaFile: join(dir, "ca.crt"), tlsTrustDomain: "switchyard", tlsReloadIntervalMs: 100 });
+  const config = (): TlsConfig => ({
+    tlsCertFile: join(dir, "tls.crt"),
+    tlsKeyFile: join(dir, "tls.key"),
+    tlsCaFile: join(dir, "ca.crt"),
+    tlsTrustDomain: "switchyard",
+    tlsReloadIntervalMs: 100,
+  });
 
   it("are set all three or not at all", () => {
     expect(loadConfig(grpcTlsSettings, {}).tlsCertFile).to.equal(undefined);
@@ -48,16 +60,27 @@ describe("mutual TLS files (GRPC_TLS_*)", function () {
   });
 
   it("names the service by its one SPIFFE ID in the trust domain", () => {
-    expect(serviceNamedBy({ subjectaltname: "URI:spiffe://switchyard/orders, DNS:orders" }, "switchyard")).to.equal("orders");
+    expect(serviceNamedBy({ subjectaltname: "URI:spiffe://switchyard/orders, DNS:orders" }, "switchyard")).to.equal(
+      "orders",
+    );
     expect(serviceNamedBy({ subjectaltname: "URI:spiffe://elsewhere/orders" }, "switchyard")).to.equal(undefined);
-    expect(serviceNamedBy({ subjectaltname: "URI:spiffe://switchyard/ns/x/sa/orders" }, "switchyard")).to.equal(undefined);
-    expect(serviceNamedBy({ subjectaltname: "URI:spiffe://switchyard/orders, URI:spiffe://switchyard/payments" }, "switchyard")).to.equal(undefined);
+    expect(serviceNamedBy({ subjectaltname: "URI:spiffe://switchyard/ns/x/sa/orders" }, "switchyard")).to.equal(
+      undefined,
+    );
+    expect(
+      serviceNamedBy(
+        { subjectaltname: "URI:spiffe://switchyard/orders, URI:spiffe://switchyard/payments" },
+        "switchyard",
+      ),
+    ).to.equal(undefined);
     expect(serviceNamedBy({ subjectaltname: "DNS:orders" }, "switchyard")).to.equal(undefined);
   });
 
   it("a process refuses to start with another service's certificate, or a key of another certificate", () => {
     write(orders);
-    expect(() => openTransportSecurity(config(), "payments", logger)).to.throw(/names "orders", not this service \("payments"/);
+    expect(() => openTransportSecurity(config(), "payments", logger)).to.throw(
+      /names "orders", not this service \("payments"/,
+    );
     write({ certPem: payments.certPem, keyPem: orders.keyPem });
     expect(() => openTransportSecurity(config(), "payments", logger)).to.throw(/key does not match/);
   });
@@ -65,17 +88,46 @@ describe("mutual TLS files (GRPC_TLS_*)", function () {
   it("a certificate changed without its key is not used: new connections are still served with the last good pair, then with the new one once whole", async () => {
     write(payments);
     const tls = openTransportSecurity(config(), "payments", logger)!;
-    const server = await startGrpcServer({ name: "payments", host: "127.0.0.1", port: 0, services: [], logger, credentials: tls.serverCredentials });
+    const server = await startGrpcServer({
+      name: "payments",
+      host: "127.0.0.1",
+      port: 0,
+      services: [],
+      logger,
+      credentials: tls.serverCredentials,
+    });
     /** The serial of the certificate the server presents to a new connection, once a health check over it answered. */
     const served = async (): Promise<string> => {
-      const channel = openChannel(`127.0.0.1:${server.port}`, [], {}, { credentials: credentials.createSsl(Buffer.from(ca.certPem), Buffer.from(orders.keyPem), Buffer.from(orders.certPem), { checkServerIdentity: () => undefined }), options: { "grpc.ssl_target_name_override": "payments" } });
+      const channel = openChannel(
+        `127.0.0.1:${server.port}`,
+        [],
+        {},
+        {
+          credentials: credentials.createSsl(
+            Buffer.from(ca.certPem),
+            Buffer.from(orders.keyPem),
+            Buffer.from(orders.certPem),
+            { checkServerIdentity: () => undefined },
+          ),
+          options: { "grpc.ssl_target_name_override": "payments" },
+        },
+      );
       try {
         const reply = await createServiceClient(Health, channel).check({}, { timeoutMs: 2_000 });
         expect(reply.status).to.equal(HealthCheckResponse_ServingStatus.SERVING);
       } finally {
         channel.close();
       }
-      const socket = connect({ host: "127.0.0.1", port: server.port, ca: ca.certPem, cert: orders.certPem, key: orders.keyPem, ALPNProtocols: ["h2"], servername: "payments", checkServerIdentity: () => undefined });
+      const socket = connect({
+        host: "127.0.0.1",
+        port: server.port,
+        ca: ca.certPem,
+        cert: orders.certPem,
+        key: orders.keyPem,
+        ALPNProtocols: ["h2"],
+        servername: "payments",
+        checkServerIdentity: () => undefined,
+      });
       await new Promise((resolve, reject) => socket.once("secureConnect", resolve).once("error", reject));
       const serial = socket.getPeerCertificate().serialNumber;
       socket.destroy();

@@ -35,8 +35,12 @@ async function reflectedServices(port: number): Promise<string[] | Code> {
   try {
     const reflection = createServiceClient(ServerReflection, channel);
     const names: string[] = [];
-    for await (const res of reflection.serverReflectionInfo(once({ messageRequest: { case: "listServices" as const, value: "" } }), { timeoutMs: 5_000 })) {
-      if (res.messageResponse.case === "listServicesResponse") names.push(...res.messageResponse.value.service.map((s) => s.name));
+    for await (const res of reflection.serverReflectionInfo(
+      once({ messageRequest: { case: "listServices" as const, value: "" } }),
+      { timeoutMs: 5_000 },
+    )) {
+      if (res.messageResponse.case === "listServicesResponse")
+        names.push(...res.messageResponse.value.service.map((s) => s.name));
     }
     return names;
   } catch (err) {
@@ -47,7 +51,13 @@ async function reflectedServices(port: number): Promise<string[] | Code> {
 }
 
 /** An HTTP/2 connection to a gRPC port, with what it was told: GOAWAY (code and debug data), and when it closed. */
-async function rawConnection(port: number): Promise<{ session: ClientHttp2Session; goaway: () => { code: number; data: string } | undefined; closed: () => boolean }> {
+async function rawConnection(
+  port: number,
+): Promise<{
+  session: ClientHttp2Session;
+  goaway: () => { code: number; data: string } | undefined;
+  closed: () => boolean;
+}> {
   const session = connect(`http://127.0.0.1:${port}`);
   let goaway: { code: number; data: string } | undefined;
   let closed = false;
@@ -114,11 +124,16 @@ describe("e2e attacks: the gRPC ports, probed from outside (reflection, pings, s
 
   describe("reflection", () => {
     it("is off unless GRPC_REFLECTION=true: payments, orders and content answer UNIMPLEMENTED to a reflection client", async () => {
-      for (const name of ["payments", "orders", "content"] as const) expect(await reflectedServices(env.mesh.ports[name]), name).to.equal(Code.Unimplemented);
+      for (const name of ["payments", "orders", "content"] as const)
+        expect(await reflectedServices(env.mesh.ports[name]), name).to.equal(Code.Unimplemented);
     });
 
     it("with GRPC_REFLECTION=true (identity here, every service under npm start) lists the services", async () => {
-      expect(await reflectedServices(env.mesh.ports.identity)).to.include.members(["switchyard.identity.v1.IdentityService", "grpc.health.v1.Health", "grpc.reflection.v1.ServerReflection"]);
+      expect(await reflectedServices(env.mesh.ports.identity)).to.include.members([
+        "switchyard.identity.v1.IdentityService",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1.ServerReflection",
+      ]);
     });
   });
 
@@ -127,7 +142,10 @@ describe("e2e attacks: the gRPC ports, probed from outside (reflection, pings, s
       // identity: the default policy (a ping per 10 s while nothing is sent, 2 strikes).
       const probe = await rawConnection(env.mesh.ports.identity);
       const sent = await pingFor(probe.session, 10, 3_000);
-      expect(probe.goaway(), "GOAWAY").to.deep.equal({ code: constants.NGHTTP2_ENHANCE_YOUR_CALM, data: "too_many_pings" });
+      expect(probe.goaway(), "GOAWAY").to.deep.equal({
+        code: constants.NGHTTP2_ENHANCE_YOUR_CALM,
+        data: "too_many_pings",
+      });
       expect(sent, "pings sent before the server closed").to.be.within(3, 20);
       for (let i = 0; i < 50 && !probe.closed(); i++) await sleep(20);
       expect(probe.closed(), "connection closed").to.equal(true);
@@ -146,7 +164,12 @@ describe("e2e attacks: the gRPC ports, probed from outside (reflection, pings, s
       for (let i = 0; i < 20; i++) {
         probe.session.ping(() => {});
         // A health check answered between two pings: data was sent, so the next ping is no strike.
-        const stream = probe.session.request({ ":method": "POST", ":path": "/grpc.health.v1.Health/Check", "content-type": "application/grpc", te: "trailers" });
+        const stream = probe.session.request({
+          ":method": "POST",
+          ":path": "/grpc.health.v1.Health/Check",
+          "content-type": "application/grpc",
+          te: "trailers",
+        });
         stream.end(Buffer.from([0, 0, 0, 0, 0]));
         stream.resume();
         await new Promise((resolve) => stream.once("close", resolve));
@@ -172,7 +195,9 @@ describe("e2e attacks: the gRPC ports, probed from outside (reflection, pings, s
       const streams = Array.from({ length: CONTENT_STREAMS }, () => new AbortController());
       try {
         for (const s of streams) {
-          const iterator = content.watchPosts({}, { headers: { authorization: `Bearer ${alice}` }, signal: s.signal })[Symbol.asyncIterator]();
+          const iterator = content
+            .watchPosts({}, { headers: { authorization: `Bearer ${alice}` }, signal: s.signal })
+            [Symbol.asyncIterator]();
           void iterator.next().catch(() => {});
         }
         await sleep(500);
@@ -211,20 +236,29 @@ describe("e2e attacks: the gRPC ports, probed from outside (reflection, pings, s
     it(`a call sent without a deadline gets the default (GRPC_DEFAULT_DEADLINE_MS, ${PAYMENTS_DEFAULT_DEADLINE_MS} ms here)`, async () => {
       const started = Date.now();
       expect(await codeOf(charge({}))).to.equal(Code.DeadlineExceeded);
-      expect(Date.now() - started).to.be.within(PAYMENTS_DEFAULT_DEADLINE_MS - 50, PAYMENTS_DEFAULT_DEADLINE_MS + 1_500);
+      expect(Date.now() - started).to.be.within(
+        PAYMENTS_DEFAULT_DEADLINE_MS - 50,
+        PAYMENTS_DEFAULT_DEADLINE_MS + 1_500,
+      );
     });
 
     it("a stream is exempt: a live feed opened without a deadline outlives the default by far and still delivers (content: 300 ms here)", async () => {
       const ch = openChannel(`127.0.0.1:${env.mesh.ports.content}`);
       const stop = new AbortController();
       try {
-        const feed = createServiceClient(ContentService, ch).watchPosts({}, { headers: { authorization: `Bearer ${alice}` }, signal: stop.signal });
+        const feed = createServiceClient(ContentService, ch).watchPosts(
+          {},
+          { headers: { authorization: `Bearer ${alice}` }, signal: stop.signal },
+        );
         const firstPost = (async () => {
           for await (const message of feed) if (message.post) return message.post.title;
           return undefined;
         })();
         await sleep(1_500);
-        const posted = await env.api.post("/v1/posts", { token: alice, json: { title: "after the default deadline", body: "still live" } });
+        const posted = await env.api.post("/v1/posts", {
+          token: alice,
+          json: { title: "after the default deadline", body: "still live" },
+        });
         expect(posted.status, posted.text).to.equal(201);
         expect(await firstPost).to.equal("after the default deadline");
       } finally {
@@ -240,8 +274,17 @@ describe("e2e attacks: the gRPC ports, probed from outside (reflection, pings, s
       try {
         const content = createServiceClient(ContentService, channel);
         const big = "x".repeat(MAX_MESSAGE_BYTES + 1);
-        expect(await codeOf(content.createPost({ title: "big", body: big }, { headers: { authorization: `Bearer ${alice}` }, timeoutMs: 10_000 }))).to.equal(Code.ResourceExhausted);
-        expect(await codeOf(content.createPost({ title: "big", body: big }, { timeoutMs: 10_000 }))).to.equal(Code.ResourceExhausted);
+        expect(
+          await codeOf(
+            content.createPost(
+              { title: "big", body: big },
+              { headers: { authorization: `Bearer ${alice}` }, timeoutMs: 10_000 },
+            ),
+          ),
+        ).to.equal(Code.ResourceExhausted);
+        expect(await codeOf(content.createPost({ title: "big", body: big }, { timeoutMs: 10_000 }))).to.equal(
+          Code.ResourceExhausted,
+        );
       } finally {
         channel.close();
       }

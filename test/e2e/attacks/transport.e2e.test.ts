@@ -94,7 +94,12 @@ describe("e2e attacks: no transport detail reaches a client (/v1, /rpc, streams)
   /** Everything a client got: status line, every header, the body as text. */
   async function answer(res: Response): Promise<{ status: number; headers: string; body: Buffer; text: string }> {
     const body = Buffer.from(await res.arrayBuffer());
-    return { status: res.status, headers: [...res.headers].map(([k, v]) => `${k}: ${v}`).join("\n"), body, text: body.toString("utf8") };
+    return {
+      status: res.status,
+      headers: [...res.headers].map(([k, v]) => `${k}: ${v}`).join("\n"),
+      body,
+      text: body.toString("utf8"),
+    };
   }
 
   /** One enveloped message (Connect streaming, gRPC-Web): flags 0, its length, its bytes. */
@@ -107,7 +112,7 @@ describe("e2e attacks: no transport detail reaches a client (/v1, /rpc, streams)
   /** The frames of an enveloped body: [flags, payload][]. */
   function frames(body: Buffer): [number, Buffer][] {
     const out: [number, Buffer][] = [];
-    for (let at = 0; at + 5 <= body.length; ) {
+    for (let at = 0; at + 5 <= body.length;) {
       const length = body.readUInt32BE(at + 1);
       out.push([body[at]!, body.subarray(at + 5, at + 5 + length)]);
       at += 5 + length;
@@ -125,18 +130,30 @@ describe("e2e attacks: no transport detail reaches a client (/v1, /rpc, streams)
       let deadlines = 0;
       for (let t = 0; t < TRIES; t++) {
         for (const ms of DEADLINES) {
-          for (const [method, message, token] of [["ListPosts", LIST_POSTS, carol], ["ListCatalogItems", { pageSize: 100 }, alice]] as const) {
+          for (const [method, message, token] of [
+            ["ListPosts", LIST_POSTS, carol],
+            ["ListCatalogItems", { pageSize: 100 }, alice],
+          ] as const) {
             const res = await answer(
               await fetch(`${rpc}/switchyard.content.v1.ContentService/${method}`, {
                 method: "POST",
-                headers: { "content-type": "application/json", "connect-protocol-version": "1", "connect-timeout-ms": String(ms), authorization: `Bearer ${token}` },
+                headers: {
+                  "content-type": "application/json",
+                  "connect-protocol-version": "1",
+                  "connect-timeout-ms": String(ms),
+                  authorization: `Bearer ${token}`,
+                },
                 body: JSON.stringify(message),
               }),
             );
             expect(`${res.headers}\n${res.text}`, `${method} in ${ms} ms`).to.not.match(TRANSPORT_DETAIL);
             if (res.status === 200) continue;
             const error = JSON.parse(res.text) as { code: string; message: string };
-            expect([res.status, error.code, error.message], `${method} in ${ms} ms`).to.deep.equal([504, "deadline_exceeded", CONTENT_TOO_SLOW]);
+            expect([res.status, error.code, error.message], `${method} in ${ms} ms`).to.deep.equal([
+              504,
+              "deadline_exceeded",
+              CONTENT_TOO_SLOW,
+            ]);
             deadlines++;
           }
         }
@@ -152,18 +169,29 @@ describe("e2e attacks: no transport detail reaches a client (/v1, /rpc, streams)
           const res = await answer(
             await fetch(`${rpc}/switchyard.content.v1.ContentService/ListPosts`, {
               method: "POST",
-              headers: { "content-type": "application/grpc-web+proto", "x-grpc-web": "1", "grpc-timeout": `${ms}m`, authorization: `Bearer ${carol}` },
+              headers: {
+                "content-type": "application/grpc-web+proto",
+                "x-grpc-web": "1",
+                "grpc-timeout": `${ms}m`,
+                authorization: `Bearer ${carol}`,
+              },
               body: message,
             }),
           );
           expect(res.status).to.equal(200);
           // The trailers: in the headers (trailers-only), or in the body's last frame (flag 0x80).
-          const trailer = frames(res.body).find(([flags]) => (flags & 0x80) !== 0)?.[1].toString("utf8") ?? "";
+          const trailer =
+            frames(res.body)
+              .find(([flags]) => (flags & 0x80) !== 0)?.[1]
+              .toString("utf8") ?? "";
           const said = decodeURIComponent(`${res.headers}\n${trailer}`);
           expect(said, `in ${ms} ms`).to.not.match(TRANSPORT_DETAIL);
           const status = /grpc-status: ?(\d+)/i.exec(said)?.[1];
           if (status === "0") continue;
-          expect([status, /grpc-message: ?([^\r\n]*)/i.exec(said)?.[1]], `in ${ms} ms`).to.deep.equal(["4", CONTENT_TOO_SLOW]);
+          expect([status, /grpc-message: ?([^\r\n]*)/i.exec(said)?.[1]], `in ${ms} ms`).to.deep.equal([
+            "4",
+            CONTENT_TOO_SLOW,
+          ]);
           deadlines++;
         }
       }
@@ -176,15 +204,26 @@ describe("e2e attacks: no transport detail reaches a client (/v1, /rpc, streams)
           const res = await answer(
             await fetch(`${rpc}/switchyard.content.v1.ContentService/WatchPosts`, {
               method: "POST",
-              headers: { "content-type": "application/connect+json", "connect-protocol-version": "1", "connect-timeout-ms": String(ms), authorization: `Bearer ${carol}` },
+              headers: {
+                "content-type": "application/connect+json",
+                "connect-protocol-version": "1",
+                "connect-timeout-ms": String(ms),
+                authorization: `Bearer ${carol}`,
+              },
               body: envelope(Buffer.from("{}")),
             }),
           );
           expect(`${res.headers}\n${res.text}`, `in ${ms} ms`).to.not.match(TRANSPORT_DETAIL);
           expect(res.status).to.equal(200);
-          const end = frames(res.body).find(([flags]) => (flags & 0x02) !== 0)?.[1].toString("utf8") ?? "{}";
+          const end =
+            frames(res.body)
+              .find(([flags]) => (flags & 0x02) !== 0)?.[1]
+              .toString("utf8") ?? "{}";
           const error = (JSON.parse(end) as { error?: { code: string; message: string } }).error;
-          expect([error?.code, error?.message], `in ${ms} ms: ${end}`).to.deep.equal(["deadline_exceeded", CONTENT_TOO_SLOW]);
+          expect([error?.code, error?.message], `in ${ms} ms: ${end}`).to.deep.equal([
+            "deadline_exceeded",
+            CONTENT_TOO_SLOW,
+          ]);
         }
       }
     });
@@ -193,11 +232,20 @@ describe("e2e attacks: no transport detail reaches a client (/v1, /rpc, streams)
       let deadlines = 0;
       for (let t = 0; t < TRIES; t++) {
         for (const ms of DEADLINES) {
-          for (const [path, token] of [["/v1/posts?limit=20", carol], ["/v1/catalog/items?page_size=100", alice]] as const) {
+          for (const [path, token] of [
+            ["/v1/posts?limit=20", carol],
+            ["/v1/catalog/items?page_size=100", alice],
+          ] as const) {
             const res = await env.api.get(path, { token, headers: { "x-request-timeout-ms": String(ms) } });
-            expect(`${[...res.headers].map(([k, v]) => `${k}: ${v}`).join("\n")}\n${res.text}`, `${path} in ${ms} ms`).to.not.match(TRANSPORT_DETAIL);
+            expect(
+              `${[...res.headers].map(([k, v]) => `${k}: ${v}`).join("\n")}\n${res.text}`,
+              `${path} in ${ms} ms`,
+            ).to.not.match(TRANSPORT_DETAIL);
             if (res.status === 200) continue;
-            expect([res.status, res.json], `${path} in ${ms} ms`).to.deep.equal([504, { error: CONTENT_TOO_SLOW, code: "DEADLINE_EXCEEDED" }]);
+            expect([res.status, res.json], `${path} in ${ms} ms`).to.deep.equal([
+              504,
+              { error: CONTENT_TOO_SLOW, code: "DEADLINE_EXCEEDED" },
+            ]);
             deadlines++;
           }
         }

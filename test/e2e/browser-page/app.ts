@@ -34,7 +34,11 @@ async function check(name: string, run: () => Promise<string>): Promise<Outcome>
 }
 
 async function post(gateway: string, token: string, title: string): Promise<void> {
-  const res = await fetch(`${gateway}/v1/posts`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify({ title, body: "from the page" }) });
+  const res = await fetch(`${gateway}/v1/posts`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+    body: JSON.stringify({ title, body: "from the page" }),
+  });
   if (res.status !== 201) throw new Error(`POST /v1/posts → ${res.status}`);
 }
 
@@ -44,7 +48,10 @@ async function watchThrough(transport: Transport, gateway: string, token: string
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), 10_000);
   try {
-    for await (const m of content.watchPosts({}, { headers: { authorization: `Bearer ${token}` }, signal: controller.signal })) {
+    for await (const m of content.watchPosts(
+      {},
+      { headers: { authorization: `Bearer ${token}` }, signal: controller.signal },
+    )) {
       if (m.subscribed) await post(gateway, token, title);
       if (m.post?.title === title) {
         controller.abort();
@@ -64,7 +71,10 @@ async function sseThrough(gateway: string, token: string, title: string): Promis
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), 10_000);
   try {
-    const res = await fetch(`${gateway}/v1/posts`, { headers: { accept: "text/event-stream", authorization: `Bearer ${token}` }, signal: controller.signal });
+    const res = await fetch(`${gateway}/v1/posts`, {
+      headers: { accept: "text/event-stream", authorization: `Bearer ${token}` },
+      signal: controller.signal,
+    });
     if (res.status !== 200) throw new Error(`GET /v1/posts (event-stream) → ${res.status}`);
     const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
     let text = "";
@@ -77,7 +87,9 @@ async function sseThrough(gateway: string, token: string, title: string): Promis
         posted = true;
         await post(gateway, token, title);
       }
-      const event = text.split("\n\n").find((block) => block.includes("event: post") && block.includes(`"title":"${title}"`));
+      const event = text
+        .split("\n\n")
+        .find((block) => block.includes("event: post") && block.includes(`"title":"${title}"`));
       if (event) {
         controller.abort();
         return `event id ${/^id: (.*)$/m.exec(event)?.[1] ?? "?"}`;
@@ -93,7 +105,11 @@ async function run(gateway: string): Promise<Outcome[]> {
   let token = "";
   outcomes.push(
     await check("fetch /v1 across origins (log in)", async () => {
-      const res = await fetch(`${gateway}/v1/tenants/acme/sessions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ email: "alice@acme.test", password: "demo-password" }) });
+      const res = await fetch(`${gateway}/v1/tenants/acme/sessions`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ email: "alice@acme.test", password: "demo-password" }),
+      });
       const body = (await res.json()) as { access_token: string };
       token = body.access_token;
       return `${res.status}, a token; X-RateLimit-Remaining readable: ${res.headers.get("x-ratelimit-remaining") ?? "no"}`;
@@ -108,15 +124,26 @@ async function run(gateway: string): Promise<Outcome[]> {
       await check(`${name}: unary CreateDocument + GetDocument through /rpc`, async () => {
         const content = createClient(ContentService, transport);
         const headers = { authorization: `Bearer ${token}` };
-        const { document: made } = await content.createDocument({ title: `from the page (${name})`, body: "hello" }, { headers });
+        const { document: made } = await content.createDocument(
+          { title: `from the page (${name})`, body: "hello" },
+          { headers },
+        );
         const { document: read } = await content.getDocument({ documentId: made!.id }, { headers });
         if (read?.title !== made?.title) throw new Error("read back another document");
         return `${read!.id}, etag ${read!.etag}`;
       }),
     );
-    outcomes.push(await check(`${name}: WatchPosts through /rpc`, () => watchThrough(transport, gateway, token, `watched via ${name} ${Date.now()}`)));
+    outcomes.push(
+      await check(`${name}: WatchPosts through /rpc`, () =>
+        watchThrough(transport, gateway, token, `watched via ${name} ${Date.now()}`),
+      ),
+    );
   }
-  outcomes.push(await check("the SSE live feed with fetch and a stream reader", () => sseThrough(gateway, token, `sse ${Date.now()}`)));
+  outcomes.push(
+    await check("the SSE live feed with fetch and a stream reader", () =>
+      sseThrough(gateway, token, `sse ${Date.now()}`),
+    ),
+  );
   return outcomes;
 }
 

@@ -14,10 +14,18 @@ const SKU = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 export function validateText(input: { title: string; body: string }): { title: string; body: string } {
   const title = input.title.trim();
   if (title.length === 0 || title.length > TITLE_MAX_LENGTH || CONTROL.test(title)) {
-    throw new DomainError("RULE_VIOLATION", `title must be 1 to ${TITLE_MAX_LENGTH} characters without control characters`, { field: "title" });
+    throw new DomainError(
+      "RULE_VIOLATION",
+      `title must be 1 to ${TITLE_MAX_LENGTH} characters without control characters`,
+      { field: "title" },
+    );
   }
   if (input.body.length > BODY_MAX_LENGTH || CONTROL.test(input.body)) {
-    throw new DomainError("RULE_VIOLATION", `body must be at most ${BODY_MAX_LENGTH} characters without control characters`, { field: "body" });
+    throw new DomainError(
+      "RULE_VIOLATION",
+      `body must be at most ${BODY_MAX_LENGTH} characters without control characters`,
+      { field: "body" },
+    );
   }
   return { title, body: input.body };
 }
@@ -50,7 +58,8 @@ export interface CatalogItemInput {
 /** The reason an imported item is refused, or undefined when it is fine. */
 export function catalogItemProblem(item: CatalogItemInput): string | undefined {
   if (!SKU.test(item.sku)) return "sku must be 1 to 64 letters, digits, '.', '_' or '-'";
-  if (item.name.trim().length === 0 || item.name.length > NAME_MAX_LENGTH || CONTROL.test(item.name)) return `name must be 1 to ${NAME_MAX_LENGTH} characters`;
+  if (item.name.trim().length === 0 || item.name.length > NAME_MAX_LENGTH || CONTROL.test(item.name))
+    return `name must be 1 to ${NAME_MAX_LENGTH} characters`;
   try {
     assertAmount(item.price, "price", 0n);
     assertCurrency(item.currency);
@@ -66,7 +75,8 @@ export const MAX_BATCH_SKUS = 100;
 /** The skus asked for, each once in the order first asked; malformed ones can name nothing and are refused. */
 export function batchSkus(skus: readonly string[]): string[] {
   if (skus.length > MAX_BATCH_SKUS) throw new DomainError("INVALID_REQUEST", `at most ${MAX_BATCH_SKUS} skus per call`);
-  for (const sku of skus) if (!SKU.test(sku)) throw new DomainError("INVALID_REQUEST", "a sku is 1 to 64 letters, digits, '.', '_' or '-'");
+  for (const sku of skus)
+    if (!SKU.test(sku)) throw new DomainError("INVALID_REQUEST", "a sku is 1 to 64 letters, digits, '.', '_' or '-'");
   return [...new Set(skus)];
 }
 
@@ -75,7 +85,8 @@ export function batchSkus(skus: readonly string[]): string[] {
  * none: nobody writes it).
  */
 export function requireCatalogOwner(caller: { tenantId: string; role: string }, ownerTenant: string | undefined): void {
-  if (ownerTenant === undefined || caller.tenantId !== ownerTenant) throw new DomainError("TENANT_MISMATCH", "the catalog is written only by admins of the tenant that owns it");
+  if (ownerTenant === undefined || caller.tenantId !== ownerTenant)
+    throw new DomainError("TENANT_MISMATCH", "the catalog is written only by admins of the tenant that owns it");
   if (caller.role !== "admin") throw new DomainError("ROLE_REQUIRED", "this action needs the admin role");
 }
 
@@ -86,6 +97,7 @@ export function catalogPage(page: number, pageSize: number): { page: number; pag
   const p = page === 0 ? 1 : page;
   const size = pageSize === 0 ? CATALOG_DEFAULT_PAGE_SIZE : pageSize;
   if (p < 1 || p > 1_000_000) throw new DomainError("INVALID_REQUEST", "page must be from 1");
-  if (size < 1 || size > CATALOG_MAX_PAGE_SIZE) throw new DomainError("INVALID_REQUEST", `page_size must be from 1 to ${CATALOG_MAX_PAGE_SIZE}`);
+  if (size < 1 || size > CATALOG_MAX_PAGE_SIZE)
+    throw new DomainError("INVALID_REQUEST", `page_size must be from 1 to ${CATALOG_MAX_PAGE_SIZE}`);
   return { page: p, pageSize: size };
 }

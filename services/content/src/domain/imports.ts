@@ -37,17 +37,29 @@ export function lineMessage(message: string): string {
 }
 
 /** A job's lines as a CreateImportJob request gives them, checked: 1 to 10000, numbered upwards, each an item or a known problem. */
-export function importLines(lines: readonly { line: number; request?: Uint8Array | undefined; problem?: { code: string; message: string } | undefined }[]): ImportLineInput[] {
+export function importLines(
+  lines: readonly {
+    line: number;
+    request?: Uint8Array | undefined;
+    problem?: { code: string; message: string } | undefined;
+  }[],
+): ImportLineInput[] {
   if (lines.length === 0) throw new DomainError("INVALID_REQUEST", "an import job needs at least one line");
-  if (lines.length > MAX_IMPORT_LINES) throw new DomainError("RULE_VIOLATION", `an import job takes at most ${MAX_IMPORT_LINES} lines`);
+  if (lines.length > MAX_IMPORT_LINES)
+    throw new DomainError("RULE_VIOLATION", `an import job takes at most ${MAX_IMPORT_LINES} lines`);
   let previous = 0;
   return lines.map(({ line, request, problem }) => {
-    if (!Number.isInteger(line) || line <= previous) throw new DomainError("INVALID_REQUEST", "line numbers must start from 1 and increase");
+    if (!Number.isInteger(line) || line <= previous)
+      throw new DomainError("INVALID_REQUEST", "line numbers must start from 1 and increase");
     previous = line;
     if (problem) {
       if (request) throw new DomainError("INVALID_REQUEST", `line ${line} has both an item and a problem`);
-      if (!(LINE_ERROR_CODES as readonly string[]).includes(problem.code)) throw new DomainError("INVALID_REQUEST", `line ${line}: a problem's code is INVALID_REQUEST or RULE_VIOLATION`);
-      return { line, problem: { code: problem.code as LineErrorCode, message: lineMessage(problem.message || "not a catalog item") } };
+      if (!(LINE_ERROR_CODES as readonly string[]).includes(problem.code))
+        throw new DomainError("INVALID_REQUEST", `line ${line}: a problem's code is INVALID_REQUEST or RULE_VIOLATION`);
+      return {
+        line,
+        problem: { code: problem.code as LineErrorCode, message: lineMessage(problem.message || "not a catalog item") },
+      };
     }
     if (!request) throw new DomainError("INVALID_REQUEST", `line ${line} has neither an item nor a problem`);
     return { line, request };
@@ -58,7 +70,9 @@ export function importLines(lines: readonly { line: number; request?: Uint8Array
 export function linesFingerprint(lines: readonly ImportLineInput[]): string {
   const hash = createHash("sha256");
   for (const l of lines) {
-    hash.update(`${l.line}\u0000${l.request ? Buffer.from(l.request).toString("base64") : ""}\u0000${l.problem?.code ?? ""}\u0000${l.problem?.message ?? ""}\n`);
+    hash.update(
+      `${l.line}\u0000${l.request ? Buffer.from(l.request).toString("base64") : ""}\u0000${l.problem?.code ?? ""}\u0000${l.problem?.message ?? ""}\n`,
+    );
   }
   return hash.digest("base64url");
 }

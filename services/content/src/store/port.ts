@@ -68,7 +68,12 @@ export interface ContentStore extends CatalogWriter {
   createDocument(tenantId: string, doc: { title: string; body: string }): Promise<DocumentRecord>;
   getDocument(tenantId: string, id: string): Promise<DocumentRecord | undefined>;
   /** The conditional write: applied only while the stored version is `expectedVersion` (any version when undefined). Records a cache change with it. */
-  updateDocument(tenantId: string, id: string, doc: { title: string; body: string }, expectedVersion: number | undefined): Promise<DocumentRecord | undefined>;
+  updateDocument(
+    tenantId: string,
+    id: string,
+    doc: { title: string; body: string },
+    expectedVersion: number | undefined,
+  ): Promise<DocumentRecord | undefined>;
   /** Inserts the post and announces it on the store's notification channel in the same transaction. */
   createPost(tenantId: string, authorId: bigint, post: { title: string; body: string }): Promise<PostRecord>;
   getPost(tenantId: string, id: string): Promise<PostRecord | undefined>;
@@ -100,7 +105,11 @@ export interface ContentStore extends CatalogWriter {
    * more than `leaseMs` ago (extended: false); answers the last change committed then. Taken under the
    * lock every change is recorded under: a change committed after it sees this lease.
    */
-  renewCacheLease(subscriberId: string, appliedPosition: bigint, leaseMs: number): Promise<{ requiredPosition: bigint; extended: boolean }>;
+  renewCacheLease(
+    subscriberId: string,
+    appliedPosition: bigint,
+    leaseMs: number,
+  ): Promise<{ requiredPosition: bigint; extended: boolean }>;
   /** Ends the lease of cache `subscriberId` now (it stopped answering from memory). */
   releaseCacheLease(subscriberId: string): Promise<void>;
   /**
@@ -115,7 +124,12 @@ export interface ContentStore extends CatalogWriter {
    * Records a queued job with its lines, once per (tenant, idempotency key): a retry with the same
    * request hash gets the job made first (replayed), another request IDEMPOTENCY_KEY_REUSED.
    */
-  createImportJob(tenantId: string, createdBy: bigint, idempotency: KeyedRequest<{ id: string }>, lines: readonly ImportLineInput[]): Promise<{ job: ImportJobRecord; replayed: boolean }>;
+  createImportJob(
+    tenantId: string,
+    createdBy: bigint,
+    idempotency: KeyedRequest<{ id: string }>,
+    lines: readonly ImportLineInput[],
+  ): Promise<{ job: ImportJobRecord; replayed: boolean }>;
   getImportJob(tenantId: string, id: string): Promise<ImportJobRecord | undefined>;
   /** Takes every running job's lease away (embedded storage at start: no other process can be running one). */
   expireImportLeases(): Promise<number>;
@@ -123,13 +137,23 @@ export interface ContentStore extends CatalogWriter {
    * Claims the oldest job that is queued, or running with its lease run out (an interruption), for
    * `runner` for `leaseMs`. A job that would reach `maxInterruptions` fails instead (its id is in `failed`).
    */
-  claimImportJob(runner: string, leaseMs: number, maxInterruptions: number): Promise<{ claimed?: { id: string; interrupted: boolean }; failed: string[] }>;
+  claimImportJob(
+    runner: string,
+    leaseMs: number,
+    maxInterruptions: number,
+  ): Promise<{ claimed?: { id: string; interrupted: boolean }; failed: string[] }>;
   /**
    * Runs the next `limit` lines of a job `runner` holds, in one transaction with what `work` writes
    * through the catalog writer it is given, the job's progress and its errors; renews the lease.
    * "done" when that was the last of them (the job succeeded), "lost" when the runner no longer holds the job.
    */
-  runImportChunk(jobId: string, runner: string, leaseMs: number, limit: number, work: (lines: ImportLineInput[], catalog: CatalogWriter) => Promise<ImportChunkOutcome>): Promise<ImportChunkStep>;
+  runImportChunk(
+    jobId: string,
+    runner: string,
+    leaseMs: number,
+    limit: number,
+    work: (lines: ImportLineInput[], catalog: CatalogWriter) => Promise<ImportChunkOutcome>,
+  ): Promise<ImportChunkStep>;
   /** Marks a job `runner` holds, whose lines have all run, succeeded; false when it no longer holds it. */
   completeImportJob(jobId: string, runner: string): Promise<boolean>;
   /** Gives a job `runner` holds back to the queue (a runner stopping cleanly). */

@@ -1,23 +1,71 @@
 // ContentStore on the PostgreSQL-family adapter. Document updates are conditional writes on the
 // stored version; new posts are announced with NOTIFY so that every replica's watchers see them.
-import { jsonResultCodec, runIdempotent, type KeyedRequest, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
+import {
+  jsonResultCodec,
+  runIdempotent,
+  type KeyedRequest,
+  type SqlDatabase,
+  type SqlExecutor,
+} from "@switchyard/platform/store";
 import { newId } from "@switchyard/platform/ids.js";
 import type { Keyset } from "@switchyard/platform/paging.js";
 import type { CatalogItemInput } from "../domain/content.js";
 import { MAX_JOB_ERRORS, type ImportJobStatus, type ImportLineInput, type LineErrorCode } from "../domain/imports.js";
 import type { CatalogWriter } from "../catalog-import.js";
-import type { CacheChangeKind, CacheChangeRecord, CatalogItemRecord, ContentStore, DocumentRecord, ImportChunkOutcome, ImportChunkStep, ImportJobRecord, PostRecord } from "./port.js";
+import type {
+  CacheChangeKind,
+  CacheChangeRecord,
+  CatalogItemRecord,
+  ContentStore,
+  DocumentRecord,
+  ImportChunkOutcome,
+  ImportChunkStep,
+  ImportJobRecord,
+  PostRecord,
+} from "./port.js";
 
 const DOC_COLUMNS = "id, tenant_id, title, body, version, created_at, updated_at";
 const POST_COLUMNS = "id, tenant_id, author_id, title, body, created_at";
 
-interface DocRow { id: string; tenant_id: string; title: string; body: string; version: number; created_at: Date; updated_at: Date }
-interface PostRow { id: string; tenant_id: string; author_id: bigint; title: string; body: string; created_at: Date }
+interface DocRow {
+  id: string;
+  tenant_id: string;
+  title: string;
+  body: string;
+  version: number;
+  created_at: Date;
+  updated_at: Date;
+}
+interface PostRow {
+  id: string;
+  tenant_id: string;
+  author_id: bigint;
+  title: string;
+  body: string;
+  created_at: Date;
+}
 
-interface ImportJobRow { id: string; tenant_id: string; created_by: bigint; status: ImportJobStatus; received: number; imported: number; failed: number; failure_message: string | null; created_at: Date; updated_at: Date }
-interface ImportLineRow { line: number; request: Uint8Array | null; problem_code: string | null; problem_message: string | null }
+interface ImportJobRow {
+  id: string;
+  tenant_id: string;
+  created_by: bigint;
+  status: ImportJobStatus;
+  received: number;
+  imported: number;
+  failed: number;
+  failure_message: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+interface ImportLineRow {
+  line: number;
+  request: Uint8Array | null;
+  problem_code: string | null;
+  problem_message: string | null;
+}
 
-const IMPORT_JOB_COLUMNS = "id, tenant_id, created_by, status, received, imported, failed, failure_message, created_at, updated_at";
+const IMPORT_JOB_COLUMNS =
+  "id, tenant_id, created_by, status, received, imported, failed, failure_message, created_at, updated_at";
 const CREATE_IMPORT_JOB = "content.create-import-job";
 const importJobCodec = jsonResultCodec<{ id: string }>();
 const NOW = "date_trunc('milliseconds', clock_timestamp())";
@@ -32,8 +80,23 @@ async function upsertCatalogItemWith(db: SqlExecutor, item: CatalogItemInput): P
   return rows[0]!.created;
 }
 
-const toDoc = (r: DocRow): DocumentRecord => ({ id: r.id, tenantId: r.tenant_id, title: r.title, body: r.body, version: r.version, createdAt: r.created_at, updatedAt: r.updated_at });
-const toPost = (r: PostRow): PostRecord => ({ id: r.id, tenantId: r.tenant_id, authorId: r.author_id, title: r.title, body: r.body, createdAt: r.created_at });
+const toDoc = (r: DocRow): DocumentRecord => ({
+  id: r.id,
+  tenantId: r.tenant_id,
+  title: r.title,
+  body: r.body,
+  version: r.version,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
+});
+const toPost = (r: PostRow): PostRecord => ({
+  id: r.id,
+  tenantId: r.tenant_id,
+  authorId: r.author_id,
+  title: r.title,
+  body: r.body,
+  createdAt: r.created_at,
+});
 
 export class SqlContentStore implements ContentStore {
   private readonly postsChannel: string;
@@ -58,20 +121,34 @@ export class SqlContentStore implements ContentStore {
   private async recordCacheChange(tx: SqlExecutor, kind: CacheChangeKind, tenantId = "", id = ""): Promise<void> {
     await tx.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [this.cacheLogLock]);
     // Delivered to every replica's listener when the transaction commits: a wake-up to read the log.
-    await tx.query(`WITH c AS (INSERT INTO cache_changes (kind, tenant_id, id) VALUES ($1, $2, $3) RETURNING position) SELECT pg_notify($4, position::text) FROM c`, [kind, tenantId, id, this.cacheChangesChannel]);
+    await tx.query(
+      `WITH c AS (INSERT INTO cache_changes (kind, tenant_id, id) VALUES ($1, $2, $3) RETURNING position) SELECT pg_notify($4, position::text) FROM c`,
+      [kind, tenantId, id, this.cacheChangesChannel],
+    );
   }
 
   async createDocument(tenantId: string, doc: { title: string; body: string }): Promise<DocumentRecord> {
-    const { rows } = await this.db.query<DocRow>(`INSERT INTO documents (id, tenant_id, title, body) VALUES ($1, $2, $3, $4) RETURNING ${DOC_COLUMNS}`, [newId("doc"), tenantId, doc.title, doc.body]);
+    const { rows } = await this.db.query<DocRow>(
+      `INSERT INTO documents (id, tenant_id, title, body) VALUES ($1, $2, $3, $4) RETURNING ${DOC_COLUMNS}`,
+      [newId("doc"), tenantId, doc.title, doc.body],
+    );
     return toDoc(rows[0]!);
   }
 
   async getDocument(tenantId: string, id: string): Promise<DocumentRecord | undefined> {
-    const { rows } = await this.db.query<DocRow>(`SELECT ${DOC_COLUMNS} FROM documents WHERE id = $1 AND tenant_id = $2`, [id, tenantId]);
+    const { rows } = await this.db.query<DocRow>(
+      `SELECT ${DOC_COLUMNS} FROM documents WHERE id = $1 AND tenant_id = $2`,
+      [id, tenantId],
+    );
     return rows[0] && toDoc(rows[0]);
   }
 
-  updateDocument(tenantId: string, id: string, doc: { title: string; body: string }, expectedVersion: number | undefined): Promise<DocumentRecord | undefined> {
+  updateDocument(
+    tenantId: string,
+    id: string,
+    doc: { title: string; body: string },
+    expectedVersion: number | undefined,
+  ): Promise<DocumentRecord | undefined> {
     return this.db.transaction(async (tx) => {
       const { rows } = await tx.query<DocRow>(
         `UPDATE documents SET title = $3, body = $4, version = version + 1, updated_at = date_trunc('milliseconds', clock_timestamp())
@@ -105,19 +182,31 @@ export class SqlContentStore implements ContentStore {
   }
 
   async getPost(tenantId: string, id: string): Promise<PostRecord | undefined> {
-    const { rows } = await this.db.query<PostRow>(`SELECT ${POST_COLUMNS} FROM posts WHERE id = $1 AND tenant_id = $2`, [id, tenantId]);
+    const { rows } = await this.db.query<PostRow>(
+      `SELECT ${POST_COLUMNS} FROM posts WHERE id = $1 AND tenant_id = $2`,
+      [id, tenantId],
+    );
     return rows[0] && toPost(rows[0]);
   }
 
   async listPosts(tenantId: string, before: Keyset | undefined, limit: number): Promise<PostRecord[]> {
     const { rows } = before
-      ? await this.db.query<PostRow>(`SELECT ${POST_COLUMNS} FROM posts WHERE tenant_id = $1 AND (created_at, id) < ($2, $3) ORDER BY created_at DESC, id DESC LIMIT $4`, [tenantId, before.createdAt, before.id, limit])
-      : await this.db.query<PostRow>(`SELECT ${POST_COLUMNS} FROM posts WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, [tenantId, limit]);
+      ? await this.db.query<PostRow>(
+          `SELECT ${POST_COLUMNS} FROM posts WHERE tenant_id = $1 AND (created_at, id) < ($2, $3) ORDER BY created_at DESC, id DESC LIMIT $4`,
+          [tenantId, before.createdAt, before.id, limit],
+        )
+      : await this.db.query<PostRow>(
+          `SELECT ${POST_COLUMNS} FROM posts WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`,
+          [tenantId, limit],
+        );
     return rows.map(toPost);
   }
 
   async listPostsAfter(tenantId: string, after: Keyset, limit: number): Promise<PostRecord[]> {
-    const { rows } = await this.db.query<PostRow>(`SELECT ${POST_COLUMNS} FROM posts WHERE tenant_id = $1 AND (created_at, id) > ($2, $3) ORDER BY created_at ASC, id ASC LIMIT $4`, [tenantId, after.createdAt, after.id, limit]);
+    const { rows } = await this.db.query<PostRow>(
+      `SELECT ${POST_COLUMNS} FROM posts WHERE tenant_id = $1 AND (created_at, id) > ($2, $3) ORDER BY created_at ASC, id ASC LIMIT $4`,
+      [tenantId, after.createdAt, after.id, limit],
+    );
     return rows.map(toPost);
   }
 
@@ -141,15 +230,39 @@ export class SqlContentStore implements ContentStore {
   }
 
   async listCatalogItems(offset: number, limit: number): Promise<{ items: CatalogItemRecord[]; total: number }> {
-    const page = await this.db.query<{ sku: string; name: string; price: bigint; currency: string; updated_at: Date }>(`SELECT sku, name, price, currency, updated_at FROM catalog_items ORDER BY sku LIMIT $1 OFFSET $2`, [limit, offset]);
+    const page = await this.db.query<{ sku: string; name: string; price: bigint; currency: string; updated_at: Date }>(
+      `SELECT sku, name, price, currency, updated_at FROM catalog_items ORDER BY sku LIMIT $1 OFFSET $2`,
+      [limit, offset],
+    );
     const count = await this.db.query<{ n: bigint }>(`SELECT count(*)::bigint AS n FROM catalog_items`);
-    return { items: page.rows.map((r) => ({ sku: r.sku, name: r.name, price: r.price, currency: r.currency, updatedAt: r.updated_at })), total: Number(count.rows[0]?.n ?? 0n) };
+    return {
+      items: page.rows.map((r) => ({
+        sku: r.sku,
+        name: r.name,
+        price: r.price,
+        currency: r.currency,
+        updatedAt: r.updated_at,
+      })),
+      total: Number(count.rows[0]?.n ?? 0n),
+    };
   }
 
   async getCatalogItems(skus: readonly string[]): Promise<CatalogItemRecord[]> {
     if (skus.length === 0) return [];
-    const { rows } = await this.db.query<{ sku: string; name: string; price: bigint; currency: string; updated_at: Date }>(`SELECT sku, name, price, currency, updated_at FROM catalog_items WHERE sku = ANY($1::text[])`, [skus]);
-    return rows.map((r) => ({ sku: r.sku, name: r.name, price: r.price, currency: r.currency, updatedAt: r.updated_at }));
+    const { rows } = await this.db.query<{
+      sku: string;
+      name: string;
+      price: bigint;
+      currency: string;
+      updated_at: Date;
+    }>(`SELECT sku, name, price, currency, updated_at FROM catalog_items WHERE sku = ANY($1::text[])`, [skus]);
+    return rows.map((r) => ({
+      sku: r.sku,
+      name: r.name,
+      price: r.price,
+      currency: r.currency,
+      updatedAt: r.updated_at,
+    }));
   }
 
   upsertCatalogItem(item: CatalogItemInput): Promise<boolean> {
@@ -161,7 +274,9 @@ export class SqlContentStore implements ContentStore {
   }
 
   async latestCacheChange(): Promise<bigint> {
-    const { rows } = await this.db.query<{ position: bigint | null }>(`SELECT max(position) AS position FROM cache_changes`);
+    const { rows } = await this.db.query<{ position: bigint | null }>(
+      `SELECT max(position) AS position FROM cache_changes`,
+    );
     return BigInt(rows[0]?.position ?? 0n);
   }
 
@@ -178,11 +293,21 @@ export class SqlContentStore implements ContentStore {
   }
 
   async pruneCacheLog(olderThanMs: number): Promise<void> {
-    await this.db.query(`DELETE FROM cache_changes WHERE created_at < clock_timestamp() - $1::integer * interval '1 millisecond' AND position < (SELECT max(position) FROM cache_changes)`, [olderThanMs]);
-    await this.db.query(`DELETE FROM cache_subscribers WHERE lease_until < clock_timestamp() - $1::integer * interval '1 millisecond'`, [olderThanMs]);
+    await this.db.query(
+      `DELETE FROM cache_changes WHERE created_at < clock_timestamp() - $1::integer * interval '1 millisecond' AND position < (SELECT max(position) FROM cache_changes)`,
+      [olderThanMs],
+    );
+    await this.db.query(
+      `DELETE FROM cache_subscribers WHERE lease_until < clock_timestamp() - $1::integer * interval '1 millisecond'`,
+      [olderThanMs],
+    );
   }
 
-  renewCacheLease(subscriberId: string, appliedPosition: bigint, leaseMs: number): Promise<{ requiredPosition: bigint; extended: boolean }> {
+  renewCacheLease(
+    subscriberId: string,
+    appliedPosition: bigint,
+    leaseMs: number,
+  ): Promise<{ requiredPosition: bigint; extended: boolean }> {
     return this.db.transaction(async (tx) => {
       // Under the changes' lock: every change committed before is visible to the next statement, and
       // every change committed after it finds this lease when its writer checks the caches.
@@ -207,7 +332,10 @@ export class SqlContentStore implements ContentStore {
 
   async releaseCacheLease(subscriberId: string): Promise<void> {
     // Shortening a lease needs no lock: the cache has already stopped answering. The writes waiting wake up.
-    await this.db.query(`WITH released AS (UPDATE cache_subscribers SET lease_until = '-infinity' WHERE id = $1 RETURNING 1) SELECT pg_notify($2, '') FROM released`, [subscriberId, this.cacheAcksChannel]);
+    await this.db.query(
+      `WITH released AS (UPDATE cache_subscribers SET lease_until = '-infinity' WHERE id = $1 RETURNING 1) SELECT pg_notify($2, '') FROM released`,
+      [subscriberId, this.cacheAcksChannel],
+    );
   }
 
   async cachesBehind(position: bigint | undefined): Promise<{ position: bigint; behind: number; untilMs: number }> {
@@ -226,30 +354,55 @@ export class SqlContentStore implements ContentStore {
     return this.db.listen(this.cacheAcksChannel, () => onAck());
   }
 
-  async createImportJob(tenantId: string, createdBy: bigint, idempotency: KeyedRequest<{ id: string }>, lines: readonly ImportLineInput[]): Promise<{ job: ImportJobRecord; replayed: boolean }> {
-    const { result, replayed } = await runIdempotent(this.db, { tenantId, operation: CREATE_IMPORT_JOB, ...idempotency }, importJobCodec, async (tx) => {
-      const id = newId("imp");
-      await tx.query(`INSERT INTO import_jobs (id, tenant_id, created_by, status, received) VALUES ($1, $2, $3, 'queued', $4)`, [id, tenantId, createdBy, lines.length]);
-      // Every line in one statement (one JSON parameter: both drivers pass it alike, bytes as base64).
-      const rows = lines.map((l, position) => ({ position, line: l.line, request: l.request ? Buffer.from(l.request).toString("base64") : null, problem_code: l.problem?.code ?? null, problem_message: l.problem?.message ?? null }));
-      await tx.query(
-        `INSERT INTO import_job_lines (job_id, position, line, request, problem_code, problem_message)
+  async createImportJob(
+    tenantId: string,
+    createdBy: bigint,
+    idempotency: KeyedRequest<{ id: string }>,
+    lines: readonly ImportLineInput[],
+  ): Promise<{ job: ImportJobRecord; replayed: boolean }> {
+    const { result, replayed } = await runIdempotent(
+      this.db,
+      { tenantId, operation: CREATE_IMPORT_JOB, ...idempotency },
+      importJobCodec,
+      async (tx) => {
+        const id = newId("imp");
+        await tx.query(
+          `INSERT INTO import_jobs (id, tenant_id, created_by, status, received) VALUES ($1, $2, $3, 'queued', $4)`,
+          [id, tenantId, createdBy, lines.length],
+        );
+        // Every line in one statement (one JSON parameter: both drivers pass it alike, bytes as base64).
+        const rows = lines.map((l, position) => ({
+          position,
+          line: l.line,
+          request: l.request ? Buffer.from(l.request).toString("base64") : null,
+          problem_code: l.problem?.code ?? null,
+          problem_message: l.problem?.message ?? null,
+        }));
+        await tx.query(
+          `INSERT INTO import_job_lines (job_id, position, line, request, problem_code, problem_message)
          SELECT $1, t.position, t.line, decode(t.request, 'base64'), t.problem_code, t.problem_message
          FROM jsonb_to_recordset($2::jsonb) AS t(position integer, line integer, request text, problem_code text, problem_message text)`,
-        [id, JSON.stringify(rows)],
-      );
-      return { id };
-    });
+          [id, JSON.stringify(rows)],
+        );
+        return { id };
+      },
+    );
     const job = await this.getImportJob(tenantId, result.id);
     if (!job) throw new Error(`import job ${result.id} vanished`);
     return { job, replayed };
   }
 
   async getImportJob(tenantId: string, id: string): Promise<ImportJobRecord | undefined> {
-    const { rows } = await this.db.query<ImportJobRow>(`SELECT ${IMPORT_JOB_COLUMNS} FROM import_jobs WHERE id = $1 AND tenant_id = $2`, [id, tenantId]);
+    const { rows } = await this.db.query<ImportJobRow>(
+      `SELECT ${IMPORT_JOB_COLUMNS} FROM import_jobs WHERE id = $1 AND tenant_id = $2`,
+      [id, tenantId],
+    );
     const row = rows[0];
     if (!row) return undefined;
-    const errors = await this.db.query<{ line: number; code: string; message: string }>(`SELECT line, code, message FROM import_job_errors WHERE job_id = $1 ORDER BY line LIMIT $2`, [id, MAX_JOB_ERRORS]);
+    const errors = await this.db.query<{ line: number; code: string; message: string }>(
+      `SELECT line, code, message FROM import_job_errors WHERE job_id = $1 ORDER BY line LIMIT $2`,
+      [id, MAX_JOB_ERRORS],
+    );
     return {
       id: row.id,
       tenantId: row.tenant_id,
@@ -266,11 +419,17 @@ export class SqlContentStore implements ContentStore {
   }
 
   async expireImportLeases(): Promise<number> {
-    const { rowCount } = await this.db.query(`UPDATE import_jobs SET lease_until = '-infinity' WHERE status = 'running'`);
+    const { rowCount } = await this.db.query(
+      `UPDATE import_jobs SET lease_until = '-infinity' WHERE status = 'running'`,
+    );
     return rowCount;
   }
 
-  claimImportJob(runner: string, leaseMs: number, maxInterruptions: number): Promise<{ claimed?: { id: string; interrupted: boolean }; failed: string[] }> {
+  claimImportJob(
+    runner: string,
+    leaseMs: number,
+    maxInterruptions: number,
+  ): Promise<{ claimed?: { id: string; interrupted: boolean }; failed: string[] }> {
     return this.db.transaction(async (tx) => {
       const failed: string[] = [];
       for (;;) {
@@ -288,7 +447,10 @@ export class SqlContentStore implements ContentStore {
             `UPDATE import_jobs SET status = 'failed', interruptions = interruptions + 1, lease_owner = NULL, lease_until = NULL, updated_at = ${NOW},
                failure_message = $2
              WHERE id = $1`,
-            [job.id, `the import was interrupted ${maxInterruptions} times (the content service stopped while running it); lines before the interruption stay imported`],
+            [
+              job.id,
+              `the import was interrupted ${maxInterruptions} times (the content service stopped while running it); lines before the interruption stay imported`,
+            ],
           );
           await tx.query(`DELETE FROM import_job_lines WHERE job_id = $1`, [job.id]);
           failed.push(job.id);
@@ -305,7 +467,13 @@ export class SqlContentStore implements ContentStore {
     });
   }
 
-  runImportChunk(jobId: string, runner: string, leaseMs: number, limit: number, work: (lines: ImportLineInput[], catalog: CatalogWriter) => Promise<ImportChunkOutcome>): Promise<ImportChunkStep> {
+  runImportChunk(
+    jobId: string,
+    runner: string,
+    leaseMs: number,
+    limit: number,
+    work: (lines: ImportLineInput[], catalog: CatalogWriter) => Promise<ImportChunkOutcome>,
+  ): Promise<ImportChunkStep> {
     return this.db.transaction(async (tx) => {
       const held = await tx.query<{ next_position: number; received: number; failed: number }>(
         `SELECT next_position, received, failed FROM import_jobs WHERE id = $1 AND status = 'running' AND lease_owner = $2 FOR UPDATE`,
@@ -318,7 +486,9 @@ export class SqlContentStore implements ContentStore {
         [jobId, job.next_position, limit],
       );
       const lines: ImportLineInput[] = rows.map((r) =>
-        r.request ? { line: r.line, request: r.request } : { line: r.line, problem: { code: r.problem_code as LineErrorCode, message: r.problem_message ?? "" } },
+        r.request
+          ? { line: r.line, request: r.request }
+          : { line: r.line, problem: { code: r.problem_code as LineErrorCode, message: r.problem_message ?? "" } },
       );
       const outcome = await work(lines, { upsertCatalogItem: (item) => upsertCatalogItemWith(tx, item) });
       const room = Math.max(0, MAX_JOB_ERRORS - job.failed);
@@ -357,6 +527,9 @@ export class SqlContentStore implements ContentStore {
   }
 
   async releaseImportJob(jobId: string, runner: string): Promise<void> {
-    await this.db.query(`UPDATE import_jobs SET status = 'queued', lease_owner = NULL, lease_until = NULL, updated_at = ${NOW} WHERE id = $1 AND status = 'running' AND lease_owner = $2`, [jobId, runner]);
+    await this.db.query(
+      `UPDATE import_jobs SET status = 'queued', lease_owner = NULL, lease_until = NULL, updated_at = ${NOW} WHERE id = $1 AND status = 'running' AND lease_owner = $2`,
+      [jobId, runner],
+    );
   }
 }

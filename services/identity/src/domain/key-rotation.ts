@@ -40,7 +40,10 @@ export function planRotation(keys: readonly KeyTimes[], now: number, settings: R
     .map((k) => k.kid);
   if (!signing && !pending) return { addActivatingAt: now, remove };
   if (!pending && signing && signing.activatesAt + settings.rotationMs - settings.publishLeadMs <= now) {
-    return { addActivatingAt: Math.max(signing.activatesAt + settings.rotationMs, now + settings.publishLeadMs), remove };
+    return {
+      addActivatingAt: Math.max(signing.activatesAt + settings.rotationMs, now + settings.publishLeadMs),
+      remove,
+    };
   }
   return { remove };
 }

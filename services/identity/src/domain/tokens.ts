@@ -1,5 +1,11 @@
 // What an access token says about its holder (the claims), decided without I/O.
-import { SERVICE_TOKEN_AUDIENCE, SERVICE_TOKEN_ROLE, TOKEN_AUDIENCE, TOKEN_ISSUER, type Role } from "@switchyard/platform/caller.js";
+import {
+  SERVICE_TOKEN_AUDIENCE,
+  SERVICE_TOKEN_ROLE,
+  TOKEN_AUDIENCE,
+  TOKEN_ISSUER,
+  type Role,
+} from "@switchyard/platform/caller.js";
 
 /** Service tokens live short: a service fetches a new one long before this passes. */
 export const SERVICE_TOKEN_TTL_SECONDS = 300;

@@ -38,23 +38,41 @@ export function normalizeEmail(email: string): string {
  * nobody can tell where a name splits) or in parts (given and family name: the whole name is them
  * joined by a space). Never both.
  */
-export function validateName(input: { fullName: string; givenName?: string; familyName?: string }): { fullName: string; name: PersonName } {
+export function validateName(input: { fullName: string; givenName?: string; familyName?: string }): {
+  fullName: string;
+  name: PersonName;
+} {
   const inParts = Boolean(input.givenName || input.familyName);
-  if (inParts && input.fullName !== "") throw new DomainError("RULE_VIOLATION", "give full_name or the name in parts (given_name, family_name), not both", { field: "full_name" });
+  if (inParts && input.fullName !== "")
+    throw new DomainError("RULE_VIOLATION", "give full_name or the name in parts (given_name, family_name), not both", {
+      field: "full_name",
+    });
   if (!inParts) {
     const fullName = input.fullName.trim();
     if (fullName.length === 0 || fullName.length > FULL_NAME_MAX_LENGTH || CONTROL_CHARACTER.test(fullName)) {
-      throw new DomainError("RULE_VIOLATION", `full_name must be 1 to ${FULL_NAME_MAX_LENGTH} characters without control characters`, { field: "full_name" });
+      throw new DomainError(
+        "RULE_VIOLATION",
+        `full_name must be 1 to ${FULL_NAME_MAX_LENGTH} characters without control characters`,
+        { field: "full_name" },
+      );
     }
     return { fullName, name: { given: fullName, family: "" } };
   }
   const given = (input.givenName ?? "").trim();
   const family = (input.familyName ?? "").trim();
   if (given.length === 0 || given.length > GIVEN_NAME_MAX_LENGTH || CONTROL_CHARACTER.test(given)) {
-    throw new DomainError("RULE_VIOLATION", `name.given must be 1 to ${GIVEN_NAME_MAX_LENGTH} characters without control characters`, { field: "name.given" });
+    throw new DomainError(
+      "RULE_VIOLATION",
+      `name.given must be 1 to ${GIVEN_NAME_MAX_LENGTH} characters without control characters`,
+      { field: "name.given" },
+    );
   }
   if (family.length > FAMILY_NAME_MAX_LENGTH || CONTROL_CHARACTER.test(family)) {
-    throw new DomainError("RULE_VIOLATION", `name.family must be at most ${FAMILY_NAME_MAX_LENGTH} characters without control characters`, { field: "name.family" });
+    throw new DomainError(
+      "RULE_VIOLATION",
+      `name.family must be at most ${FAMILY_NAME_MAX_LENGTH} characters without control characters`,
+      { field: "name.family" },
+    );
   }
   return { fullName: family ? `${given} ${family}` : given, name: { given, family } };
 }
@@ -63,14 +81,27 @@ export function validateName(input: { fullName: string; givenName?: string; fami
  * A new user, as valid; a role that is neither admin nor member ("invalid": a number the proto does
  * not name) is refused first.
  */
-export function validateNewUser(input: { email: string; fullName: string; givenName?: string; familyName?: string; password: string; role: Role | undefined | "invalid" }): NewUser {
-  if (input.role === "invalid") throw new DomainError("RULE_VIOLATION", "role must be admin or member", { field: "role" });
+export function validateNewUser(input: {
+  email: string;
+  fullName: string;
+  givenName?: string;
+  familyName?: string;
+  password: string;
+  role: Role | undefined | "invalid";
+}): NewUser {
+  if (input.role === "invalid")
+    throw new DomainError("RULE_VIOLATION", "role must be admin or member", { field: "role" });
   const email = normalizeEmail(input.email);
-  if (email.length > EMAIL_MAX_LENGTH || !EMAIL.test(email)) throw new DomainError("RULE_VIOLATION", "email must be a valid email address", { field: "email" });
+  if (email.length > EMAIL_MAX_LENGTH || !EMAIL.test(email))
+    throw new DomainError("RULE_VIOLATION", "email must be a valid email address", { field: "email" });
   const { fullName, name } = validateName(input);
   const length = [...input.password].length;
   if (length < PASSWORD_MIN_LENGTH || length > PASSWORD_MAX_LENGTH) {
-    throw new DomainError("RULE_VIOLATION", `password must be ${PASSWORD_MIN_LENGTH} to ${PASSWORD_MAX_LENGTH} characters`, { field: "password" });
+    throw new DomainError(
+      "RULE_VIOLATION",
+      `password must be ${PASSWORD_MIN_LENGTH} to ${PASSWORD_MAX_LENGTH} characters`,
+      { field: "password" },
+    );
   }
   return { email, fullName, name, password: input.password, role: input.role ?? "member" };
 }

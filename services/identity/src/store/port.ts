@@ -59,14 +59,25 @@ export interface IdentityStore {
   upsertTenant(tenant: { id: string; displayName: string }): Promise<TenantRecord>;
   getTenant(id: string): Promise<TenantRecord | undefined>;
   /** A new tenant and its first admin, both or neither: ALREADY_EXISTS, with nothing written, when the tenant exists. */
-  createTenantWithAdmin(tenant: { id: string; displayName: string }, admin: { email: string; fullName: string; givenName: string; familyName: string; passwordHash: string }): Promise<{ tenant: TenantRecord; admin: UserRecord }>;
+  createTenantWithAdmin(
+    tenant: { id: string; displayName: string },
+    admin: { email: string; fullName: string; givenName: string; familyName: string; passwordHash: string },
+  ): Promise<{ tenant: TenantRecord; admin: UserRecord }>;
   /** Active (not deleted) users only. */
   findUserByEmail(tenantId: string, email: string): Promise<UserRecord | undefined>;
   getUser(tenantId: string, id: bigint): Promise<UserRecord | undefined>;
   /** Newest first; `after` is the keyset position of the previous page's last row. */
   listUsers(tenantId: string, after: Keyset | undefined, limit: number): Promise<UserRecord[]>;
   /** Fails with ALREADY_EXISTS when an active user of the tenant has the email. */
-  createUser(user: { tenantId: string; email: string; fullName: string; givenName: string; familyName: string; role: Role; passwordHash: string }): Promise<UserRecord>;
+  createUser(user: {
+    tenantId: string;
+    email: string;
+    fullName: string;
+    givenName: string;
+    familyName: string;
+    role: Role;
+    passwordHash: string;
+  }): Promise<UserRecord>;
   /** Soft delete, revoking every session of the user (announced like revokeSession); false when there was no such active user. */
   deleteUser(tenantId: string, id: bigint): Promise<boolean>;
   /** Replaces a user's password hash (a stronger hash of the same password). */
@@ -85,5 +96,7 @@ export interface IdentityStore {
    * Decides and applies a change of the keys under a lock that every replica takes to change them
    * (so two rotating at once add one key, not two); resolves to the keys as they are afterwards.
    */
-  changeSigningKeys(decide: (keys: SigningKeyRecord[]) => Promise<SigningKeyChange> | SigningKeyChange): Promise<SigningKeyRecord[]>;
+  changeSigningKeys(
+    decide: (keys: SigningKeyRecord[]) => Promise<SigningKeyChange> | SigningKeyChange,
+  ): Promise<SigningKeyRecord[]>;
 }

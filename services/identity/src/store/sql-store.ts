@@ -3,13 +3,33 @@ import { fail } from "@switchyard/platform/errors.js";
 import type { Role } from "@switchyard/platform/caller.js";
 import type { SqlDatabase, SqlExecutor } from "@switchyard/platform/store";
 import type { Keyset } from "@switchyard/platform/paging.js";
-import type { IdentityStore, RevocationRecord, SessionRecord, SigningKeyChange, SigningKeyRecord, TenantRecord, UserRecord } from "./port.js";
+import type {
+  IdentityStore,
+  RevocationRecord,
+  SessionRecord,
+  SigningKeyChange,
+  SigningKeyRecord,
+  TenantRecord,
+  UserRecord,
+} from "./port.js";
 
 async function readSigningKeys(db: SqlExecutor): Promise<SigningKeyRecord[]> {
-  const { rows } = await db.query<{ kid: string; private_jwk: string; public_jwk: string; created_at: Date; activates_at: Date }>(
+  const { rows } = await db.query<{
+    kid: string;
+    private_jwk: string;
+    public_jwk: string;
+    created_at: Date;
+    activates_at: Date;
+  }>(
     `SELECT kid, private_jwk, public_jwk, created_at, activates_at FROM signing_keys ORDER BY activates_at DESC, kid DESC`,
   );
-  return rows.map((r) => ({ kid: r.kid, privateJwk: r.private_jwk, publicJwk: r.public_jwk, createdAt: r.created_at, activatesAt: r.activates_at }));
+  return rows.map((r) => ({
+    kid: r.kid,
+    privateJwk: r.private_jwk,
+    publicJwk: r.public_jwk,
+    createdAt: r.created_at,
+    activatesAt: r.activates_at,
+  }));
 }
 
 interface UserRow {
@@ -25,7 +45,8 @@ interface UserRow {
   created_at: Date;
 }
 
-const USER_COLUMNS = "id, tenant_id, email, full_name, given_name, family_name, role, password_hash, internal_risk_score, created_at";
+const USER_COLUMNS =
+  "id, tenant_id, email, full_name, given_name, family_name, role, password_hash, internal_risk_score, created_at";
 
 const toUser = (r: UserRow): UserRecord => ({
   id: r.id,
@@ -40,11 +61,23 @@ const toUser = (r: UserRow): UserRecord => ({
   createdAt: r.created_at,
 });
 
-const toTenant = (r: { id: string; display_name: string; created_at: Date }): TenantRecord => ({ id: r.id, displayName: r.display_name, createdAt: r.created_at });
+const toTenant = (r: { id: string; display_name: string; created_at: Date }): TenantRecord => ({
+  id: r.id,
+  displayName: r.display_name,
+  createdAt: r.created_at,
+});
 
 const UNIQUE_VIOLATION = "23505";
 
-type NewUserRecord = { tenantId: string; email: string; fullName: string; givenName: string; familyName: string; role: Role; passwordHash: string };
+type NewUserRecord = {
+  tenantId: string;
+  email: string;
+  fullName: string;
+  givenName: string;
+  familyName: string;
+  role: Role;
+  passwordHash: string;
+};
 
 async function insertUser(db: SqlExecutor, user: NewUserRecord): Promise<UserRecord> {
   try {
@@ -54,7 +87,8 @@ async function insertUser(db: SqlExecutor, user: NewUserRecord): Promise<UserRec
     );
     return toUser(rows[0]!);
   } catch (err) {
-    if ((err as { code?: string }).code === UNIQUE_VIOLATION) throw fail("ALREADY_EXISTS", "a user with this email already exists in the tenant", { field: "email" });
+    if ((err as { code?: string }).code === UNIQUE_VIOLATION)
+      throw fail("ALREADY_EXISTS", "a user with this email already exists in the tenant", { field: "email" });
     throw err;
   }
 }
@@ -77,17 +111,26 @@ export class SqlIdentityStore implements IdentityStore {
   }
 
   async getTenant(id: string): Promise<TenantRecord | undefined> {
-    const { rows } = await this.db.query<{ id: string; display_name: string; created_at: Date }>(`SELECT id, display_name, created_at FROM tenants WHERE id = $1`, [id]);
+    const { rows } = await this.db.query<{ id: string; display_name: string; created_at: Date }>(
+      `SELECT id, display_name, created_at FROM tenants WHERE id = $1`,
+      [id],
+    );
     return rows[0] && toTenant(rows[0]);
   }
 
   async findUserByEmail(tenantId: string, email: string): Promise<UserRecord | undefined> {
-    const { rows } = await this.db.query<UserRow>(`SELECT ${USER_COLUMNS} FROM users WHERE tenant_id = $1 AND lower(email) = lower($2) AND NOT is_deleted`, [tenantId, email]);
+    const { rows } = await this.db.query<UserRow>(
+      `SELECT ${USER_COLUMNS} FROM users WHERE tenant_id = $1 AND lower(email) = lower($2) AND NOT is_deleted`,
+      [tenantId, email],
+    );
     return rows[0] && toUser(rows[0]);
   }
 
   async getUser(tenantId: string, id: bigint): Promise<UserRecord | undefined> {
-    const { rows } = await this.db.query<UserRow>(`SELECT ${USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2 AND NOT is_deleted`, [tenantId, id]);
+    const { rows } = await this.db.query<UserRow>(
+      `SELECT ${USER_COLUMNS} FROM users WHERE tenant_id = $1 AND id = $2 AND NOT is_deleted`,
+      [tenantId, id],
+    );
     return rows[0] && toUser(rows[0]);
   }
 
@@ -98,7 +141,10 @@ export class SqlIdentityStore implements IdentityStore {
            ORDER BY created_at DESC, id DESC LIMIT $4`,
           [tenantId, after.createdAt, after.id, limit],
         )
-      : await this.db.query<UserRow>(`SELECT ${USER_COLUMNS} FROM users WHERE tenant_id = $1 AND NOT is_deleted ORDER BY created_at DESC, id DESC LIMIT $2`, [tenantId, limit]);
+      : await this.db.query<UserRow>(
+          `SELECT ${USER_COLUMNS} FROM users WHERE tenant_id = $1 AND NOT is_deleted ORDER BY created_at DESC, id DESC LIMIT $2`,
+          [tenantId, limit],
+        );
     return rows.map(toUser);
   }
 
@@ -106,7 +152,10 @@ export class SqlIdentityStore implements IdentityStore {
     return insertUser(this.db, user);
   }
 
-  createTenantWithAdmin(tenant: { id: string; displayName: string }, admin: { email: string; fullName: string; givenName: string; familyName: string; passwordHash: string }): Promise<{ tenant: TenantRecord; admin: UserRecord }> {
+  createTenantWithAdmin(
+    tenant: { id: string; displayName: string },
+    admin: { email: string; fullName: string; givenName: string; familyName: string; passwordHash: string },
+  ): Promise<{ tenant: TenantRecord; admin: UserRecord }> {
     return this.db.transaction(async (tx) => {
       // A tenant made at the same moment by another call: this insert waits for it, then inserts nothing.
       const { rows } = await tx.query<{ id: string; display_name: string; created_at: Date }>(
@@ -114,17 +163,27 @@ export class SqlIdentityStore implements IdentityStore {
         [tenant.id, tenant.displayName],
       );
       if (!rows[0]) throw fail("ALREADY_EXISTS", `tenant "${tenant.id}" already exists`, { field: "tenant_id" });
-      return { tenant: toTenant(rows[0]), admin: await insertUser(tx, { tenantId: tenant.id, role: "admin", ...admin }) };
+      return {
+        tenant: toTenant(rows[0]),
+        admin: await insertUser(tx, { tenantId: tenant.id, role: "admin", ...admin }),
+      };
     });
   }
 
   async updatePasswordHash(tenantId: string, id: bigint, passwordHash: string): Promise<void> {
-    await this.db.query(`UPDATE users SET password_hash = $3 WHERE tenant_id = $1 AND id = $2 AND NOT is_deleted`, [tenantId, id, passwordHash]);
+    await this.db.query(`UPDATE users SET password_hash = $3 WHERE tenant_id = $1 AND id = $2 AND NOT is_deleted`, [
+      tenantId,
+      id,
+      passwordHash,
+    ]);
   }
 
   deleteUser(tenantId: string, id: bigint): Promise<boolean> {
     return this.db.transaction(async (tx) => {
-      const { rowCount } = await tx.query(`UPDATE users SET is_deleted = true, deleted_at = now() WHERE tenant_id = $1 AND id = $2 AND NOT is_deleted`, [tenantId, id]);
+      const { rowCount } = await tx.query(
+        `UPDATE users SET is_deleted = true, deleted_at = now() WHERE tenant_id = $1 AND id = $2 AND NOT is_deleted`,
+        [tenantId, id],
+      );
       if (rowCount !== 1) return false;
       // Every token of the user stops working everywhere, not only here.
       const revoked = await tx.query<{ id: string; expires_at: Date }>(
@@ -150,11 +209,16 @@ export class SqlIdentityStore implements IdentityStore {
 
   /** Delivered to every listener when the transaction commits, never before. */
   private async announce(tx: SqlExecutor, revocation: RevocationRecord): Promise<void> {
-    await tx.query(`SELECT pg_notify($1, $2)`, [this.revocationsChannel, JSON.stringify({ s: revocation.sessionId, e: revocation.expiresAt.getTime() })]);
+    await tx.query(`SELECT pg_notify($1, $2)`, [
+      this.revocationsChannel,
+      JSON.stringify({ s: revocation.sessionId, e: revocation.expiresAt.getTime() }),
+    ]);
   }
 
   async liveRevocations(): Promise<RevocationRecord[]> {
-    const { rows } = await this.db.query<{ id: string; expires_at: Date }>(`SELECT id, expires_at FROM sessions WHERE revoked_at IS NOT NULL AND expires_at > now()`);
+    const { rows } = await this.db.query<{ id: string; expires_at: Date }>(
+      `SELECT id, expires_at FROM sessions WHERE revoked_at IS NOT NULL AND expires_at > now()`,
+    );
     return rows.map((r) => ({ sessionId: r.id, expiresAt: r.expires_at }));
   }
 
@@ -170,32 +234,52 @@ export class SqlIdentityStore implements IdentityStore {
   }
 
   async recordSession(session: { id: string; tenantId: string; userId: bigint; expiresAt: Date }): Promise<void> {
-    await this.db.query(`INSERT INTO sessions (id, tenant_id, user_id, expires_at) VALUES ($1, $2, $3, $4)`, [session.id, session.tenantId, session.userId, session.expiresAt]);
+    await this.db.query(`INSERT INTO sessions (id, tenant_id, user_id, expires_at) VALUES ($1, $2, $3, $4)`, [
+      session.id,
+      session.tenantId,
+      session.userId,
+      session.expiresAt,
+    ]);
   }
 
   async getSession(tenantId: string, id: string): Promise<SessionRecord | undefined> {
-    const { rows } = await this.db.query<{ id: string; tenant_id: string; user_id: bigint; created_at: Date; expires_at: Date }>(
-      `SELECT id, tenant_id, user_id, created_at, expires_at FROM sessions WHERE id = $1 AND tenant_id = $2`,
-      [id, tenantId],
-    );
+    const { rows } = await this.db.query<{
+      id: string;
+      tenant_id: string;
+      user_id: bigint;
+      created_at: Date;
+      expires_at: Date;
+    }>(`SELECT id, tenant_id, user_id, created_at, expires_at FROM sessions WHERE id = $1 AND tenant_id = $2`, [
+      id,
+      tenantId,
+    ]);
     const r = rows[0];
-    return r && { id: r.id, tenantId: r.tenant_id, userId: r.user_id, createdAt: r.created_at, expiresAt: r.expires_at };
+    return (
+      r && { id: r.id, tenantId: r.tenant_id, userId: r.user_id, createdAt: r.created_at, expiresAt: r.expires_at }
+    );
   }
 
   async signingKeys(): Promise<SigningKeyRecord[]> {
     return readSigningKeys(this.db);
   }
 
-  changeSigningKeys(decide: (keys: SigningKeyRecord[]) => Promise<SigningKeyChange> | SigningKeyChange): Promise<SigningKeyRecord[]> {
+  changeSigningKeys(
+    decide: (keys: SigningKeyRecord[]) => Promise<SigningKeyChange> | SigningKeyChange,
+  ): Promise<SigningKeyRecord[]> {
     return this.db.transaction(async (tx) => {
       await tx.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [`${this.db.schema}.signing_keys`]);
       const change = await decide(await readSigningKeys(tx));
       if (change.add) {
         const { kid, privateJwk, publicJwk, activatesAt } = change.add;
-        await tx.query(`INSERT INTO signing_keys (kid, private_jwk, public_jwk, activates_at) VALUES ($1, $2, $3, $4)`, [kid, privateJwk, publicJwk, activatesAt]);
+        await tx.query(
+          `INSERT INTO signing_keys (kid, private_jwk, public_jwk, activates_at) VALUES ($1, $2, $3, $4)`,
+          [kid, privateJwk, publicJwk, activatesAt],
+        );
       }
-      if (change.remove?.length) await tx.query(`DELETE FROM signing_keys WHERE kid = ANY($1::text[])`, [change.remove]);
-      for (const { kid, privateJwk } of change.reseal ?? []) await tx.query(`UPDATE signing_keys SET private_jwk = $2 WHERE kid = $1`, [kid, privateJwk]);
+      if (change.remove?.length)
+        await tx.query(`DELETE FROM signing_keys WHERE kid = ANY($1::text[])`, [change.remove]);
+      for (const { kid, privateJwk } of change.reseal ?? [])
+        await tx.query(`UPDATE signing_keys SET private_jwk = $2 WHERE kid = $1`, [kid, privateJwk]);
       return readSigningKeys(tx);
     });
   }

@@ -67,7 +67,10 @@ export async function startTestIdentity(options: { databaseUrl?: string | undefi
     ordersSecret,
     runtime,
     async asService(name) {
-      const { accessToken } = await identity.createServiceToken({ clientId: name, clientSecret: name === "operator" ? operatorSecret : ordersSecret });
+      const { accessToken } = await identity.createServiceToken({
+        clientId: name,
+        clientSecret: name === "operator" ? operatorSecret : ordersSecret,
+      });
       return { headers: { [SERVICE_AUTHORIZATION]: `Bearer ${accessToken}` } };
     },
     logs: () => lines.join(""),

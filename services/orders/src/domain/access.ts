@@ -22,5 +22,6 @@ export function requireOrderAdmin(caller: Caller): void {
 
 /** One's own order list, or any user's for an admin. */
 export function requireListOf(caller: Caller, userId: bigint): void {
-  if (userId !== caller.userId && caller.role !== "admin") throw new DomainError("ROLE_REQUIRED", "only an admin may list another user's orders");
+  if (userId !== caller.userId && caller.role !== "admin")
+    throw new DomainError("ROLE_REQUIRED", "only an admin may list another user's orders");
 }

@@ -44,8 +44,10 @@ export interface Totals {
 
 /** The shape of a requested item, before any price is known. */
 export function validateItem(item: RequestedItem): RequestedItem {
-  if (!SKU.test(item.sku)) throw new DomainError("RULE_VIOLATION", "sku must be 1 to 64 letters, digits, '.', '_' or '-'", { field: "sku" });
-  if (item.quantity < 1n || item.quantity > MAX_QUANTITY) throw new DomainError("RULE_VIOLATION", `quantity must be from 1 to ${MAX_QUANTITY}`, { field: "quantity" });
+  if (!SKU.test(item.sku))
+    throw new DomainError("RULE_VIOLATION", "sku must be 1 to 64 letters, digits, '.', '_' or '-'", { field: "sku" });
+  if (item.quantity < 1n || item.quantity > MAX_QUANTITY)
+    throw new DomainError("RULE_VIOLATION", `quantity must be from 1 to ${MAX_QUANTITY}`, { field: "quantity" });
   if (item.expectedUnitPrice !== undefined) assertAmount(item.expectedUnitPrice, "unit_price", 0n);
   return item;
 }
@@ -55,19 +57,31 @@ export function validateItem(item: RequestedItem): RequestedItem {
  * is refused (422); a price the client expected that is not the catalog's → 409 PRICE_CHANGED with
  * the current price, so the client can confirm it and send again.
  */
-export function priceItems(items: readonly RequestedItem[], catalog: ReadonlyMap<string, CatalogPrice>, currency: string): NewItem[] {
+export function priceItems(
+  items: readonly RequestedItem[],
+  catalog: ReadonlyMap<string, CatalogPrice>,
+  currency: string,
+): NewItem[] {
   const priced = items.map((item) => {
     const entry = catalog.get(item.sku);
     if (!entry) throw new DomainError("UNKNOWN_SKU", `sku ${item.sku} is not in the catalog`, { sku: item.sku });
     if (entry.currency !== currency) {
-      throw new DomainError("CURRENCY_MISMATCH", `sku ${item.sku} is sold in ${entry.currency}, the order is in ${currency}`, { sku: item.sku, currency: entry.currency });
+      throw new DomainError(
+        "CURRENCY_MISMATCH",
+        `sku ${item.sku} is sold in ${entry.currency}, the order is in ${currency}`,
+        { sku: item.sku, currency: entry.currency },
+      );
     }
     if (item.expectedUnitPrice !== undefined && item.expectedUnitPrice !== entry.price) {
-      throw new DomainError("PRICE_CHANGED", `the price of ${item.sku} is ${entry.price} ${entry.currency}, not ${item.expectedUnitPrice}: confirm the current price and send again`, {
-        sku: item.sku,
-        unit_price: entry.price.toString(),
-        currency: entry.currency,
-      });
+      throw new DomainError(
+        "PRICE_CHANGED",
+        `the price of ${item.sku} is ${entry.price} ${entry.currency}, not ${item.expectedUnitPrice}: confirm the current price and send again`,
+        {
+          sku: item.sku,
+          unit_price: entry.price.toString(),
+          currency: entry.currency,
+        },
+      );
     }
     return { sku: item.sku, quantity: item.quantity, unitPrice: entry.price };
   });
@@ -76,7 +90,12 @@ export function priceItems(items: readonly RequestedItem[], catalog: ReadonlyMap
 }
 
 export function validateNote(note: string): string {
-  if (note.length > NOTE_MAX_LENGTH || CONTROL.test(note)) throw new DomainError("RULE_VIOLATION", `note must be at most ${NOTE_MAX_LENGTH} characters without control characters`, { field: "note" });
+  if (note.length > NOTE_MAX_LENGTH || CONTROL.test(note))
+    throw new DomainError(
+      "RULE_VIOLATION",
+      `note must be at most ${NOTE_MAX_LENGTH} characters without control characters`,
+      { field: "note" },
+    );
   return note;
 }
 
@@ -90,11 +109,15 @@ export function validateShipment<T extends { carrier: string; trackingNumber: st
 }
 
 export function validateDiscountCode(code: string): string {
-  if (!CODE.test(code)) throw new DomainError("RULE_VIOLATION", "code must be 1 to 64 letters, digits, '.', '_' or '-'", { field: "code" });
+  if (!CODE.test(code))
+    throw new DomainError("RULE_VIOLATION", "code must be 1 to 64 letters, digits, '.', '_' or '-'", { field: "code" });
   return code;
 }
 
-export function totalsOf(items: readonly { quantity: bigint; unitPrice: bigint }[], discounts: readonly { amount: bigint }[]): Totals {
+export function totalsOf(
+  items: readonly { quantity: bigint; unitPrice: bigint }[],
+  discounts: readonly { amount: bigint }[],
+): Totals {
   const subtotal = items.reduce((sum, i) => sum + i.quantity * i.unitPrice, 0n);
   const discountTotal = discounts.reduce((sum, d) => sum + d.amount, 0n);
   return { subtotal, discountTotal, total: subtotal - discountTotal };
@@ -109,18 +132,25 @@ export function guardRoomForItem(items: readonly unknown[]): void {
 
 /** An order holds at most MAX_DISCOUNTS discounts: its answer (one message, one entry of a page) stays bounded. */
 export function guardRoomForDiscount(discounts: readonly unknown[]): void {
-  if (discounts.length >= MAX_DISCOUNTS) throw new DomainError("RULE_VIOLATION", `an order holds at most ${MAX_DISCOUNTS} discounts`, { field: "discounts" });
+  if (discounts.length >= MAX_DISCOUNTS)
+    throw new DomainError("RULE_VIOLATION", `an order holds at most ${MAX_DISCOUNTS} discounts`, {
+      field: "discounts",
+    });
 }
 
 /** A discount may not take the total below zero. */
 export function checkDiscount(totals: Totals, amount: bigint): void {
   assertAmount(amount, "amount");
-  if (amount > totals.total) throw new DomainError("RULE_VIOLATION", `the discount of ${amount} exceeds the order total of ${totals.total}`, { field: "amount" });
+  if (amount > totals.total)
+    throw new DomainError("RULE_VIOLATION", `the discount of ${amount} exceeds the order total of ${totals.total}`, {
+      field: "amount",
+    });
 }
 
 /** A new order's currency and items, before pricing. */
 export function validateNewOrder(currency: string, items: RequestedItem[]): RequestedItem[] {
   assertCurrency(currency);
-  if (items.length > MAX_ITEMS) throw new DomainError("RULE_VIOLATION", `an order holds at most ${MAX_ITEMS} items`, { field: "items" });
+  if (items.length > MAX_ITEMS)
+    throw new DomainError("RULE_VIOLATION", `an order holds at most ${MAX_ITEMS} items`, { field: "items" });
   return items.map(validateItem);
 }

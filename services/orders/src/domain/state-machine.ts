@@ -16,20 +16,35 @@ export const TRANSITIONS: Record<OrderAction, { from: readonly OrderStatus[]; to
 export function guardTransition(action: OrderAction, current: OrderStatus): OrderStatus {
   const t = TRANSITIONS[action];
   if (!t.from.includes(current)) {
-    throw new DomainError("INVALID_STATE", `cannot ${action} an order that is ${current}: only ${t.from.join(" or ")} orders can be ${action === "pay" ? "paid" : action === "ship" ? "shipped" : "cancelled"}`, {
-      current_status: current,
-    });
+    throw new DomainError(
+      "INVALID_STATE",
+      `cannot ${action} an order that is ${current}: only ${t.from.join(" or ")} orders can be ${action === "pay" ? "paid" : action === "ship" ? "shipped" : "cancelled"}`,
+      {
+        current_status: current,
+      },
+    );
   }
   return t.to;
 }
 
 /** Items and discounts change only while the order is pending. */
 export function guardContentsChange(current: OrderStatus): void {
-  if (current !== "pending") throw new DomainError("INVALID_STATE", `the order is ${current}: items and discounts change only while it is pending`, { current_status: current });
+  if (current !== "pending")
+    throw new DomainError(
+      "INVALID_STATE",
+      `the order is ${current}: items and discounts change only while it is pending`,
+      { current_status: current },
+    );
 }
 
 /** PATCH never writes the status: it names the action resources instead. */
 export function refuseStatusWrite(): never {
-  const actions = Object.values(TRANSITIONS).map((t) => t.resource).join(", ");
-  throw new DomainError("RULE_VIOLATION", `status cannot be written; it changes through the action resources: ${actions}`, { field: "status" });
+  const actions = Object.values(TRANSITIONS)
+    .map((t) => t.resource)
+    .join(", ");
+  throw new DomainError(
+    "RULE_VIOLATION",
+    `status cannot be written; it changes through the action resources: ${actions}`,
+    { field: "status" },
+  );
 }

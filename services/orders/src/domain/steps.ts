@@ -22,7 +22,13 @@ export const STEP_DEADLINE_SLACK_MS = 1_000;
  * never charge or refund twice, a new attempt (after one that did nothing) is a new key, and nobody
  * can make a payment under a key before orders does. (It lives in orders' own key scope at payments too.)
  */
-export function stepIdempotencyKey(secret: Uint8Array, tenantId: string, orderId: bigint, kind: StepKind, attempt: number): string {
+export function stepIdempotencyKey(
+  secret: Uint8Array,
+  tenantId: string,
+  orderId: bigint,
+  kind: StepKind,
+  attempt: number,
+): string {
   return derivedIdempotencyKey(secret, tenantId, "order-step", orderId, kind, attempt);
 }
 
@@ -33,7 +39,11 @@ export const orderReference = (orderId: bigint) => `order:${orderId}`;
  * What differs between the payment payments answered and the charge the step asked for — amount,
  * currency, reference `order:<id>`, owner — or undefined when it is the step's. Only then is it believed.
  */
-export function chargeMismatch(step: { orderId: bigint; amount: bigint; currency: string }, orderOwner: bigint, payment: { amount: bigint; currency: string; reference: string; ownerUserId: bigint }): string | undefined {
+export function chargeMismatch(
+  step: { orderId: bigint; amount: bigint; currency: string },
+  orderOwner: bigint,
+  payment: { amount: bigint; currency: string; reference: string; ownerUserId: bigint },
+): string | undefined {
   return differences([
     ["amount", payment.amount === step.amount],
     ["currency", payment.currency === step.currency],
@@ -46,7 +56,10 @@ export function chargeMismatch(step: { orderId: bigint; amount: bigint; currency
  * Likewise for a refund: of the step's payment, in its currency, of at most the step's amount (what
  * was left of the charge: an admin may have refunded part of it before).
  */
-export function refundMismatch(step: { paymentId: string; amount: bigint; currency: string }, refund: { paymentId: string; amount: bigint; currency: string }): string | undefined {
+export function refundMismatch(
+  step: { paymentId: string; amount: bigint; currency: string },
+  refund: { paymentId: string; amount: bigint; currency: string },
+): string | undefined {
   return differences([
     ["payment", refund.paymentId === step.paymentId],
     ["currency", refund.currency === step.currency],
@@ -63,7 +76,11 @@ function differences(checks: [string, boolean][]): string | undefined {
 export function guardNoStepInProgress(order: { stepInProgress: StepKind | undefined }): void {
   if (order.stepInProgress) {
     const step = STEP_NAMES[order.stepInProgress];
-    throw new DomainError("STEP_IN_PROGRESS", `the order's ${step} is still being settled with payments; read the order again in a few seconds`, { step });
+    throw new DomainError(
+      "STEP_IN_PROGRESS",
+      `the order's ${step} is still being settled with payments; read the order again in a few seconds`,
+      { step },
+    );
   }
 }
 

@@ -84,7 +84,8 @@ export type OrderAction =
     };
 
 /** How a step ended: money moved (with what it made), or none did. */
-export type StepOutcome = { moved: true; paymentId?: string; refundId?: string; note: string } | { moved: false; note: string };
+export type StepOutcome =
+  { moved: true; paymentId?: string; refundId?: string; note: string } | { moved: false; note: string };
 
 export interface OrdersStore {
   createOrder(
@@ -102,10 +103,24 @@ export interface OrdersStore {
    * made and the version bumped. Every change of an order goes through a lock like this one.
    */
   updateNote(tenantId: string, id: bigint, note: string, check: (order: OrderRecord) => void): Promise<OrderRecord>;
-  addItem(tenantId: string, id: bigint, item: NewItem, check: (order: OrderRecord) => void): Promise<{ order: OrderRecord; item: ItemRecord }>;
-  addDiscount(tenantId: string, id: bigint, discount: { code: string; amount: bigint }, check: (order: OrderRecord) => void): Promise<{ order: OrderRecord; discount: DiscountRecord }>;
+  addItem(
+    tenantId: string,
+    id: bigint,
+    item: NewItem,
+    check: (order: OrderRecord) => void,
+  ): Promise<{ order: OrderRecord; item: ItemRecord }>;
+  addDiscount(
+    tenantId: string,
+    id: bigint,
+    discount: { code: string; amount: bigint },
+    check: (order: OrderRecord) => void,
+  ): Promise<{ order: OrderRecord; discount: DiscountRecord }>;
   /** A status change or the start of a money step, decided by `decide` on the locked order. */
-  act(tenantId: string, id: bigint, decide: (order: OrderRecord) => OrderAction): Promise<{ order: OrderRecord; step?: StepRecord }>;
+  act(
+    tenantId: string,
+    id: bigint,
+    decide: (order: OrderRecord) => OrderAction,
+  ): Promise<{ order: OrderRecord; step?: StepRecord }>;
   /**
    * Records a step's outcome and what it means for the order (a charge: paid; a refund: cancelled;
    * nothing moved: unchanged), once: undefined when the step was settled already.

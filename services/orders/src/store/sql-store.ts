@@ -2,13 +2,30 @@
 // lock, after a check of the locked order; a money step's intent commits with the check that
 // allowed it, and its outcome with the status change it brings.
 import { fail } from "@switchyard/platform/errors.js";
-import { findIdempotentResult, jsonResultCodec, runIdempotent, type KeyedRequest, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
+import {
+  findIdempotentResult,
+  jsonResultCodec,
+  runIdempotent,
+  type KeyedRequest,
+  type SqlDatabase,
+  type SqlExecutor,
+} from "@switchyard/platform/store";
 import { newId } from "@switchyard/platform/ids.js";
 import type { Keyset } from "@switchyard/platform/paging.js";
 import type { NewItem } from "../domain/orders.js";
 import type { OrderStatus } from "../domain/state-machine.js";
 import type { StepKind, StepState } from "../domain/steps.js";
-import type { DiscountRecord, ItemRecord, OrderAction, OrderRecord, OrdersStore, OrderStatusChange, ShipmentRecord, StepOutcome, StepRecord } from "./port.js";
+import type {
+  DiscountRecord,
+  ItemRecord,
+  OrderAction,
+  OrderRecord,
+  OrdersStore,
+  OrderStatusChange,
+  ShipmentRecord,
+  StepOutcome,
+  StepRecord,
+} from "./port.js";
 
 interface OrderRow {
   id: bigint;
@@ -45,14 +62,32 @@ interface StepRow {
 
 const ORDER_COLUMNS = `id, tenant_id, user_id, status, currency, note, payment_id, refund_id, version, created_at, updated_at,
   (SELECT s.kind FROM order_steps s WHERE s.order_id = orders.id AND s.state = 'pending') AS step_in_progress`;
-const STEP_COLUMNS = "id, order_id, tenant_id, kind, attempt, amount, currency, idempotency_key, payment_id, refund_id, state, outcome, deadline_at, created_at, settled_at";
+const STEP_COLUMNS =
+  "id, order_id, tenant_id, kind, attempt, amount, currency, idempotency_key, payment_id, refund_id, state, outcome, deadline_at, created_at, settled_at";
 const NOW = "date_trunc('milliseconds', clock_timestamp())";
 const CREATE_ORDER = "orders.create";
 const orderCodec = jsonResultCodec<OrderRecord>();
 
-const toItem = (r: { id: bigint; sku: string; quantity: bigint; unit_price: bigint; created_at: Date }): ItemRecord => ({ id: r.id, sku: r.sku, quantity: r.quantity, unitPrice: r.unit_price, createdAt: r.created_at });
-const toDiscount = (r: { id: bigint; code: string; amount: bigint; created_at: Date }): DiscountRecord => ({ id: r.id, code: r.code, amount: r.amount, createdAt: r.created_at });
-const toShipment = (r: { id: string; order_id: bigint; carrier: string; tracking_number: string; created_at: Date }): ShipmentRecord => ({
+const toItem = (r: {
+  id: bigint;
+  sku: string;
+  quantity: bigint;
+  unit_price: bigint;
+  created_at: Date;
+}): ItemRecord => ({ id: r.id, sku: r.sku, quantity: r.quantity, unitPrice: r.unit_price, createdAt: r.created_at });
+const toDiscount = (r: { id: bigint; code: string; amount: bigint; created_at: Date }): DiscountRecord => ({
+  id: r.id,
+  code: r.code,
+  amount: r.amount,
+  createdAt: r.created_at,
+});
+const toShipment = (r: {
+  id: string;
+  order_id: bigint;
+  carrier: string;
+  tracking_number: string;
+  created_at: Date;
+}): ShipmentRecord => ({
   id: r.id,
   orderId: r.order_id,
   carrier: r.carrier,
@@ -82,9 +117,31 @@ async function aggregates(db: SqlExecutor, rows: OrderRow[]): Promise<OrderRecor
   if (rows.length === 0) return [];
   const ids = rows.map((r) => r.id.toString());
   // One after another: a transaction's client runs one statement at a time.
-  const items = await db.query<{ order_id: bigint; id: bigint; sku: string; quantity: bigint; unit_price: bigint; created_at: Date }>(`SELECT order_id, id, sku, quantity, unit_price, created_at FROM order_items WHERE order_id = ANY($1::bigint[]) ORDER BY id`, [ids]);
-  const discounts = await db.query<{ order_id: bigint; id: bigint; code: string; amount: bigint; created_at: Date }>(`SELECT order_id, id, code, amount, created_at FROM order_discounts WHERE order_id = ANY($1::bigint[]) ORDER BY id`, [ids]);
-  const shipments = await db.query<{ id: string; order_id: bigint; carrier: string; tracking_number: string; created_at: Date }>(`SELECT id, order_id, carrier, tracking_number, created_at FROM shipments WHERE order_id = ANY($1::bigint[]) ORDER BY created_at, id`, [ids]);
+  const items = await db.query<{
+    order_id: bigint;
+    id: bigint;
+    sku: string;
+    quantity: bigint;
+    unit_price: bigint;
+    created_at: Date;
+  }>(
+    `SELECT order_id, id, sku, quantity, unit_price, created_at FROM order_items WHERE order_id = ANY($1::bigint[]) ORDER BY id`,
+    [ids],
+  );
+  const discounts = await db.query<{ order_id: bigint; id: bigint; code: string; amount: bigint; created_at: Date }>(
+    `SELECT order_id, id, code, amount, created_at FROM order_discounts WHERE order_id = ANY($1::bigint[]) ORDER BY id`,
+    [ids],
+  );
+  const shipments = await db.query<{
+    id: string;
+    order_id: bigint;
+    carrier: string;
+    tracking_number: string;
+    created_at: Date;
+  }>(
+    `SELECT id, order_id, carrier, tracking_number, created_at FROM shipments WHERE order_id = ANY($1::bigint[]) ORDER BY created_at, id`,
+    [ids],
+  );
   return rows.map((r) => ({
     id: r.id,
     tenantId: r.tenant_id,
@@ -121,12 +178,25 @@ async function touch(tx: SqlExecutor, id: bigint, set = "", params: unknown[] = 
 export class SqlOrdersStore implements OrdersStore {
   constructor(private readonly db: SqlDatabase) {}
 
-  async createOrder(tenantId: string, userId: bigint, order: { currency: string; note: string; items: NewItem[] }, idempotency: KeyedRequest<OrderRecord> | undefined) {
+  async createOrder(
+    tenantId: string,
+    userId: bigint,
+    order: { currency: string; note: string; items: NewItem[] },
+    idempotency: KeyedRequest<OrderRecord> | undefined,
+  ) {
     const work = async (tx: SqlExecutor) => {
-      const { rows } = await tx.query<OrderRow>(`INSERT INTO orders (tenant_id, user_id, status, currency, note) VALUES ($1, $2, 'pending', $3, $4) RETURNING ${ORDER_COLUMNS}`, [tenantId, userId, order.currency, order.note]);
+      const { rows } = await tx.query<OrderRow>(
+        `INSERT INTO orders (tenant_id, user_id, status, currency, note) VALUES ($1, $2, 'pending', $3, $4) RETURNING ${ORDER_COLUMNS}`,
+        [tenantId, userId, order.currency, order.note],
+      );
       const created = rows[0]!;
       for (const item of order.items) {
-        await tx.query(`INSERT INTO order_items (order_id, sku, quantity, unit_price) VALUES ($1, $2, $3, $4)`, [created.id, item.sku, item.quantity, item.unitPrice]);
+        await tx.query(`INSERT INTO order_items (order_id, sku, quantity, unit_price) VALUES ($1, $2, $3, $4)`, [
+          created.id,
+          item.sku,
+          item.quantity,
+          item.unitPrice,
+        ]);
       }
       return (await one(tx, created))!;
     };
@@ -139,22 +209,37 @@ export class SqlOrdersStore implements OrdersStore {
   }
 
   async getOrder(tenantId: string, id: bigint): Promise<OrderRecord | undefined> {
-    const { rows } = await this.db.query<OrderRow>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1 AND tenant_id = $2`, [id, tenantId]);
+    const { rows } = await this.db.query<OrderRow>(
+      `SELECT ${ORDER_COLUMNS} FROM orders WHERE id = $1 AND tenant_id = $2`,
+      [id, tenantId],
+    );
     return one(this.db, rows[0]);
   }
 
-  async listUserOrders(tenantId: string, userId: bigint, after: Keyset | undefined, limit: number): Promise<OrderRecord[]> {
+  async listUserOrders(
+    tenantId: string,
+    userId: bigint,
+    after: Keyset | undefined,
+    limit: number,
+  ): Promise<OrderRecord[]> {
     const { rows } = after
       ? await this.db.query<OrderRow>(
           `SELECT ${ORDER_COLUMNS} FROM orders WHERE tenant_id = $1 AND user_id = $2 AND (created_at, id) < ($3, $4) ORDER BY created_at DESC, id DESC LIMIT $5`,
           [tenantId, userId, after.createdAt, after.id, limit],
         )
-      : await this.db.query<OrderRow>(`SELECT ${ORDER_COLUMNS} FROM orders WHERE tenant_id = $1 AND user_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3`, [tenantId, userId, limit]);
+      : await this.db.query<OrderRow>(
+          `SELECT ${ORDER_COLUMNS} FROM orders WHERE tenant_id = $1 AND user_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3`,
+          [tenantId, userId, limit],
+        );
     return aggregates(this.db, rows);
   }
 
   /** Runs `work` on the order under its row lock (404 when there is no such order). */
-  private locked<T>(tenantId: string, id: bigint, work: (tx: SqlExecutor, order: OrderRecord) => Promise<T>): Promise<T> {
+  private locked<T>(
+    tenantId: string,
+    id: bigint,
+    work: (tx: SqlExecutor, order: OrderRecord) => Promise<T>,
+  ): Promise<T> {
     return this.db.transaction(async (tx) => {
       const lock = await tx.query(`SELECT id FROM orders WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, [id, tenantId]);
       if (lock.rowCount === 0) throw fail("NOT_FOUND", "order not found");
@@ -175,7 +260,13 @@ export class SqlOrdersStore implements OrdersStore {
   addItem(tenantId: string, id: bigint, item: NewItem, check: (order: OrderRecord) => void) {
     return this.locked(tenantId, id, async (tx, order) => {
       check(order);
-      const { rows } = await tx.query<{ id: bigint; sku: string; quantity: bigint; unit_price: bigint; created_at: Date }>(
+      const { rows } = await tx.query<{
+        id: bigint;
+        sku: string;
+        quantity: bigint;
+        unit_price: bigint;
+        created_at: Date;
+      }>(
         `INSERT INTO order_items (order_id, sku, quantity, unit_price) VALUES ($1, $2, $3, $4) RETURNING id, sku, quantity, unit_price, created_at`,
         [id, item.sku, item.quantity, item.unitPrice],
       );
@@ -184,7 +275,12 @@ export class SqlOrdersStore implements OrdersStore {
     });
   }
 
-  addDiscount(tenantId: string, id: bigint, discount: { code: string; amount: bigint }, check: (order: OrderRecord) => void) {
+  addDiscount(
+    tenantId: string,
+    id: bigint,
+    discount: { code: string; amount: bigint },
+    check: (order: OrderRecord) => void,
+  ) {
     return this.locked(tenantId, id, async (tx, order) => {
       check(order);
       const { rows } = await tx.query<{ id: bigint; code: string; amount: bigint; created_at: Date }>(
@@ -196,24 +292,46 @@ export class SqlOrdersStore implements OrdersStore {
     });
   }
 
-  act(tenantId: string, id: bigint, decide: (order: OrderRecord) => OrderAction): Promise<{ order: OrderRecord; step?: StepRecord }> {
+  act(
+    tenantId: string,
+    id: bigint,
+    decide: (order: OrderRecord) => OrderAction,
+  ): Promise<{ order: OrderRecord; step?: StepRecord }> {
     return this.locked(tenantId, id, async (tx, order) => {
       const action = decide(order);
       if (action.kind === "transition") {
         await touch(tx, id, "status = $2, ", [action.to]);
         if (action.shipment) {
-          await tx.query(`INSERT INTO shipments (id, order_id, carrier, tracking_number) VALUES ($1, $2, $3, $4)`, [newId("shp"), id, action.shipment.carrier, action.shipment.trackingNumber]);
+          await tx.query(`INSERT INTO shipments (id, order_id, carrier, tracking_number) VALUES ($1, $2, $3, $4)`, [
+            newId("shp"),
+            id,
+            action.shipment.carrier,
+            action.shipment.trackingNumber,
+          ]);
         }
         return { order: await reread(tx, id) };
       }
-      const { rows: attempts } = await tx.query<{ n: number }>(`SELECT COALESCE(max(attempt), 0)::integer + 1 AS n FROM order_steps WHERE order_id = $1 AND kind = $2`, [id, action.step]);
+      const { rows: attempts } = await tx.query<{ n: number }>(
+        `SELECT COALESCE(max(attempt), 0)::integer + 1 AS n FROM order_steps WHERE order_id = $1 AND kind = $2`,
+        [id, action.step],
+      );
       const attempt = Number(attempts[0]!.n);
       // The deadline is the database's clock, like the reconciler's: replicas' clocks never meet.
       const { rows } = await tx.query<StepRow>(
         `INSERT INTO order_steps (order_id, tenant_id, kind, attempt, amount, currency, idempotency_key, payment_id, deadline_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp() + $9::bigint * interval '1 millisecond')
          RETURNING ${STEP_COLUMNS}`,
-        [id, tenantId, action.step, attempt, action.amount, action.currency, action.keyFor(attempt), action.paymentId, action.deadlineMs],
+        [
+          id,
+          tenantId,
+          action.step,
+          attempt,
+          action.amount,
+          action.currency,
+          action.keyFor(attempt),
+          action.paymentId,
+          action.deadlineMs,
+        ],
       );
       await touch(tx, id);
       return { order: await reread(tx, id), step: toStep(rows[0]!) };
@@ -225,12 +343,19 @@ export class SqlOrdersStore implements OrdersStore {
       const settled = await tx.query(
         `UPDATE order_steps SET state = $2, payment_id = COALESCE($3, payment_id), refund_id = COALESCE($4, refund_id), outcome = $5, settled_at = clock_timestamp()
          WHERE id = $1 AND state = 'pending'`,
-        [step.id, outcome.moved ? "succeeded" : "failed", outcome.moved ? (outcome.paymentId ?? null) : null, outcome.moved ? (outcome.refundId ?? null) : null, outcome.note],
+        [
+          step.id,
+          outcome.moved ? "succeeded" : "failed",
+          outcome.moved ? (outcome.paymentId ?? null) : null,
+          outcome.moved ? (outcome.refundId ?? null) : null,
+          outcome.note,
+        ],
       );
       if (settled.rowCount === 0) return undefined;
       // Nothing else changed the order's status while the step was unsettled: every action refuses then.
       if (!outcome.moved) await touch(tx, step.orderId);
-      else if (step.kind === "charge") await touch(tx, step.orderId, "status = 'paid', payment_id = $2, ", [outcome.paymentId ?? ""]);
+      else if (step.kind === "charge")
+        await touch(tx, step.orderId, "status = 'paid', payment_id = $2, ", [outcome.paymentId ?? ""]);
       else await touch(tx, step.orderId, "status = 'cancelled', refund_id = $2, ", [outcome.refundId ?? ""]);
       return reread(tx, step.orderId);
     });
@@ -242,7 +367,10 @@ export class SqlOrdersStore implements OrdersStore {
   }
 
   async dueSteps(limit: number): Promise<StepRecord[]> {
-    const { rows } = await this.db.query<StepRow>(`SELECT ${STEP_COLUMNS} FROM order_steps WHERE state = 'pending' AND deadline_at < clock_timestamp() ORDER BY deadline_at LIMIT $1`, [limit]);
+    const { rows } = await this.db.query<StepRow>(
+      `SELECT ${STEP_COLUMNS} FROM order_steps WHERE state = 'pending' AND deadline_at < clock_timestamp() ORDER BY deadline_at LIMIT $1`,
+      [limit],
+    );
     return rows.map(toStep);
   }
 

@@ -8,7 +8,15 @@ import type { Client } from "@switchyard/platform/grpc";
 import type { CatalogPrice } from "../domain/orders.js";
 import { stepCallMs } from "../domain/steps.js";
 
-export async function catalogPrices(content: Client<typeof ContentService>, skus: readonly string[], caller: Caller, ctx: HandlerContext): Promise<Map<string, CatalogPrice>> {
-  const { items } = await content.batchGetCatalogItems({ skus: [...new Set(skus)] }, { ...downstreamOptions(caller, ctx), timeoutMs: stepCallMs(ctx.timeoutMs()) });
+export async function catalogPrices(
+  content: Client<typeof ContentService>,
+  skus: readonly string[],
+  caller: Caller,
+  ctx: HandlerContext,
+): Promise<Map<string, CatalogPrice>> {
+  const { items } = await content.batchGetCatalogItems(
+    { skus: [...new Set(skus)] },
+    { ...downstreamOptions(caller, ctx), timeoutMs: stepCallMs(ctx.timeoutMs()) },
+  );
   return new Map(items.map((i) => [i.sku, { price: i.price, currency: i.currency }]));
 }

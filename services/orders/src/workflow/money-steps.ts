@@ -16,7 +16,12 @@
 //   - a cancelled order that was charged has been refunded all of it;
 //   - no step stays unsettled longer than its deadline plus the reconcile interval (payments up).
 import { ConnectError } from "@connectrpc/connect";
-import { KeyedOperation, type Payment, type PaymentService, type Refund } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
+import {
+  KeyedOperation,
+  type Payment,
+  type PaymentService,
+  type Refund,
+} from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { errorInfoOf, fail } from "@switchyard/platform/errors.js";
 import type { Logger } from "@switchyard/platform/logger.js";
 import { SERVICE_AUTHORIZATION, type Caller } from "@switchyard/platform/caller.js";
@@ -29,12 +34,26 @@ import type { HandlerContext } from "@connectrpc/connect";
 import { visibleOrder } from "../domain/access.js";
 import { totalsOf } from "../domain/orders.js";
 import { guardTransition } from "../domain/state-machine.js";
-import { chargeMismatch, guardNoStepInProgress, STEP_NAMES, orderReference, refundMismatch, STEP_DEADLINE_SLACK_MS, stepCallMs, stepIdempotencyKey, type StepKind } from "../domain/steps.js";
+import {
+  chargeMismatch,
+  guardNoStepInProgress,
+  STEP_NAMES,
+  orderReference,
+  refundMismatch,
+  STEP_DEADLINE_SLACK_MS,
+  stepCallMs,
+  stepIdempotencyKey,
+  type StepKind,
+} from "../domain/steps.js";
 import type { OrderRecord, OrdersStore, StepOutcome, StepRecord } from "../store/port.js";
 import { movedNoMoney } from "./call-outcome.js";
 
 /** The fault points of orders (FAULTS, tests only): a crash at the worst moments of a step. */
-export const ORDERS_FAULT_POINTS = ["orders.exit-after-intent", "orders.exit-after-charge", "orders.exit-after-refund"] as const;
+export const ORDERS_FAULT_POINTS = [
+  "orders.exit-after-intent",
+  "orders.exit-after-charge",
+  "orders.exit-after-refund",
+] as const;
 
 /** How long asking payments about a key may take. */
 const RESOLVE_TIMEOUT_MS = 3_000;
@@ -52,7 +71,10 @@ export interface MoneyStepsDeps {
 /** What payments answered for a step: the payment of a charge, or the refund of a refund. */
 type Answer = { case: "payment"; value: Payment } | { case: "refund"; value: Refund };
 
-const OPERATION: Record<StepKind, KeyedOperation> = { charge: KeyedOperation.CREATE_PAYMENT, refund: KeyedOperation.CREATE_REFUND };
+const OPERATION: Record<StepKind, KeyedOperation> = {
+  charge: KeyedOperation.CREATE_PAYMENT,
+  refund: KeyedOperation.CREATE_REFUND,
+};
 
 export class MoneySteps {
   private readonly faults: Faults;
@@ -62,7 +84,12 @@ export class MoneySteps {
   }
 
   /** pending → paid: the order's total charged through payments, for the order's owner. */
-  async pay(caller: Caller, orderId: bigint, source: string, ctx: HandlerContext): Promise<{ order: OrderRecord; paymentId: string }> {
+  async pay(
+    caller: Caller,
+    orderId: bigint,
+    source: string,
+    ctx: HandlerContext,
+  ): Promise<{ order: OrderRecord; paymentId: string }> {
     const serviceToken = await this.deps.credentials.token();
     const callMs = stepCallMs(ctx.timeoutMs());
     const { order, step } = await this.deps.store.act(caller.tenantId, orderId, (o) => {
@@ -70,14 +97,30 @@ export class MoneySteps {
       guardNoStepInProgress(o);
       guardTransition("pay", o.status);
       const { total } = totalsOf(o.items, o.discounts);
-      if (total <= 0n) throw fail("RULE_VIOLATION", "the order total is zero: there is nothing to pay", { field: "total" });
-      return { kind: "step", step: "charge", amount: total, currency: o.currency, paymentId: "", keyFor: (n) => stepIdempotencyKey(this.deps.stepKeySecret, o.tenantId, o.id, "charge", n), deadlineMs: callMs + STEP_DEADLINE_SLACK_MS };
+      if (total <= 0n)
+        throw fail("RULE_VIOLATION", "the order total is zero: there is nothing to pay", { field: "total" });
+      return {
+        kind: "step",
+        step: "charge",
+        amount: total,
+        currency: o.currency,
+        paymentId: "",
+        keyFor: (n) => stepIdempotencyKey(this.deps.stepKeySecret, o.tenantId, o.id, "charge", n),
+        deadlineMs: callMs + STEP_DEADLINE_SLACK_MS,
+      };
     });
     this.faults.crashIfFires("orders.exit-after-intent");
     let payment: Payment;
     try {
       ({ payment } = (await this.deps.payments.createPayment(
-        { idempotencyKey: step!.idempotencyKey, amount: step!.amount, currency: step!.currency, source, ownerUserId: order.userId, reference: orderReference(order.id) },
+        {
+          idempotencyKey: step!.idempotencyKey,
+          amount: step!.amount,
+          currency: step!.currency,
+          source,
+          ownerUserId: order.userId,
+          reference: orderReference(order.id),
+        },
         { ...downstreamOptions(caller, ctx, serviceToken), timeoutMs: callMs },
       )) as { payment: Payment });
     } catch (err) {
@@ -85,13 +128,20 @@ export class MoneySteps {
       return { order: settled, paymentId: settled.paymentId };
     }
     this.faults.crashIfFires("orders.exit-after-charge");
-    const settled = await this.settle(step!, this.believed(step!, order.userId, { case: "payment", value: payment }, "charged"));
+    const settled = await this.settle(
+      step!,
+      this.believed(step!, order.userId, { case: "payment", value: payment }, "charged"),
+    );
     if (settled.status !== "paid") throw notBelieved(step!);
     return { order: settled, paymentId: settled.paymentId };
   }
 
   /** pending → cancelled at once; paid → cancelled once payments has refunded what is left of the charge. */
-  async cancel(caller: Caller, orderId: bigint, ctx: HandlerContext): Promise<{ order: OrderRecord; refundId: string }> {
+  async cancel(
+    caller: Caller,
+    orderId: bigint,
+    ctx: HandlerContext,
+  ): Promise<{ order: OrderRecord; refundId: string }> {
     const serviceToken = await this.deps.credentials.token();
     const callMs = stepCallMs(ctx.timeoutMs());
     const { order, step } = await this.deps.store.act(caller.tenantId, orderId, (o) => {
@@ -100,7 +150,15 @@ export class MoneySteps {
       const to = guardTransition("cancel", o.status);
       if (o.status !== "paid") return { kind: "transition", to };
       const { total } = totalsOf(o.items, o.discounts);
-      return { kind: "step", step: "refund", amount: total, currency: o.currency, paymentId: o.paymentId, keyFor: (n) => stepIdempotencyKey(this.deps.stepKeySecret, o.tenantId, o.id, "refund", n), deadlineMs: callMs + STEP_DEADLINE_SLACK_MS };
+      return {
+        kind: "step",
+        step: "refund",
+        amount: total,
+        currency: o.currency,
+        paymentId: o.paymentId,
+        keyFor: (n) => stepIdempotencyKey(this.deps.stepKeySecret, o.tenantId, o.id, "refund", n),
+        deadlineMs: callMs + STEP_DEADLINE_SLACK_MS,
+      };
     });
     if (!step) return { order: order, refundId: "" };
     this.faults.crashIfFires("orders.exit-after-intent");
@@ -108,18 +166,33 @@ export class MoneySteps {
     try {
       // All that is not refunded yet: an admin may have refunded part of the payment before.
       ({ refund } = (await this.deps.payments.createRefund(
-        { idempotencyKey: step.idempotencyKey, paymentId: step.paymentId, refundRemaining: true, reason: "order cancelled" },
+        {
+          idempotencyKey: step.idempotencyKey,
+          paymentId: step.paymentId,
+          refundRemaining: true,
+          reason: "order cancelled",
+        },
         { ...downstreamOptions(caller, ctx, serviceToken), timeoutMs: callMs },
       )) as { refund: Refund });
     } catch (err) {
       if (err instanceof ConnectError && errorInfoOf(err)?.reason === "NOTHING_TO_REFUND") {
-        return { order: await this.settle(step, { moved: true, refundId: "", note: "the payment had been refunded in full already" }), refundId: "" };
+        return {
+          order: await this.settle(step, {
+            moved: true,
+            refundId: "",
+            note: "the payment had been refunded in full already",
+          }),
+          refundId: "",
+        };
       }
       const settled = await this.afterFailedCall(step, err);
       return { order: settled, refundId: settled.refundId };
     }
     this.faults.crashIfFires("orders.exit-after-refund");
-    const settled = await this.settle(step, this.believed(step, order.userId, { case: "refund", value: refund }, "refunded"));
+    const settled = await this.settle(
+      step,
+      this.believed(step, order.userId, { case: "refund", value: refund }, "refunded"),
+    );
     if (settled.status !== "cancelled") throw notBelieved(step);
     return { order: settled, refundId: settled.refundId };
   }
@@ -137,11 +210,25 @@ export class MoneySteps {
     );
     const found: StepOutcome =
       outcome.case === "payment" || outcome.case === "refund"
-        ? this.believed(step, (await this.current(step)).userId, outcome, `${outcome.case === "payment" ? "charged" : "refunded"} (settled by asking payments)`)
+        ? this.believed(
+            step,
+            (await this.current(step)).userId,
+            outcome,
+            `${outcome.case === "payment" ? "charged" : "refunded"} (settled by asking payments)`,
+          )
         : { moved: false, note: "nothing was made under the key; the key is void (rolled back)" };
     const settled = await this.deps.store.settleStep(step, found);
     if (!settled) return this.current(step);
-    this.deps.logger.info({ orderId: step.orderId.toString(), tenantId: step.tenantId, step: step.kind, attempt: step.attempt, outcome: found.moved ? "completed" : "rolled back" }, "settled an order's money step");
+    this.deps.logger.info(
+      {
+        orderId: step.orderId.toString(),
+        tenantId: step.tenantId,
+        step: step.kind,
+        attempt: step.attempt,
+        outcome: found.moved ? "completed" : "rolled back",
+      },
+      "settled an order's money step",
+    );
     return settled;
   }
 
@@ -157,10 +244,14 @@ export class MoneySteps {
       throw this.forTheUser(step, error);
     }
     const settled = await this.resolve(step).catch((resolveErr: unknown) => {
-      this.deps.logger.warn({ orderId: step.orderId.toString(), step: step.kind, message: String(resolveErr) }, "could not settle an order's money step yet; the reconciler will");
+      this.deps.logger.warn(
+        { orderId: step.orderId.toString(), step: step.kind, message: String(resolveErr) },
+        "could not settle an order's money step yet; the reconciler will",
+      );
       return undefined;
     });
-    if (settled && (step.kind === "charge" ? settled.status === "paid" : settled.status === "cancelled")) return settled;
+    if (settled && (step.kind === "charge" ? settled.status === "paid" : settled.status === "cancelled"))
+      return settled;
     throw this.forTheUser(step, error);
   }
 
@@ -170,14 +261,28 @@ export class MoneySteps {
    * "nothing moved" (the order stays as it was, nothing is refunded), logged and counted.
    */
   private believed(step: StepRecord, orderOwner: bigint, answer: Answer, note: string): StepOutcome {
-    const mismatch = answer.case === "payment" ? chargeMismatch(step, orderOwner, answer.value) : refundMismatch(step, answer.value);
-    if (mismatch === undefined) return answer.case === "payment" ? { moved: true, paymentId: answer.value.id, note } : { moved: true, refundId: answer.value.id, note };
+    const mismatch =
+      answer.case === "payment" ? chargeMismatch(step, orderOwner, answer.value) : refundMismatch(step, answer.value);
+    if (mismatch === undefined)
+      return answer.case === "payment"
+        ? { moved: true, paymentId: answer.value.id, note }
+        : { moved: true, refundId: answer.value.id, note };
     moneyStepMismatches.labels({ step: step.kind }).inc();
     this.deps.logger.error(
-      { orderId: step.orderId.toString(), tenantId: step.tenantId, step: step.kind, attempt: step.attempt, [answer.case === "payment" ? "paymentId" : "refundId"]: answer.value.id, differs: mismatch },
+      {
+        orderId: step.orderId.toString(),
+        tenantId: step.tenantId,
+        step: step.kind,
+        attempt: step.attempt,
+        [answer.case === "payment" ? "paymentId" : "refundId"]: answer.value.id,
+        differs: mismatch,
+      },
       "payments answered with a payment or refund that is not the step's: not believed; the step failed and the order is as it was",
     );
-    return { moved: false, note: `payments answered with a ${answer.case} that is not the step's (${mismatch}): not believed` };
+    return {
+      moved: false,
+      note: `payments answered with a ${answer.case} that is not the step's (${mismatch}): not believed`,
+    };
   }
 
   /**
@@ -187,12 +292,22 @@ export class MoneySteps {
   private forTheUser(step: StepRecord, error: ConnectError): ConnectError {
     switch (errorInfoOf(error)?.reason) {
       case "IDEMPOTENCY_KEY_VOIDED":
-        return fail("IDEMPOTENCY_KEY_VOIDED", `the ${STEP_NAMES[step.kind]} was settled as abandoned before payments took it; nothing was moved: try again`);
+        return fail(
+          "IDEMPOTENCY_KEY_VOIDED",
+          `the ${STEP_NAMES[step.kind]} was settled as abandoned before payments took it; nothing was moved: try again`,
+        );
       case "IDEMPOTENCY_KEY_IN_FLIGHT":
-        return fail("STEP_IN_PROGRESS", `the order's ${STEP_NAMES[step.kind]} is still being settled with payments; read the order again in a few seconds`, { step: STEP_NAMES[step.kind] });
+        return fail(
+          "STEP_IN_PROGRESS",
+          `the order's ${STEP_NAMES[step.kind]} is still being settled with payments; read the order again in a few seconds`,
+          { step: STEP_NAMES[step.kind] },
+        );
       case "IDEMPOTENCY_KEY_REUSED":
       case "IDEMPOTENCY_KEY_INVALID":
-        this.deps.logger.error({ orderId: step.orderId.toString(), step: step.kind, reason: errorInfoOf(error)?.reason }, "payments refused the key of an order's money step");
+        this.deps.logger.error(
+          { orderId: step.orderId.toString(), step: step.kind, reason: errorInfoOf(error)?.reason },
+          "payments refused the key of an order's money step",
+        );
         return fail("INTERNAL", `the ${STEP_NAMES[step.kind]} could not be made; nothing was moved`);
       default:
         return error;
@@ -211,4 +326,8 @@ export class MoneySteps {
 }
 
 /** The answer of a step that payments gave was not the step's (see MoneySteps.believed). */
-const notBelieved = (step: StepRecord) => fail("INTERNAL", `payments answered the order's ${STEP_NAMES[step.kind]} with something else; it was not believed and nothing changed on the order`);
+const notBelieved = (step: StepRecord) =>
+  fail(
+    "INTERNAL",
+    `payments answered the order's ${STEP_NAMES[step.kind]} with something else; it was not believed and nothing changed on the order`,
+  );

@@ -69,7 +69,10 @@ export class Reconciler {
         await steps.resolve(step);
         settled++;
       } catch (err) {
-        logger.warn({ orderId: step.orderId.toString(), step: step.kind, attempt: step.attempt, message: String(err) }, "could not settle an order's money step yet");
+        logger.warn(
+          { orderId: step.orderId.toString(), step: step.kind, attempt: step.attempt, message: String(err) },
+          "could not settle an order's money step yet",
+        );
       }
     }
     return settled;

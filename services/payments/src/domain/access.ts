@@ -32,7 +32,8 @@ export function listedOwner(caller: Caller): bigint | undefined {
 export function ownerOfNewPayment(caller: Caller, requested: bigint): bigint {
   if (requested === 0n || requested === caller.userId) return caller.userId;
   if (requested < 0n) throw new DomainError("INVALID_REQUEST", "owner_user_id must be a positive integer");
-  if (caller.role !== "admin" && !actsForOrders(caller)) throw new DomainError("ROLE_REQUIRED", "only an admin may make a payment for another user");
+  if (caller.role !== "admin" && !actsForOrders(caller))
+    throw new DomainError("ROLE_REQUIRED", "only an admin may make a payment for another user");
   return requested;
 }
 
@@ -40,7 +41,10 @@ export function ownerOfNewPayment(caller: Caller, requested: bigint): bigint {
 export function validateReference(caller: Caller, reference: string): string {
   if (reference === "") return reference;
   if (!actsForOrders(caller)) throw new DomainError("ROLE_REQUIRED", "reference is set by the orders workflow only");
-  if (reference.length > REFERENCE_MAX_LENGTH || !/^[\x21-\x7e]+$/.test(reference)) throw new DomainError("RULE_VIOLATION", `reference must be 1 to ${REFERENCE_MAX_LENGTH} visible ASCII characters`, { field: "reference" });
+  if (reference.length > REFERENCE_MAX_LENGTH || !/^[\x21-\x7e]+$/.test(reference))
+    throw new DomainError("RULE_VIOLATION", `reference must be 1 to ${REFERENCE_MAX_LENGTH} visible ASCII characters`, {
+      field: "reference",
+    });
   return reference;
 }
 
@@ -50,7 +54,11 @@ export function validateReference(caller: Caller, reference: string): string {
  */
 export function requireRefundPermission(caller: Caller, refundRemaining = false): void {
   if (actsForOrders(caller)) return;
-  if (refundRemaining) throw new DomainError("ROLE_REQUIRED", "refund_remaining is for refunds on behalf of an order (the orders service)");
+  if (refundRemaining)
+    throw new DomainError(
+      "ROLE_REQUIRED",
+      "refund_remaining is for refunds on behalf of an order (the orders service)",
+    );
   requireRole(caller, "admin");
 }
 
@@ -59,7 +67,10 @@ export function requireRefundPermission(caller: Caller, refundRemaining = false)
  * those of an order's payment, and the voided ones (only it voids keys); a user's, those of a payment
  * made without a reference that the user may see — as such keys replayed before.
  */
-export function ownsUnscopedPayment(caller: Caller | { service: string }, payment: { ownerUserId: bigint; reference: string } | undefined): boolean {
+export function ownsUnscopedPayment(
+  caller: Caller | { service: string },
+  payment: { ownerUserId: bigint; reference: string } | undefined,
+): boolean {
   if (caller.service === ORDER_WORKFLOW_SERVICE) return payment === undefined || payment.reference.startsWith("order:");
   return "userId" in caller && payment !== undefined && payment.reference === "" && canSeePayment(caller, payment);
 }

@@ -21,7 +21,11 @@ export function validateNewPayment(input: NewPayment): NewPayment {
   assertAmount(input.amount, "amount");
   assertCurrency(input.currency);
   if (input.source.length === 0 || input.source.length > SOURCE_MAX_LENGTH || CONTROL.test(input.source)) {
-    throw new DomainError("RULE_VIOLATION", `source must be 1 to ${SOURCE_MAX_LENGTH} characters without control characters`, { field: "source" });
+    throw new DomainError(
+      "RULE_VIOLATION",
+      `source must be 1 to ${SOURCE_MAX_LENGTH} characters without control characters`,
+      { field: "source" },
+    );
   }
   return input;
 }
@@ -32,14 +36,22 @@ export interface RefundRequest {
   reason: string;
 }
 
-export function validateRefundRequest(input: { amount: bigint; reason: string; refundRemaining: boolean }): RefundRequest {
+export function validateRefundRequest(input: {
+  amount: bigint;
+  reason: string;
+  refundRemaining: boolean;
+}): RefundRequest {
   if (input.refundRemaining) {
     if (input.amount !== 0n) throw new DomainError("INVALID_REQUEST", "amount must be 0 when refund_remaining is set");
   } else {
     assertAmount(input.amount, "amount");
   }
   if (input.reason.length > REASON_MAX_LENGTH || CONTROL.test(input.reason)) {
-    throw new DomainError("RULE_VIOLATION", `reason must be at most ${REASON_MAX_LENGTH} characters without control characters`, { field: "reason" });
+    throw new DomainError(
+      "RULE_VIOLATION",
+      `reason must be at most ${REASON_MAX_LENGTH} characters without control characters`,
+      { field: "reason" },
+    );
   }
   return { amount: input.refundRemaining ? undefined : input.amount, reason: input.reason };
 }
@@ -50,14 +62,21 @@ export function paymentStatus(amount: bigint, refunded: bigint): PaymentStatus {
 }
 
 /** The amount to refund: the one asked for, at most what has not been refunded yet — or all of that. */
-export function refundAmount(payment: { amount: bigint; amountRefunded: bigint }, requested: bigint | undefined): bigint {
+export function refundAmount(
+  payment: { amount: bigint; amountRefunded: bigint },
+  requested: bigint | undefined,
+): bigint {
   const rest = payment.amount - payment.amountRefunded;
   if (requested === undefined) {
     if (rest === 0n) throw new DomainError("NOTHING_TO_REFUND", "the payment is refunded in full already");
     return rest;
   }
   if (requested > rest) {
-    throw new DomainError("REFUND_EXCEEDS_REFUNDABLE", `the refund of ${requested} exceeds the refundable rest of ${rest}`, { refundable: rest.toString() });
+    throw new DomainError(
+      "REFUND_EXCEEDS_REFUNDABLE",
+      `the refund of ${requested} exceeds the refundable rest of ${rest}`,
+      { refundable: rest.toString() },
+    );
   }
   return requested;
 }

@@ -1,7 +1,14 @@
 // PaymentsStore on the PostgreSQL-family adapter. The idempotency key and the write it guards
 // commit in one transaction (runIdempotent); refunds lock their payment row first.
 import { fail } from "@switchyard/platform/errors.js";
-import { jsonResultCodec, resolveIdempotencyKey, runIdempotent, type KeyedRequest, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
+import {
+  jsonResultCodec,
+  resolveIdempotencyKey,
+  runIdempotent,
+  type KeyedRequest,
+  type SqlDatabase,
+  type SqlExecutor,
+} from "@switchyard/platform/store";
 import { newId } from "@switchyard/platform/ids.js";
 import type { Keyset } from "@switchyard/platform/paging.js";
 import type { NewPayment } from "../domain/payments.js";
@@ -29,7 +36,8 @@ interface RefundRow {
   created_at: Date;
 }
 
-const PAYMENT_COLUMNS = "id, tenant_id, amount, currency, source, amount_refunded, owner_user_id, reference, created_at";
+const PAYMENT_COLUMNS =
+  "id, tenant_id, amount, currency, source, amount_refunded, owner_user_id, reference, created_at";
 const CREATE_PAYMENT = "payments.create";
 const CREATE_REFUND = "refunds.create";
 const REFUND_COLUMNS = "id, tenant_id, payment_id, amount, currency, reason, created_at";
@@ -66,41 +74,76 @@ export class SqlPaymentsStore implements PaymentsStore {
     return runIdempotent(this.db, { tenantId, operation: CREATE_PAYMENT, ...idempotency }, paymentCodec, async (tx) => {
       const { rows } = await tx.query<PaymentRow>(
         `INSERT INTO payments (id, tenant_id, amount, currency, source, owner_user_id, reference) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${PAYMENT_COLUMNS}`,
-        [newId("pay"), tenantId, payment.amount, payment.currency, payment.source, payment.ownerUserId, payment.reference],
+        [
+          newId("pay"),
+          tenantId,
+          payment.amount,
+          payment.currency,
+          payment.source,
+          payment.ownerUserId,
+          payment.reference,
+        ],
       );
       return toPayment(rows[0]!);
     });
   }
 
   async getPayment(tenantId: string, id: string): Promise<PaymentRecord | undefined> {
-    const { rows } = await this.db.query<PaymentRow>(`SELECT ${PAYMENT_COLUMNS} FROM payments WHERE id = $1 AND tenant_id = $2`, [id, tenantId]);
+    const { rows } = await this.db.query<PaymentRow>(
+      `SELECT ${PAYMENT_COLUMNS} FROM payments WHERE id = $1 AND tenant_id = $2`,
+      [id, tenantId],
+    );
     return rows[0] && toPayment(rows[0]);
   }
 
-  async listPayments(tenantId: string, owner: bigint | undefined, after: Keyset | undefined, limit: number): Promise<PaymentRecord[]> {
+  async listPayments(
+    tenantId: string,
+    owner: bigint | undefined,
+    after: Keyset | undefined,
+    limit: number,
+  ): Promise<PaymentRecord[]> {
     // One statement for both: `$2 IS NULL` lets the admins' list and a member's share a plan shape.
     const { rows } = after
       ? await this.db.query<PaymentRow>(
           `SELECT ${PAYMENT_COLUMNS} FROM payments WHERE tenant_id = $1 AND ($2::bigint IS NULL OR owner_user_id = $2) AND (created_at, id) < ($3, $4) ORDER BY created_at DESC, id DESC LIMIT $5`,
           [tenantId, owner ?? null, after.createdAt, after.id, limit],
         )
-      : await this.db.query<PaymentRow>(`SELECT ${PAYMENT_COLUMNS} FROM payments WHERE tenant_id = $1 AND ($2::bigint IS NULL OR owner_user_id = $2) ORDER BY created_at DESC, id DESC LIMIT $3`, [tenantId, owner ?? null, limit]);
+      : await this.db.query<PaymentRow>(
+          `SELECT ${PAYMENT_COLUMNS} FROM payments WHERE tenant_id = $1 AND ($2::bigint IS NULL OR owner_user_id = $2) ORDER BY created_at DESC, id DESC LIMIT $3`,
+          [tenantId, owner ?? null, limit],
+        );
     return rows.map(toPayment);
   }
 
-  createRefund(tenantId: string, idempotency: KeyedRequest<RefundRecord>, refund: { paymentId: string; reason: string }, decide: (payment: PaymentRecord) => bigint) {
-    return runIdempotent(this.db, { tenantId, operation: CREATE_REFUND, ...idempotency }, refundCodec, async (tx: SqlExecutor) => {
-      const locked = await tx.query<PaymentRow>(`SELECT ${PAYMENT_COLUMNS} FROM payments WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, [refund.paymentId, tenantId]);
-      const payment = locked.rows[0] && toPayment(locked.rows[0]);
-      if (!payment) throw fail("NOT_FOUND", "payment not found");
-      const amount = decide(payment);
-      await tx.query(`UPDATE payments SET amount_refunded = amount_refunded + $1 WHERE id = $2`, [amount, payment.id]);
-      const { rows } = await tx.query<RefundRow>(
-        `INSERT INTO refunds (id, tenant_id, payment_id, amount, currency, reason) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${REFUND_COLUMNS}`,
-        [newId("re"), tenantId, payment.id, amount, payment.currency, refund.reason],
-      );
-      return toRefund(rows[0]!);
-    });
+  createRefund(
+    tenantId: string,
+    idempotency: KeyedRequest<RefundRecord>,
+    refund: { paymentId: string; reason: string },
+    decide: (payment: PaymentRecord) => bigint,
+  ) {
+    return runIdempotent(
+      this.db,
+      { tenantId, operation: CREATE_REFUND, ...idempotency },
+      refundCodec,
+      async (tx: SqlExecutor) => {
+        const locked = await tx.query<PaymentRow>(
+          `SELECT ${PAYMENT_COLUMNS} FROM payments WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
+          [refund.paymentId, tenantId],
+        );
+        const payment = locked.rows[0] && toPayment(locked.rows[0]);
+        if (!payment) throw fail("NOT_FOUND", "payment not found");
+        const amount = decide(payment);
+        await tx.query(`UPDATE payments SET amount_refunded = amount_refunded + $1 WHERE id = $2`, [
+          amount,
+          payment.id,
+        ]);
+        const { rows } = await tx.query<RefundRow>(
+          `INSERT INTO refunds (id, tenant_id, payment_id, amount, currency, reason) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${REFUND_COLUMNS}`,
+          [newId("re"), tenantId, payment.id, amount, payment.currency, refund.reason],
+        );
+        return toRefund(rows[0]!);
+      },
+    );
   }
 
   resolvePaymentKey(tenantId: string, key: Omit<KeyedRequest<PaymentRecord>, "requestHash">) {
@@ -112,17 +155,28 @@ export class SqlPaymentsStore implements PaymentsStore {
   }
 
   async getRefund(tenantId: string, paymentId: string, refundId: string): Promise<RefundRecord | undefined> {
-    const { rows } = await this.db.query<RefundRow>(`SELECT ${REFUND_COLUMNS} FROM refunds WHERE id = $1 AND payment_id = $2 AND tenant_id = $3`, [refundId, paymentId, tenantId]);
+    const { rows } = await this.db.query<RefundRow>(
+      `SELECT ${REFUND_COLUMNS} FROM refunds WHERE id = $1 AND payment_id = $2 AND tenant_id = $3`,
+      [refundId, paymentId, tenantId],
+    );
     return rows[0] && toRefund(rows[0]);
   }
 
-  async listRefunds(tenantId: string, paymentId: string, after: Keyset | undefined, limit: number): Promise<RefundRecord[]> {
+  async listRefunds(
+    tenantId: string,
+    paymentId: string,
+    after: Keyset | undefined,
+    limit: number,
+  ): Promise<RefundRecord[]> {
     const { rows } = after
       ? await this.db.query<RefundRow>(
           `SELECT ${REFUND_COLUMNS} FROM refunds WHERE payment_id = $1 AND tenant_id = $2 AND (created_at, id) < ($3, $4) ORDER BY created_at DESC, id DESC LIMIT $5`,
           [paymentId, tenantId, after.createdAt, after.id, limit],
         )
-      : await this.db.query<RefundRow>(`SELECT ${REFUND_COLUMNS} FROM refunds WHERE payment_id = $1 AND tenant_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3`, [paymentId, tenantId, limit]);
+      : await this.db.query<RefundRow>(
+          `SELECT ${REFUND_COLUMNS} FROM refunds WHERE payment_id = $1 AND tenant_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3`,
+          [paymentId, tenantId, limit],
+        );
     return rows.map(toRefund);
   }
 }

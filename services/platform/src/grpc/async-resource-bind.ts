@@ -73,7 +73,12 @@ const BOUND_OF_LENGTH: ((resource: AsyncResource, fn: AnyFunction) => AnyFunctio
 
 function bind(this: AsyncResource, fn: AnyFunction, thisArg?: unknown): AnyFunction {
   if (typeof fn !== "function") {
-    throw Object.assign(new TypeError(`The "fn" argument must be of type function. Received ${fn === null ? "null" : `type ${typeof fn} (${String(fn)})`}`), { code: "ERR_INVALID_ARG_TYPE" });
+    throw Object.assign(
+      new TypeError(
+        `The "fn" argument must be of type function. Received ${fn === null ? "null" : `type ${typeof fn} (${String(fn)})`}`,
+      ),
+      { code: "ERR_INVALID_ARG_TYPE" },
+    );
   }
   // eslint-disable-next-line @typescript-eslint/no-this-alias -- the wrappers run with their own caller's `this`
   const resource = this;
@@ -82,7 +87,13 @@ function bind(this: AsyncResource, fn: AnyFunction, thisArg?: unknown): AnyFunct
       ? (BOUND_OF_LENGTH[fn.length] ?? BOUND_OF_LENGTH[0]!)(resource, fn)
       : (resource.runInAsyncScope.bind(resource, fn, thisArg) as AnyFunction);
   // Only a target longer than the wrappers above (or one bound with a `this`) needs its length set.
-  if (bound.length !== fn.length) Object.defineProperty(bound, "length", { configurable: true, enumerable: false, value: fn.length, writable: false });
+  if (bound.length !== fn.length)
+    Object.defineProperty(bound, "length", {
+      configurable: true,
+      enumerable: false,
+      value: fn.length,
+      writable: false,
+    });
   // A symbol key, so no listing of the function's own names shows it; assigned, not defined (see above).
   (bound as unknown as { [RESOURCE]: AsyncResource })[RESOURCE] = resource;
   Object.defineProperty(bound, "asyncResource", ASYNC_RESOURCE_ACCESSOR);
@@ -97,7 +108,11 @@ const INSTALLED = Symbol.for("switchyard.asyncResourceBind");
  * property): only then is it replaced.
  */
 function nodeBindMakesAccessorPerCall(): boolean {
-  const getterOf = () => Object.getOwnPropertyDescriptor(new AsyncResource("probe").bind(() => {}), "asyncResource")?.get;
+  const getterOf = () =>
+    Object.getOwnPropertyDescriptor(
+      new AsyncResource("probe").bind(() => {}),
+      "asyncResource",
+    )?.get;
   const first = getterOf();
   return first !== undefined && first !== getterOf();
 }
@@ -106,7 +121,12 @@ function nodeBindMakesAccessorPerCall(): boolean {
 export function installAsyncResourceBind(): void {
   if ((AsyncResource.prototype.bind as { [INSTALLED]?: true })[INSTALLED] || !nodeBindMakesAccessorPerCall()) return;
   Object.defineProperty(bind, INSTALLED, { value: true });
-  Object.defineProperty(AsyncResource.prototype, "bind", { configurable: true, enumerable: false, writable: true, value: bind });
+  Object.defineProperty(AsyncResource.prototype, "bind", {
+    configurable: true,
+    enumerable: false,
+    writable: true,
+    value: bind,
+  });
 }
 
 /** Whether this process's AsyncResource.prototype.bind is ours. */

@@ -40,8 +40,12 @@ export interface AuthenticationPolicy<S extends DescService = DescService> {
 }
 
 const CALLER = createContextKey<Caller | undefined>(undefined, { description: "the verified user" });
-const SERVICE_CALLER = createContextKey<CallingService | undefined>(undefined, { description: "the verified internal service" });
-const CLIENT_ADDRESS = createContextKey<string | undefined>(undefined, { description: "the client's address, as a trusted service forwarded it" });
+const SERVICE_CALLER = createContextKey<CallingService | undefined>(undefined, {
+  description: "the verified internal service",
+});
+const CLIENT_ADDRESS = createContextKey<string | undefined>(undefined, {
+  description: "the client's address, as a trusted service forwarded it",
+});
 
 /** Longer than any address a proxy writes: anything longer is not an address. */
 const MAX_ADDRESS_LENGTH = 100;
@@ -50,7 +54,10 @@ const MAX_ADDRESS_LENGTH = 100;
 const UNWATCHED = () => {};
 
 /** Checks a call's credentials before its handler; see authenticationFor. */
-export type CallAuthentication = (context: HandlerContext, end?: (reason: Error) => void) => (() => void) | Promise<() => void>;
+export type CallAuthentication = (
+  context: HandlerContext,
+  end?: (reason: Error) => void,
+) => (() => void) | Promise<() => void>;
 
 /**
  * What runs before a method's handler: verifies the call as the method's entry in the call policy
@@ -59,7 +66,11 @@ export type CallAuthentication = (context: HandlerContext, end?: (reason: Error)
  * verified — or rejects: for a method that streams its answers, `end` is called when the credential
  * stops being good mid-stream. `peer`: how the transport names the calling service (mutual TLS).
  */
-export function authenticationFor(policy: AuthenticationPolicy | undefined, method: DescMethod, peer?: PeerIdentity): CallAuthentication | undefined {
+export function authenticationFor(
+  policy: AuthenticationPolicy | undefined,
+  method: DescMethod,
+  peer?: PeerIdentity,
+): CallAuthentication | undefined {
   if (!policy) return undefined;
   const access = (policy.access as Record<string, MethodAccess | undefined>)[method.localName];
   // The type lists every method; a policy made around it fails here, at start, not at a call.
@@ -79,8 +90,15 @@ export function authenticationFor(policy: AuthenticationPolicy | undefined, meth
  * and a service token beside it must be that service's (a token taken elsewhere is refused) — else
  * the one its own service token names (verified). Undefined: no service says so.
  */
-async function callingService(context: HandlerContext, authenticator: Authenticator, peer: PeerIdentity | undefined): Promise<string | undefined> {
-  const fromToken = requestMetadataValue(context, SERVICE_AUTHORIZATION) === undefined ? undefined : (await authenticator.authenticateService(context)).service;
+async function callingService(
+  context: HandlerContext,
+  authenticator: Authenticator,
+  peer: PeerIdentity | undefined,
+): Promise<string | undefined> {
+  const fromToken =
+    requestMetadataValue(context, SERVICE_AUTHORIZATION) === undefined
+      ? undefined
+      : (await authenticator.authenticateService(context)).service;
   if (!peer) return fromToken;
   const fromCertificate = peer(context);
   if (fromToken !== undefined && fromToken !== fromCertificate) throw tokenOfAnotherService(fromToken, fromCertificate);
@@ -88,14 +106,22 @@ async function callingService(context: HandlerContext, authenticator: Authentica
 }
 
 const tokenOfAnotherService = (token: string, certificate: string | undefined) =>
-  fail("UNAUTHENTICATED", `the service token is ${token}'s, but the connection's certificate is ${certificate === undefined ? "no service's" : `${certificate}'s`}`);
+  fail(
+    "UNAUTHENTICATED",
+    `the service token is ${token}'s, but the connection's certificate is ${certificate === undefined ? "no service's" : `${certificate}'s`}`,
+  );
 
 /**
  * Takes the call's x-client-address as the client's address when a service allowed to state it sent
  * it, known as services are; otherwise leaves it unsaid (the peer counts). A credential that does not
  * verify proves nothing: the address is ignored, the call not refused for it.
  */
-async function believeForwardedAddress(context: HandlerContext, authenticator: Authenticator, forwarders: readonly string[], peer: PeerIdentity | undefined): Promise<void> {
+async function believeForwardedAddress(
+  context: HandlerContext,
+  authenticator: Authenticator,
+  forwarders: readonly string[],
+  peer: PeerIdentity | undefined,
+): Promise<void> {
   const forwarded = requestMetadataValue(context, CLIENT_ADDRESS_HEADER);
   if (forwarded === undefined || forwarded === "" || forwarded.length > MAX_ADDRESS_LENGTH) return;
   if (!peer && requestMetadataValue(context, SERVICE_AUTHORIZATION) === undefined) return;
@@ -113,11 +139,17 @@ export function clientAddressOf(context: HandlerContext): string {
 }
 
 /** The credential check of a method, as its entry says (undefined: none). */
-function credentialsFor(authenticator: Authenticator, access: MethodAccess, method: DescMethod, peer: PeerIdentity | undefined): CallAuthentication | undefined {
+function credentialsFor(
+  authenticator: Authenticator,
+  access: MethodAccess,
+  method: DescMethod,
+  peer: PeerIdentity | undefined,
+): CallAuthentication | undefined {
   if (access.anyone) return undefined;
   const services = access.services ?? [];
   if (!access.users) {
-    if (services.length === 0) throw new Error(`${method.parent.typeName}/${method.name}: its call policy entry admits nobody`);
+    if (services.length === 0)
+      throw new Error(`${method.parent.typeName}/${method.name}: its call policy entry admits nobody`);
     return async (context) => {
       const service = await callingService(context, authenticator, peer);
       if (service === undefined) throw fail("UNAUTHENTICATED", "an internal service's credential is required");
@@ -156,13 +188,15 @@ function credentialsFor(authenticator: Authenticator, access: MethodAccess, meth
 /** The verified user of this call (its method is one that needs a user). */
 export function callerOf(context: HandlerContext): Caller {
   const caller = context.values.get(CALLER);
-  if (!caller) throw fail("INTERNAL", `${context.method.name} reads a caller its authentication policy does not require`);
+  if (!caller)
+    throw fail("INTERNAL", `${context.method.name} reads a caller its authentication policy does not require`);
   return caller;
 }
 
 /** The verified internal service of this call (its method is one only services call). */
 export function serviceCallerOf(context: HandlerContext): CallingService {
   const caller = context.values.get(SERVICE_CALLER);
-  if (!caller) throw fail("INTERNAL", `${context.method.name} reads a service caller its authentication policy does not require`);
+  if (!caller)
+    throw fail("INTERNAL", `${context.method.name} reads a service caller its authentication policy does not require`);
   return caller;
 }

@@ -1,6 +1,16 @@
 // Typed clients over long-lived grpc-js channels: the same Connect `Client<S>` shape handlers
 // are written against, with the deadline, abort signal and metadata of every call honoured.
-import { Client as GrpcChannelClient, credentials, Metadata, type CallOptions as GrpcCallOptions, type ChannelOptions, type ClientDuplexStream, type ClientReadableStream, type ClientWritableStream, type ServiceError } from "@grpc/grpc-js";
+import {
+  Client as GrpcChannelClient,
+  credentials,
+  Metadata,
+  type CallOptions as GrpcCallOptions,
+  type ChannelOptions,
+  type ClientDuplexStream,
+  type ClientReadableStream,
+  type ClientWritableStream,
+  type ServiceError,
+} from "@grpc/grpc-js";
 import { create, type DescMethod, type DescService } from "@bufbuild/protobuf";
 import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type CallOptions, type Client } from "@connectrpc/connect";
@@ -57,7 +67,18 @@ export function serviceConfig(services: readonly DescService[]): string {
     methodConfig:
       reads.length === 0
         ? []
-        : [{ name: reads, retryPolicy: { maxAttempts: 3, initialBackoff: "0.05s", maxBackoff: "0.5s", backoffMultiplier: 2, retryableStatusCodes: ["UNAVAILABLE"] } }],
+        : [
+            {
+              name: reads,
+              retryPolicy: {
+                maxAttempts: 3,
+                initialBackoff: "0.05s",
+                maxBackoff: "0.5s",
+                backoffMultiplier: 2,
+                retryableStatusCodes: ["UNAVAILABLE"],
+              },
+            },
+          ],
   });
 }
 
@@ -66,7 +87,12 @@ export function serviceConfig(services: readonly DescService[]): string {
  * `services`: what is served there, for the retry policy of its reads; `security`: mutual TLS to that
  * service (tls.ts), absent: plaintext.
  */
-export function openChannel(address: string, services: readonly DescService[] = [], options: ChannelOptions = {}, security?: ChannelSecurity): GrpcChannelClient {
+export function openChannel(
+  address: string,
+  services: readonly DescService[] = [],
+  options: ChannelOptions = {},
+  security?: ChannelSecurity,
+): GrpcChannelClient {
   return new GrpcChannelClient(address, security?.credentials ?? credentials.createInsecure(), {
     ...DEFAULT_CHANNEL_OPTIONS,
     "grpc.service_config": serviceConfig(services),
@@ -108,7 +134,8 @@ function callError(err: unknown, signal: AbortSignal | undefined): ConnectError 
 
 function preflight(options: CallOptions | undefined): ConnectError | undefined {
   if (options?.signal?.aborted) return callError(undefined, options.signal);
-  if (options?.timeoutMs !== undefined && options.timeoutMs <= 0) return new ConnectError("deadline exceeded before the call", Code.DeadlineExceeded);
+  if (options?.timeoutMs !== undefined && options.timeoutMs <= 0)
+    return new ConnectError("deadline exceeded before the call", Code.DeadlineExceeded);
   return undefined;
 }
 
@@ -135,7 +162,12 @@ function cancelOnAbort(signal: AbortSignal | undefined, call: { cancel(): void }
   return () => signal.removeEventListener("abort", onAbort);
 }
 
-async function* readAll(call: ClientReadableStream<object> | ClientDuplexStream<object, object>, signal: AbortSignal | undefined, release: () => void, telemetry: ClientCallTelemetry) {
+async function* readAll(
+  call: ClientReadableStream<object> | ClientDuplexStream<object, object>,
+  signal: AbortSignal | undefined,
+  release: () => void,
+  telemetry: ClientCallTelemetry,
+) {
   let finished = false;
   let failure: unknown;
   try {
@@ -152,10 +184,15 @@ async function* readAll(call: ClientReadableStream<object> | ClientDuplexStream<
   }
 }
 
-async function pump(call: ClientWritableStream<object> | ClientDuplexStream<object, object>, method: DescMethod, requests: AsyncIterable<unknown>) {
+async function pump(
+  call: ClientWritableStream<object> | ClientDuplexStream<object, object>,
+  method: DescMethod,
+  requests: AsyncIterable<unknown>,
+) {
   try {
     for await (const request of requests) {
-      if (!call.write(create(method.input, request as never))) await new Promise((resolve) => call.once("drain", resolve));
+      if (!call.write(create(method.input, request as never)))
+        await new Promise((resolve) => call.once("drain", resolve));
     }
     call.end();
   } catch {
@@ -206,9 +243,20 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
               // A plain promise chain, not an async function: this runs on every read (fewer promises and ticks).
               return attempt(request, options).catch((err: unknown) => {
                 // A replica shedding load is busy, not gone: asking again at once only adds to it.
-                if (!(err instanceof ConnectError) || err.code !== Code.Unavailable || errorInfoOf(err)?.reason === "LOAD_SHED" || options?.signal?.aborted) throw err;
+                if (
+                  !(err instanceof ConnectError) ||
+                  err.code !== Code.Unavailable ||
+                  errorInfoOf(err)?.reason === "LOAD_SHED" ||
+                  options?.signal?.aborted
+                )
+                  throw err;
                 if (deadlineAt !== undefined && deadlineAt - Date.now() < 50) throw err;
-                return new Promise((r) => setTimeout(r, 20)).then(() => attempt(request, deadlineAt === undefined ? options : { ...options, timeoutMs: deadlineAt - Date.now() }));
+                return new Promise((r) => setTimeout(r, 20)).then(() =>
+                  attempt(
+                    request,
+                    deadlineAt === undefined ? options : { ...options, timeoutMs: deadlineAt - Date.now() },
+                  ),
+                );
               });
             };
         break;
@@ -220,7 +268,9 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
           const metadata = metadataOf(options);
           const telemetry = telemetryOf(metadata);
           const message = create(method.input, request as never);
-          const call = withoutCallerStack(() => channel.makeServerStreamRequest(path, ser, de, message, metadata, grpcOptions(options)));
+          const call = withoutCallerStack(() =>
+            channel.makeServerStreamRequest(path, ser, de, message, metadata, grpcOptions(options)),
+          );
           return readAll(call, options?.signal, cancelOnAbort(options?.signal, call), telemetry);
         };
         break;
@@ -252,7 +302,9 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
           if (early) return failedStream(early);
           const metadata = metadataOf(options);
           const telemetry = telemetryOf(metadata);
-          const call = withoutCallerStack(() => channel.makeBidiStreamRequest(path, ser, de, metadata, grpcOptions(options)));
+          const call = withoutCallerStack(() =>
+            channel.makeBidiStreamRequest(path, ser, de, metadata, grpcOptions(options)),
+          );
           void pump(call, method, requests);
           return readAll(call, options?.signal, cancelOnAbort(options?.signal, call), telemetry);
         };

@@ -26,7 +26,11 @@ const GOAWAY_FLUSH_MS = 100;
  * since the previous ping: more than that ping's answer means headers or data went out, which resets
  * the strikes (gRPC core resets them on every header or data frame it sends).
  */
-export function policePings(session: ServerHttp2Session, policy: PingPolicy, onTooMany?: (session: ServerHttp2Session) => void): void {
+export function policePings(
+  session: ServerHttp2Session,
+  policy: PingPolicy,
+  onTooMany?: (session: ServerHttp2Session) => void,
+): void {
   if (policy.minIntervalMs <= 0) return;
   let lastPingAt: number | undefined;
   let writtenAtLastPing = 0;
@@ -56,7 +60,8 @@ export function policePings(session: ServerHttp2Session, policy: PingPolicy, onT
 export function onEveryConnection(server: Server, onSession: (session: ServerHttp2Session) => void): void {
   const internals = server as unknown as { createHttp2Server?: (credentials: ServerCredentials) => Http2Server };
   const create = internals.createHttp2Server;
-  if (typeof create !== "function") throw new Error("this @grpc/grpc-js has no createHttp2Server: the connection policy cannot be enforced");
+  if (typeof create !== "function")
+    throw new Error("this @grpc/grpc-js has no createHttp2Server: the connection policy cannot be enforced");
   internals.createHttp2Server = function (this: Server, credentials: ServerCredentials) {
     const http2Server = create.call(this, credentials);
     http2Server.on("session", onSession);

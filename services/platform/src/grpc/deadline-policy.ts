@@ -12,7 +12,8 @@ export interface DeadlineLimits {
 }
 
 /** Whether the server's deadline limits apply to the method: those that answer once. */
-export const answersOnce = (method: DescMethod): boolean => method.methodKind === "unary" || method.methodKind === "client_streaming";
+export const answersOnce = (method: DescMethod): boolean =>
+  method.methodKind === "unary" || method.methodKind === "client_streaming";
 
 /**
  * The deadline (ms since the epoch) the server holds a call to: the caller's (not finite: none),

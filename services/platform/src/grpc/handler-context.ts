@@ -146,7 +146,8 @@ class CallContext implements HandlerContext {
   }
 
   // A property holding a function, as Connect declares it: bound once here, not per call site.
-  readonly timeoutMs = (): number | undefined => (Number.isFinite(this.deadline) ? this.deadline - Date.now() : undefined);
+  readonly timeoutMs = (): number | undefined =>
+    Number.isFinite(this.deadline) ? this.deadline - Date.now() : undefined;
 
   get requestHeader(): Headers {
     return (this.#requestHeader ??= metadataToHeaders(this.call.metadata));
@@ -175,12 +176,18 @@ class CallContext implements HandlerContext {
 }
 
 /** The context of a call the server begins: its deadline within `limits` (a call that answers once). */
-export function openCallContext(call: ServerCallLike, service: DescService, method: DescMethod, limits?: DeadlineLimits): OpenCall {
+export function openCallContext(
+  call: ServerCallLike,
+  service: DescService,
+  method: DescMethod,
+  limits?: DeadlineLimits,
+): OpenCall {
   return new CallContext(call, service, method, limits);
 }
 
 /** The context as this module made it (a context made elsewhere — a test's — has none of its state). */
-const ownContext = (context: HandlerContext): CallContext | undefined => (context instanceof CallContext ? context : undefined);
+const ownContext = (context: HandlerContext): CallContext | undefined =>
+  context instanceof CallContext ? context : undefined;
 
 /**
  * Ends a call from the server's side with `reason` (its credential expired or was revoked): the
@@ -226,7 +233,9 @@ export function endedBy(context: HandlerContext): Error | undefined {
  */
 export function cutByDeadline(context: HandlerContext): Error | undefined {
   const own = ownContext(context);
-  return own && Number.isFinite(own.deadline) && (own.abort.deadlineReached || Date.now() >= own.deadline) ? deadlineExceeded() : undefined;
+  return own && Number.isFinite(own.deadline) && (own.abort.deadlineReached || Date.now() >= own.deadline)
+    ? deadlineExceeded()
+    : undefined;
 }
 
 /** The header the gateway puts the client's address in (the one its trusted proxies saw). */

@@ -3,7 +3,10 @@
 import { createRegistry, toBinary, type DescFile, type DescService } from "@bufbuild/protobuf";
 import { FileDescriptorProtoSchema } from "@bufbuild/protobuf/wkt";
 import type { ServiceImpl } from "@connectrpc/connect";
-import { ServerReflection as ReflectionV1, type ServerReflectionRequest } from "@switchyard/gen/grpc/reflection/v1/reflection_pb.js";
+import {
+  ServerReflection as ReflectionV1,
+  type ServerReflectionRequest,
+} from "@switchyard/gen/grpc/reflection/v1/reflection_pb.js";
 import { ServerReflection as ReflectionV1Alpha } from "@switchyard/gen/grpc/reflection/v1alpha/reflection_pb.js";
 
 const NOT_FOUND = 5;
@@ -20,7 +23,12 @@ function answer(services: DescService[], request: ServerReflectionRequest) {
   const byName = new Map(files.map((f) => [f.proto.name, f]));
   const fileResponse = (file: DescFile | undefined) =>
     file
-      ? { case: "fileDescriptorResponse" as const, value: { fileDescriptorProto: withDependencies(file).map((f) => toBinary(FileDescriptorProtoSchema, f.proto)) } }
+      ? {
+          case: "fileDescriptorResponse" as const,
+          value: {
+            fileDescriptorProto: withDependencies(file).map((f) => toBinary(FileDescriptorProtoSchema, f.proto)),
+          },
+        }
       : { case: "errorResponse" as const, value: { errorCode: NOT_FOUND, errorMessage: "not found" } };
   const req = request.messageRequest;
   switch (req.case) {
@@ -39,7 +47,10 @@ function answer(services: DescService[], request: ServerReflectionRequest) {
     case "allExtensionNumbersOfType":
       return { case: "allExtensionNumbersResponse" as const, value: { baseTypeName: req.value, extensionNumber: [] } };
     default:
-      return { case: "errorResponse" as const, value: { errorCode: NOT_FOUND, errorMessage: "unsupported reflection request" } };
+      return {
+        case: "errorResponse" as const,
+        value: { errorCode: NOT_FOUND, errorMessage: "unsupported reflection request" },
+      };
   }
 }
 

@@ -14,7 +14,16 @@ import type {
   ServiceDefinition,
   UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { create, fromBinary, isMessage, toBinary, type DescMessage, type DescMethod, type DescService, type MessageShape } from "@bufbuild/protobuf";
+import {
+  create,
+  fromBinary,
+  isMessage,
+  toBinary,
+  type DescMessage,
+  type DescMethod,
+  type DescService,
+  type MessageShape,
+} from "@bufbuild/protobuf";
 import type { HandlerContext, ServiceImpl } from "@connectrpc/connect";
 import { openCallContext, type OpenCall } from "./handler-context.js";
 import type { DeadlineLimits } from "./deadline-policy.js";
@@ -60,13 +69,22 @@ export function methodDefinition(method: DescMethod): MethodDefinition<object, o
   };
 }
 
-async function writeAll(call: ServerWritableStream<object, object> | ServerDuplexStream<object, object>, source: AsyncIterable<unknown>, method: DescMethod, signal: AbortSignal) {
+async function writeAll(
+  call: ServerWritableStream<object, object> | ServerDuplexStream<object, object>,
+  source: AsyncIterable<unknown>,
+  method: DescMethod,
+  signal: AbortSignal,
+) {
   for await (const item of source) {
     if (signal.aborted) return;
     // Respect HTTP/2 flow control: wait for drain instead of buffering without bound.
     if (!call.write(toMessage(method.output, item))) {
       await new Promise<void>((resolve) => {
-        const done = () => { call.removeListener("drain", done); signal.removeEventListener("abort", done); resolve(); };
+        const done = () => {
+          call.removeListener("drain", done);
+          signal.removeEventListener("abort", done);
+          resolve();
+        };
         call.once("drain", done);
         signal.addEventListener("abort", done, { once: true });
       });
@@ -82,7 +100,10 @@ type AnyImpl = (input: never, context: HandlerContext) => unknown;
  * When the call is cancelled (or its deadline passes) a waiting read rejects with that reason,
  * so a handler blocked on the next message stops instead of hanging forever.
  */
-function requestsOf(call: ServerReadableStream<object, object> | ServerDuplexStream<object, object>, signal: AbortSignal): AsyncIterable<object> {
+function requestsOf(
+  call: ServerReadableStream<object, object> | ServerDuplexStream<object, object>,
+  signal: AbortSignal,
+): AsyncIterable<object> {
   return {
     [Symbol.asyncIterator]() {
       const messages = call.iterator({ destroyOnReturn: false });

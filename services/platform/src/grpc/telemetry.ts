@@ -46,7 +46,10 @@ export function clientTelemetry(method: DescMethod) {
     }
     let span: Span | undefined;
     if (tracingEnabled()) {
-      span = tracer().startSpan(spanName, { kind: SpanKind.CLIENT, attributes: { "rpc.system": "grpc", "rpc.service": service, "rpc.method": method.name } });
+      span = tracer().startSpan(spanName, {
+        kind: SpanKind.CLIENT,
+        attributes: { "rpc.system": "grpc", "rpc.service": service, "rpc.method": method.name },
+      });
       injectContext(span, (key, value) => metadata.set(key, value));
     }
     if (!timed && !span) return NOTHING;
@@ -59,7 +62,11 @@ export function clientTelemetry(method: DescMethod) {
         const code = grpcCodeOf(err);
         if (timed) {
           let c = byCode.get(code);
-          if (!c) byCode.set(code, (c = rpcClientDuration.labels({ rpc_service: service, rpc_method: method.name, grpc_code: code })));
+          if (!c)
+            byCode.set(
+              code,
+              (c = rpcClientDuration.labels({ rpc_service: service, rpc_method: method.name, grpc_code: code })),
+            );
           c.observe((performance.now() - started) / 1000);
         }
         if (span) endSpan(span, code, err);

@@ -13,7 +13,13 @@
 import { createPrivateKey, X509Certificate } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { PeerCertificate } from "node:tls";
-import { credentials as channelCredentials, experimental, type ChannelCredentials, type ChannelOptions, type ServerCredentials } from "@grpc/grpc-js";
+import {
+  credentials as channelCredentials,
+  experimental,
+  type ChannelCredentials,
+  type ChannelOptions,
+  type ServerCredentials,
+} from "@grpc/grpc-js";
 import type { Logger } from "../logger.js";
 
 type CertificateProvider = experimental.CertificateProvider;
@@ -65,7 +71,11 @@ export function serviceNamedBy(cert: { subjectaltname?: string | undefined }, tr
 function serverIdentityCheck(trustDomain: string, peer: string) {
   return (_host: string, cert: PeerCertificate): Error | undefined => {
     const named = serviceNamedBy(cert, trustDomain);
-    return named === peer ? undefined : new Error(`the server's certificate names ${named === undefined ? "no service of trust domain " + trustDomain : `"${named}"`}, not "${peer}"`);
+    return named === peer
+      ? undefined
+      : new Error(
+          `the server's certificate names ${named === undefined ? "no service of trust domain " + trustDomain : `"${named}"`}, not "${peer}"`,
+        );
   };
 }
 
@@ -82,7 +92,8 @@ function identityProblem(update: IdentityUpdate, trustDomain: string, service: s
     if (!cert) return "the certificate file holds no certificate";
     if (!cert.checkPrivateKey(createPrivateKey(update.privateKey))) return "the key does not match the certificate";
     const named = serviceNamedBy({ subjectaltname: cert.subjectAltName }, trustDomain);
-    if (named !== service) return `the certificate names ${named === undefined ? `no service of trust domain ${trustDomain}` : `"${named}"`}, not this service ("${service}", ${spiffeId(trustDomain, service)})`;
+    if (named !== service)
+      return `the certificate names ${named === undefined ? `no service of trust domain ${trustDomain}` : `"${named}"`}, not this service ("${service}", ${spiffeId(trustDomain, service)})`;
     return undefined;
   } catch (err) {
     return `unreadable: ${(err as Error).message}`;
@@ -100,7 +111,12 @@ function caProblem(update: CaUpdate): string | undefined {
 /** A summary of the certificate in use, for the log. */
 function describe(update: IdentityUpdate, ca: CaUpdate) {
   const cert = certificatesOf(update.certificate)[0]!;
-  return { subject: cert.subjectAltName, serial: cert.serialNumber, not_after: new Date(cert.validTo).toISOString(), cas: certificatesOf(ca.caCertificate).length };
+  return {
+    subject: cert.subjectAltName,
+    serial: cert.serialNumber,
+    not_after: new Date(cert.validTo).toISOString(),
+    cas: certificatesOf(ca.caCertificate).length,
+  };
 }
 
 /**
@@ -128,7 +144,12 @@ class VerifiedCertificates implements CertificateProvider {
     private readonly service: string,
     private readonly logger: Logger,
   ) {
-    this.files = new experimental.FileWatcherCertificateProvider({ certificateFile: paths.certFile, privateKeyFile: paths.keyFile, caCertificateFile: paths.caFile, refreshIntervalMs: reloadIntervalMs });
+    this.files = new experimental.FileWatcherCertificateProvider({
+      certificateFile: paths.certFile,
+      privateKeyFile: paths.keyFile,
+      caCertificateFile: paths.caFile,
+      refreshIntervalMs: reloadIntervalMs,
+    });
   }
 
   /** Reads the files once, now: a process does not start with a set it could not use. */
@@ -151,13 +172,22 @@ class VerifiedCertificates implements CertificateProvider {
   /** A read of the files (the watcher sends the pair and the CA apart, the CA second): kept when whole and new. */
   private take(identity: IdentityUpdate | null | undefined, ca: CaUpdate | null | undefined): void {
     if (!identity || !ca) return; // a file missing for a moment (being replaced): keep what works
-    const sameIdentity = this.identity !== undefined && identity.certificate.equals(this.identity.certificate) && identity.privateKey.equals(this.identity.privateKey);
+    const sameIdentity =
+      this.identity !== undefined &&
+      identity.certificate.equals(this.identity.certificate) &&
+      identity.privateKey.equals(this.identity.privateKey);
     const sameCa = this.ca !== undefined && ca.caCertificate.equals(this.ca.caCertificate);
     if (sameIdentity && sameCa) return;
-    const problem = (sameIdentity ? undefined : identityProblem(identity, this.trustDomain, this.service)) ?? (sameCa ? undefined : caProblem(ca));
+    const problem =
+      (sameIdentity ? undefined : identityProblem(identity, this.trustDomain, this.service)) ??
+      (sameCa ? undefined : caProblem(ca));
     if (problem) {
       const fingerprint = `${problem}|${identity.certificate.length}|${ca.caCertificate.length}`;
-      if (fingerprint !== this.lastRefused) this.logger.warn({ problem }, "TLS files changed but are not usable yet: the previous certificate stays in use");
+      if (fingerprint !== this.lastRefused)
+        this.logger.warn(
+          { problem },
+          "TLS files changed but are not usable yet: the previous certificate stays in use",
+        );
       this.lastRefused = fingerprint;
       return;
     }
@@ -235,10 +265,20 @@ export function tlsFilesOf(config: Pick<TlsConfig, "tlsCertFile" | "tlsKeyFile" 
  * Mutual TLS for the process of `service` (its certificate must name it), or undefined when the
  * settings leave it off. Throws when the files cannot be used.
  */
-export function openTransportSecurity(config: TlsConfig, service: string, logger: Logger): TransportSecurity | undefined {
+export function openTransportSecurity(
+  config: TlsConfig,
+  service: string,
+  logger: Logger,
+): TransportSecurity | undefined {
   const files = tlsFilesOf(config);
   if (!files) return undefined;
-  const certificates = new VerifiedCertificates(files, config.tlsReloadIntervalMs, config.tlsTrustDomain, service, logger);
+  const certificates = new VerifiedCertificates(
+    files,
+    config.tlsReloadIntervalMs,
+    config.tlsTrustDomain,
+    service,
+    logger,
+  );
   certificates.loadNow();
   // The same provider for both (grpc-js takes the CA from one and the pair from the other).
   const serverCredentials = experimental.createCertificateProviderServerCredentials(certificates, certificates, true);
@@ -250,7 +290,9 @@ export function openTransportSecurity(config: TlsConfig, service: string, logger
       let security = byPeer.get(peer);
       if (!security) {
         security = {
-          credentials: experimental.createCertificateProviderChannelCredentials(certificates, certificates, { checkServerIdentity: serverIdentityCheck(config.tlsTrustDomain, peer) }),
+          credentials: experimental.createCertificateProviderChannelCredentials(certificates, certificates, {
+            checkServerIdentity: serverIdentityCheck(config.tlsTrustDomain, peer),
+          }),
           // The name sent in SNI and handed to the check above: the service, whatever the address.
           options: { "grpc.ssl_target_name_override": peer },
         };
@@ -267,7 +309,12 @@ export function openTransportSecurity(config: TlsConfig, service: string, logger
  */
 export function channelSecurityFromFiles(files: TlsFiles, trustDomain: string, peer: string): ChannelSecurity {
   return {
-    credentials: channelCredentials.createSsl(readFileSync(files.caFile), readFileSync(files.keyFile), readFileSync(files.certFile), { checkServerIdentity: serverIdentityCheck(trustDomain, peer) }),
+    credentials: channelCredentials.createSsl(
+      readFileSync(files.caFile),
+      readFileSync(files.keyFile),
+      readFileSync(files.certFile),
+      { checkServerIdentity: serverIdentityCheck(trustDomain, peer) },
+    ),
     options: { "grpc.ssl_target_name_override": peer },
   };
 }

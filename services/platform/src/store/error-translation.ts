@@ -17,7 +17,10 @@ export function translateDatabaseError(err: unknown): unknown {
   const code = (err as { code?: unknown }).code;
   if (typeof code === "string") {
     if (code.startsWith("22")) {
-      return fail("INVALID_REQUEST", "a value in the request cannot be stored (e.g. a NUL character, or a number or date out of range)");
+      return fail(
+        "INVALID_REQUEST",
+        "a value in the request cannot be stored (e.g. a NUL character, or a number or date out of range)",
+      );
     }
     if (code === "57014" || code === "55P03") {
       return fail("DEADLINE_EXCEEDED", "the database work did not finish within the call's deadline");

@@ -9,7 +9,12 @@ import type { Logger } from "../logger.js";
 import { parse, setting } from "../config.js";
 
 /** The setting of every service that keeps idempotency keys. */
-export const idempotencyKeyTtlSetting = setting("IDEMPOTENCY_KEY_TTL_HOURS", parse.int(24, 24 * 365), "how long Idempotency-Keys are remembered (at least 24)", 48);
+export const idempotencyKeyTtlSetting = setting(
+  "IDEMPOTENCY_KEY_TTL_HOURS",
+  parse.int(24, 24 * 365),
+  "how long Idempotency-Keys are remembered (at least 24)",
+  48,
+);
 
 const PURGE_INTERVAL_MS = 60 * 60 * 1000;
 
@@ -109,10 +114,13 @@ interface KeyRecord {
   response: Uint8Array | null;
 }
 
-const KEY_COLUMNS = "request_hash, response FROM idempotency_keys WHERE tenant_id = $1 AND principal = $2 AND operation = $3 AND key = $4";
+const KEY_COLUMNS =
+  "request_hash, response FROM idempotency_keys WHERE tenant_id = $1 AND principal = $2 AND operation = $3 AND key = $4";
 
 /** The row's identity: tenant, principal, operation and the key (keys compare case-insensitively). */
-function keyParamsOf(scope: Pick<IdempotencyScope, "tenantId" | "principal" | "operation" | "key">): [string, string, string, string] {
+function keyParamsOf(
+  scope: Pick<IdempotencyScope, "tenantId" | "principal" | "operation" | "key">,
+): [string, string, string, string] {
   assertIdempotencyKey(scope.key);
   return [scope.tenantId, scope.principal, scope.operation, scope.key.toLowerCase()];
 }
@@ -125,7 +133,12 @@ async function readKey(db: SqlExecutor, params: readonly string[]): Promise<KeyR
  * A key of the same tenant, operation and value stored before keys had principals, when the scope
  * says its result is this principal's (it stands for the principal's own record); undefined otherwise.
  */
-async function ownUnscopedKey<T>(db: SqlExecutor, scope: Omit<IdempotencyScope<T>, "requestHash">, params: readonly string[], codec: ResultCodec<T>): Promise<KeyRecord | undefined> {
+async function ownUnscopedKey<T>(
+  db: SqlExecutor,
+  scope: Omit<IdempotencyScope<T>, "requestHash">,
+  params: readonly string[],
+  codec: ResultCodec<T>,
+): Promise<KeyRecord | undefined> {
   if (!scope.ownsUnscoped || scope.principal === UNSCOPED) return undefined;
   const record = await readKey(db, [params[0]!, UNSCOPED, params[2]!, params[3]!]);
   if (!record) return undefined;
@@ -139,14 +152,23 @@ async function ownUnscopedKey<T>(db: SqlExecutor, scope: Omit<IdempotencyScope<T
  * (replayed), and with another request an IDEMPOTENCY_KEY_REUSED error. Concurrent first calls
  * wait on the key's row: one does the work, the rest replay it.
  */
-export async function runIdempotent<T>(db: SqlDatabase, scope: IdempotencyScope<T>, codec: ResultCodec<T>, work: (tx: SqlExecutor) => Promise<T>): Promise<IdempotentOutcome<T>> {
+export async function runIdempotent<T>(
+  db: SqlDatabase,
+  scope: IdempotencyScope<T>,
+  codec: ResultCodec<T>,
+  work: (tx: SqlExecutor) => Promise<T>,
+): Promise<IdempotentOutcome<T>> {
   const keyParams = keyParamsOf(scope);
   const outcome = await db.transaction(async (tx): Promise<IdempotentOutcome<T>> => {
     // A first call still in flight holds this key: the second is told so at once (409), instead of
     // waiting on the key's row for the first to finish. (Embedded storage runs transactions one at a
     // time: there the second simply finds the first done.)
-    const { rows } = await tx.query<{ free: boolean }>(`SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS free`, [keyParams.join("/")]);
-    if (!rows[0]?.free) throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "a request with this Idempotency-Key is still in progress; retry later");
+    const { rows } = await tx.query<{ free: boolean }>(
+      `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS free`,
+      [keyParams.join("/")],
+    );
+    if (!rows[0]?.free)
+      throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "a request with this Idempotency-Key is still in progress; retry later");
     const earlier = await ownUnscopedKey(tx, scope, keyParams, codec);
     if (earlier) return { result: codec.decode(storedResponse(earlier, scope.requestHash)!), replayed: true };
     const claimed = await tx.query(
@@ -155,11 +177,15 @@ export async function runIdempotent<T>(db: SqlDatabase, scope: IdempotencyScope<
     );
     if (claimed.rowCount === 1) {
       const result = await work(tx);
-      await tx.query(`UPDATE idempotency_keys SET response = $5 WHERE tenant_id = $1 AND principal = $2 AND operation = $3 AND key = $4`, [...keyParams, codec.encode(result)]);
+      await tx.query(
+        `UPDATE idempotency_keys SET response = $5 WHERE tenant_id = $1 AND principal = $2 AND operation = $3 AND key = $4`,
+        [...keyParams, codec.encode(result)],
+      );
       return { result, replayed: false };
     }
     const response = storedResponse(await readKey(tx, keyParams), scope.requestHash);
-    if (!response) throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "a request with this Idempotency-Key is still in progress; retry later");
+    if (!response)
+      throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "a request with this Idempotency-Key is still in progress; retry later");
     return { result: codec.decode(response), replayed: true };
   });
   if (outcome.replayed) idempotentReplays.labels({ operation: scope.operation }).inc();
@@ -169,8 +195,13 @@ export async function runIdempotent<T>(db: SqlDatabase, scope: IdempotencyScope<
 /** A key's stored response, refusing a void key and another request's; undefined while there is none. */
 function storedResponse(record: KeyRecord | undefined, requestHash: string): Uint8Array | undefined {
   if (!record) return undefined;
-  if (record.request_hash === VOIDED) throw fail("IDEMPOTENCY_KEY_VOIDED", "this Idempotency-Key was settled as never used: nothing will be made with it; use a new key");
-  if (record.request_hash !== requestHash) throw fail("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was already used with a different request body");
+  if (record.request_hash === VOIDED)
+    throw fail(
+      "IDEMPOTENCY_KEY_VOIDED",
+      "this Idempotency-Key was settled as never used: nothing will be made with it; use a new key",
+    );
+  if (record.request_hash !== requestHash)
+    throw fail("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was already used with a different request body");
   return record.response ?? undefined;
 }
 
@@ -179,7 +210,11 @@ function storedResponse(record: KeyRecord | undefined, requestHash: string): Uin
  * that must call another service before `runIdempotent` (a replay must not depend on that call).
  * Undefined when there is none yet; the same errors as `runIdempotent` for another request or a void key.
  */
-export async function findIdempotentResult<T>(db: SqlExecutor, scope: IdempotencyScope<T>, codec: ResultCodec<T>): Promise<T | undefined> {
+export async function findIdempotentResult<T>(
+  db: SqlExecutor,
+  scope: IdempotencyScope<T>,
+  codec: ResultCodec<T>,
+): Promise<T | undefined> {
   const keyParams = keyParamsOf(scope);
   const record = (await ownUnscopedKey(db, scope, keyParams, codec)) ?? (await readKey(db, keyParams));
   const response = storedResponse(record, scope.requestHash);
@@ -192,20 +227,28 @@ export async function findIdempotentResult<T>(db: SqlExecutor, scope: Idempotenc
  * Either answer is final. A first call still in flight holds the key's row uncommitted; the claim
  * waits for it (PostgreSQL's unique-index check), so the answer is never "void" for work that then commits.
  */
-export async function resolveIdempotencyKey<T>(db: SqlDatabase, scope: Omit<IdempotencyScope<T>, "requestHash">, codec: ResultCodec<T>): Promise<{ result: T } | { voided: true }> {
+export async function resolveIdempotencyKey<T>(
+  db: SqlDatabase,
+  scope: Omit<IdempotencyScope<T>, "requestHash">,
+  codec: ResultCodec<T>,
+): Promise<{ result: T } | { voided: true }> {
   const keyParams = keyParamsOf(scope);
   return db.transaction(async (tx) => {
     // Wait (within the call's time) for a first call still in flight under the key: its outcome decides.
     await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [keyParams.join("/")]);
     let record = await ownUnscopedKey(tx, scope, keyParams, codec);
     if (!record) {
-      const claimed = await tx.query(`INSERT INTO idempotency_keys (tenant_id, principal, operation, key, request_hash) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, [...keyParams, VOIDED]);
+      const claimed = await tx.query(
+        `INSERT INTO idempotency_keys (tenant_id, principal, operation, key, request_hash) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
+        [...keyParams, VOIDED],
+      );
       if (claimed.rowCount === 1) return { voided: true as const };
       record = await readKey(tx, keyParams);
     }
     if (!record || record.request_hash === VOIDED) return { voided: true as const };
     // A committed key row always holds its response (written in the transaction that claimed it).
-    if (!record.response) throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "the work under this key is still in progress; retry later");
+    if (!record.response)
+      throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "the work under this key is still in progress; retry later");
     return { result: codec.decode(record.response) };
   });
 }
@@ -216,9 +259,15 @@ export async function resolveIdempotencyKey<T>(db: SqlDatabase, scope: Omit<Idem
  */
 export async function purgeIdempotencyKeys(db: SqlDatabase, olderThanMs: number): Promise<number | undefined> {
   return db.transaction(async (tx) => {
-    const { rows } = await tx.query<{ free: boolean }>(`SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS free`, [`switchyard.purge-idempotency-keys.${db.schema}`]);
+    const { rows } = await tx.query<{ free: boolean }>(
+      `SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0)) AS free`,
+      [`switchyard.purge-idempotency-keys.${db.schema}`],
+    );
     if (!rows[0]?.free) return undefined;
-    const result = await tx.query(`DELETE FROM idempotency_keys WHERE created_at < now() - ($1::bigint * interval '1 millisecond')`, [olderThanMs]);
+    const result = await tx.query(
+      `DELETE FROM idempotency_keys WHERE created_at < now() - ($1::bigint * interval '1 millisecond')`,
+      [olderThanMs],
+    );
     return result.rowCount;
   });
 }

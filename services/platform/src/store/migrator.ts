@@ -54,7 +54,9 @@ export function applyMigrations(db: SqlDatabase, migrations: readonly Migration[
 
 /** The versions applied to the schema (none when it was never migrated). */
 export async function appliedVersions(db: SqlExecutor, schema: string): Promise<number[]> {
-  const table = await db.query<{ present: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS present`, [`${schema}.schema_migrations`]);
+  const table = await db.query<{ present: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS present`, [
+    `${schema}.schema_migrations`,
+  ]);
   if (!table.rows[0]?.present) return [];
   const rows = await db.query<{ version: number }>(`SELECT version FROM ${schema}.schema_migrations ORDER BY version`);
   return rows.rows.map((r) => Number(r.version));
@@ -69,7 +71,8 @@ export async function verifyMigrations(db: SqlDatabase, migrations: readonly Mig
   const applied = await appliedVersions(db, db.schema);
   const done = new Set(applied);
   const missing = migrations.filter((m) => !done.has(m.version)).sort((a, b) => a.version - b.version);
-  if (missing.length > 0) throw new SchemaBehindError(db.schema, missing, applied.length > 0 ? Math.max(...applied) : 0);
+  if (missing.length > 0)
+    throw new SchemaBehindError(db.schema, missing, applied.length > 0 ? Math.max(...applied) : 0);
 }
 
 /**

@@ -21,7 +21,11 @@ export interface OpenSqlOptions {
 
 export async function openSqlDatabase(options: OpenSqlOptions): Promise<SqlDatabase> {
   const db = options.databaseUrl
-    ? openPostgresDatabase({ databaseUrl: options.databaseUrl, schema: options.schema, maxConnections: options.maxConnections })
+    ? openPostgresDatabase({
+        databaseUrl: options.databaseUrl,
+        schema: options.schema,
+        maxConnections: options.maxConnections,
+      })
     : await openPgliteDatabase(options.dataDir, options.schema);
   try {
     if (options.schemaAtStart === "verify") await verifyMigrations(db, options.migrations);

@@ -51,8 +51,9 @@ export function seedDataDir(dataDir: string): void {
   if (!tar) return;
   // The archive is PGlite's own dump: a ustar of directories and regular files, paths under 100 bytes.
   let version: Buffer | undefined;
-  for (let at = 0; at + 512 <= tar.length; ) {
-    const field = (from: number, length: number) => tar.toString("latin1", at + from, at + from + length).replace(/\0.*$/s, "");
+  for (let at = 0; at + 512 <= tar.length;) {
+    const field = (from: number, length: number) =>
+      tar.toString("latin1", at + from, at + from + length).replace(/\0.*$/s, "");
     const name = field(0, 100);
     if (!name) break;
     const size = parseInt(field(124, 12).trim() || "0", 8);
@@ -74,7 +75,13 @@ export async function makeClusterArchive(): Promise<Buffer> {
   const db = await PGlite.create();
   try {
     const tar = Buffer.from(await (await db.dumpDataDir("none")).arrayBuffer());
-    return brotliCompressSync(tar, { params: { [constants.BROTLI_PARAM_QUALITY]: 9, [constants.BROTLI_PARAM_LGWIN]: 24, [constants.BROTLI_PARAM_SIZE_HINT]: tar.length } });
+    return brotliCompressSync(tar, {
+      params: {
+        [constants.BROTLI_PARAM_QUALITY]: 9,
+        [constants.BROTLI_PARAM_LGWIN]: 24,
+        [constants.BROTLI_PARAM_SIZE_HINT]: tar.length,
+      },
+    });
   } finally {
     await db.close();
   }

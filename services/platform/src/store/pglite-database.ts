@@ -4,7 +4,15 @@
 import { mkdirSync } from "node:fs";
 import { PGlite, types as pgliteTypes } from "@electric-sql/pglite";
 import { reportPool } from "../metrics.js";
-import { assertIdentifier, normalizeParams, parseInt8, TRANSACTION_ABORTED, type SqlDatabase, type SqlExecutor, type SqlResult } from "./engine.js";
+import {
+  assertIdentifier,
+  normalizeParams,
+  parseInt8,
+  TRANSACTION_ABORTED,
+  type SqlDatabase,
+  type SqlExecutor,
+  type SqlResult,
+} from "./engine.js";
 import { translating } from "./error-translation.js";
 import { initialisedCluster, seedDataDir } from "./pglite-cluster.js";
 import { PgliteSession, type StatementResult } from "./pglite-session.js";
@@ -60,9 +68,15 @@ class PgliteDatabase implements SqlDatabase {
   }
 
   /** One statement under the query lock (the caller holds the transaction lock). */
-  private statement<R>(sql: string, params: unknown[] | undefined, inTransaction: boolean): Promise<StatementResult<R>> {
+  private statement<R>(
+    sql: string,
+    params: unknown[] | undefined,
+    inTransaction: boolean,
+  ): Promise<StatementResult<R>> {
     return this.db._runExclusiveQuery(() =>
-      measured(sql, this.schema, () => translating(() => this.session.run<R>(sql, normalizeParams(params) ?? [], inTransaction))),
+      measured(sql, this.schema, () =>
+        translating(() => this.session.run<R>(sql, normalizeParams(params) ?? [], inTransaction)),
+      ),
     );
   }
 

@@ -85,9 +85,21 @@ export class PgliteSession {
   async run<R>(sql: string, params: readonly unknown[], inTransaction: boolean): Promise<StatementResult<R>> {
     const statement = this.prepared.get(sql) ?? (await this.prepare(sql, inTransaction));
     const values = params.map((value, i) => this.serialize(value, statement.paramTypes[i]!));
-    const reply = await this.exchange([protocol.serialize.bind({ statement: statement.name, values }), protocol.serialize.execute({}), protocol.serialize.sync()], inTransaction);
+    const reply = await this.exchange(
+      [
+        protocol.serialize.bind({ statement: statement.name, values }),
+        protocol.serialize.execute({}),
+        protocol.serialize.sync(),
+      ],
+      inTransaction,
+    );
     const command = reply.tag.split(" ", 1)[0]!;
-    if (!statement.columns) return { rows: [], rowCount: COUNTED.has(command) ? Number(reply.tag.slice(reply.tag.lastIndexOf(" ") + 1)) : 0, command };
+    if (!statement.columns)
+      return {
+        rows: [],
+        rowCount: COUNTED.has(command) ? Number(reply.tag.slice(reply.tag.lastIndexOf(" ") + 1)) : 0,
+        command,
+      };
     const rows = reply.rows.map((fields) => this.rowOf(statement.columns!, fields) as R);
     return { rows, rowCount: rows.length, command };
   }
@@ -113,7 +125,14 @@ export class PgliteSession {
 
   private async prepare(sql: string, inTransaction: boolean): Promise<PreparedStatement> {
     const name = this.prepared.size < MAX_PREPARED ? `s${this.prepared.size + 1}` : "";
-    const reply = await this.exchange([protocol.serialize.parse({ name, text: sql }), protocol.serialize.describe({ type: "S", name }), protocol.serialize.sync()], inTransaction);
+    const reply = await this.exchange(
+      [
+        protocol.serialize.parse({ name, text: sql }),
+        protocol.serialize.describe({ type: "S", name }),
+        protocol.serialize.sync(),
+      ],
+      inTransaction,
+    );
     const statement: PreparedStatement = { name, paramTypes: reply.paramTypes, columns: reply.columns };
     if (name) this.prepared.set(sql, statement);
     return statement;
@@ -123,7 +142,10 @@ export class PgliteSession {
   private async exchange(frontend: Uint8Array[], inTransaction: boolean): Promise<Reply> {
     const chunks: Uint8Array[] = [];
     // The engine hands out views into its own memory: copy each before the next call reuses it.
-    await this.db.execProtocolRawStream(concat(frontend), { syncToFs: !inTransaction, onRawData: (data) => chunks.push(data.slice()) });
+    await this.db.execProtocolRawStream(concat(frontend), {
+      syncToFs: !inTransaction,
+      onRawData: (data) => chunks.push(data.slice()),
+    });
     return this.read(concat(chunks));
   }
 
@@ -211,7 +233,8 @@ export class PgliteSession {
       at = end + 1;
     }
     const error = new messages.DatabaseError(values.M ?? "database error", fields.length + 4, "error");
-    for (const [code, property] of Object.entries(ERROR_FIELDS)) if (values[code] !== undefined) (error as unknown as Record<string, string>)[property] = values[code];
+    for (const [code, property] of Object.entries(ERROR_FIELDS))
+      if (values[code] !== undefined) (error as unknown as Record<string, string>)[property] = values[code];
     return error;
   }
 

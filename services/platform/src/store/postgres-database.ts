@@ -4,7 +4,16 @@ import pg from "pg";
 import { remainingCallMs } from "../call-deadline.js";
 import { fail } from "../errors.js";
 import { reportPool } from "../metrics.js";
-import { assertIdentifier, INT8_OID, normalizeParams, parseInt8, TRANSACTION_ABORTED, type SqlDatabase, type SqlExecutor, type SqlResult } from "./engine.js";
+import {
+  assertIdentifier,
+  INT8_OID,
+  normalizeParams,
+  parseInt8,
+  TRANSACTION_ABORTED,
+  type SqlDatabase,
+  type SqlExecutor,
+  type SqlResult,
+} from "./engine.js";
 import { translating } from "./error-translation.js";
 import { measured } from "./statement-telemetry.js";
 
@@ -114,7 +123,9 @@ class PostgresDatabase implements SqlDatabase {
   }
 
   async query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
-    const result = await measured(sql, this.schema, () => translating(() => this.pool.query(this.statement(sql, params))));
+    const result = await measured(sql, this.schema, () =>
+      translating(() => this.pool.query(this.statement(sql, params))),
+    );
     return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
   }
 
@@ -124,7 +135,8 @@ class PostgresDatabase implements SqlDatabase {
 
   async transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     const remaining = remainingCallMs();
-    if (remaining !== undefined && remaining <= 0) throw fail("DEADLINE_EXCEEDED", "the call's deadline passed before its database work began");
+    if (remaining !== undefined && remaining <= 0)
+      throw fail("DEADLINE_EXCEEDED", "the call's deadline passed before its database work began");
     const client = await translating(() => this.pool.connect());
     try {
       // Within a call, no statement or lock wait outlives the caller: work does not go on after its 504.
@@ -132,7 +144,9 @@ class PostgresDatabase implements SqlDatabase {
       await measured("BEGIN", this.schema, () => translating(() => client.query(begin)));
       const value = await work({
         query: async <R>(sql: string, params?: unknown[]) => {
-          const result = await measured(sql, this.schema, () => translating(() => client.query(this.statement(sql, params))));
+          const result = await measured(sql, this.schema, () =>
+            translating(() => client.query(this.statement(sql, params))),
+          );
           return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
         },
         exec: async (sql: string) => {

@@ -3,7 +3,24 @@
 import { dbStatementDuration } from "../metrics.js";
 import { SpanKind, SpanStatusCode, tracer, tracingEnabled } from "../tracing.js";
 
-const VERBS = new Set(["SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "BEGIN", "COMMIT", "ROLLBACK", "SET", "LISTEN", "UNLISTEN", "NOTIFY", "CREATE", "ALTER", "DROP", "LOCK"]);
+const VERBS = new Set([
+  "SELECT",
+  "INSERT",
+  "UPDATE",
+  "DELETE",
+  "WITH",
+  "BEGIN",
+  "COMMIT",
+  "ROLLBACK",
+  "SET",
+  "LISTEN",
+  "UNLISTEN",
+  "NOTIFY",
+  "CREATE",
+  "ALTER",
+  "DROP",
+  "LOCK",
+]);
 const verbCache = new Map<string, string>();
 /** Statements whose verb is remembered: every one a service's code holds, not SQL built without bound. */
 const VERB_CACHE_MAX = 2_000;

@@ -24,15 +24,26 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
 import { readFileSync } from "node:fs";
-import { applyMigrations, openSqlDatabase, type Migration, type SchemaAtStart, type SqlDatabase } from "@switchyard/platform/store";
+import {
+  applyMigrations,
+  openSqlDatabase,
+  type Migration,
+  type SchemaAtStart,
+  type SqlDatabase,
+} from "@switchyard/platform/store";
 
 /** The previous release's migrations per service (scripts/freeze-migrations.ts wrote them). */
-export const PREVIOUS_RELEASE = JSON.parse(readFileSync(new URL("../../../../test/fixtures/previous-release-migrations.json", import.meta.url), "utf8")) as { commit: string; services: Record<string, Migration[]> };
+export const PREVIOUS_RELEASE = JSON.parse(
+  readFileSync(new URL("../../../../test/fixtures/previous-release-migrations.json", import.meta.url), "utf8"),
+) as { commit: string; services: Record<string, Migration[]> };
 
 /** The previous release's migrations of the service whose list `migrations` continues, if any. */
 export function previousReleaseOf(migrations: readonly Migration[]): Migration[] | undefined {
-  const same = (a: Migration, b: Migration | undefined) => b !== undefined && a.version === b.version && a.name === b.name && a.sql === b.sql;
-  return Object.values(PREVIOUS_RELEASE.services).find((previous) => previous.length > 0 && previous.every((m, i) => same(m, migrations[i])));
+  const same = (a: Migration, b: Migration | undefined) =>
+    b !== undefined && a.version === b.version && a.name === b.name && a.sql === b.sql;
+  return Object.values(PREVIOUS_RELEASE.services).find(
+    (previous) => previous.length > 0 && previous.every((m, i) => same(m, migrations[i])),
+  );
 }
 
 export interface DatabaseTarget {
@@ -110,7 +121,12 @@ interface Backend {
 function backends(): Backend[] {
   const list: Backend[] = [
     {
-      target: { name: "PGlite (in memory; a service's schema upgraded from the previous release's)", engine: "pglite", persistent: false, sharedOpens: false },
+      target: {
+        name: "PGlite (in memory; a service's schema upgraded from the previous release's)",
+        engine: "pglite",
+        persistent: false,
+        sharedOpens: false,
+      },
       prepare: async () => {},
       open: async (schema, migrations, { schemaAtStart }) => {
         const previous = previousReleaseOf(migrations);
@@ -122,7 +138,12 @@ function backends(): Backend[] {
       cleanUp: async () => {},
     },
     {
-      target: { name: `PGlite (data directory under ${tmpdir()})`, engine: "pglite", persistent: true, sharedOpens: false },
+      target: {
+        name: `PGlite (data directory under ${tmpdir()})`,
+        engine: "pglite",
+        persistent: true,
+        sharedOpens: false,
+      },
       prepare: async () => {
         await pgliteTemplate();
       },
@@ -136,7 +157,8 @@ function backends(): Backend[] {
         return openSqlDatabase({ dataDir, schema, migrations, schemaAtStart });
       },
       cleanUp: async (schemas) => {
-        for (const schema of schemas) if (placesSeeded.has(schema)) rmSync(join(scratch(), schema), { recursive: true, force: true });
+        for (const schema of schemas)
+          if (placesSeeded.has(schema)) rmSync(join(scratch(), schema), { recursive: true, force: true });
       },
     },
   ];
@@ -156,7 +178,13 @@ function backends(): Backend[] {
         }
       },
       open: (schema, migrations, { maxConnections, schemaAtStart }) =>
-        openSqlDatabase({ databaseUrl: url, schema, migrations, schemaAtStart, ...(maxConnections === undefined ? {} : { maxConnections }) }),
+        openSqlDatabase({
+          databaseUrl: url,
+          schema,
+          migrations,
+          schemaAtStart,
+          ...(maxConnections === undefined ? {} : { maxConnections }),
+        }),
       cleanUp: async (schemas) => {
         if (schemas.length === 0) return;
         const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 5_000 });

@@ -60,7 +60,16 @@ export async function startInProcessMesh(options: InProcessMeshOptions = {}): Pr
   const suffix = randomBytes(4).toString("hex");
   // Several services share this one event loop (and block it while their databases start), which
   // no deployment does: their event-loop shedding is off here and tested on its own.
-  const common = { DATA_DIR: dataDir, LOG_LEVEL: "silent", DATABASE_URL: options.databaseUrl ?? "", IDENTITY_PORT: "0", PAYMENTS_PORT: "0", ORDERS_PORT: "0", CONTENT_PORT: "0", SHED_EVENT_LOOP_DELAY_MS: "0" };
+  const common = {
+    DATA_DIR: dataDir,
+    LOG_LEVEL: "silent",
+    DATABASE_URL: options.databaseUrl ?? "",
+    IDENTITY_PORT: "0",
+    PAYMENTS_PORT: "0",
+    ORDERS_PORT: "0",
+    CONTENT_PORT: "0",
+    SHED_EVENT_LOOP_DELAY_MS: "0",
+  };
   const ordersSecret = randomBytes(32).toString("base64url");
   const logger = createLogger("test", "silent");
   const identityRuntime = await startIdentityService(
@@ -76,11 +85,26 @@ export async function startInProcessMesh(options: InProcessMeshOptions = {}): Pr
     logger,
   );
   const identityAddress = `127.0.0.1:${identityRuntime.server.port}`;
-  const paymentsRuntime = await startPaymentsService(paymentsConfigFrom({ ...common, IDENTITY_ADDRESS: identityAddress, PAYMENTS_DB_SCHEMA: `payments_${suffix}`, ...options.paymentsEnv }), logger);
+  const paymentsRuntime = await startPaymentsService(
+    paymentsConfigFrom({
+      ...common,
+      IDENTITY_ADDRESS: identityAddress,
+      PAYMENTS_DB_SCHEMA: `payments_${suffix}`,
+      ...options.paymentsEnv,
+    }),
+    logger,
+  );
   const paymentsAddress = `127.0.0.1:${paymentsRuntime.server.port}`;
   const paymentsGate = options.gatePayments ? await TcpGate.before(paymentsAddress) : undefined;
   const contentRuntime = await startContentService(
-    contentConfigFrom({ ...common, IDENTITY_ADDRESS: identityAddress, CONTENT_DB_SCHEMA: `content_${suffix}`, CONTENT_DEMO_DATA: "true", DEMO_DATA_FORCE: "true", CATALOG_OWNER_TENANT: "acme" }),
+    contentConfigFrom({
+      ...common,
+      IDENTITY_ADDRESS: identityAddress,
+      CONTENT_DB_SCHEMA: `content_${suffix}`,
+      CONTENT_DEMO_DATA: "true",
+      DEMO_DATA_FORCE: "true",
+      CATALOG_OWNER_TENANT: "acme",
+    }),
     logger,
   );
   const contentAddress = `127.0.0.1:${contentRuntime.server.port}`;
@@ -140,7 +164,9 @@ export async function startInProcessMesh(options: InProcessMeshOptions = {}): Pr
       if (options.databaseUrl) {
         const client = new pg.Client(options.databaseUrl);
         await client.connect();
-        await client.query(`DROP SCHEMA IF EXISTS identity_${suffix} CASCADE; DROP SCHEMA IF EXISTS payments_${suffix} CASCADE; DROP SCHEMA IF EXISTS orders_${suffix} CASCADE; DROP SCHEMA IF EXISTS content_${suffix} CASCADE`);
+        await client.query(
+          `DROP SCHEMA IF EXISTS identity_${suffix} CASCADE; DROP SCHEMA IF EXISTS payments_${suffix} CASCADE; DROP SCHEMA IF EXISTS orders_${suffix} CASCADE; DROP SCHEMA IF EXISTS content_${suffix} CASCADE`,
+        );
         await client.end();
       }
     },
@@ -149,7 +175,9 @@ export async function startInProcessMesh(options: InProcessMeshOptions = {}): Pr
 
 /** The engines service suites run on: PGlite always, the PostgreSQL server when DATABASE_URL is set. */
 export function serviceEngines(): { name: string; databaseUrl: string | undefined }[] {
-  const engines: { name: string; databaseUrl: string | undefined }[] = [{ name: "embedded PGlite", databaseUrl: undefined }];
+  const engines: { name: string; databaseUrl: string | undefined }[] = [
+    { name: "embedded PGlite", databaseUrl: undefined },
+  ];
   if (process.env.DATABASE_URL) engines.push({ name: "PostgreSQL server", databaseUrl: process.env.DATABASE_URL });
   else console.log("  (PostgreSQL server service suites skipped: DATABASE_URL is not set)");
   return engines;

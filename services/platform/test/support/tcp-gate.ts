@@ -9,7 +9,10 @@ export class TcpGate {
   #isOpen = true;
   #stalled = false;
 
-  private constructor(private readonly server: Server, readonly address: string) {}
+  private constructor(
+    private readonly server: Server,
+    readonly address: string,
+  ) {}
 
   /** A gate on a free port of 127.0.0.1, open, in front of `target` (host:port). */
   static async before(target: string): Promise<TcpGate> {

@@ -11,11 +11,14 @@ const byServerDeadline: Interceptor = (next) => (call) => {
   const at = serverDeadlineOf(call.context);
   if (at === undefined) return next(call);
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      const reason = deadlineExceeded();
-      endCall(call.context, reason);
-      reject(reason);
-    }, Math.max(0, at - Date.now()));
+    const timer = setTimeout(
+      () => {
+        const reason = deadlineExceeded();
+        endCall(call.context, reason);
+        reject(reason);
+      },
+      Math.max(0, at - Date.now()),
+    );
     Promise.resolve()
       .then(() => next(call))
       .then(
