@@ -338,9 +338,7 @@ async function sameWork(outcomes: HttpOutcome[]): Promise<void> {
 }
 
 /** The read paths against the same-work reference, per engine (the summary's issue 34 rows). */
-function sameWorkRatios(
-  http: HttpOutcome[],
-): {
+function sameWorkRatios(http: HttpOutcome[]): {
   path: string;
   engine: string;
   ratio: number | undefined;

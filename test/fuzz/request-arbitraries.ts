@@ -419,12 +419,10 @@ function mutationArb(schema: Schema): fc.Arbitrary<Mutation> {
   if (required.length > 0) {
     add(
       1,
-      fc
-        .constantFrom(...required)
-        .map((name): Mutation => (v) => ({
-          value: new Members(membersOf(v).filter(([k]) => k !== name)),
-          label: `without required ${name}`,
-        })),
+      fc.constantFrom(...required).map((name): Mutation => (v) => ({
+        value: new Members(membersOf(v).filter(([k]) => k !== name)),
+        label: `without required ${name}`,
+      })),
     );
   }
   if (props.length > 0) {
@@ -449,19 +447,17 @@ function mutationArb(schema: Schema): fc.Arbitrary<Mutation> {
     // Repeated member names: {"amount": 1, "amount": "x"}.
     add(
       1,
-      fc
-        .constantFrom(...props)
-        .chain((name) =>
-          fc
-            .tuple(
-              fc.oneof(validValue(propOf(name)), hostileValue(propOf(name))),
-              fc.oneof(validValue(propOf(name)), hostileValue(propOf(name))),
-            )
-            .map(([a, b]): Mutation => (v) => ({
-              value: new Members([...membersOf(v).filter(([k]) => k !== name), [name, a], [name, b]]),
-              label: `${name} twice: ${labelOf(a)}, then ${labelOf(b)}`,
-            })),
-        ),
+      fc.constantFrom(...props).chain((name) =>
+        fc
+          .tuple(
+            fc.oneof(validValue(propOf(name)), hostileValue(propOf(name))),
+            fc.oneof(validValue(propOf(name)), hostileValue(propOf(name))),
+          )
+          .map(([a, b]): Mutation => (v) => ({
+            value: new Members([...membersOf(v).filter(([k]) => k !== name), [name, a], [name, b]]),
+            label: `${name} twice: ${labelOf(a)}, then ${labelOf(b)}`,
+          })),
+      ),
     );
     // A nested object (an order's items): mutate its first element.
     const nested = props.filter((p) => typeOf(propOf(p)) === "array" && typeOf(propOf(p).items ?? {}) === "object");
@@ -1623,13 +1619,11 @@ export function createFuzzer({ model, world }: FuzzerOptions) {
       weight: 2,
     },
     {
-      arbitrary: fc
-        .constantFrom(...CONTENT_TYPES)
-        .map((ct): Abuse => ({
-          label: `Content-Type ${JSON.stringify(ct)}`,
-          headers: ct === null ? [] : [["Content-Type", ct]],
-          drop: ["content-type"],
-        })),
+      arbitrary: fc.constantFrom(...CONTENT_TYPES).map((ct): Abuse => ({
+        label: `Content-Type ${JSON.stringify(ct)}`,
+        headers: ct === null ? [] : [["Content-Type", ct]],
+        drop: ["content-type"],
+      })),
       weight: 2,
     },
     {
@@ -1656,12 +1650,10 @@ export function createFuzzer({ model, world }: FuzzerOptions) {
       weight: 2,
     },
     {
-      arbitrary: fc
-        .integer({ min: 50, max: 400 })
-        .map((n): Abuse => ({
-          label: `${n} extra headers`,
-          headers: Array.from({ length: n }, (_, i): Header => [`X-Fuzz-${i}`, "v"]),
-        })),
+      arbitrary: fc.integer({ min: 50, max: 400 }).map((n): Abuse => ({
+        label: `${n} extra headers`,
+        headers: Array.from({ length: n }, (_, i): Header => [`X-Fuzz-${i}`, "v"]),
+      })),
       weight: 1,
     },
     {

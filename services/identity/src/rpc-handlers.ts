@@ -153,16 +153,14 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
 
     getJwks() {
       return {
-        keys: keys
-          .publicKeys()
-          .map((k) => ({
-            kid: k.kid ?? "",
-            kty: k.kty ?? "",
-            crv: k.crv ?? "",
-            x: k.x ?? "",
-            alg: k.alg ?? "",
-            use: k.use ?? "",
-          })),
+        keys: keys.publicKeys().map((k) => ({
+          kid: k.kid ?? "",
+          kty: k.kty ?? "",
+          crv: k.crv ?? "",
+          x: k.x ?? "",
+          alg: k.alg ?? "",
+          use: k.use ?? "",
+        })),
       };
     },
 

@@ -51,9 +51,7 @@ async function reflectedServices(port: number): Promise<string[] | Code> {
 }
 
 /** An HTTP/2 connection to a gRPC port, with what it was told: GOAWAY (code and debug data), and when it closed. */
-async function rawConnection(
-  port: number,
-): Promise<{
+async function rawConnection(port: number): Promise<{
   session: ClientHttp2Session;
   goaway: () => { code: number; data: string } | undefined;
   closed: () => boolean;
