@@ -362,6 +362,25 @@ forEachDatabase("SQL store contract (openSqlDatabase)", (dbs) => {
       expect(await ids("apart-")).to.deep.equal(["apart-outside"]);
     });
 
+    it("statements a transaction runs at once, each new, are each prepared and answered on their own", async function () {
+      // The embedded engine runs them on its one connection; pg deprecates overlapping queries on a client.
+      if (db.engine !== "pglite") {
+        console.log("      (skipped on the PostgreSQL server: pg deprecates overlapping queries on one client)");
+        return this.skip();
+      }
+      const texts = Array.from({ length: 8 }, (_, i) => `SELECT $1::int + ${i} AS sum, 'at-once-${i}' AS tag`);
+      const answers = await db.transaction((tx) =>
+        Promise.all(texts.map((text, i) => tx.query<{ sum: number; tag: string }>(text, [i]))),
+      );
+      expect(answers.map((a) => a.rows[0])).to.deep.equal(texts.map((_, i) => ({ sum: 2 * i, tag: `at-once-${i}` })));
+    });
+
+    it("statements outside any transaction, many at once and each new, each get their own answer", async () => {
+      const texts = Array.from({ length: 20 }, (_, i) => `SELECT $1::text || '-${i}' AS echoed`);
+      const answers = await Promise.all(texts.map((text, i) => db.query<{ echoed: string }>(text, [`many${i}`])));
+      expect(answers.map((a) => a.rows[0]!.echoed)).to.deep.equal(texts.map((_, i) => `many${i}-${i}`));
+    });
+
     it("LISTEN: handlers get each committed NOTIFY once, never a rolled-back one, and nothing after they stop", async () => {
       const got: { a: string[]; b: string[] } = { a: [], b: [] };
       const stopA = await db.listen("contract_events", (p) => got.a.push(p));

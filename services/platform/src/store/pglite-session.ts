@@ -77,22 +77,42 @@ const ERROR_FIELDS: Record<string, string> = {
 
 export class PgliteSession {
   private readonly prepared = new Map<string, PreparedStatement>();
+  /** Names handed out so far. */
+  private named = 0;
+  /** The turn of statements in the unnamed slot. */
+  private unnamedTurn: Promise<void> = Promise.resolve();
   private readonly listeners = new Map<string, Set<(payload: string) => void>>();
 
   constructor(private readonly db: PGlite) {}
 
-  /** Runs one statement with `$n` parameters. `inTransaction`: inside BEGIN … COMMIT (no file-system sync after it). */
-  async run<R>(sql: string, params: readonly unknown[], inTransaction: boolean): Promise<StatementResult<R>> {
-    const statement = this.prepared.get(sql) ?? (await this.prepare(sql, inTransaction));
-    const values = params.map((value, i) => this.serialize(value, statement.paramTypes[i]!));
-    const reply = await this.exchange(
-      [
-        protocol.serialize.bind({ statement: statement.name, values }),
-        protocol.serialize.execute({}),
-        protocol.serialize.sync(),
-      ],
-      inTransaction,
+  /** Runs one statement with `$n` parameters. */
+  async run<R>(sql: string, params: readonly unknown[]): Promise<StatementResult<R>> {
+    const cached = this.prepared.get(sql);
+    if (cached) return this.execute<R>(cached, params);
+    if (this.named >= MAX_PREPARED) return this.runUnnamed<R>(sql, params);
+    return this.execute<R>(await this.prepare(sql, `s${++this.named}`), params);
+  }
+
+  /**
+   * A statement beyond the named ones, in the one unnamed slot: its parse and its run must not
+   * interleave with another's, which would replace it in between, so such statements take turns.
+   */
+  private runUnnamed<R>(sql: string, params: readonly unknown[]): Promise<StatementResult<R>> {
+    const run = this.unnamedTurn.then(async () => this.execute<R>(await this.prepare(sql, ""), params));
+    this.unnamedTurn = run.then(
+      () => undefined,
+      () => undefined,
     );
+    return run;
+  }
+
+  private async execute<R>(statement: PreparedStatement, params: readonly unknown[]): Promise<StatementResult<R>> {
+    const values = params.map((value, i) => this.serialize(value, statement.paramTypes[i]!));
+    const reply = await this.exchange([
+      protocol.serialize.bind({ statement: statement.name, values }),
+      protocol.serialize.execute({}),
+      protocol.serialize.sync(),
+    ]);
     const command = reply.tag.split(" ", 1)[0]!;
     if (!statement.columns)
       return {
@@ -105,8 +125,8 @@ export class PgliteSession {
   }
 
   /** Runs a script of several statements without parameters (the simple query protocol). */
-  async script(sql: string, inTransaction: boolean): Promise<void> {
-    await this.exchange([protocol.serialize.query(sql)], inTransaction);
+  async script(sql: string): Promise<void> {
+    await this.exchange([protocol.serialize.query(sql)]);
   }
 
   /** Calls `handler` with the payload of every NOTIFY on `channel` (after LISTEN, which the caller runs). */
@@ -123,27 +143,26 @@ export class PgliteSession {
     };
   }
 
-  private async prepare(sql: string, inTransaction: boolean): Promise<PreparedStatement> {
-    const name = this.prepared.size < MAX_PREPARED ? `s${this.prepared.size + 1}` : "";
-    const reply = await this.exchange(
-      [
-        protocol.serialize.parse({ name, text: sql }),
-        protocol.serialize.describe({ type: "S", name }),
-        protocol.serialize.sync(),
-      ],
-      inTransaction,
-    );
+  /** Parses and describes `sql` under `name` (its name taken before, so two prepared at once never share one). */
+  private async prepare(sql: string, name: string): Promise<PreparedStatement> {
+    const reply = await this.exchange([
+      protocol.serialize.parse({ name, text: sql }),
+      protocol.serialize.describe({ type: "S", name }),
+      protocol.serialize.sync(),
+    ]);
     const statement: PreparedStatement = { name, paramTypes: reply.paramTypes, columns: reply.columns };
     if (name) this.prepared.set(sql, statement);
     return statement;
   }
 
   /** Sends frontend messages and reads the backend's reply; an ErrorResponse rejects (after the whole reply is read). */
-  private async exchange(frontend: Uint8Array[], inTransaction: boolean): Promise<Reply> {
+  private async exchange(frontend: Uint8Array[]): Promise<Reply> {
     const chunks: Uint8Array[] = [];
     // The engine hands out views into its own memory: copy each before the next call reuses it.
+    // No sync after it: the filesystems this adapter opens (Node's, memory) write as they go, and
+    // PGlite's sync of them does nothing but take a lock of its own.
     await this.db.execProtocolRawStream(concat(frontend), {
-      syncToFs: !inTransaction,
+      syncToFs: false,
       onRawData: (data) => chunks.push(data.slice()),
     });
     return this.read(concat(chunks));
