@@ -24,6 +24,14 @@ import {
   uniqueSchema,
 } from "../services/platform/test/support/databases.js";
 
+/** A schema in memory is gone when it closes: what needs it reopened runs on the persistent targets. */
+function skipInMemory(test: Mocha.Context): never {
+  console.log(
+    "      (skipped in memory: the schema must outlive a close and be reopened; the persistent targets run it)",
+  );
+  test.skip();
+}
+
 const ROOT = new URL("..", import.meta.url).pathname;
 
 // ---- additive only ---------------------------------------------------------------------------------
@@ -251,7 +259,8 @@ describe("migrations", function () {
   forEachDatabase("upgraded from the previous release", (dbs) => {
     for (const [service, migrations] of Object.entries(SERVICE_MIGRATIONS)) {
       it(`${service}: the previous release's schema, migrated, is the one a new install gets`, async function () {
-        if (!dbs.target.persistent) this.skip(); // reopened below; the in-memory target upgrades every store suite's schema instead
+        // Reopened below; the in-memory target upgrades every store suite's schema instead.
+        if (!dbs.target.persistent) skipInMemory(this);
         const upgraded = dbs.place();
         await (await upgraded.open(PREVIOUS_RELEASE.services[service]!)).close();
         const after = await upgraded.open(migrations);
@@ -264,7 +273,7 @@ describe("migrations", function () {
     }
 
     it("a process in verify mode refuses a schema its migrations did not reach, and names what is missing", async function () {
-      if (!dbs.target.persistent) this.skip();
+      if (!dbs.target.persistent) skipInMemory(this);
       const previous = PREVIOUS_RELEASE.services.payments!;
       const place = dbs.place();
       await (await place.open(previous)).close();
@@ -290,7 +299,7 @@ describe("migrations", function () {
     });
 
     it("a process in verify mode serves on its own schema, and on a newer release's (the previous release during a rollout)", async function () {
-      if (!dbs.target.persistent) this.skip();
+      if (!dbs.target.persistent) skipInMemory(this);
       const current = SERVICE_MIGRATIONS.payments!;
       const next: Migration = {
         version: Math.max(...current.map((m) => m.version)) + 1,
@@ -338,7 +347,10 @@ describe("migrations", function () {
 
     it("migrates a service's schema on the PostgreSQL server, and a second run has nothing to do", async function () {
       const url = process.env.DATABASE_URL;
-      if (!url) this.skip();
+      if (!url) {
+        console.log("      (skipped: DATABASE_URL unset, no PostgreSQL server to migrate)");
+        this.skip();
+      }
       const schema = uniqueSchema();
       try {
         const first = io();
