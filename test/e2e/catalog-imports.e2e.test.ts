@@ -15,6 +15,7 @@ import {
   newKey,
   startE2eMesh,
   unique,
+  untilReachable,
   type Api,
   type ApiResponse,
   type E2eMesh,
@@ -344,7 +345,9 @@ describe("e2e: catalog imports — 202 + Location, a job run by the content serv
     });
     expectAccepted(res, 400);
     await env.mesh.restartService("content");
-    const done = await finished(res.headers.get("location")!);
+    const location = res.headers.get("location")!;
+    await untilReachable(() => api.get(location, { token: alice }));
+    const done = await finished(location);
     expect([done.status, done.counts]).to.deep.equal(["succeeded", { received: 400, imported: 400, failed: 0 }]);
     const items = await catalog();
     expect(Array.from({ length: 400 }, (_, i) => items.has(`${sku}-${i}`)).every(Boolean)).to.equal(true);

@@ -9,7 +9,7 @@ import { expect } from "chai";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { randomBytes } from "node:crypto";
-import { ALICE, Api, newKey, startE2eMesh, unique, type E2eMesh } from "../support/http.js";
+import { ALICE, Api, newKey, startE2eMesh, unique, untilReachable, type E2eMesh } from "../support/http.js";
 
 const LEASE_MS = 1_000;
 /**
@@ -239,8 +239,9 @@ describe("edge cache: coherent reads of the catalog and documents across gateway
       "a cached 200 while content was down",
     ).to.deep.equal([]);
     for (let r = 0; r < replicas; r++) await env.mesh.restartService("content", r);
-    // A write as soon as content is back, through the other gateway: gateway B may not have
+    // A write as soon as gateway A reaches content again, through it: gateway B may not have
     // resubscribed yet; whatever it answers after this write's answer must be new.
+    await untilReachable(() => a.get(path, { token }));
     const res = await a.request("PUT", path, { token, json: { title: "restart", body: "1" } });
     expect(res.status, res.text).to.equal(200);
     const answeredAt = [0, performance.now()];

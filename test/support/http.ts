@@ -2,6 +2,7 @@
 // JSON client, logins for the demo users, and the error-envelope assertion every test leans on.
 import { expect } from "chai";
 import { randomUUID } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -40,6 +41,19 @@ export interface ApiResponse {
   readonly json: any;
   /** Wall-clock milliseconds from sending to the end of the body. */
   readonly ms: number;
+}
+
+/**
+ * Waits until a gateway reaches a restarted service again. The service is serving before every
+ * gateway has reconnected: a channel retries on a backoff of up to 2 s (`grpc/client.ts`), and until
+ * it reconnects the service's routes answer 502 UPSTREAM_UNAVAILABLE, which a client retries.
+ */
+export async function untilReachable(read: () => Promise<ApiResponse>, withinMs = 10_000): Promise<void> {
+  for (const until = Date.now() + withinMs; ; await sleep(50)) {
+    const res = await read();
+    if (res.status !== 502 || res.json?.code !== "UPSTREAM_UNAVAILABLE") return;
+    if (Date.now() > until) throw new Error(`still 502 UPSTREAM_UNAVAILABLE after ${withinMs} ms`);
+  }
 }
 
 export interface RequestOptions {
