@@ -3,14 +3,12 @@
 // stay unnamed; the names are bounded however much SQL is built at run time; and no store reads
 // `*`, whose result a newer release's added column would change under a prepared statement.
 import { expect } from "chai";
-import { randomBytes } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import pg from "pg";
-import { openSqlDatabase, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
+import type { SqlExecutor } from "@switchyard/platform/store";
 import { MAX_NAMED_STATEMENTS } from "@switchyard/platform/store/postgres-database.js";
+import { serverSchemaSuite } from "./support/server-schema.js";
 
-const url = process.env.DATABASE_URL;
 const SERVICES = new URL("../../", import.meta.url).pathname;
 
 /** Every TypeScript source file of the services (and the platform), by path. */
@@ -38,34 +36,8 @@ async function preparedOn(tx: SqlExecutor): Promise<string[]> {
 
 describe("named prepared statements (PostgreSQL server)", function () {
   this.timeout(30_000);
-  const schema = `t_${randomBytes(6).toString("hex")}`;
-  const opened: SqlDatabase[] = [];
-  const open = async () => {
-    const db = await openSqlDatabase({
-      databaseUrl: url,
-      schema,
-      migrations: [{ version: 1, name: "rows", sql: "CREATE TABLE rows (id int PRIMARY KEY, n int NOT NULL)" }],
-      maxConnections: 1,
-    });
-    opened.push(db);
-    return db;
-  };
-
-  before(function () {
-    if (!url) {
-      console.log("  (named statements skipped: DATABASE_URL is not set)");
-      this.skip();
-    }
-  });
-  after(async () => {
-    for (const db of opened) await db.close();
-    if (url) {
-      const client = new pg.Client(url);
-      await client.connect();
-      await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      await client.end();
-    }
-  });
+  const { open: openRows } = serverSchemaSuite("named statements");
+  const open = () => openRows({ maxConnections: 1 });
 
   it("prepares a statement with parameters once per connection, and runs it again by name", async () => {
     const db = await open();

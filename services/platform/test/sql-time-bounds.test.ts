@@ -8,9 +8,10 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { ConnectError } from "@connectrpc/connect";
 import { errorInfoOf } from "@switchyard/platform/errors.js";
-import { openSqlDatabase, type SqlDatabase } from "@switchyard/platform/store";
+import type { SqlDatabase } from "@switchyard/platform/store";
 import { withCallDeadline } from "@switchyard/platform/call-deadline.js";
 import { TcpGate } from "./support/tcp-gate.js";
+import { serverSchemaSuite } from "./support/server-schema.js";
 
 const url = process.env.DATABASE_URL;
 
@@ -22,34 +23,7 @@ const reasonOf = (p: Promise<unknown>) =>
 
 describe("database time bounds (PostgreSQL server)", function () {
   this.timeout(30_000);
-  const schema = `t_${randomBytes(6).toString("hex")}`;
-  const opened: SqlDatabase[] = [];
-  const open = async (options: { maxConnections?: number; databaseUrl?: string } = {}) => {
-    const db = await openSqlDatabase({
-      databaseUrl: options.databaseUrl ?? url,
-      schema,
-      migrations: [{ version: 1, name: "rows", sql: "CREATE TABLE rows (id int PRIMARY KEY, n int NOT NULL)" }],
-      ...(options.maxConnections ? { maxConnections: options.maxConnections } : {}),
-    });
-    opened.push(db);
-    return db;
-  };
-
-  before(function () {
-    if (!url) {
-      console.log("  (database time bounds skipped: DATABASE_URL is not set)");
-      this.skip();
-    }
-  });
-  after(async () => {
-    for (const db of opened) await db.close();
-    if (url) {
-      const client = new pg.Client(url);
-      await client.connect();
-      await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-      await client.end();
-    }
-  });
+  const { open } = serverSchemaSuite("database time bounds");
 
   it("cancels a call's statement on the server when the call's time is up (504), and the connection serves on", async () => {
     const db = await open();
