@@ -381,6 +381,36 @@ forEachDatabase("SQL store contract (openSqlDatabase)", (dbs) => {
       expect(answers.map((a) => a.rows[0]!.echoed)).to.deep.equal(texts.map((_, i) => `many${i}-${i}`));
     });
 
+    it("SQL built at run time past the engine's named statements runs unnamed, each answered right", async function () {
+      // The server's limit (256 names) is held in postgres-statements.test.ts; the embedded engine keeps 500.
+      if (db.engine !== "pglite") {
+        console.log("      (skipped on the PostgreSQL server: postgres-statements.test.ts holds its limit)");
+        return this.skip();
+      }
+      const texts = Array.from({ length: 520 }, (_, i) => `SELECT $1::int * ${i} AS product`);
+      const answers = await Promise.all(texts.map((text) => db.query<{ product: number }>(text, [3])));
+      expect(answers.map((a) => a.rows[0]!.product)).to.deep.equal(texts.map((_, i) => 3 * i));
+    });
+
+    it("closing waits for a transaction under way, which commits; nothing runs after", async () => {
+      const own = await dbs.place().open(MIGRATIONS);
+      let begun!: () => void;
+      const started = new Promise<void>((resolve) => (begun = resolve));
+      const committed = own.transaction(async (tx) => {
+        await tx.query("INSERT INTO items (id) VALUES ('closing-1')");
+        begun();
+        for (let i = 0; i < 5; i++) await tick();
+        const { rows } = await tx.query<{ n: number }>(
+          "SELECT count(*)::int AS n FROM items WHERE id LIKE 'closing-%'",
+        );
+        return rows[0]!.n;
+      });
+      await started;
+      await own.close();
+      expect(await committed).to.equal(1);
+      expect(await rejectionOf(own.query("SELECT 1"))).to.be.instanceOf(Error);
+    });
+
     it("LISTEN: handlers get each committed NOTIFY once, never a rolled-back one, and nothing after they stop", async () => {
       const got: { a: string[]; b: string[] } = { a: [], b: [] };
       const stopA = await db.listen("contract_events", (p) => got.a.push(p));

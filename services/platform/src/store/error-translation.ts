@@ -44,3 +44,12 @@ export async function translating<T>(run: () => Promise<T>): Promise<T> {
     throw translateDatabaseError(err);
   }
 }
+
+/** `translating` for work that runs to its end synchronously. */
+export function translatingSync<T>(run: () => T): T {
+  try {
+    return run();
+  } catch (err) {
+    throw translateDatabaseError(err);
+  }
+}

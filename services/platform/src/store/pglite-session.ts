@@ -3,8 +3,11 @@
 // describe, execute, sync), re-parses the SQL each time and decodes every reply with a general
 // parser that copies each field. Here a statement is parsed and described once (a named prepared
 // statement, as a server driver would keep), every later run is one round trip — bind + execute +
-// sync — and the reply is read in place. NOTIFY payloads in any reply go to this session's LISTEN
-// handlers. The caller holds PGlite's locks (see PgliteDatabase): this class only speaks the protocol.
+// sync, encoded here into one reused buffer — and the reply is read in place. The engine answers
+// synchronously (execProtocolRawSync), so a statement runs to its end without yielding: nothing can
+// come between its parse and its run, and no promise is made per statement. NOTIFY payloads in any
+// reply go to this session's LISTEN handlers. The caller holds the engine's lock (see
+// PgliteDatabase): this class only speaks the protocol.
 import { messages, protocol, type PGlite } from "@electric-sql/pglite";
 
 interface Column {
@@ -34,6 +37,8 @@ interface Reply {
   tag: string;
   columns: Column[] | undefined;
   paramTypes: number[];
+  /** ReadyForQuery came: the reply is whole. */
+  ready: boolean;
 }
 
 // Enough for every statement a service's code holds; SQL built at run time beyond it goes unnamed.
@@ -53,6 +58,46 @@ function concat(parts: Uint8Array[]): Uint8Array {
     offset += p.length;
   }
   return out;
+}
+
+/** Execute (the unnamed portal, every row) and Sync: the same bytes after every Bind. */
+const EXECUTE_SYNC = Uint8Array.of(0x45, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0x53, 0, 0, 0, 4);
+/** Where each run's messages are written; the engine has read them when execProtocolRawSync returns. */
+let scratch = Buffer.allocUnsafe(1024);
+
+/**
+ * Bind (the unnamed portal to statement `name`, every value as text, every column as text), then
+ * Execute and Sync: the frontend messages of one run, in the scratch buffer.
+ */
+function bindExecuteSync(name: string, values: readonly (string | null)[]): Uint8Array {
+  let length = 4 + 1 + Buffer.byteLength(name) + 1 + 2 + 2 + 2;
+  for (const value of values) length += 4 + (value === null ? 0 : Buffer.byteLength(value));
+  const size = 1 + length + EXECUTE_SYNC.length;
+  if (scratch.length < size) scratch = Buffer.allocUnsafe(Math.max(size, 2 * scratch.length));
+  const out = scratch;
+  out[0] = 0x42; // B
+  out.writeInt32BE(length, 1);
+  let at = 5;
+  out[at++] = 0; // the unnamed portal
+  at += out.write(name, at);
+  out[at++] = 0;
+  out.writeInt16BE(0, at); // no parameter format codes: all text
+  out.writeInt16BE(values.length, at + 2);
+  at += 4;
+  for (const value of values) {
+    if (value === null) {
+      out.writeInt32BE(-1, at);
+      at += 4;
+    } else {
+      const bytes = out.write(value, at + 4);
+      out.writeInt32BE(bytes, at);
+      at += 4 + bytes;
+    }
+  }
+  out.writeInt16BE(0, at); // no result format codes: all text
+  at += 2;
+  out.set(EXECUTE_SYNC, at);
+  return out.subarray(0, at + EXECUTE_SYNC.length);
 }
 
 // ErrorResponse field codes → DatabaseError properties (as pg and PGlite name them).
@@ -79,40 +124,19 @@ export class PgliteSession {
   private readonly prepared = new Map<string, PreparedStatement>();
   /** Names handed out so far. */
   private named = 0;
-  /** The turn of statements in the unnamed slot. */
-  private unnamedTurn: Promise<void> = Promise.resolve();
   private readonly listeners = new Map<string, Set<(payload: string) => void>>();
 
   constructor(private readonly db: PGlite) {}
 
-  /** Runs one statement with `$n` parameters. */
-  async run<R>(sql: string, params: readonly unknown[]): Promise<StatementResult<R>> {
-    const cached = this.prepared.get(sql);
-    if (cached) return this.execute<R>(cached, params);
-    if (this.named >= MAX_PREPARED) return this.runUnnamed<R>(sql, params);
-    return this.execute<R>(await this.prepare(sql, `s${++this.named}`), params);
+  /** Runs one statement with `$n` parameters, to its end. */
+  run<R>(sql: string, params: readonly unknown[]): StatementResult<R> {
+    const statement = this.prepared.get(sql) ?? this.prepare(sql, this.named < MAX_PREPARED ? `s${++this.named}` : "");
+    return this.execute<R>(statement, params);
   }
 
-  /**
-   * A statement beyond the named ones, in the one unnamed slot: its parse and its run must not
-   * interleave with another's, which would replace it in between, so such statements take turns.
-   */
-  private runUnnamed<R>(sql: string, params: readonly unknown[]): Promise<StatementResult<R>> {
-    const run = this.unnamedTurn.then(async () => this.execute<R>(await this.prepare(sql, ""), params));
-    this.unnamedTurn = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    return run;
-  }
-
-  private async execute<R>(statement: PreparedStatement, params: readonly unknown[]): Promise<StatementResult<R>> {
+  private execute<R>(statement: PreparedStatement, params: readonly unknown[]): StatementResult<R> {
     const values = params.map((value, i) => this.serialize(value, statement.paramTypes[i]!));
-    const reply = await this.exchange([
-      protocol.serialize.bind({ statement: statement.name, values }),
-      protocol.serialize.execute({}),
-      protocol.serialize.sync(),
-    ]);
+    const reply = this.exchange(bindExecuteSync(statement.name, values));
     const command = reply.tag.split(" ", 1)[0]!;
     if (!statement.columns)
       return {
@@ -125,8 +149,8 @@ export class PgliteSession {
   }
 
   /** Runs a script of several statements without parameters (the simple query protocol). */
-  async script(sql: string): Promise<void> {
-    await this.exchange([protocol.serialize.query(sql)]);
+  script(sql: string): void {
+    this.exchange(protocol.serialize.query(sql));
   }
 
   /** Calls `handler` with the payload of every NOTIFY on `channel` (after LISTEN, which the caller runs). */
@@ -143,34 +167,43 @@ export class PgliteSession {
     };
   }
 
-  /** Parses and describes `sql` under `name` (its name taken before, so two prepared at once never share one). */
-  private async prepare(sql: string, name: string): Promise<PreparedStatement> {
-    const reply = await this.exchange([
-      protocol.serialize.parse({ name, text: sql }),
-      protocol.serialize.describe({ type: "S", name }),
-      protocol.serialize.sync(),
-    ]);
+  /** Parses and describes `sql` under `name` ("": the unnamed statement, replaced by the next one). */
+  private prepare(sql: string, name: string): PreparedStatement {
+    const reply = this.exchange(
+      concat([
+        protocol.serialize.parse({ name, text: sql }),
+        protocol.serialize.describe({ type: "S", name }),
+        protocol.serialize.sync(),
+      ]),
+    );
     const statement: PreparedStatement = { name, paramTypes: reply.paramTypes, columns: reply.columns };
     if (name) this.prepared.set(sql, statement);
     return statement;
   }
 
   /** Sends frontend messages and reads the backend's reply; an ErrorResponse rejects (after the whole reply is read). */
-  private async exchange(frontend: Uint8Array[]): Promise<Reply> {
+  private exchange(frontend: Uint8Array): Reply {
     const chunks: Uint8Array[] = [];
-    // The engine hands out views into its own memory: copy each before the next call reuses it.
-    // No sync after it: the filesystems this adapter opens (Node's, memory) write as they go, and
-    // PGlite's sync of them does nothing but take a lock of its own.
-    await this.db.execProtocolRawStream(concat(frontend), {
+    // execProtocolRawStream runs the engine synchronously, to the reply's end, before it returns: its
+    // promise is settled by then (no filesystem sync after it: the filesystems this adapter opens,
+    // Node's and memory, write as they go, and PGlite's sync of them only takes a lock of its own).
+    // The engine hands out views into its own memory: each is copied before the next call reuses it.
+    // (execProtocolRawSync alone would also decode every message with PGlite's general parser.)
+    const settled = this.db.execProtocolRawStream(frontend, {
       syncToFs: false,
       onRawData: (data) => chunks.push(data.slice()),
     });
-    return this.read(concat(chunks));
+    // An engine that threw has answered nothing whole: that is the failure reported here.
+    settled.catch(() => {});
+    const reply = chunks.length > 0 ? this.read(concat(chunks)) : undefined;
+    if (!reply?.ready)
+      throw new Error(this.db.closed ? "the embedded engine is closed" : "the embedded engine did not answer");
+    return reply;
   }
 
   private read(bytes: Uint8Array): Reply {
     const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const reply: Reply = { rows: [], tag: "", columns: undefined, paramTypes: [] };
+    const reply: Reply = { rows: [], tag: "", columns: undefined, paramTypes: [], ready: false };
     let error: Error | undefined;
     let at = 0;
     const cstring = () => {
@@ -234,7 +267,10 @@ export class PgliteSession {
           for (const handler of this.listeners.get(channel) ?? []) queueMicrotask(() => handler(payload));
           break;
         }
-        // Z ReadyForQuery, 1/2/3 Parse/Bind/CloseComplete, n NoData, N Notice, I EmptyQuery, s, S: nothing to keep.
+        case 0x5a: // Z ReadyForQuery
+          reply.ready = true;
+          break;
+        // 1/2/3 Parse/Bind/CloseComplete, n NoData, N Notice, I EmptyQuery, s, S: nothing to keep.
       }
       at = end;
     }

@@ -14,8 +14,8 @@ import {
   type SqlExecutor,
   type SqlResult,
 } from "./engine.js";
-import { translating } from "./error-translation.js";
-import { measured } from "./statement-telemetry.js";
+import { translateDatabaseError, translating } from "./error-translation.js";
+import { beginStatement, measured } from "./statement-telemetry.js";
 
 // Time bounds on a server. Work outside any call (migrations, the reconciler, purges) gets these;
 // work of a call gets what is left of the call's deadline instead (see PostgresDatabase.transaction).
@@ -122,11 +122,20 @@ class PostgresDatabase implements SqlDatabase {
     return { name, text: sql, values };
   }
 
-  async query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
-    const result = await measured(sql, this.schema, () =>
-      translating(() => this.pool.query(this.statement(sql, params))),
+  // A plain promise chain, not async functions in async functions: every read of a service runs it.
+  query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
+    const measurement = beginStatement(sql, this.schema);
+    return this.pool.query(this.statement(sql, params)).then(
+      (result) => {
+        measurement.ok();
+        return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
+      },
+      (err: unknown) => {
+        const translated = translateDatabaseError(err);
+        measurement.failed(translated);
+        throw translated;
+      },
     );
-    return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
   }
 
   async exec(sql: string): Promise<void> {

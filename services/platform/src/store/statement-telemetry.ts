@@ -46,8 +46,14 @@ function observeStatement(verb: string, outcome: "ok" | "error", seconds: number
   child.observe(seconds);
 }
 
-/** Runs one statement, timed, and (when tracing) in a span with its text — placeholders, no values. */
-export async function measured<T>(sql: string, schema: string, run: () => Promise<T>): Promise<T> {
+/** One statement's measurement: begun before it runs, ended once with its outcome. */
+export interface Measurement {
+  ok(): void;
+  failed(err: unknown): void;
+}
+
+/** Starts measuring one statement (its duration, and its span when tracing). */
+export function beginStatement(sql: string, schema: string): Measurement {
   const verb = verbOf(sql);
   const span = tracingEnabled()
     ? tracer().startSpan(`${verb} ${schema}`, {
@@ -61,18 +67,44 @@ export async function measured<T>(sql: string, schema: string, run: () => Promis
       })
     : undefined;
   const started = performance.now();
+  return {
+    ok() {
+      observeStatement(verb, "ok", (performance.now() - started) / 1000);
+      span?.end();
+    },
+    failed(err) {
+      observeStatement(verb, "error", (performance.now() - started) / 1000);
+      if (span) {
+        const code = (err as { code?: unknown }).code;
+        span.setStatus({ code: SpanStatusCode.ERROR, message: typeof code === "string" ? code : "error" });
+        span.end();
+      }
+    },
+  };
+}
+
+/** Runs one statement, timed, and (when tracing) in a span with its text — placeholders, no values. */
+export async function measured<T>(sql: string, schema: string, run: () => Promise<T>): Promise<T> {
+  const measurement = beginStatement(sql, schema);
   try {
     const value = await run();
-    observeStatement(verb, "ok", (performance.now() - started) / 1000);
-    span?.end();
+    measurement.ok();
     return value;
   } catch (err) {
-    observeStatement(verb, "error", (performance.now() - started) / 1000);
-    if (span) {
-      const code = (err as { code?: unknown }).code;
-      span.setStatus({ code: SpanStatusCode.ERROR, message: typeof code === "string" ? code : "error" });
-      span.end();
-    }
+    measurement.failed(err);
+    throw err;
+  }
+}
+
+/** `measured` for a statement that runs to its end synchronously (the embedded engine's). */
+export function measuredSync<T>(sql: string, schema: string, run: () => T): T {
+  const measurement = beginStatement(sql, schema);
+  try {
+    const value = run();
+    measurement.ok();
+    return value;
+  } catch (err) {
+    measurement.failed(err);
     throw err;
   }
 }
