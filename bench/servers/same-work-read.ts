@@ -64,7 +64,12 @@ async function embeddedReader(dataDir: string, settings: string[], where: Where)
   const exchange = async (messages: Uint8Array[]) => {
     const chunks: Uint8Array[] = [];
     // The engine hands out views into its own memory: each is copied before the next call reuses it.
-    await db.execProtocolRawStream(Buffer.concat(messages), { onRawData: (data) => chunks.push(data.slice()) });
+    // No filesystem sync after it, as the mesh's store adapter: Node's filesystem, which PGlite opens
+    // under a data directory, writes as it goes; its sync only takes a lock.
+    await db.execProtocolRawStream(Buffer.concat(messages), {
+      syncToFs: false,
+      onRawData: (data) => chunks.push(data.slice()),
+    });
     return replyOf(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks));
   };
   const prepare = async (name: string, text: string) => {
