@@ -4,8 +4,9 @@
 // parser that copies each field. Here a statement is parsed and described once (a named prepared
 // statement, as a server driver would keep), every later run is one round trip — bind + execute +
 // sync, encoded here into one reused buffer — and the reply is read in place. The engine answers
-// synchronously (execProtocolRawSync), so a statement runs to its end without yielding: nothing can
-// come between its parse and its run, and no promise is made per statement. NOTIFY payloads in any
+// synchronously (execProtocolRawStream runs it to the reply's end before it returns), so a statement
+// runs to its end without yielding: nothing can come between its parse and its run, and no promise
+// is made per statement. NOTIFY payloads in any
 // reply go to this session's LISTEN handlers. The caller holds the engine's lock (see
 // PgliteDatabase): this class only speaks the protocol.
 import { messages, protocol, type PGlite } from "@electric-sql/pglite";
