@@ -381,6 +381,15 @@ forEachDatabase("SQL store contract (openSqlDatabase)", (dbs) => {
       expect(answers.map((a) => a.rows[0]!.echoed)).to.deep.equal(texts.map((_, i) => `many${i}-${i}`));
     });
 
+    it("carries a parameter larger than any before it, and the small ones after it, each intact", async () => {
+      const large = `${"ü✓".repeat(60_000)}-end`;
+      const echoed = async (value: string) =>
+        (await db.query<{ v: string }>("SELECT $1::text AS v", [value])).rows[0]!.v;
+      expect(await echoed(large)).to.equal(large);
+      expect(await echoed("small")).to.equal("small");
+      expect(await echoed(large.slice(0, 70_001))).to.equal(large.slice(0, 70_001));
+    });
+
     it("SQL built at run time past the engine's named statements runs unnamed, each answered right", async function () {
       // The server's limit (256 names) is held in postgres-statements.test.ts; the embedded engine keeps 500.
       if (db.engine !== "pglite") {

@@ -6,9 +6,8 @@
 // sync, encoded here into one reused buffer — and the reply is read in place. The engine answers
 // synchronously (execProtocolRawStream runs it to the reply's end before it returns), so a statement
 // runs to its end without yielding: nothing can come between its parse and its run, and no promise
-// is made per statement. NOTIFY payloads in any
-// reply go to this session's LISTEN handlers. The caller holds the engine's lock (see
-// PgliteDatabase): this class only speaks the protocol.
+// is made per statement. NOTIFY payloads in any reply go to this session's LISTEN handlers. The
+// caller holds the engine's lock (see PgliteDatabase): this class only speaks the protocol.
 import { messages, protocol, type PGlite } from "@electric-sql/pglite";
 
 interface Column {
@@ -63,8 +62,10 @@ function concat(parts: Uint8Array[]): Uint8Array {
 
 /** Execute (the unnamed portal, every row) and Sync: the same bytes after every Bind. */
 const EXECUTE_SYNC = Uint8Array.of(0x45, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0x53, 0, 0, 0, 4);
-/** Where each run's messages are written; the engine has read them when execProtocolRawSync returns. */
+/** Where each run's messages are written; the engine has read them when the exchange returns. */
 let scratch = Buffer.allocUnsafe(1024);
+/** The most the scratch buffer keeps: a run with larger values (a big document) gets a buffer of its own. */
+const SCRATCH_MAX = 64 * 1024;
 
 /**
  * Bind (the unnamed portal to statement `name`, every value as text, every column as text), then
@@ -74,8 +75,9 @@ function bindExecuteSync(name: string, values: readonly (string | null)[]): Uint
   let length = 4 + 1 + Buffer.byteLength(name) + 1 + 2 + 2 + 2;
   for (const value of values) length += 4 + (value === null ? 0 : Buffer.byteLength(value));
   const size = 1 + length + EXECUTE_SYNC.length;
-  if (scratch.length < size) scratch = Buffer.allocUnsafe(Math.max(size, 2 * scratch.length));
-  const out = scratch;
+  if (scratch.length < size && size <= SCRATCH_MAX)
+    scratch = Buffer.allocUnsafe(Math.min(SCRATCH_MAX, Math.max(size, 2 * scratch.length)));
+  const out = size <= scratch.length ? scratch : Buffer.allocUnsafe(size);
   out[0] = 0x42; // B
   out.writeInt32BE(length, 1);
   let at = 5;

@@ -122,10 +122,17 @@ class PostgresDatabase implements SqlDatabase {
     return { name, text: sql, values };
   }
 
-  // A plain promise chain, not async functions in async functions: every read of a service runs it.
   query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
+    return this.run<R>(this.pool, sql, params);
+  }
+
+  /**
+   * One statement on the pool or a transaction's connection, timed, its failure translated. A plain
+   * promise chain, not async functions in async functions: every read of a service runs it.
+   */
+  private run<R>(on: pg.Pool | pg.PoolClient, sql: string, params: unknown[] | undefined): Promise<SqlResult<R>> {
     const measurement = beginStatement(sql, this.schema);
-    return this.pool.query(this.statement(sql, params)).then(
+    return on.query(this.statement(sql, params)).then(
       (result) => {
         measurement.ok();
         return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
@@ -152,12 +159,7 @@ class PostgresDatabase implements SqlDatabase {
       const begin = remaining === undefined ? "BEGIN" : beginWithin(remaining);
       await measured("BEGIN", this.schema, () => translating(() => client.query(begin)));
       const value = await work({
-        query: async <R>(sql: string, params?: unknown[]) => {
-          const result = await measured(sql, this.schema, () =>
-            translating(() => client.query(this.statement(sql, params))),
-          );
-          return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
-        },
+        query: <R>(sql: string, params?: unknown[]) => this.run<R>(client, sql, params),
         exec: async (sql: string) => {
           await measured(sql, this.schema, () => client.query(sql));
         },
