@@ -101,6 +101,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   reportGatewayGauges({
     limit: () => concurrency.sheddingLimit,
     shedding: () => (concurrency.shedding ? 1 : 0),
+    backlogAllowance: () => concurrency.backlogAllowance,
     inflight: () => concurrency.inflight,
     minRttMs: () => concurrency.minRtt,
     liveStreams: () => streamSlots.size,

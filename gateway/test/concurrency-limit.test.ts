@@ -166,11 +166,76 @@ function openLoop(
   return result;
 }
 
+/** A seeded pseudo-random source (mulberry32): the same run every time. */
+function seeded(seed: number): () => number {
+  let state = seed;
+  return () => {
+    state = (state + 0x6d2b79f5) | 0;
+    let t = Math.imul(state ^ (state >>> 15), 1 | state);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+/**
+ * Independent clients (Poisson arrivals at `load` × the upstream's capacity; a shed request is not
+ * sent again) against an upstream of `servers` first-come first-served servers whose service times
+ * vary (exponential, mean `serviceMs`): an M/M/c queue, whose backlog bunches and drains by chance
+ * even below capacity. Returns the admitted share, the admitted per ms and the admitted latencies.
+ */
+function randomOpenLoop(
+  limit: AdaptiveConcurrencyLimit,
+  clock: { now: number },
+  {
+    load,
+    servers,
+    serviceMs,
+    durationMs,
+    seed,
+  }: { load: number; servers: number; serviceMs: number; durationMs: number; seed: number },
+): { share: number; perMs: number; latencies: number[] } {
+  const random = seeded(seed);
+  const exponential = (mean: number) => -Math.log(1 - random()) * mean;
+  const freeAt = Array.from({ length: servers }, () => clock.now);
+  const pending: { at: number; release: Release }[] = [];
+  const start = clock.now;
+  const latencies: number[] = [];
+  let shed = 0;
+  for (
+    let at = start + exponential(serviceMs / servers / load);
+    at - start <= durationMs;
+    at += exponential(serviceMs / servers / load)
+  ) {
+    pending.sort((a, b) => a.at - b.at);
+    while (pending.length > 0 && pending[0]!.at <= at) {
+      const done = pending.shift()!;
+      clock.now = done.at;
+      done.release(true);
+    }
+    clock.now = at;
+    const release = limit.tryAcquire();
+    if (!release) {
+      shed++;
+      continue;
+    }
+    const server = freeAt.indexOf(Math.min(...freeAt));
+    const done = Math.max(at, freeAt[server]!) + exponential(serviceMs);
+    freeAt[server] = done;
+    latencies.push(done - at);
+    pending.push({ at: done, release });
+  }
+  for (const done of pending.sort((a, b) => a.at - b.at)) {
+    clock.now = done.at;
+    done.release(true);
+  }
+  return { share: latencies.length / (latencies.length + shed), perMs: latencies.length / durationMs, latencies };
+}
+
 const percentile = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.floor(values.length * p)]!;
 
 describe("adaptive concurrency limit", () => {
   describe("no shedding without overload", () => {
-    it("admits a burst of 64 right after start; past the limit and the backlog beyond it, sheds down to the limit", () => {
+    it("admits a burst of 64 right after start; past the limit and the backlog beyond it, sheds what overflows", () => {
       const clock = { now: 0 };
       const limit = limiter({ clock });
       expect(burst(limit, clock, { size: 64, parallel: 64, serviceMs: 5 }), "refused").to.equal(0);
@@ -180,10 +245,10 @@ describe("adaptive concurrency limit", () => {
       expect(many.every(Boolean), "200 at once").to.equal(true);
       expect(limit.tryAcquire(), "the 201st is shed").to.equal(undefined);
       expect(limit.shedding).to.equal(true);
-      many.slice(0, 100).forEach((release) => release!(false));
-      expect(limit.tryAcquire(), "shedding holds the requests in flight to the limit itself").to.equal(undefined);
-      many[100]!(false);
-      expect(limit.tryAcquire(), "below it a request is admitted again").to.be.a("function");
+      // Nothing says yet that arrivals outpace completions: the backlog may drain, only its overflow is shed.
+      many[0]!(false);
+      expect(limit.tryAcquire(), "a place freed in the backlog is taken again").to.be.a("function");
+      expect(limit.tryAcquire(), "the backlog is full again").to.equal(undefined);
     });
 
     for (const clients of [4, 16, 64]) {
@@ -216,6 +281,20 @@ describe("adaptive concurrency limit", () => {
       const run = openLoop(limit, clock, { perMs: 4 / 5, parallel: 4, serviceMs: 5, durationMs: 20_000 });
       expect(run.admitted / (run.admitted + run.shed)).to.be.at.least(0.9);
     });
+
+    for (const servers of [4, 32]) {
+      it(`admits at least 90 % of independent clients at exactly the capacity of an upstream whose latency varies (M/M/${servers}), and sheds none at 80 %`, () => {
+        const clock = { now: 0 };
+        const limit = limiter({ clock });
+        const upstream = { servers, serviceMs: 5, seed: 1 };
+        randomOpenLoop(limit, clock, { ...upstream, load: 0.3, durationMs: 5_000 });
+        expect(randomOpenLoop(limit, clock, { ...upstream, load: 0.8, durationMs: 30_000, seed: 2 }).share).to.equal(1);
+        // A cliff down to the limit once the backlog filled shed 21–31 % here (a loss system at ρ = 1).
+        expect(
+          randomOpenLoop(limit, clock, { ...upstream, load: 1, durationMs: 60_000, seed: 3 }).share,
+        ).to.be.at.least(0.9);
+      });
+    }
 
     it("sheds nothing when a replica dies under half the capacity: its calls stall 150 ms, then fail over", () => {
       const clock = { now: 0 };
@@ -306,7 +385,7 @@ describe("adaptive concurrency limit", () => {
       expect(limit.sheddingLimit, "held near the load, not grown to the maximum").to.be.at.most(10);
       // Then 200 clients at once: past the limit and a backlog of the initial limit (10) beyond it, the rest are shed.
       const burstRun = closedLoop(limit, clock, { clients: 200, parallel: 4, serviceMs: 1, durationMs: 5 });
-      expect(Math.min(...burstRun.limits)).to.be.at.most(10);
+      expect(Math.min(...burstRun.limits), "the limit and the backlog beyond it").to.be.at.most(10 + 10);
       expect(burstRun.shed).to.be.at.least(180);
     });
   });
@@ -331,13 +410,28 @@ describe("adaptive concurrency limit", () => {
       expect(limit.minRtt, "overload did not raise minRTT").to.equal(10);
     });
 
+    for (const servers of [4, 32]) {
+      it(`three times the capacity of an upstream whose latency varies (M/M/${servers}): goodput ≥ 0.75, admitted p99 within 2× the unloaded p99`, () => {
+        const clock = { now: 0 };
+        const limit = limiter({ clock });
+        const upstream = { servers, serviceMs: 5, seed: 4 };
+        const unloaded = randomOpenLoop(limit, clock, { ...upstream, load: 0.1, durationMs: 30_000 });
+        const overload = randomOpenLoop(limit, clock, { ...upstream, load: 3, durationMs: 30_000, seed: 5 });
+        expect(limit.shedding).to.equal(true);
+        expect(overload.perMs / (servers / 5), "goodput ÷ capacity").to.be.at.least(0.75);
+        const late = overload.latencies.slice(overload.latencies.length / 2);
+        expect(percentile(late, 0.99), "admitted p99").to.be.at.most(2 * percentile(unloaded.latencies, 0.99));
+      });
+    }
+
     it("overloaded from the very start (no quiet request ever): probes at half the load find the latency without a queue", () => {
       const clock = { now: 0 };
       const limit = limiter({ clock });
       const run = openLoop(limit, clock, { perMs: 1.2, parallel: 4, serviceMs: 10, durationMs: 20_000 });
       expect(run.shed).to.be.greaterThan(0);
       expect(limit.minRtt).to.be.closeTo(10, 1);
-      expect(percentile(run.lateLatencies, 0.5)).to.be.at.most(10 * 1.5);
+      // Within minRTT + 50 %, and the 5 ms a request beyond the limit may wait while arrivals outpace completions.
+      expect(percentile(run.lateLatencies, 0.5)).to.be.at.most(10 * 1.5 + 5);
       expect(run.lateLatencies.length / 10_000, "admitted per ms").to.be.above(0.3);
     });
 

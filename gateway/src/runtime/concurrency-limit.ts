@@ -10,10 +10,21 @@
 // shedding them only makes them ask again at once. So beyond the gradient's limit the gateway keeps
 // a backlog of up to `growthToShed` more requests (the initial limit, 100: a closed loop of that many
 // clients, a burst, the calls piled up while a replica fails over) and sheds only when that fills —
-// arrivals have outpaced completions that far, which a closed loop never does — and then everything
-// beyond the limit itself, until a second passes without a shed (the load fits under the limit
-// again). A backlog that does not grow is served, however slow; one that grows is cut back to the
-// limit, so admitted requests keep their latency.
+// arrivals have outpaced completions that far, which a closed loop never does.
+//
+// What it sheds then is judged by how long a request would wait, as CoDel judges a queue (over
+// the 100 ms window here), not by a cliff down to the limit: a cliff makes an open loop at exactly
+// the capacity a loss system — arrivals that happen to bunch find the limit full and are shed,
+// 20–30 % of them (a simulated M/M/c upstream at ρ = 1), while the backlog would have drained on its
+// own. Each window compares arrivals with the completions the upstream managed at its best lately:
+// - arrivals within a quarter of that: the backlog beyond the limit can drain, it stays at
+//   `growthToShed` and only what overflows it is shed (a queue at the rate of completions is a
+//   busy load, not overload — and on a core the mesh shares, a deep backlog's batching is part of
+//   its capacity);
+// - arrivals beyond that: the backlog grows. It is held to what the upstream completes within the
+//   buffer over minRTT (a request beyond the limit waits about as long as the buffer allows
+//   latency to grow), so admitted requests keep their latency and the rest are answered at once.
+// Shedding ends once a second passes without a shed (the load fits again).
 //
 // minRTT is learned from live traffic only, never by cutting admissions to the minimum:
 // - quiet requests — ones that had at most `minLimit` requests in flight all their life — cannot
@@ -84,6 +95,10 @@ const WINDOWS_AT_MINIMUM_BEFORE_RAISE = 5;
 const SHRINK_SMOOTHING = 0.5;
 /** Shedding stops after this many windows in a row without a shed request: the load fits under the limit again. */
 const WINDOWS_WITHOUT_SHED_TO_STOP = 10;
+/** Arrivals more than this share above the best recent completion rate: the backlog grows (rates of one window are noisy). */
+const GROWTH_MARGIN = 0.25;
+/** The best completion rate fades by this factor a window (half-life ~14 s), so it follows an upstream that got slower. */
+const PEAK_COMPLETIONS_FADE = 0.995;
 
 function percentileOf(values: number[], p: number): number {
   // A typed array sorts numerically without a comparator call per comparison (once per window, on the hot path).
@@ -128,6 +143,14 @@ export class AdaptiveConcurrencyLimit {
   private windowsWithoutShed = 0;
   /** A request was shed during the current window. */
   private windowShed = false;
+  /** Requests that asked for a place (admitted or shed) and places given back, during the current window. */
+  private windowArrivals = 0;
+  private windowCompletions = 0;
+  private countedSince: number;
+  /** The best completions per ms of a window lately (fading). */
+  private peakCompletionsPerMs = 0;
+  /** The last window's arrivals outpaced the best completion rate: the backlog grows. */
+  private growing = false;
   private sustainedWindows = 0;
   private windowsAboveTarget = 0;
   private windowsAtMinimum = 0;
@@ -154,14 +177,25 @@ export class AdaptiveConcurrencyLimit {
     this.random = options.random ?? Math.random;
     this.limitValue = this.clamp(options.initialLimit);
     this.idleSince = this.now();
+    this.countedSince = this.idleSince;
   }
 
-  /** The requests admitted at once now: the gradient's limit while shedding, else the maximum. */
+  /** The requests admitted at once now: while shedding the gradient's limit and the backlog allowed beyond it, else the maximum. */
   get limit(): number {
-    return this.overloaded ? this.sheddingLimit : this.options.maxLimit;
+    if (!this.overloaded) return this.options.maxLimit;
+    return this.probe ? this.probe.limit : this.sheddingLimit + this.backlogAllowance;
   }
 
-  /** The limit the gradient has found (a probe's, while one runs): what shedding holds the requests in flight to. */
+  /**
+   * While shedding, the requests admitted beyond the gradient's limit: the whole backlog while it can
+   * drain; while arrivals outpace completions, what the upstream completes within the buffer over
+   * minRTT (the wait that keeps an admitted request's latency within the same buffer again).
+   */
+  get backlogAllowance(): number {
+    return this.growing ? Math.floor(this.peakCompletionsPerMs * this.minRttMs * this.buffer) : this.growthToShed;
+  }
+
+  /** The limit the gradient has found (a probe's, while one runs): shedding admits `backlogAllowance` beyond it (none during a probe). */
   get sheddingLimit(): number {
     return Math.floor(this.probe?.limit ?? this.limitValue);
   }
@@ -188,6 +222,7 @@ export class AdaptiveConcurrencyLimit {
   /** A release function to call when the request ends, or undefined when it must be shed. */
   tryAcquire(): Release | undefined {
     const now = this.now();
+    this.windowArrivals++;
     if (this.inflightCount === 0 && this.idleSince !== undefined && now - this.idleSince >= this.idleResetMs)
       this.forget();
     if (this.probe && now >= this.probe.endsBy) this.endProbe(now);
@@ -216,6 +251,7 @@ export class AdaptiveConcurrencyLimit {
       released = true;
       const quiet = quietAtStart && crowded === this.crowded;
       this.inflightCount--;
+      this.windowCompletions++;
       if (this.inflightCount < this.windowLowInflight) this.windowLowInflight = this.inflightCount;
       const end = this.now();
       if (this.inflightCount === 0) this.idleSince = end;
@@ -246,6 +282,9 @@ export class AdaptiveConcurrencyLimit {
     this.windowPeakInflight = this.inflightCount;
     this.windowLowInflight = this.inflightCount;
     this.windowShed = false;
+    this.windowArrivals = 0;
+    this.windowCompletions = 0;
+    this.countedSince = this.now();
   }
 
   /** Nothing in flight for a while: what the limit learned about load is stale; minRTT is kept. */
@@ -255,6 +294,7 @@ export class AdaptiveConcurrencyLimit {
     this.probe = undefined;
     this.sustainedWindows = 0;
     this.windowsAboveTarget = 0;
+    this.growing = false;
     this.resetWindow();
   }
 
@@ -290,6 +330,7 @@ export class AdaptiveConcurrencyLimit {
     const sustained = this.windowLowInflight > this.options.minLimit;
     const peak = this.windowPeakInflight;
     const shed = this.windowShed;
+    this.measureRates(now - this.countedSince);
     this.windowsWithoutShed = shed ? 0 : this.windowsWithoutShed + 1;
     if (this.overloaded && this.windowsWithoutShed >= WINDOWS_WITHOUT_SHED_TO_STOP) this.overloaded = false;
     this.resetWindow();
@@ -334,6 +375,14 @@ export class AdaptiveConcurrencyLimit {
     const due =
       this.sustainedWindows >= SUSTAINED_WINDOWS_BEFORE_PROBE && now >= this.nextProbeAt && (!this.confirmed || shed);
     if (this.overloaded && (stale || due)) this.startProbe(windowRtt, windowAdmittedWith, now);
+  }
+
+  /** The window's arrival and completion rates: does the backlog grow? */
+  private measureRates(elapsedMs: number): void {
+    if (elapsedMs <= 0) return;
+    const completionsPerMs = this.windowCompletions / elapsedMs;
+    this.peakCompletionsPerMs = Math.max(completionsPerMs, this.peakCompletionsPerMs * PEAK_COMPLETIONS_FADE);
+    this.growing = this.windowArrivals / elapsedMs > this.peakCompletionsPerMs * (1 + GROWTH_MARGIN);
   }
 
   private startProbe(rttBefore: number, admittedWithBefore: number, now: number): void {

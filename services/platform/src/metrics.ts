@@ -66,6 +66,8 @@ export interface GatewayGauges {
   limit(): number;
   /** 1 while requests beyond the limit are shed (the backlog grew), else 0. */
   shedding(): number;
+  /** While shedding, the requests admitted beyond the limit. */
+  backlogAllowance(): number;
   inflight(): number;
   minRttMs(): number;
   liveStreams(): number;
@@ -86,13 +88,18 @@ const gatewayGauge = (name: string, help: string, read: (g: GatewayGauges) => nu
   });
 gatewayGauge(
   "switchyard_gateway_concurrency_limit",
-  "The adaptive concurrency limit: the requests in flight shedding holds the gateway to, once its backlog beyond the limit has filled",
+  "The adaptive concurrency limit: the requests in flight the gateway's latency target allows (while it sheds, it admits switchyard_gateway_backlog_allowance more)",
   (g) => g.limit(),
 );
 gatewayGauge(
   "switchyard_gateway_shedding",
   "1 while the gateway sheds requests beyond its adaptive limit (its backlog grew: arrivals outpaced completions), else 0",
   (g) => g.shedding(),
+);
+gatewayGauge(
+  "switchyard_gateway_backlog_allowance",
+  "While the gateway sheds: the requests it admits beyond its adaptive limit — the whole backlog while arrivals keep within the completion rate, what the upstream completes within the latency buffer while they outpace it",
+  (g) => (g.shedding() ? g.backlogAllowance() : 0),
 );
 gatewayGauge(
   "switchyard_gateway_inflight_requests",
