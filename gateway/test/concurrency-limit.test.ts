@@ -5,6 +5,7 @@ import {
   type ConcurrencyLimitOptions,
   type Release,
 } from "../src/runtime/concurrency-limit.js";
+import { seededRandom } from "../../test/support/seeded-random.js";
 
 /** The gateway's defaults (GATEWAY_CONCURRENCY_INITIAL / MIN / MAX, buffer 50%). */
 function limiter(options: Partial<ConcurrencyLimitOptions> & { clock: { now: number } }): AdaptiveConcurrencyLimit {
@@ -166,17 +167,6 @@ function openLoop(
   return result;
 }
 
-/** A seeded pseudo-random source (mulberry32): the same run every time. */
-function seeded(seed: number): () => number {
-  let state = seed;
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
 /**
  * Independent clients (Poisson arrivals at `load` × the upstream's capacity; a shed request is not
  * sent again) against an upstream of `servers` first-come first-served servers whose service times
@@ -194,7 +184,7 @@ function randomOpenLoop(
     seed,
   }: { load: number; servers: number; serviceMs: number; durationMs: number; seed: number },
 ): { share: number; perMs: number; latencies: number[] } {
-  const random = seeded(seed);
+  const random = seededRandom(seed);
   const exponential = (mean: number) => -Math.log(1 - random()) * mean;
   const freeAt = Array.from({ length: servers }, () => clock.now);
   const pending: { at: number; release: Release }[] = [];

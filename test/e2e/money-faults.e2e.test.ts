@@ -20,6 +20,7 @@ import {
   type ApiResponse,
   type E2eMesh,
 } from "../support/http.js";
+import { seededRandom } from "../support/seeded-random.js";
 
 const ORDERS = Number(process.env.MONEY_FAULT_ORDERS ?? 200);
 const WORKERS = 6;
@@ -56,23 +57,11 @@ interface PaymentJson {
 /** What the driver wants an order to end as. */
 type Plan = "pending" | "paid" | "shipped" | "cancel-pending" | "cancel-paid";
 
-/** A small deterministic generator: a failing run can be replayed with MONEY_FAULT_SEED. */
-function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
-
 describe("e2e: money between orders and payments under faults", function () {
   this.timeout(600_000);
 
   const seed = Number(process.env.MONEY_FAULT_SEED ?? Date.now() % 1_000_000);
-  const rand = random(seed);
+  const rand = seededRandom(seed);
   let env: E2eMesh;
   let api: Api;
   const tokens: Record<"alice" | "bob", string> = { alice: "", bob: "" };

@@ -182,20 +182,21 @@ export class AdaptiveConcurrencyLimit {
 
   /** The requests admitted at once now: while shedding the gradient's limit and the backlog allowed beyond it, else the maximum. */
   get limit(): number {
-    if (!this.overloaded) return this.options.maxLimit;
-    return this.probe ? this.probe.limit : this.sheddingLimit + this.backlogAllowance;
+    return this.overloaded ? this.sheddingLimit + this.backlogAllowance : this.options.maxLimit;
   }
 
   /**
    * While shedding, the requests admitted beyond the gradient's limit: the whole backlog while it can
    * drain; while arrivals outpace completions, what the upstream completes within the buffer over
-   * minRTT (the wait that keeps an admitted request's latency within the same buffer again).
+   * minRTT (the wait that keeps an admitted request's latency within the same buffer again); none
+   * while a probe holds the requests in flight to its own limit.
    */
   get backlogAllowance(): number {
+    if (this.probe) return 0;
     return this.growing ? Math.floor(this.peakCompletionsPerMs * this.minRttMs * this.buffer) : this.growthToShed;
   }
 
-  /** The limit the gradient has found (a probe's, while one runs): shedding admits `backlogAllowance` beyond it (none during a probe). */
+  /** The limit the gradient has found (a probe's, while one runs): shedding admits `backlogAllowance` beyond it. */
   get sheddingLimit(): number {
     return Math.floor(this.probe?.limit ?? this.limitValue);
   }
