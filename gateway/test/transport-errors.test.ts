@@ -74,6 +74,17 @@ describe("transport failures reach no client", () => {
         "1",
       ]);
     });
+
+    it("says a database outage is one, not a shed: 503 STORE_UNAVAILABLE with Retry-After, in the store's words", () => {
+      const down = toHttpError(fail("STORE_UNAVAILABLE", "connect ECONNREFUSED 10.0.0.7:5432"), "payments");
+      expect([down.status, down.code, down.message, down.headers["retry-after"]]).to.deep.equal([
+        503,
+        "STORE_UNAVAILABLE",
+        "the payments service's database is unavailable; retry after the Retry-After delay",
+        "1",
+      ]);
+      expect(down.body).to.not.match(/shedding|ECONNREFUSED|10\.0\.0\.7/);
+    });
   });
 
   describe("/rpc (toRpcError)", () => {

@@ -117,7 +117,7 @@ function publicFailure(err: ConnectError, upstream: string): PublicFailure {
   if (info && isErrorReason(info.reason)) {
     const status = HTTP_STATUS[info.reason];
     // A refusal of the request says why in the service's words; a failure of the mesh in the gateway's.
-    const message = status >= 500 ? messageFor5xx(status, upstream, err.code) : err.rawMessage;
+    const message = status >= 500 ? messageFor5xx(status, upstream, err.code, info.reason) : err.rawMessage;
     return {
       status,
       reason: info.reason,
@@ -181,8 +181,10 @@ function retryAfter(status: number, stated?: string): Record<string, string> {
   return seconds ? { "retry-after": seconds } : {};
 }
 
-// 5xx messages never echo upstream internals.
-function messageFor5xx(status: number, upstream: string, code: Code): string {
+// 5xx messages never echo upstream internals; they say which part of the mesh could not do it.
+function messageFor5xx(status: number, upstream: string, code: Code, reason?: ErrorReason): string {
+  if (reason === "STORE_UNAVAILABLE")
+    return `the ${upstream} service's database is unavailable; retry after the Retry-After delay`;
   switch (status) {
     case 502:
       // Not unreachable but an answer the channel refused (past its receive limit, a reset stream, …).

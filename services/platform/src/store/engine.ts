@@ -21,8 +21,10 @@ export interface SqlDatabase extends SqlExecutor {
   /**
    * LISTEN on a channel: `handler` gets every NOTIFY payload (sent by any process on the same
    * database, after its transaction commits). Resolves to the function that stops listening.
+   * `onResync` runs after the connection carrying the LISTEN broke and was made again: notifications
+   * sent meanwhile are lost, so a listener reads what it follows again (embedded PGlite never loses one).
    */
-  listen(channel: string, handler: (payload: string) => void): Promise<() => Promise<void>>;
+  listen(channel: string, handler: (payload: string) => void, onResync?: () => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 

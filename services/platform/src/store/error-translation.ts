@@ -1,6 +1,7 @@
 // What a database failure means for the caller, the same for both engines: the few failures a
 // caller can act on become the catalogue's reasons; every other error passes through unchanged.
-import { fail } from "../errors.js";
+import { ConnectError } from "@connectrpc/connect";
+import { errorInfoOf, fail } from "../errors.js";
 
 // Node's and pg's ways of saying the server cannot be reached or went away mid-query.
 const CONNECTION_LOST =
@@ -34,6 +35,25 @@ export function translateDatabaseError(err: unknown): unknown {
     return fail("STORE_UNAVAILABLE", "the database is unavailable; retry after the Retry-After delay");
   }
   return err;
+}
+
+/**
+ * Failures that come before a statement reached a server, so that nothing ran: no connection could be
+ * made (refused, no such host), or the server refused a new one (57P03: starting up or shutting down;
+ * 53300: too many connections). Trying once more is safe, whatever the statement was.
+ */
+export function refusedBeforeRunning(err: unknown): boolean {
+  const code = (err as { code?: unknown } | undefined)?.code;
+  return (
+    code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EAI_AGAIN" || code === "57P03" || code === "53300"
+  );
+}
+
+/** The connection broke under the work (the driver's failure, or one already translated to STORE_UNAVAILABLE). */
+export function isConnectionLoss(err: unknown): boolean {
+  if (err instanceof ConnectError) return errorInfoOf(err)?.reason === "STORE_UNAVAILABLE";
+  const translated = translateDatabaseError(err);
+  return translated instanceof ConnectError && errorInfoOf(translated)?.reason === "STORE_UNAVAILABLE";
 }
 
 /** Runs `run`, rethrowing its failure translated. */

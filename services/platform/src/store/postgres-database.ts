@@ -1,5 +1,9 @@
 // A PostgreSQL server through node-postgres (`pg`): a pool of connections working in the service's
-// schema (search_path), bounded in time, and one more connection that carries every LISTEN.
+// schema (search_path), bounded in time, and one more connection that carries every LISTEN. The
+// server may restart or drop a connection at any moment: every connection held here has its `error`
+// handled (pg emits it when the socket breaks, and an unheard `error` ends the process), a broken one
+// is thrown away, and the LISTEN connection is made again and tells its listeners to read what they
+// may have missed.
 import pg from "pg";
 import { remainingCallMs } from "../call-deadline.js";
 import { fail } from "../errors.js";
@@ -14,7 +18,7 @@ import {
   type SqlExecutor,
   type SqlResult,
 } from "./engine.js";
-import { translateDatabaseError, translating } from "./error-translation.js";
+import { isConnectionLoss, refusedBeforeRunning, translateDatabaseError, translating } from "./error-translation.js";
 import { beginStatement, measured } from "./statement-telemetry.js";
 
 // Time bounds on a server. Work outside any call (migrations, the reconciler, purges) gets these;
@@ -25,6 +29,14 @@ const LOCK_TIMEOUT_MS = 10_000;
 const CONNECTION_WAIT_MS = 2_000;
 /** A pool's size when none is given (DATABASE_POOL_MAX's default). */
 export const DEFAULT_POOL_MAX = 10;
+/**
+ * A statement the server refused before running it (no connection could be made: it is restarting,
+ * down, or full) is tried once more after this long, when the call's deadline leaves the time.
+ */
+const REFUSED_RETRY_MS = 250;
+/** The LISTEN connection, once lost, is made again after this long, doubling up to the second figure. */
+const LISTENER_RETRY_MS = 100;
+const LISTENER_RETRY_MAX_MS = 2_000;
 
 /**
  * Statements with parameters — the ones a store's code holds and runs again and again — are named
@@ -40,11 +52,18 @@ export const MAX_NAMED_STATEMENTS = 256;
 const getTypeParser = ((oid: number, format?: "text" | "binary") =>
   oid === INT8_OID ? parseInt8 : pg.types.getTypeParser(oid, format)) as typeof pg.types.getTypeParser;
 
+/** One LISTEN of a store: its NOTIFY payloads, and what it does after notifications may have been lost. */
+interface Subscription {
+  readonly onNotify: (payload: string) => void;
+  readonly onResync: (() => void) | undefined;
+}
+
 class PostgresDatabase implements SqlDatabase {
   readonly engine = "postgres";
-  // One connection carries every LISTEN of this process; it is re-made if the server drops it.
+  // One connection carries every LISTEN of this process; it is made again if the server drops it.
   private listener: Promise<pg.Client> | undefined;
-  private readonly handlers = new Map<string, Set<(payload: string) => void>>();
+  private readonly subscriptions = new Map<string, Set<Subscription>>();
+  private listenerRetryMs = LISTENER_RETRY_MS;
   private closing = false;
   private ending: Promise<void> | undefined;
   /** The name of each statement text prepared by name (see MAX_NAMED_STATEMENTS). */
@@ -59,44 +78,89 @@ class PostgresDatabase implements SqlDatabase {
   ) {}
 
   private connectListener(): Promise<pg.Client> {
-    this.listener ??= (async () => {
-      const client = new pg.Client({ connectionString: this.connectionString });
-      client.on("notification", (msg) => {
-        for (const handler of this.handlers.get(msg.channel) ?? []) handler(msg.payload ?? "");
-      });
-      const reconnect = () => {
-        this.listener = undefined;
-        if (this.closing || this.handlers.size === 0) return;
-        setTimeout(() => {
-          this.connectListener().catch(() => reconnect());
-        }, 1_000).unref();
-      };
-      client.on("error", () => {
-        // Its "end" reconnects; a failure to end an already broken connection says nothing more.
-        client.end().catch(() => {});
-      });
-      client.on("end", reconnect);
-      await client.connect();
-      for (const channel of this.handlers.keys()) await client.query(`LISTEN ${channel}`);
-      return client;
-    })();
+    this.listener ??= this.openListener().catch((err: unknown) => {
+      this.listener = undefined;
+      throw translateDatabaseError(err);
+    });
     return this.listener;
   }
 
-  async listen(channel: string, handler: (payload: string) => void): Promise<() => Promise<void>> {
+  private async openListener(): Promise<pg.Client> {
+    const client = new pg.Client({ connectionString: this.connectionString, keepAlive: true });
+    let established = false;
+    client.on("notification", (msg) => {
+      for (const subscription of this.subscriptions.get(msg.channel) ?? []) subscription.onNotify(msg.payload ?? "");
+    });
+    // Heard from the start: a server that goes away during the connect must not end the process.
+    // Its "end" follows, which makes the connection again.
+    client.on("error", () => void client.end().catch(() => {}));
+    client.on("end", () => {
+      if (established) this.listenerLost(client);
+    });
+    try {
+      await client.connect();
+      for (const channel of this.subscriptions.keys()) await client.query(`LISTEN ${channel}`);
+    } catch (err) {
+      void client.end().catch(() => {});
+      throw err;
+    }
+    established = true;
+    return client;
+  }
+
+  /** The LISTEN connection broke: make it again (with back-off) while anyone listens. */
+  private listenerLost(client: pg.Client): void {
+    void this.listener?.then((current) => {
+      if (current === client) this.listener = undefined;
+    });
+    this.scheduleListener();
+  }
+
+  private scheduleListener(): void {
+    if (this.closing || this.subscriptions.size === 0) return;
+    const delay = this.listenerRetryMs;
+    this.listenerRetryMs = Math.min(LISTENER_RETRY_MAX_MS, delay * 2);
+    setTimeout(() => {
+      if (this.closing || this.subscriptions.size === 0) return;
+      this.connectListener().then(
+        () => {
+          this.listenerRetryMs = LISTENER_RETRY_MS;
+          // Whatever was notified while no connection listened is lost: each listener reads again.
+          for (const set of this.subscriptions.values()) for (const s of set) s.onResync?.();
+        },
+        () => this.scheduleListener(),
+      );
+    }, delay).unref();
+  }
+
+  async listen(
+    channel: string,
+    onNotify: (payload: string) => void,
+    onResync?: () => void,
+  ): Promise<() => Promise<void>> {
     assertIdentifier(channel);
-    const fresh = !this.handlers.has(channel);
-    const set = this.handlers.get(channel) ?? new Set();
-    set.add(handler);
-    this.handlers.set(channel, set);
-    const client = await this.connectListener();
-    if (fresh) await client.query(`LISTEN ${channel}`);
+    const fresh = !this.subscriptions.has(channel);
+    const set = this.subscriptions.get(channel) ?? new Set();
+    const subscription: Subscription = { onNotify, onResync };
+    set.add(subscription);
+    this.subscriptions.set(channel, set);
+    const unsubscribe = () => {
+      set.delete(subscription);
+      if (set.size > 0) return false;
+      if (this.subscriptions.get(channel) === set) this.subscriptions.delete(channel);
+      return true;
+    };
+    try {
+      const client = await this.connectListener();
+      if (fresh) await translating(() => client.query(`LISTEN ${channel}`));
+    } catch (err) {
+      unsubscribe();
+      throw err;
+    }
     return async () => {
-      set.delete(handler);
-      if (set.size === 0) {
-        this.handlers.delete(channel);
-        await client.query(`UNLISTEN ${channel}`).catch(() => {});
-      }
+      if (!unsubscribe()) return;
+      const client = await this.listener?.catch(() => undefined);
+      await client?.query(`UNLISTEN ${channel}`).catch(() => {});
     };
   }
 
@@ -123,14 +187,20 @@ class PostgresDatabase implements SqlDatabase {
   }
 
   query<R>(sql: string, params?: unknown[]): Promise<SqlResult<R>> {
-    return this.run<R>(this.pool, sql, params);
+    return this.run<R>(this.pool, sql, params, false);
   }
 
   /**
-   * One statement on the pool or a transaction's connection, timed, its failure translated. A plain
-   * promise chain, not async functions in async functions: every read of a service runs it.
+   * One statement on the pool or a transaction's connection, timed, its failure translated. On the
+   * pool, a statement the server refused before running it is tried once more (`again`: this is that
+   * try). A plain promise chain, not async functions in async functions: every read of a service runs it.
    */
-  private run<R>(on: pg.Pool | pg.PoolClient, sql: string, params: unknown[] | undefined): Promise<SqlResult<R>> {
+  private run<R>(
+    on: pg.Pool | pg.PoolClient,
+    sql: string,
+    params: unknown[] | undefined,
+    again: boolean,
+  ): Promise<SqlResult<R>> {
     const measurement = beginStatement(sql, this.schema);
     return on.query(this.statement(sql, params)).then(
       (result) => {
@@ -140,6 +210,8 @@ class PostgresDatabase implements SqlDatabase {
       (err: unknown) => {
         const translated = translateDatabaseError(err);
         measurement.failed(translated);
+        if (on === this.pool && !again && refusedBeforeRunning(err) && timeLeftFor(REFUSED_RETRY_MS))
+          return delay(REFUSED_RETRY_MS).then(() => this.run<R>(on, sql, params, true));
         throw translated;
       },
     );
@@ -149,30 +221,55 @@ class PostgresDatabase implements SqlDatabase {
     await measured(sql, this.schema, () => translating(() => this.pool.query(sql)));
   }
 
+  /** A connection of the pool for a transaction; a refusal before any connection was made is tried once more. */
+  private async checkOut(): Promise<pg.PoolClient> {
+    try {
+      return await this.pool.connect();
+    } catch (err) {
+      if (!refusedBeforeRunning(err) || !timeLeftFor(REFUSED_RETRY_MS)) throw translateDatabaseError(err);
+    }
+    await delay(REFUSED_RETRY_MS);
+    return translating(() => this.pool.connect());
+  }
+
   async transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     const remaining = remainingCallMs();
     if (remaining !== undefined && remaining <= 0)
       throw fail("DEADLINE_EXCEEDED", "the call's deadline passed before its database work began");
-    const client = await translating(() => this.pool.connect());
+    const client = await this.checkOut();
+    // While it is checked out, the pool does not hear the connection's `error` (the server went
+    // away): heard here, the connection is thrown away at release, never handed out again.
+    let lost: unknown;
+    const onError = (err: unknown) => (lost ??= err);
+    client.on("error", onError);
+    let committing = false;
     try {
       // Within a call, no statement or lock wait outlives the caller: work does not go on after its 504.
       const begin = remaining === undefined ? "BEGIN" : beginWithin(remaining);
       await measured("BEGIN", this.schema, () => translating(() => client.query(begin)));
       const value = await work({
-        query: <R>(sql: string, params?: unknown[]) => this.run<R>(client, sql, params),
+        query: <R>(sql: string, params?: unknown[]) => this.run<R>(client, sql, params, true),
         exec: async (sql: string) => {
-          await measured(sql, this.schema, () => client.query(sql));
+          await measured(sql, this.schema, () => translating(() => client.query(sql)));
         },
       });
+      committing = true;
       // COMMIT of a transaction a failed statement aborted is answered ROLLBACK: nothing was stored.
       const commit = await measured("COMMIT", this.schema, () => client.query("COMMIT"));
       if (commit.command === "ROLLBACK") throw new Error(TRANSACTION_ABORTED);
       return value;
     } catch (err) {
-      await client.query("ROLLBACK").catch(() => {});
-      throw err;
+      if (isConnectionLoss(err)) lost ??= err;
+      // A connection lost before COMMIT stored nothing (the server rolls back what it cannot finish);
+      // lost during COMMIT, the server may have committed before it went: nobody can say.
+      const commitCut = committing && lost !== undefined;
+      if (lost === undefined) await client.query("ROLLBACK").catch((e: unknown) => (lost ??= e));
+      if (commitCut)
+        throw fail("DEADLINE_EXCEEDED", "the database connection was lost during COMMIT: the outcome is unknown");
+      throw translateDatabaseError(err);
     } finally {
-      client.release();
+      client.removeListener("error", onError);
+      client.release(lost === undefined ? undefined : lost instanceof Error ? lost : true);
     }
   }
 
@@ -188,6 +285,14 @@ class PostgresDatabase implements SqlDatabase {
     })();
     return this.ending;
   }
+}
+
+const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Whether the call this work belongs to (if any) has time left to wait `ms` and try again. */
+function timeLeftFor(ms: number): boolean {
+  const remaining = remainingCallMs();
+  return remaining === undefined || remaining > ms * 2;
 }
 
 /** BEGIN, with no statement or lock wait in the transaction allowed past `remainingMs`. */
@@ -214,6 +319,8 @@ export function openPostgresDatabase(options: PostgresOptions): SqlDatabase {
   assertIdentifier(options.schema);
   const pool = new pg.Pool({
     connectionString: options.databaseUrl,
+    // A server that vanished without closing its connections (a host gone) is found out, not waited on.
+    keepAlive: true,
     max: options.forMigrationStep ? 1 : (options.maxConnections ?? DEFAULT_POOL_MAX),
     options: `-c search_path=${options.schema}`,
     ...(options.forMigrationStep ? {} : { statement_timeout: STATEMENT_TIMEOUT_MS }),
@@ -221,7 +328,8 @@ export function openPostgresDatabase(options: PostgresOptions): SqlDatabase {
     connectionTimeoutMillis: options.forMigrationStep ? 10_000 : CONNECTION_WAIT_MS,
     types: { getTypeParser },
   });
-  // An idle client that loses its server must not crash the process; the next query reconnects.
+  // An idle connection that loses its server must not end the process: the pool drops it, and the
+  // next statement connects anew.
   pool.on("error", () => {});
   return new PostgresDatabase(pool, options.schema, options.databaseUrl);
 }
