@@ -20,13 +20,36 @@ export class RevocationHub {
   }
 
   async start(): Promise<void> {
-    this.stopListening = await this.store.watchRevocations((r) => {
-      this.list.revoke(r.sessionId, r.expiresAt.getTime());
-      this.emitter.emit("revoked", r);
-    });
+    this.stopListening = await this.store.watchRevocations(
+      (r) => this.announce(r),
+      () => void this.reload(),
+    );
     // After listening starts, so that a revocation committed meanwhile is in one or the other.
     for (const r of await this.store.liveRevocations()) this.list.revoke(r.sessionId, r.expiresAt.getTime());
     this.logger.debug({ revoked: this.list.size }, "revocations loaded");
+  }
+
+  private announce(r: RevocationRecord): void {
+    this.list.revoke(r.sessionId, r.expiresAt.getTime());
+    this.emitter.emit("revoked", r);
+  }
+
+  /**
+   * The store's connection was lost, and with it any revocation announced meanwhile: every live one
+   * is read and announced again (a watcher told twice of one changes nothing). Tried until it succeeds.
+   */
+  private async reload(): Promise<void> {
+    for (let wait = 200; ; wait = Math.min(wait * 2, 2_000)) {
+      try {
+        const live = await this.store.liveRevocations();
+        for (const r of live) this.announce(r);
+        this.logger.info({ revoked: live.length }, "revocations read again after the store's connection came back");
+        return;
+      } catch (err) {
+        this.logger.warn({ message: String(err) }, "could not read the revocations again; retrying");
+        await new Promise((resolve) => setTimeout(resolve, wait).unref());
+      }
+    }
   }
 
   /** Returns the unsubscribe function. */

@@ -247,14 +247,35 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
 
     async *trackOrders(requests, ctx: HandlerContext) {
       const caller = callerOf(ctx);
-      const followed = new Set<bigint>();
+      /** Each followed order, with the status last reported for it. */
+      const followed = new Map<bigint, ProtoStatus>();
       const queue = new AsyncQueue<TrackOrdersResponse>();
-      const report = (orderId: bigint, status: ProtoStatus, at: Date) =>
+      const report = (orderId: bigint, status: ProtoStatus, at: Date) => {
+        if (followed.has(orderId)) followed.set(orderId, status);
         queue.push(create(TrackOrdersResponseSchema, { orderId, status, updateTime: timestampFromDate(at) }));
-      const unsubscribe = events.subscribe((change) => {
-        if (change.tenantId === caller.tenantId && followed.has(change.orderId))
-          report(change.orderId, STATUS_TO_PROTO[change.status], change.updatedAt);
-      });
+      };
+      // Changes may have gone unannounced (the store's connection broke): each followed order is read
+      // again, and reported if it moved since it was last reported.
+      const catchUp = async () => {
+        for (const [orderId, last] of followed) {
+          const order = await store.getOrder(caller.tenantId, orderId);
+          const status = order && STATUS_TO_PROTO[order.status];
+          if (order && status !== undefined && status !== last && followed.has(orderId))
+            report(orderId, status, order.updatedAt);
+        }
+      };
+      let catchingUp: Promise<void> = Promise.resolve();
+      const unsubscribe = events.subscribe(
+        (change) => {
+          if (change.tenantId === caller.tenantId && followed.has(change.orderId))
+            report(change.orderId, STATUS_TO_PROTO[change.status], change.updatedAt);
+        },
+        () => {
+          catchingUp = catchingUp.then(catchUp).catch((err: unknown) => {
+            if (!ctx.signal.aborted) queue.fail(err);
+          });
+        },
+      );
       // The two directions are independent: the client may stop sending and keep listening.
       const reading = (async () => {
         for await (const request of requests) {
@@ -263,7 +284,7 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
             const found = action.value > 0n ? await store.getOrder(caller.tenantId, action.value) : undefined;
             // An order the caller may not see is reported like one that does not exist, and never followed.
             const order = found && canSeeOrder(caller, found) ? found : undefined;
-            if (order) followed.add(action.value);
+            if (order) followed.set(action.value, STATUS_TO_PROTO[order.status]);
             report(
               action.value,
               order ? STATUS_TO_PROTO[order.status] : ProtoStatus.UNSPECIFIED,

@@ -83,8 +83,13 @@ export interface ContentStore extends CatalogWriter {
   listPostsAfter(tenantId: string, after: Keyset, limit: number): Promise<PostRecord[]>;
   /** How many posts come after the keyset position, counting no further than `limit`. */
   countPostsAfter(tenantId: string, after: Keyset, limit: number): Promise<number>;
-  /** Calls `onPost` for every post created by any replica on this database; resolves to the stop function. */
-  watchNewPosts(onPost: (tenantId: string, postId: string) => void): Promise<() => Promise<void>>;
+  /** The position of the tenant's newest post; undefined when it has none. */
+  newestPostPosition(tenantId: string): Promise<Keyset | undefined>;
+  /**
+   * Calls `onPost` for every post created by any replica on this database, and `onResync` when some
+   * may have gone unannounced (the store's connection was lost); resolves to the stop function.
+   */
+  watchNewPosts(onPost: (tenantId: string, postId: string) => void, onResync: () => void): Promise<() => Promise<void>>;
   listCatalogItems(offset: number, limit: number): Promise<{ items: CatalogItemRecord[]; total: number }>;
   /** The catalog items with these skus (any order; skus not in the catalog are absent). */
   getCatalogItems(skus: readonly string[]): Promise<CatalogItemRecord[]>;
@@ -95,7 +100,7 @@ export interface ContentStore extends CatalogWriter {
   latestCacheChange(): Promise<bigint>;
   /** The cache changes after `position`, oldest first, at most `limit`. */
   cacheChangesAfter(position: bigint, limit: number): Promise<CacheChangeRecord[]>;
-  /** Calls `onChange` when a cache change may have been committed by any replica (a wake-up: read the log); resolves to the stop function. */
+  /** Calls `onChange` when a cache change may have been committed by any replica, or gone unannounced (a wake-up: read the log); resolves to the stop function. */
   watchCacheChanges(onChange: () => void): Promise<() => Promise<void>>;
   /** Forgets changes older than `olderThanMs` (never the last one) and caches whose lease ended that long ago. */
   pruneCacheLog(olderThanMs: number): Promise<void>;
@@ -117,7 +122,7 @@ export interface ContentStore extends CatalogWriter {
    * when undefined): how many, and in how many ms the last of their leases ends.
    */
   cachesBehind(position: bigint | undefined): Promise<{ position: bigint; behind: number; untilMs: number }>;
-  /** Calls `onAck` when a cache renewed its lease on any replica; resolves to the stop function. */
+  /** Calls `onAck` when a cache renewed its lease on any replica (or one may have gone unannounced); resolves to the stop function. */
   watchCacheAcks(onAck: () => void): Promise<() => Promise<void>>;
 
   /**

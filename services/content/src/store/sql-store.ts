@@ -218,15 +218,31 @@ export class SqlContentStore implements ContentStore {
     return Number(rows[0]?.n ?? 0n);
   }
 
-  watchNewPosts(onPost: (tenantId: string, postId: string) => void): Promise<() => Promise<void>> {
-    return this.db.listen(this.postsChannel, (payload) => {
-      try {
-        const { t, i } = JSON.parse(payload) as { t: string; i: string };
-        if (typeof t === "string" && typeof i === "string") onPost(t, i);
-      } catch {
-        // Not ours: ignore.
-      }
-    });
+  async newestPostPosition(tenantId: string): Promise<Keyset | undefined> {
+    const { rows } = await this.db.query<{ created_at: Date; id: string }>(
+      `SELECT created_at, id FROM posts WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT 1`,
+      [tenantId],
+    );
+    const row = rows[0];
+    return row && { createdAt: row.created_at, id: row.id };
+  }
+
+  watchNewPosts(
+    onPost: (tenantId: string, postId: string) => void,
+    onResync: () => void,
+  ): Promise<() => Promise<void>> {
+    return this.db.listen(
+      this.postsChannel,
+      (payload) => {
+        try {
+          const { t, i } = JSON.parse(payload) as { t: string; i: string };
+          if (typeof t === "string" && typeof i === "string") onPost(t, i);
+        } catch {
+          // Not ours: ignore.
+        }
+      },
+      onResync,
+    );
   }
 
   async listCatalogItems(offset: number, limit: number): Promise<{ items: CatalogItemRecord[]; total: number }> {
@@ -289,7 +305,11 @@ export class SqlContentStore implements ContentStore {
   }
 
   watchCacheChanges(onChange: () => void): Promise<() => Promise<void>> {
-    return this.db.listen(this.cacheChangesChannel, () => onChange());
+    return this.db.listen(
+      this.cacheChangesChannel,
+      () => onChange(),
+      () => onChange(),
+    );
   }
 
   async pruneCacheLog(olderThanMs: number): Promise<void> {
@@ -351,7 +371,11 @@ export class SqlContentStore implements ContentStore {
   }
 
   watchCacheAcks(onAck: () => void): Promise<() => Promise<void>> {
-    return this.db.listen(this.cacheAcksChannel, () => onAck());
+    return this.db.listen(
+      this.cacheAcksChannel,
+      () => onAck(),
+      () => onAck(),
+    );
   }
 
   async createImportJob(

@@ -88,8 +88,14 @@ export interface IdentityStore {
   revokeSession(tenantId: string, id: string): Promise<boolean>;
   /** The revoked sessions whose tokens have not expired. */
   liveRevocations(): Promise<RevocationRecord[]>;
-  /** Calls `onRevoked` for every revocation any replica commits; resolves to the stop function. */
-  watchRevocations(onRevoked: (revocation: RevocationRecord) => void): Promise<() => Promise<void>>;
+  /**
+   * Calls `onRevoked` for every revocation any replica commits, and `onResync` when some may have gone
+   * unannounced (the store's connection was lost); resolves to the stop function.
+   */
+  watchRevocations(
+    onRevoked: (revocation: RevocationRecord) => void,
+    onResync: () => void,
+  ): Promise<() => Promise<void>>;
   /** The latest to sign first. */
   signingKeys(): Promise<SigningKeyRecord[]>;
   /**

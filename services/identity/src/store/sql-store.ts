@@ -222,15 +222,22 @@ export class SqlIdentityStore implements IdentityStore {
     return rows.map((r) => ({ sessionId: r.id, expiresAt: r.expires_at }));
   }
 
-  watchRevocations(onRevoked: (revocation: RevocationRecord) => void): Promise<() => Promise<void>> {
-    return this.db.listen(this.revocationsChannel, (payload) => {
-      try {
-        const { s, e } = JSON.parse(payload) as { s: unknown; e: unknown };
-        if (typeof s === "string" && typeof e === "number") onRevoked({ sessionId: s, expiresAt: new Date(e) });
-      } catch {
-        // Not ours: ignore.
-      }
-    });
+  watchRevocations(
+    onRevoked: (revocation: RevocationRecord) => void,
+    onResync: () => void,
+  ): Promise<() => Promise<void>> {
+    return this.db.listen(
+      this.revocationsChannel,
+      (payload) => {
+        try {
+          const { s, e } = JSON.parse(payload) as { s: unknown; e: unknown };
+          if (typeof s === "string" && typeof e === "number") onRevoked({ sessionId: s, expiresAt: new Date(e) });
+        } catch {
+          // Not ours: ignore.
+        }
+      },
+      onResync,
+    );
   }
 
   async recordSession(session: { id: string; tenantId: string; userId: bigint; expiresAt: Date }): Promise<void> {

@@ -133,10 +133,10 @@ export interface OrdersStore {
   takeLease(name: string, holder: string, ttlMs: number): Promise<boolean>;
   releaseLease(name: string, holder: string): Promise<void>;
   /**
-   * Every new order and change of status committed by any replica, as announced; returns the
-   * function that stops watching.
+   * Every new order and change of status committed by any replica, as announced, and `onResync` when
+   * some may have gone unannounced (the store's connection was lost); returns the function that stops watching.
    */
-  watchStatusChanges(onChange: (change: OrderStatusChange) => void): Promise<() => Promise<void>>;
+  watchStatusChanges(onChange: (change: OrderStatusChange) => void, onResync: () => void): Promise<() => Promise<void>>;
 }
 
 export interface OrderStatusChange {

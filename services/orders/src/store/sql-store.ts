@@ -388,15 +388,22 @@ export class SqlOrdersStore implements OrdersStore {
     await this.db.query(`DELETE FROM leases WHERE name = $1 AND holder = $2`, [name, holder]);
   }
 
-  watchStatusChanges(onChange: (change: OrderStatusChange) => void): Promise<() => Promise<void>> {
+  watchStatusChanges(
+    onChange: (change: OrderStatusChange) => void,
+    onResync: () => void,
+  ): Promise<() => Promise<void>> {
     // The channel the announce_order_status trigger notifies (migration 3).
-    return this.db.listen(`${this.db.schema}_order_status`, (payload) => {
-      try {
-        const { t, i, s, u } = JSON.parse(payload) as { t: string; i: string; s: OrderStatus; u: number };
-        onChange({ tenantId: t, orderId: BigInt(i), status: s, updatedAt: new Date(u) });
-      } catch {
-        // Not ours: ignore.
-      }
-    });
+    return this.db.listen(
+      `${this.db.schema}_order_status`,
+      (payload) => {
+        try {
+          const { t, i, s, u } = JSON.parse(payload) as { t: string; i: string; s: OrderStatus; u: number };
+          onChange({ tenantId: t, orderId: BigInt(i), status: s, updatedAt: new Date(u) });
+        } catch {
+          // Not ours: ignore.
+        }
+      },
+      onResync,
+    );
   }
 }
