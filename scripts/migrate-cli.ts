@@ -7,6 +7,7 @@
 import type { Writable } from "node:stream";
 import { ConfigError, loadConfig, parse, setting } from "@switchyard/platform/config.js";
 import { migrateSchema, type Migration } from "@switchyard/platform/store";
+import { waitForDatabase } from "@switchyard/platform/database-readiness.js";
 import { identityMigrations } from "@switchyard/identity/store/migrations.js";
 import { paymentsMigrations } from "@switchyard/payments/store/migrations.js";
 import { ordersMigrations } from "@switchyard/orders/store/migrations.js";
@@ -72,11 +73,14 @@ export async function runMigrate(
     return EXIT_USAGE;
   }
   try {
-    const { applied, versions } = await migrateSchema({
-      databaseUrl: config.databaseUrl,
-      schema: config.schema,
-      migrations,
-    });
+    // A server that cannot be reached yet (restarting, not up) is waited for, as the services do:
+    // an init container that exits goes into a back-off that outlasts the server's return.
+    const say = (fields: object, message: string) =>
+      io.stderr.write(`migrate: ${service}: ${message} ${JSON.stringify(fields)}\n`);
+    const { applied, versions } = await waitForDatabase(
+      () => migrateSchema({ databaseUrl: config.databaseUrl, schema: config.schema, migrations }),
+      { info: say, warn: say },
+    );
     const version = versions.length > 0 ? Math.max(...versions) : 0;
     io.stdout.write(
       applied.length > 0

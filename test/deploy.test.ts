@@ -20,6 +20,7 @@ import { contentSettings } from "@switchyard/content";
 import { gatewaySettings } from "@switchyard/gateway";
 import { grpcTlsSettings, otlpEndpointSetting, type Setting } from "@switchyard/platform/config.js";
 import { GATEWAY_SERVICE, OPERATOR_SERVICE } from "@switchyard/platform/caller.js";
+import { LIVENESS } from "@switchyard/platform/server.js";
 import { ORDER_WORKFLOW_SERVICE } from "@switchyard/payments/domain/access.js";
 import { adminSettings } from "../scripts/admin-cli.js";
 import { migrateSettings, SERVICE_MIGRATIONS } from "../scripts/migrate-cli.js";
@@ -871,7 +872,12 @@ describe("deploy/ (Kubernetes)", function () {
                 expect(probe!.periodSeconds, `${what} period`).to.be.a("number");
                 if (p.probes === "grpc") {
                   expect(probe!.grpc?.port, `${what} grpc probe port`).to.equal(port);
-                  expect(probe!.grpc?.service ?? "", `${what} probes the overall service`).to.equal("");
+                  // Readiness asks the overall status (it serves); startup and liveness ask whether the
+                  // process runs, which a database outage does not change (server.ts, LIVENESS).
+                  expect(
+                    probe!.grpc?.service ?? "",
+                    `${what} probes ${what === "readiness" ? "the overall service" : "liveness"}`,
+                  ).to.equal(what === "readiness" ? "" : LIVENESS);
                 } else {
                   expect(probe!.httpGet?.path, `${what} path`).to.equal(what === "readiness" ? "/readyz" : "/healthz");
                   expect(resolvePort(container, probe!.httpGet?.port), `${what} port`).to.equal(port);

@@ -84,6 +84,7 @@ export async function startContentService(
     config,
     logger,
     migrations: contentMigrations,
+    serves: [ContentService],
     peers: { identity: { address: config.identityAddress, serves: [IdentityService] } },
     build: async ({ db, channels }) => {
       const store = new SqlContentStore(db);

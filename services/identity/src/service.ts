@@ -101,6 +101,7 @@ export function startIdentityService(config: IdentityConfig, logger: Logger): Pr
     config,
     logger,
     migrations: identityMigrations,
+    serves: [IdentityService, OperatorService],
     build: async ({ db }) => {
       const store = new SqlIdentityStore(db);
       if (config.demoData) await seedDemoData(store);

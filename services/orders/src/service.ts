@@ -67,6 +67,7 @@ export async function startOrdersService(config: OrdersConfig, logger: Logger): 
     config,
     logger,
     migrations: ordersMigrations,
+    serves: [OrderService],
     peers: {
       identity: { address: config.identityAddress, serves: [IdentityService] },
       payments: { address: config.paymentsAddress, serves: [PaymentService] },

@@ -31,6 +31,7 @@ export function startPaymentsService(config: PaymentsConfig, logger: Logger): Pr
     config,
     logger,
     migrations: paymentsMigrations,
+    serves: [PaymentService],
     peers: { identity: { address: config.identityAddress, serves: [IdentityService] } },
     build: async ({ db, channels }) => {
       const trust = await verifierFromIdentity(channels.identity, logger);

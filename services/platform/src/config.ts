@@ -243,6 +243,12 @@ export function serviceSettings(prefix: string, defaultPort: number) {
       "most connections the process opens to a PostgreSQL server for its work (one more carries its LISTENs, where it has any): replicas × this, summed over the services, must stay within the server's max_connections",
       10,
     ),
+    databaseUnreadyAfterMs: setting(
+      "DATABASE_UNREADY_AFTER_MS",
+      parse.int(0, 600_000),
+      "how long the PostgreSQL server must fail the process's checks (every 0.5 s while failing) before its readiness turns NOT_SERVING: a blip does not empty a Service; liveness never follows the database",
+      10_000,
+    ),
     dataDir: setting("DATA_DIR", parse.string, "where embedded databases persist (one folder per service)", "./data"),
     drainTimeoutMs: setting(
       "SHUTDOWN_DRAIN_MS",

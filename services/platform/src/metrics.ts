@@ -219,6 +219,21 @@ new Gauge({
   },
 });
 
+const databaseChecks = new Set<() => boolean>();
+/** Reports whether this process's database answered its last check (database-readiness.ts); returns the unreport. */
+export function reportDatabaseReachable(reachable: () => boolean): () => void {
+  databaseChecks.add(reachable);
+  return () => databaseChecks.delete(reachable);
+}
+new Gauge({
+  name: "switchyard_db_reachable",
+  help: "1 while the process's database answered its last check (every 2 s; every 0.5 s while failing), 0 while it does not",
+  registers: [registry],
+  collect() {
+    if (databaseChecks.size > 0) this.set([...databaseChecks].every((check) => check()) ? 1 : 0);
+  },
+});
+
 export const idempotentReplays = new Counter({
   name: "switchyard_idempotent_replays_total",
   help: "Requests answered from a stored Idempotency-Key result instead of doing the work again, by operation",

@@ -1,11 +1,15 @@
 // The one server bootstrap: every service is served through here with the same gRPC server,
 // health, reflection (when asked for), error reporting, limits on what a caller may do, and
-// graceful shutdown.
+// graceful shutdown. Health says two things: `liveness` — the process runs (SERVING from the
+// moment it listens until it exits, also while it drains or waits for its database: restarting it
+// would not help) — and readiness, the overall status "" and each service's own — it serves calls
+// (NOT_SERVING while it starts, drains, or while its database has been unreachable for a while).
 import { createServer as createNetServer } from "node:net";
 import { Server, ServerCredentials, type ServerOptions } from "@grpc/grpc-js";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@connectrpc/connect";
 import { endCall } from "./grpc/handler-context.js";
+import { fail } from "./errors.js";
 import { Health } from "@switchyard/gen/health/v1/health_pb.js";
 import { adaptService } from "./grpc/service-adapter.js";
 import { serviceChain, type RpcObserver, type ServiceInterceptor } from "./grpc/interceptors/index.js";
@@ -44,6 +48,12 @@ export interface GrpcServerOptions {
   host: string;
   port: number;
   services: ServiceRegistration[];
+  /**
+   * Services the process will serve once it is ready (`RunningServer.serve`): until then their calls
+   * are answered UNAVAILABLE with the reason STORE_UNAVAILABLE (the process is waiting for its
+   * database), and readiness is NOT_SERVING. Absent: none, the server is ready as it listens.
+   */
+  pending?: readonly DescService[];
   logger: Logger;
   /** How long a graceful shutdown waits for in-flight calls before cutting them. */
   drainTimeoutMs?: number;
@@ -78,9 +88,16 @@ export const DEFAULT_PING_POLICY: PingPolicy = { minIntervalMs: 10_000, maxStrik
 export const DEFAULT_MAX_CONCURRENT_STREAMS = 1_000;
 export const DEFAULT_DEADLINE_LIMITS: DeadlineLimits = { defaultMs: 30_000, maxMs: 300_000 };
 
+/** The health service name of the process's liveness (the kubelet's liveness and startup probes ask for it). */
+export const LIVENESS = "liveness";
+
 export interface RunningServer {
   readonly port: number;
   readonly health: HealthStatus;
+  /** Serves the pending services (the options' `pending`) with these registrations; readiness follows. */
+  serve(services: readonly ServiceRegistration[]): void;
+  /** Whether the process's database is reachable enough to serve; readiness follows (default: yes). */
+  setStoreReady(ready: boolean): void;
   /** Stops taking calls, lets in-flight calls finish (up to the drain timeout), then closes. */
   shutdown(): Promise<void>;
 }
@@ -195,10 +212,11 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   );
   const health = new HealthStatus();
   const observer = callObserver(options.logger);
+  const pending = options.pending ?? [];
   const all: ServiceRegistration[] = [...options.services, registration(Health, health.impl())];
   // Reflection lists every method to whoever asks: a convenience for development (npm start), off by default.
   if (options.reflection) {
-    const reflection = reflectionImpls([...options.services.map((s) => s.service), Health]);
+    const reflection = reflectionImpls([...options.services.map((s) => s.service), ...pending, Health]);
     all.push(registration(ReflectionV1, reflection.v1), registration(ReflectionV1Alpha, reflection.v1alpha));
   }
   const deadlineLimits = options.deadlineLimits ?? DEFAULT_DEADLINE_LIMITS;
@@ -208,7 +226,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   const openStreams = new Set<HandlerContext>();
   if (guard) reportEventLoopLag(() => guard.lag);
   // Every streaming method served here counts, at 0 too: a method's series is there before its first stream.
-  const streamingMethods = all.flatMap(({ service }) =>
+  const streamingMethods = [...all.map((r) => r.service), ...pending].flatMap((service) =>
     service.methods
       .filter((m) => m.methodKind === "server_streaming" || m.methodKind === "bidi_streaming")
       .map((m) => ({ rpcService: service.typeName, rpcMethod: m.name })),
@@ -221,18 +239,29 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     }
     return counts;
   });
-  for (const { service, impl, interceptors } of all) {
+  const business = new Set([...options.services.map((s) => s.service), ...pending]);
+  const adapt = ({ service, impl, interceptors }: ServiceRegistration) => {
     // Health and reflection always answer: an overloaded service must still say how it is.
-    const business = options.services.some((s) => s.service === service);
-    const chain = serviceChain({ observer, admission: business ? guard : undefined }, interceptors);
-    const adapted = adaptService(service, impl as never, {
+    const chain = serviceChain({ observer, admission: business.has(service) ? guard : undefined }, interceptors);
+    return adaptService(service, impl as never, {
       interceptors: chain,
       peer: options.peerIdentity,
       openStreams,
       deadlineLimits,
     });
+  };
+  for (const r of all) {
+    const adapted = adapt(r);
     server.addService(adapted.definition, adapted.implementation);
   }
+  // A pending service answers every call at once until it is served: the process waits for its database.
+  const waiting = new Map(
+    pending.map((service) => {
+      const adapted = adapt(registration(service, startingImpl(service, options.name) as never));
+      server.addService(adapted.definition, adapted.implementation);
+      return [service, adapted.definition] as const;
+    }),
+  );
   let stopListening = () => {};
   let port: number;
   const credentials = options.credentials ?? ServerCredentials.createInsecure();
@@ -249,13 +278,22 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   }
   const healthServer =
     options.healthPort === undefined ? undefined : await serveHealthOnly(health, options, pingPolicy);
-  for (const { service } of options.services) health.set(service.typeName, ServingStatus.SERVING);
-  health.set("", ServingStatus.SERVING);
+  // Readiness: "" and each business service's name, all alike.
+  const readinessNames = ["", ...[...business].map((s) => s.typeName)];
+  let storeReady = true;
+  let draining = false;
+  const publishReadiness = () => {
+    const status = waiting.size === 0 && storeReady && !draining ? ServingStatus.SERVING : ServingStatus.NOT_SERVING;
+    for (const name of readinessNames) if (health.get(name) !== status) health.set(name, status);
+  };
+  health.set(LIVENESS, ServingStatus.SERVING);
+  publishReadiness();
 
   let stopping: Promise<void> | undefined;
   const shutdown = () =>
     (stopping ??= new Promise<void>((resolve) => {
-      health.setAll(ServingStatus.NOT_SERVING);
+      draining = true;
+      publishReadiness();
       stopListening();
       healthServer?.forceShutdown();
       for (const context of openStreams)
@@ -272,31 +310,71 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
         resolve();
       });
     }));
+  const serve = (registrations: readonly ServiceRegistration[]) => {
+    for (const r of registrations) {
+      const placeholder = waiting.get(r.service);
+      if (!placeholder) throw new Error(`${r.service.typeName} is not a pending service of ${options.name}`);
+      // Swapped in one turn of the event loop: no call finds the method missing in between.
+      server.removeService(placeholder);
+      const adapted = adapt(r);
+      server.addService(adapted.definition, adapted.implementation);
+      waiting.delete(r.service);
+    }
+    publishReadiness();
+  };
+  const setStoreReady = (ready: boolean) => {
+    storeReady = ready;
+    publishReadiness();
+  };
   options.logger.info({ port }, `${options.name} listening`);
-  return { port, health, shutdown };
+  return { port, health, serve, setStoreReady, shutdown };
+}
+
+/** What a pending service answers until it is served: the process is starting, waiting for its database. */
+function startingImpl(service: DescService, name: string): Record<string, unknown> {
+  const refusal = () =>
+    fail("STORE_UNAVAILABLE", `${name} is starting: it waits for its database; retry after the Retry-After delay`);
+  return Object.fromEntries(
+    service.methods.map((m) => [
+      m.localName,
+      m.methodKind === "server_streaming" || m.methodKind === "bidi_streaming"
+        ? // eslint-disable-next-line require-yield -- it refuses at once, by design
+          async function* () {
+            throw refusal();
+          }
+        : () => Promise.reject(refusal()),
+    ]),
+  );
 }
 
 /**
- * Runs an entrypoint: starts it, and on SIGTERM or SIGINT stops it gracefully once.
- * `start` returns the stop function of everything it opened.
+ * Runs an entrypoint: starts it, and on SIGTERM or SIGINT stops it gracefully once. `start` returns
+ * the stop function of everything it opened. A signal while it still starts (waiting for its
+ * database, say) ends the process at once: it serves nothing yet that a drain could finish.
  */
 export function runMain(name: string, start: () => Promise<() => Promise<void>>): void {
+  let stop: (() => Promise<void>) | undefined;
+  let stopping = false;
+  const onSignal = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    if (!stop) {
+      process.stderr.write(`${name}: ${signal} while starting: stopped\n`);
+      process.exit(0);
+    }
+    stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        process.stderr.write(`${name}: error while stopping on ${signal}: ${String(err)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", () => onSignal("SIGTERM"));
+  process.on("SIGINT", () => onSignal("SIGINT"));
   start().then(
-    (stop) => {
-      let stopping = false;
-      const onSignal = (signal: string) => {
-        if (stopping) return;
-        stopping = true;
-        stop().then(
-          () => process.exit(0),
-          (err: unknown) => {
-            process.stderr.write(`${name}: error while stopping on ${signal}: ${String(err)}\n`);
-            process.exit(1);
-          },
-        );
-      };
-      process.on("SIGTERM", () => onSignal("SIGTERM"));
-      process.on("SIGINT", () => onSignal("SIGINT"));
+    (started) => {
+      stop = started;
     },
     (err: unknown) => {
       process.stderr.write(`${name}: failed to start: ${err instanceof Error ? err.message : String(err)}\n`);

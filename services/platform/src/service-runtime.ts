@@ -1,6 +1,7 @@
-// The one way a service process is assembled: its database (migrated), long-lived channels to
-// its peers, its gRPC server — and the stop that closes them in the right order. Each service
-// only says what it serves (`build`).
+// The one way a service process is assembled: its gRPC server (listening at once, its liveness
+// SERVING), its database (waited for while it cannot be reached, then migrated), long-lived
+// channels to its peers, its services served — and the stop that closes them in the right order.
+// Each service only says what it serves (`serves`, `build`).
 import { join } from "node:path";
 import type { Client as GrpcChannel } from "@grpc/grpc-js";
 import type { DescService } from "@bufbuild/protobuf";
@@ -20,6 +21,10 @@ import {
 } from "./server.js";
 import { openSqlDatabase, type Migration, type SchemaAtStart, type SqlDatabase } from "./store/index.js";
 import { startMetricsServer, startProcessMetrics, type MetricsServer } from "./metrics.js";
+import { waitForDatabase, watchDatabase } from "./database-readiness.js";
+
+/** DATABASE_UNREADY_AFTER_MS's default, for runtimes made without it (tests). */
+const DEFAULT_UNREADY_AFTER_MS = 10_000;
 import { startTracing } from "./tracing.js";
 
 /** The settings every service has (see serviceSettings). */
@@ -31,6 +36,8 @@ export interface CommonServiceConfig extends Partial<TlsConfig> {
   databaseMigrations?: SchemaAtStart;
   /** Connections of its pool on a PostgreSQL server (DATABASE_POOL_MAX; default 10). */
   databasePoolMax?: number;
+  /** How long database checks fail before readiness turns NOT_SERVING (DATABASE_UNREADY_AFTER_MS; default 10 s). */
+  databaseUnreadyAfterMs?: number;
   databaseSchema: string;
   dataDir: string;
   drainTimeoutMs: number;
@@ -92,6 +99,8 @@ export async function startServiceRuntime<P extends string>(options: {
   config: CommonServiceConfig;
   logger: Logger;
   migrations: readonly Migration[];
+  /** The services `build` registers: until they are served, their calls are answered STORE_UNAVAILABLE. */
+  serves: readonly DescService[];
   /** gRPC peers by name → their address and what is served there; each gets one long-lived channel. */
   peers?: Record<P, Peer>;
   build: (resources: { db: SqlDatabase; channels: Record<P, GrpcChannel> }) => Promise<ServiceParts> | ServiceParts;
@@ -113,8 +122,8 @@ export async function startServiceRuntime<P extends string>(options: {
     await metrics?.close();
     await stopTracing();
   };
-  let db: SqlDatabase;
   let tls: TransportSecurity | undefined;
+  let server: RunningServer;
   try {
     // Mutual TLS when GRPC_TLS_* are set: the certificate must name this service, or it does not start.
     tls = openTransportSecurity(
@@ -126,15 +135,44 @@ export async function startServiceRuntime<P extends string>(options: {
       name,
       options.logger,
     );
-    db = await openSqlDatabase({
-      databaseUrl: config.databaseUrl,
-      dataDir: join(config.dataDir, name),
-      schema: config.databaseSchema,
-      migrations: options.migrations,
-      schemaAtStart: config.databaseMigrations,
-      maxConnections: config.databasePoolMax,
+    // Listening first: probes find the process alive while it waits for its database below.
+    server = await startGrpcServer({
+      name,
+      host: config.host,
+      port: config.port,
+      logger: options.logger,
+      drainTimeoutMs: config.drainTimeoutMs,
+      shedEventLoopDelayMs: config.shedEventLoopDelayMs,
+      maxConnectionAgeMs: config.maxConnectionAgeMs,
+      maxConnectionAgeGraceMs: config.maxConnectionAgeGraceMs,
+      listenFd: config.listenFd,
+      services: [],
+      pending: options.serves,
+      ...hardeningOf(config),
+      healthPort: config.healthPort,
+      // With mutual TLS a calling service is known by its certificate (grpc/call-policy.ts).
+      ...(tls ? { credentials: tls.serverCredentials, peerIdentity: certificateIdentity(tls.trustDomain) } : {}),
     });
   } catch (err) {
+    await stopTelemetry();
+    throw err;
+  }
+  let db: SqlDatabase;
+  try {
+    db = await waitForDatabase(
+      () =>
+        openSqlDatabase({
+          databaseUrl: config.databaseUrl,
+          dataDir: join(config.dataDir, name),
+          schema: config.databaseSchema,
+          migrations: options.migrations,
+          schemaAtStart: config.databaseMigrations,
+          maxConnections: config.databasePoolMax,
+        }),
+      options.logger,
+    );
+  } catch (err) {
+    await server.shutdown();
     await stopTelemetry();
     throw err;
   }
@@ -148,27 +186,22 @@ export async function startServiceRuntime<P extends string>(options: {
   let parts: ServiceParts | undefined;
   try {
     parts = await options.build({ db, channels });
-    const server = await startGrpcServer({
-      name,
-      host: config.host,
-      port: config.port,
+    const built = parts.services.map((r) => r.service.typeName).sort();
+    const declared = options.serves.map((s) => s.typeName).sort();
+    if (built.join() !== declared.join())
+      throw new Error(`${name} builds ${built.join(", ")} but declares it serves ${declared.join(", ")}`);
+    server.serve(parts.services);
+    const stopWatching = watchDatabase(db, {
+      unreadyAfterMs: config.databaseUnreadyAfterMs ?? DEFAULT_UNREADY_AFTER_MS,
+      onReadiness: (ready) => server.setStoreReady(ready),
       logger: options.logger,
-      drainTimeoutMs: config.drainTimeoutMs,
-      shedEventLoopDelayMs: config.shedEventLoopDelayMs,
-      maxConnectionAgeMs: config.maxConnectionAgeMs,
-      maxConnectionAgeGraceMs: config.maxConnectionAgeGraceMs,
-      listenFd: config.listenFd,
-      services: parts.services,
-      ...hardeningOf(config),
-      healthPort: config.healthPort,
-      // With mutual TLS a calling service is known by its certificate (grpc/call-policy.ts).
-      ...(tls ? { credentials: tls.serverCredentials, peerIdentity: certificateIdentity(tls.trustDomain) } : {}),
     });
     const stopParts = parts.stop;
     return {
       server,
       async stop() {
         await server.shutdown();
+        stopWatching();
         await stopParts?.();
         closeChannels();
         await db.close();
@@ -176,6 +209,7 @@ export async function startServiceRuntime<P extends string>(options: {
       },
     };
   } catch (err) {
+    await server.shutdown();
     await parts?.stop?.();
     closeChannels();
     await db.close();
