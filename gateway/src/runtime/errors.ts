@@ -69,6 +69,7 @@ export const HTTP_STATUS: Readonly<Record<ErrorReason, number>> = {
   UPSTREAM_UNAVAILABLE: 502,
   LOAD_SHED: 503,
   STORE_UNAVAILABLE: 503,
+  UPSTREAM_UNREACHABLE: 503,
   DEADLINE_EXCEEDED: 504,
 };
 
@@ -185,6 +186,8 @@ function retryAfter(status: number, stated?: string): Record<string, string> {
 function messageFor5xx(status: number, upstream: string, code: Code, reason?: ErrorReason): string {
   if (reason === "STORE_UNAVAILABLE")
     return `the ${upstream} service's database is unavailable; retry after the Retry-After delay`;
+  if (reason === "UPSTREAM_UNREACHABLE")
+    return `the ${upstream} service, or a service it needs, could not be reached within the deadline; retry after the Retry-After delay`;
   switch (status) {
     case 502:
       // Not unreachable but an answer the channel refused (past its receive limit, a reset stream, …).

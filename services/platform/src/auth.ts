@@ -6,6 +6,7 @@
 import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JWK } from "jose";
 import type { HandlerContext } from "@connectrpc/connect";
 import { fail } from "./errors.js";
+import { downstreamTimeoutMs } from "./call-deadline.js";
 import { requestMetadataValue } from "./grpc/handler-context.js";
 import type { RevocationList } from "./revocations.js";
 import {
@@ -263,7 +264,7 @@ const SERVICE_TOKEN: TokenKind = { audience: SERVICE_TOKEN_AUDIENCE, requiredCla
  * calling service's own token when it acts with its own authority too.
  */
 export function downstreamOptions(caller: Caller, context: HandlerContext, serviceToken?: string) {
-  const timeoutMs = context.timeoutMs();
+  const timeoutMs = downstreamTimeoutMs(context.timeoutMs());
   const headers: Record<string, string> = { authorization: `Bearer ${caller.token}` };
   if (serviceToken !== undefined) headers[SERVICE_AUTHORIZATION] = `Bearer ${serviceToken}`;
   return {

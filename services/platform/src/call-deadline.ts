@@ -29,6 +29,17 @@ export function remainingCallMs(now = Date.now()): number | undefined {
   return deadlineAt === undefined ? undefined : deadlineAt - now;
 }
 
+/**
+ * The deadline a call gives the calls it makes: what it has left, less a margin to answer in. A
+ * downstream call that cannot be made in time (its peer unreachable: it waits for a ready connection
+ * until its deadline) then fails while the caller can still say so — 502, not the caller's own 504.
+ * The margin: a tenth of what is left, at most 100 ms.
+ */
+export function downstreamTimeoutMs(remainingMs: number | undefined): number | undefined {
+  if (remainingMs === undefined) return undefined;
+  return Math.max(0, remainingMs - Math.min(100, remainingMs / 10));
+}
+
 /** The request id of the call this work belongs to, if any. */
 export function currentRequestId(): string | undefined {
   return scopes.getStore()?.requestId;

@@ -73,7 +73,10 @@ export const errorCatalogue = {
   LOAD_SHED: { code: Code.Unavailable },
   /** The service's database cannot be reached, or no connection to it came free in time. */
   STORE_UNAVAILABLE: { code: Code.Unavailable },
+  /** The call broke after it was sent (its outcome unknown), or the answer could not be used. */
   UPSTREAM_UNAVAILABLE: { code: Code.Unavailable },
+  /** No replica of the service could be reached within the call's deadline: the call was never sent. */
+  UPSTREAM_UNREACHABLE: { code: Code.Unavailable },
   DEADLINE_EXCEEDED: { code: Code.DeadlineExceeded },
   INTERNAL: { code: Code.Internal },
 } as const satisfies Record<string, CatalogueEntry>;

@@ -22,6 +22,7 @@ const NOTHING_DONE = new Set<Code>([
  */
 export function movedNoMoney(err: ConnectError): boolean {
   if (NOTHING_DONE.has(err.code)) return true;
-  // Shed before the handler ran.
-  return err.code === Code.Unavailable && errorInfoOf(err)?.reason === "LOAD_SHED";
+  // Shed before the handler ran, or never sent (no replica of payments could be reached in time).
+  const reason = err.code === Code.Unavailable ? errorInfoOf(err)?.reason : undefined;
+  return reason === "LOAD_SHED" || reason === "UPSTREAM_UNREACHABLE";
 }

@@ -4,6 +4,7 @@ import type { HandlerContext } from "@connectrpc/connect";
 import type { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import type { Caller } from "@switchyard/platform/caller.js";
 import { downstreamOptions } from "@switchyard/platform/auth.js";
+import { downstreamTimeoutMs } from "@switchyard/platform/call-deadline.js";
 import type { Client } from "@switchyard/platform/grpc";
 import type { CatalogPrice } from "../domain/orders.js";
 import { stepCallMs } from "../domain/steps.js";
@@ -16,7 +17,7 @@ export async function catalogPrices(
 ): Promise<Map<string, CatalogPrice>> {
   const { items } = await content.batchGetCatalogItems(
     { skus: [...new Set(skus)] },
-    { ...downstreamOptions(caller, ctx), timeoutMs: stepCallMs(ctx.timeoutMs()) },
+    { ...downstreamOptions(caller, ctx), timeoutMs: stepCallMs(downstreamTimeoutMs(ctx.timeoutMs())) },
   );
   return new Map(items.map((i) => [i.sku, { price: i.price, currency: i.currency }]));
 }

@@ -26,6 +26,7 @@ import { errorInfoOf, fail } from "@switchyard/platform/errors.js";
 import type { Logger } from "@switchyard/platform/logger.js";
 import { SERVICE_AUTHORIZATION, type Caller } from "@switchyard/platform/caller.js";
 import { downstreamOptions } from "@switchyard/platform/auth.js";
+import { downstreamTimeoutMs } from "@switchyard/platform/call-deadline.js";
 import type { Client } from "@switchyard/platform/grpc";
 import { Faults } from "@switchyard/platform/faults.js";
 import { moneyStepMismatches } from "@switchyard/platform/metrics.js";
@@ -91,7 +92,7 @@ export class MoneySteps {
     ctx: HandlerContext,
   ): Promise<{ order: OrderRecord; paymentId: string }> {
     const serviceToken = await this.deps.credentials.token();
-    const callMs = stepCallMs(ctx.timeoutMs());
+    const callMs = stepCallMs(downstreamTimeoutMs(ctx.timeoutMs()));
     const { order, step } = await this.deps.store.act(caller.tenantId, orderId, (o) => {
       visibleOrder(caller, o);
       guardNoStepInProgress(o);
@@ -143,7 +144,7 @@ export class MoneySteps {
     ctx: HandlerContext,
   ): Promise<{ order: OrderRecord; refundId: string }> {
     const serviceToken = await this.deps.credentials.token();
-    const callMs = stepCallMs(ctx.timeoutMs());
+    const callMs = stepCallMs(downstreamTimeoutMs(ctx.timeoutMs()));
     const { order, step } = await this.deps.store.act(caller.tenantId, orderId, (o) => {
       visibleOrder(caller, o);
       guardNoStepInProgress(o);

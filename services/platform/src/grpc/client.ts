@@ -4,6 +4,7 @@ import {
   Client as GrpcChannelClient,
   credentials,
   Metadata,
+  status as Status,
   type CallOptions as GrpcCallOptions,
   type ChannelOptions,
   type ClientDuplexStream,
@@ -16,7 +17,7 @@ import { MethodOptions_IdempotencyLevel } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError, type CallOptions, type Client } from "@connectrpc/connect";
 import { methodDefinition } from "./service-adapter.js";
 import { errorFromStatus } from "./status-details.js";
-import { errorInfoOf } from "../errors.js";
+import { errorInfoOf, fail } from "../errors.js";
 import { MAX_MESSAGE_BYTES } from "../message-limits.js";
 import { clientTelemetry, type ClientCallTelemetry } from "./telemetry.js";
 import { installAsyncResourceBind } from "./async-resource-bind.js";
@@ -38,9 +39,10 @@ const DEFAULT_CHANNEL_OPTIONS: ChannelOptions = {
   "grpc.keepalive_time_ms": 30_000,
   "grpc.keepalive_timeout_ms": 10_000,
   "grpc.keepalive_permit_without_calls": 1,
-  // Reconnect quickly after a peer restarts; the first failure is still reported at once.
+  // Reconnect quickly after a peer restarts: calls wait for it (wait-for-ready, below), and every
+  // attempt to a peer that is not back yet costs one refused connection.
   "grpc.initial_reconnect_backoff_ms": 200,
-  "grpc.max_reconnect_backoff_ms": 2_000,
+  "grpc.max_reconnect_backoff_ms": 1_000,
   // Channelz (grpc-js's introspection service) is on by default and counts every call on the channel
   // and subchannel; nothing here serves it (the metrics and traces count calls already).
   "grpc.enable_channelz": 0,
@@ -103,8 +105,17 @@ export function openChannel(
   });
 }
 
+/**
+ * A call with a deadline waits for a ready connection until then (gRPC's wait-for-ready) instead of
+ * failing at once while no replica can be reached: a peer restarting, or every replica between two
+ * connections, costs the call time, not its answer. It waits only before it is sent — once sent, a
+ * write is never sent twice. A call without a deadline (a follower's stream, which reconnects itself)
+ * fails at once, as it would wait forever.
+ */
+const WAIT_FOR_READY = { waitForReady: true };
+
 function metadataOf(options: CallOptions | undefined): Metadata {
-  const metadata = new Metadata();
+  const metadata = new Metadata(options?.timeoutMs === undefined ? undefined : WAIT_FOR_READY);
   const headers = options?.headers;
   if (!headers) return metadata;
   // A plain record (the usual case) is copied as it is; a Headers object or entry list is normalised first.
@@ -128,8 +139,25 @@ function callError(err: unknown, signal: AbortSignal | undefined): ConnectError 
     return reason instanceof ConnectError ? reason : new ConnectError("call cancelled", Code.Canceled);
   }
   if (err instanceof ConnectError) return err;
+  if (neverSent(err)) return fail("UPSTREAM_UNREACHABLE", NEVER_SENT);
   if (err && typeof err === "object" && "code" in err) return errorFromStatus(err as ServiceError);
   return ConnectError.from(err);
+}
+
+const NEVER_SENT = "no replica of the service could be reached before the call's deadline; the call was not sent";
+
+/**
+ * The call was never sent, so nothing was done — unreachable, not slow: its deadline passed while it
+ * waited for a ready connection (grpc-js says where the time went: "Waiting for LB pick"), or, without
+ * a deadline (no wait), no connection could be made.
+ */
+function neverSent(err: unknown): boolean {
+  const status = err as Partial<ServiceError> | undefined;
+  const details = status?.details ?? "";
+  return (
+    (status?.code === Status.DEADLINE_EXCEEDED && details.includes("Waiting for LB pick")) ||
+    (status?.code === Status.UNAVAILABLE && /^(round_robin: )?No connection established/.test(details))
+  );
 }
 
 function preflight(options: CallOptions | undefined): ConnectError | undefined {
