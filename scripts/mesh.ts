@@ -78,8 +78,13 @@ export interface Mesh {
   process(name: ServiceName, replica?: number): ChildProcess;
   /** Stops one process (SIGTERM, or the given signal) and waits for it to exit. */
   stopService(name: ServiceName, signal?: NodeJS.Signals, replica?: number): Promise<void>;
-  /** Starts a stopped process again with the same settings and port. */
-  restartService(name: ServiceName, replica?: number): Promise<void>;
+  /**
+   * Starts a stopped process again with the same settings and port, and waits until it serves —
+   * unless `untilServing` is false (a process started while what it needs is away).
+   */
+  restartService(name: ServiceName, replica?: number, options?: { untilServing?: boolean }): Promise<void>;
+  /** The processes that exited without being asked to, with their exit code or signal. */
+  unexpectedExits(): string[];
   stop(): Promise<void>;
 }
 
@@ -340,11 +345,13 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     logsOf: (name, replica = 0) => logsByProcess.get(key(name, replica)) ?? [],
     process: (name, replica = 0) => children.get(key(name, replica))!,
     stopService,
-    async restartService(name, replica = 0) {
+    unexpectedExits: () => [...exits.values()].map((e) => e.split("\n")[0]!),
+    async restartService(name, replica = 0, { untilServing = true } = {}) {
       const k = key(name, replica);
       await stopService(name, "SIGTERM", replica);
       expectedExit.delete(k);
       await launch(name, replica);
+      if (!untilServing) return;
       // Only this process's own early exit fails the wait: another one dying meanwhile (a test that
       // kills processes on purpose) is that one's restart's business.
       await waitFor(

@@ -4,6 +4,7 @@
 // without it (or while Redis is unreachable) they live in this process.
 import type { Caller } from "@switchyard/platform/caller.js";
 import { Redis } from "ioredis";
+import { reportRedisConnected } from "@switchyard/platform/metrics.js";
 import { RateLimiterMemory, RateLimiterRes } from "rate-limiter-flexible";
 import { SharedQuota, type QuotaState } from "./shared-quota.js";
 
@@ -89,6 +90,8 @@ export function createRateLimiter(options: RateLimitOptions): RateLimiter {
     lazyConnect: false,
   });
   redis.on("error", () => {});
+  // ioredis connects again by itself (back-off up to 2 s); until it has, the quota is counted here.
+  const unreport = reportRedisConnected("quotas", () => redis.status === "ready");
   const shared = new SharedQuota(redis, {
     limit: options.limit,
     windowSeconds: options.windowSeconds,
@@ -99,6 +102,7 @@ export function createRateLimiter(options: RateLimitOptions): RateLimiter {
     check: (key) => shared.draw(key).then(decided),
     peek: (key) => shared.peek(key).then(decided),
     async close() {
+      unreport();
       shared.close();
       await redis.quit().catch(() => redis.disconnect());
     },

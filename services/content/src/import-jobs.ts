@@ -18,6 +18,9 @@ import { importCatalogItems, type CatalogWriter } from "./catalog-import.js";
 import { lineMessage, type ImportLineError, type ImportLineInput } from "./domain/imports.js";
 import type { ContentStore, ImportChunkOutcome } from "./store/port.js";
 
+/** How soon a job whose step failed is tried again by the runner that holds it. */
+const HELD_RETRY_MS = 500;
+
 export interface ImportJobRunnerOptions {
   /** How long a claim holds without being renewed (every chunk renews it). */
   leaseMs?: number;
@@ -115,10 +118,18 @@ export class ImportJobRunner {
         this.logger.warn({ message: String(err) }, "could not look for interrupted import jobs");
       }
     }
+    /** A job this runner holds whose last step failed (its database away a moment): taken up again first. */
+    let held: string | undefined;
     while (!this.stopping) {
       let worked = false;
       try {
         this.pending = false;
+        if (held !== undefined) {
+          worked = true;
+          await this.runJob(held);
+          held = undefined;
+          continue;
+        }
         const { claimed, failed } = await this.store.claimImportJob(this.runnerId, this.leaseMs, this.maxInterruptions);
         for (const id of failed)
           this.logger.warn(
@@ -127,14 +138,19 @@ export class ImportJobRunner {
           );
         if (claimed) {
           worked = true;
+          held = claimed.id;
           if (claimed.interrupted) this.logger.warn({ job: claimed.id }, "import job resumed after an interruption");
           await this.runJob(claimed.id);
+          held = undefined;
         }
       } catch (err) {
-        // Left as it is: its lease runs out and it is taken up again (an interruption).
-        this.logger.warn({ message: String(err) }, "import job runner: a step failed");
+        // A step's transaction rolled back: the job is still this runner's (its lease), so it goes on
+        // from its last chunk once the database answers — not a lease later. Should the lease run out
+        // meanwhile, the next step finds it lost and another runner has it.
+        this.logger.warn({ message: String(err), job: held }, "import job runner: a step failed; trying again");
+        worked = false;
       }
-      if (!worked) await this.idle();
+      if (!worked) await this.idle(held === undefined ? this.pollMs : HELD_RETRY_MS);
     }
   }
 
@@ -160,10 +176,10 @@ export class ImportJobRunner {
     }
   }
 
-  private idle(): Promise<void> {
+  private idle(ms: number): Promise<void> {
     if (this.pending || this.stopping) return Promise.resolve();
     return new Promise((resolve) => {
-      const timer = setTimeout(done, this.pollMs);
+      const timer = setTimeout(done, ms);
       timer.unref();
       function done() {
         clearTimeout(timer);

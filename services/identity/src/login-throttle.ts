@@ -15,6 +15,7 @@
 // attempt at a time is judged, and each failure doubles the block, up to 15 minutes.
 import { createHash } from "node:crypto";
 import { Redis } from "ioredis";
+import { reportRedisConnected } from "@switchyard/platform/metrics.js";
 import {
   RateLimiterMemory,
   RateLimiterRedis,
@@ -69,6 +70,7 @@ interface ThrottleKey {
 
 export class LoginThrottle {
   private readonly redis: Redis | undefined;
+  private unreport: () => void = () => {};
   /** Failures over the 15-minute window. */
   private readonly failures: RateLimiterAbstract;
   /** Attempts admitted and not yet ended (counted before the password is checked). */
@@ -97,6 +99,8 @@ export class LoginThrottle {
         connectTimeout: 2_000,
       });
       redis.on("error", () => {});
+      // ioredis connects again by itself; until it has, the counters are this process's own.
+      this.unreport = reportRedisConnected("login counters", () => redis.status === "ready");
       const shared = (opts: typeof failureOptions) =>
         new RateLimiterRedis({ storeClient: redis, ...opts, insuranceLimiter: new RateLimiterMemory(opts) });
       this.redis = redis;
@@ -202,6 +206,7 @@ export class LoginThrottle {
   }
 
   async close(): Promise<void> {
+    this.unreport();
     await this.redis?.quit().catch(() => this.redis?.disconnect());
   }
 }

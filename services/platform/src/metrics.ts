@@ -219,6 +219,44 @@ new Gauge({
   },
 });
 
+const redisConnections = new Map<string, Set<() => boolean>>();
+/**
+ * Reports whether a Redis connection of this process is up, by what it is for ("quotas", "login
+ * counters"); returns the unreport. While it is not, that work is counted in the process alone.
+ */
+export function reportRedisConnected(purpose: string, connected: () => boolean): () => void {
+  const set = redisConnections.get(purpose) ?? new Set();
+  redisConnections.set(purpose, set);
+  set.add(connected);
+  return () => set.delete(connected);
+}
+new Gauge({
+  name: "switchyard_redis_connected",
+  help: "1 while the process's Redis connection for `purpose` is up; 0 while it is not, and that purpose is counted in this process alone (each replica its own count)",
+  labelNames: ["purpose"] as const,
+  registers: [registry],
+  collect() {
+    this.reset();
+    for (const [purpose, checks] of redisConnections)
+      if (checks.size > 0) this.set({ purpose }, [...checks].every((check) => check()) ? 1 : 0);
+  },
+});
+
+const revocationFollowers = new Set<() => boolean>();
+/** Reports whether this process follows identity's revocation stream now; returns the unreport. */
+export function reportRevocationsFollowed(following: () => boolean): () => void {
+  revocationFollowers.add(following);
+  return () => revocationFollowers.delete(following);
+}
+new Gauge({
+  name: "switchyard_revocations_followed",
+  help: "1 while the process follows identity's revocation stream (synced); 0 while it cannot, and serves with the revocations it knows",
+  registers: [registry],
+  collect() {
+    if (revocationFollowers.size > 0) this.set([...revocationFollowers].every((f) => f()) ? 1 : 0);
+  },
+});
+
 const databaseChecks = new Set<() => boolean>();
 /** Reports whether this process's database answered its last check (database-readiness.ts); returns the unreport. */
 export function reportDatabaseReachable(reachable: () => boolean): () => void {

@@ -2,11 +2,18 @@
 // WatchRevocations stream, and every process that verifies tokens follows it — from the start again
 // after a reconnect, so nothing announced while it was away is missed. A revoked token is refused
 // (TokenVerifier), and a live stream opened with it ends (the server adapter).
+//
+// While the stream cannot be followed (identity away, or unreachable from here), the process serves
+// on with the revocations it knows: a revocation committed then reaches it once it follows again
+// (the stream starts with every live revocation), and until then the token it revokes is honoured
+// here at most until it expires (TOKEN_TTL_SECONDS, 15 min by default) — no token outlives that. The
+// gauge switchyard_revocations_followed and the alert SwitchyardRevocationsNotFollowed say so.
 import type { Client as GrpcChannelClient } from "@grpc/grpc-js";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { createServiceClient } from "./grpc/client.js";
 import type { Logger } from "./logger.js";
+import { reportRevocationsFollowed } from "./metrics.js";
 
 export class RevocationList {
   /** Session id → when its token expires (ms): after that it is refused anyway and is forgotten here. */
@@ -69,7 +76,8 @@ export interface RevocationFollower {
 }
 
 const RECONNECT_MIN_MS = 100;
-const RECONNECT_MAX_MS = 2_000;
+/** At most this long between tries: a revocation made while identity was away applies within it of its return. */
+const RECONNECT_MAX_MS = 1_000;
 
 /** Follows identity's WatchRevocations into `list`, reconnecting (with backoff) whenever the stream ends. */
 export function followRevocations(
@@ -80,6 +88,8 @@ export function followRevocations(
   const identity = createServiceClient(IdentityService, channel);
   const controller = new AbortController();
   let markSynced: () => void = () => {};
+  let following = false;
+  const unreport = reportRevocationsFollowed(() => following);
   const firstSync = new Promise<void>((resolve) => (markSynced = resolve));
   void (async () => {
     let backoff = RECONNECT_MIN_MS;
@@ -92,6 +102,7 @@ export function followRevocations(
             list.revoke(sessionId, expireTime ? timestampDate(expireTime).getTime() : Date.now() + 24 * 3_600_000);
           }
           if (message.synced) {
+            following = true;
             markSynced();
             backoff = RECONNECT_MIN_MS;
             if (failures > 0) logger.info({ after: failures }, "following token revocations again");
@@ -107,6 +118,7 @@ export function followRevocations(
         if (failures === 1) logger.info({ message: String(err) }, "identity's revocation stream ended; reconnecting");
         if (failures === 2) logger.warn({ message: String(err) }, "lost identity's revocation stream; reconnecting");
       }
+      following = false;
       await new Promise((resolve) => setTimeout(resolve, backoff).unref());
       backoff = Math.min(RECONNECT_MAX_MS, backoff * 2);
     }
@@ -120,6 +132,9 @@ export function followRevocations(
       clearTimeout(timer);
       return done;
     },
-    stop: () => controller.abort(),
+    stop: () => {
+      controller.abort();
+      unreport();
+    },
   };
 }
