@@ -220,8 +220,10 @@ describe("edge cache: coherent reads of the catalog and documents across gateway
     const created = await a.post("/v1/docs", { token, json: { title: "restart", body: "0" } });
     const path = `/v1/docs/${created.json.id}`;
     await untilCached(b, path, token);
+    // A read to a content with no replica waits for one until its deadline (wait-for-ready): short
+    // here, so that reads started while content is down have answered before they are counted.
     const loop = readLoop(async () => {
-      const res = await b.get(path, { token });
+      const res = await b.get(path, { token, headers: { "x-request-timeout-ms": "400" } });
       return { status: res.status, seen: res.status === 200 ? Number(res.json.body) : -1 };
     }, 2);
     const replicas = env.mesh.replicaPorts.content.length;

@@ -44,15 +44,17 @@ export interface ApiResponse {
 }
 
 /**
- * Waits until a gateway reaches a restarted service again. The service is serving before every
- * gateway has reconnected: a channel retries on a backoff of up to 2 s (`grpc/client.ts`), and until
- * it reconnects the service's routes answer 502 UPSTREAM_UNAVAILABLE, which a client retries.
+ * Waits until a gateway reaches a restarted service again. A call waits for a reachable replica
+ * within its deadline (wait-for-ready), and a channel reconnects within 1 s (`grpc/client.ts`), so this
+ * only matters for a read with a deadline shorter than that: it answers 503 UPSTREAM_UNREACHABLE (never
+ * sent), or 502 UPSTREAM_UNAVAILABLE (cut), which a client retries.
  */
 export async function untilReachable(read: () => Promise<ApiResponse>, withinMs = 10_000): Promise<void> {
   for (const until = Date.now() + withinMs; ; await sleep(50)) {
     const res = await read();
-    if (res.status !== 502 || res.json?.code !== "UPSTREAM_UNAVAILABLE") return;
-    if (Date.now() > until) throw new Error(`still 502 UPSTREAM_UNAVAILABLE after ${withinMs} ms`);
+    const code = res.json?.code;
+    if (code !== "UPSTREAM_UNAVAILABLE" && code !== "UPSTREAM_UNREACHABLE") return;
+    if (Date.now() > until) throw new Error(`still ${res.status} ${String(code)} after ${withinMs} ms`);
   }
 }
 

@@ -37,7 +37,7 @@ export function remainingCallMs(now = Date.now()): number | undefined {
  */
 export function downstreamTimeoutMs(remainingMs: number | undefined): number | undefined {
   if (remainingMs === undefined) return undefined;
-  return Math.max(0, remainingMs - Math.min(100, remainingMs / 10));
+  return Math.max(0, Math.floor(remainingMs - Math.min(100, remainingMs / 10)));
 }
 
 /** The request id of the call this work belongs to, if any. */

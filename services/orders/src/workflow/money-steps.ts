@@ -26,7 +26,7 @@ import { errorInfoOf, fail } from "@switchyard/platform/errors.js";
 import type { Logger } from "@switchyard/platform/logger.js";
 import { SERVICE_AUTHORIZATION, type Caller } from "@switchyard/platform/caller.js";
 import { downstreamOptions } from "@switchyard/platform/auth.js";
-import { downstreamTimeoutMs } from "@switchyard/platform/call-deadline.js";
+import { downstreamTimeoutMs, remainingCallMs } from "@switchyard/platform/call-deadline.js";
 import type { Client } from "@switchyard/platform/grpc";
 import { Faults } from "@switchyard/platform/faults.js";
 import { moneyStepMismatches } from "@switchyard/platform/metrics.js";
@@ -207,7 +207,12 @@ export class MoneySteps {
     const serviceToken = await this.deps.credentials.token();
     const { outcome } = await this.deps.payments.resolveIdempotencyKey(
       { tenantId: step.tenantId, operation: OPERATION[step.kind], idempotencyKey: step.idempotencyKey },
-      { headers: { [SERVICE_AUTHORIZATION]: `Bearer ${serviceToken}` }, timeoutMs: RESOLVE_TIMEOUT_MS },
+      {
+        headers: { [SERVICE_AUTHORIZATION]: `Bearer ${serviceToken}` },
+        // Within a call, no longer than the call has left (it waits for a reachable payments replica
+        // until then); the reconciler, outside any call, gives it its own bound.
+        timeoutMs: Math.min(RESOLVE_TIMEOUT_MS, downstreamTimeoutMs(remainingCallMs()) ?? RESOLVE_TIMEOUT_MS),
+      },
     );
     const found: StepOutcome =
       outcome.case === "payment" || outcome.case === "refund"

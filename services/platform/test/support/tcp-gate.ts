@@ -1,7 +1,7 @@
 // A TCP gate in front of a real server, for tests that take a peer away and give it back without
-// restarting it: open, it pipes every connection through; shut, it refuses new connections and cuts
-// the ones it carries (a peer gone away, as its clients see it); stalled, it holds every byte (a peer
-// that hangs).
+// restarting it: open, it pipes every connection through; shut, it stops listening — new connections
+// are refused, as a stopped peer's are — and cuts the ones it carries (a peer gone away, as its clients
+// see it); stalled, it holds every byte (a peer that hangs).
 import { connect, createServer, type Server, type Socket } from "node:net";
 
 export class TcpGate {
@@ -26,7 +26,6 @@ export class TcpGate {
       const upstream = connect(port, host);
       const sockets = gate.#sockets;
       for (const s of [client, upstream]) {
-        if (gate.#stalled) s.pause();
         sockets.add(s);
         s.on("close", () => sockets.delete(s));
         s.on("error", () => {
@@ -35,14 +34,17 @@ export class TcpGate {
         });
       }
       client.pipe(upstream).pipe(client);
+      // After pipe(), which resumes its source: a connection made while stalled holds its bytes too.
+      if (gate.#stalled) for (const s of [client, upstream]) s.pause();
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     gate = new TcpGate(server, `127.0.0.1:${(server.address() as { port: number }).port}`);
     return gate;
   }
 
-  /** Refuses new connections and cuts the open ones. */
+  /** Refuses new connections (it stops listening) and cuts the open ones. */
   shut(): void {
+    if (this.#isOpen && this.server.listening) this.server.close();
     this.#isOpen = false;
     for (const s of this.#sockets) s.destroy();
   }
@@ -54,6 +56,8 @@ export class TcpGate {
   }
 
   reopen(): void {
+    // Listening again on the same port (an ephemeral one nobody else is handed in the meantime).
+    if (!this.#isOpen && !this.server.listening) this.server.listen(Number(this.address.split(":")[1]), "127.0.0.1");
     this.#isOpen = true;
     this.#stalled = false;
     for (const s of this.#sockets) s.resume();
@@ -61,6 +65,6 @@ export class TcpGate {
 
   async close(): Promise<void> {
     this.shut();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    if (this.server.listening) await new Promise<void>((resolve) => this.server.close(() => resolve()));
   }
 }
