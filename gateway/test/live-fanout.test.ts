@@ -386,6 +386,27 @@ describe("gateway: shared live streams across upstream drops (connection rotatio
     sub.leave();
   });
 
+  it("does not reopen in a tight loop an upstream that accepts the stream and drops it at once: the back-off goes on", async () => {
+    const fanout = new LiveFanout(logger, POLICY);
+    const feed = simulatedFeed();
+    feed.publish(0);
+    const sub = await fanout.join("posts/acme", credential("a"), feed.open);
+    const f = follow(sub);
+    const ending = settled(f);
+    const start = Date.now();
+    // Every stream it opens is dropped as soon as it is confirmed.
+    const flapping = setInterval(() => feed.drop(unavailable("Connection dropped")), 1);
+    await until("four reopenings", () => feed.streams.length >= 5);
+    clearInterval(flapping);
+    // At once, then after at least 50, 100 and 200 ms (each half of its delay, jittered): not hundreds a second.
+    expect(Date.now() - start).to.be.at.least(350);
+    feed.publish(1);
+    await until("c1 arrived", () => f.events.length === 1);
+    expect(f.ids()).to.deep.equal(ids(1));
+    expect(ending.done, "the feed goes on").to.equal(false);
+    sub.leave();
+  });
+
   for (const state of ["refusing", "silent"] as const) {
     it(`ends the feeds with the drop's error once the upstream stayed away past the bound, not before (its opens ${state === "refusing" ? "refused" : "left unanswered"}), and frees the key`, async () => {
       const fanout = new LiveFanout(logger, { outageMs: 300 });

@@ -16,6 +16,8 @@ export interface ReopenPolicy {
 /** The first attempt goes at once (a connection at its age: another one answers); then 100 ms, doubling, up to 2 s. */
 const FIRST_DELAY_MS = 100;
 const MAX_DELAY_MS = 2_000;
+/** A stream that dropped sooner than this after it was reopened does not start the back-off afresh (no tight loop on an upstream that accepts and drops). */
+const STEADY_MS = 1_000;
 
 /**
  * A drop worth riding out: UNAVAILABLE — the connection went (GOAWAY at its age, "Connection dropped"),
@@ -38,7 +40,12 @@ export interface ReopenAttempt {
 export class Reopening {
   /** When the current outage began (Date.now()); undefined while the stream is up. */
   private since: number | undefined;
+  /** Attempts in this outage. */
   private attempts = 0;
+  /** Attempts since the stream last stayed up for STEADY_MS: what the delay grows with. */
+  private backoff = 0;
+  /** When the stream was last (re)opened. */
+  private upSince = 0;
   private release: (() => void) | undefined;
 
   constructor(
@@ -60,12 +67,16 @@ export class Reopening {
   async after(err: unknown): Promise<void> {
     if (!isRoutineDrop(err)) throw err;
     const now = Date.now();
-    this.since ??= now;
+    if (this.since === undefined) {
+      this.since = now;
+      if (now - this.upSince >= STEADY_MS) this.backoff = 0;
+    }
     const left = this.since + this.policy.outageMs - now;
     if (left <= 0) throw err;
-    const attempt = this.attempts++;
+    this.attempts++;
+    const attempt = this.backoff++;
     if (attempt === 0) return;
-    const delay = Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** (attempt - 1));
+    const delay = Math.min(MAX_DELAY_MS, FIRST_DELAY_MS * 2 ** Math.min(attempt - 1, 5));
     // Jittered (a half to the whole of it), so the gateways a rollout cut at once do not come back at once.
     await sleep(Math.min(left, delay / 2 + (Math.random() * delay) / 2), undefined, { signal: this.signal }).catch(
       () => undefined,
@@ -97,6 +108,7 @@ export class Reopening {
     const attempts = this.attempts;
     this.since = undefined;
     this.attempts = 0;
+    this.upSince = Date.now();
     return attempts;
   }
 
