@@ -97,7 +97,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const readiness = new Readiness(upstreams.channels);
   const failures = new FailureLog(logger);
   const streamSlots = new StreamSlots(config.maxStreamsPerCaller);
-  const fanout = new LiveFanout(logger);
+  const fanout = new LiveFanout(logger, { outageMs: config.sseUpstreamOutageMs });
   reportGatewayGauges({
     limit: () => concurrency.sheddingLimit,
     shedding: () => (concurrency.shedding ? 1 : 0),

@@ -74,6 +74,12 @@ export const gatewaySettings = {
     "interval of heartbeat comments on idle event streams",
     15_000,
   ),
+  sseUpstreamOutageMs: setting(
+    "GATEWAY_SSE_UPSTREAM_OUTAGE_MS",
+    parse.int(0, 600_000),
+    "how long a live feed (text/event-stream) rides out its upstream stream being dropped — a connection at its age, a replica restarting, a rollout — while the gateway reopens it after the last event delivered (with back-off); past it the feed ends in-band (event: error with retry: and the last id: the client reconnects with Last-Event-ID)",
+    30_000,
+  ),
   deadlineMs: setting(
     "GATEWAY_DEADLINE_MS",
     parse.int(50, 120_000),

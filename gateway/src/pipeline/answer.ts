@@ -44,6 +44,7 @@ export function answerStage({
         cancel: () => cancel.abort(),
         headers,
         watchCredential: streamCaller && ((end) => verifier.watch(streamCaller, end)),
+        lastEventId: result.lastEventId,
       });
     } finally {
       // However the stream ended, what it held upstream goes (its calls, its place in a shared stream).

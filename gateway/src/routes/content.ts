@@ -4,16 +4,19 @@
 // Catalog pages and documents are answered from the edge cache when it holds them (runtime/edge-cache.ts),
 // serialized once per version of the representation.
 import { create, toBinary } from "@bufbuild/protobuf";
+import type { CallOptions } from "@connectrpc/connect";
 import {
   CreateImportJobRequestSchema,
   type Post,
   type WatchPostsResponse,
 } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
+import { fail } from "@switchyard/platform/errors.js";
 import { MAX_MESSAGE_BYTES } from "@switchyard/platform/message-limits.js";
-import { accepted, created, type RouteContext, type RouteGroup, type ServerSentEvent } from "../runtime/route.js";
+import { cursorAfter } from "@switchyard/platform/paging.js";
+import { accepted, created, type RouteContext, type RouteGroup } from "../runtime/route.js";
 import { noneMatchHits } from "../runtime/conditional.js";
 import { edgeError } from "../runtime/errors.js";
-import type { LiveEvent, OpenShared } from "../runtime/live-fanout.js";
+import type { IsNew, LiveEvent, OpenOwn, OpenShared } from "../runtime/live-fanout.js";
 import type { Upstreams } from "../upstreams.js";
 import { bearerOf } from "../runtime/upstream-headers.js";
 import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
@@ -36,9 +39,14 @@ const postEvent = (post: Post): LiveEvent => ({ id: post.cursor, event: "post", 
 /** The tenant's shared tail of the feed (runtime/live-fanout.ts): only new posts, after a position. */
 function sharedPosts(content: Upstreams["content"]): OpenShared {
   return async (position, headers, signal) => {
-    const stream = content.watchPosts({ afterCursor: position }, { signal, headers })[Symbol.asyncIterator]();
+    // Without a position, the tail starts after the newest post there is (not at "whatever comes
+    // next"), so a reopening resumes from a position even before the first post arrived. An empty
+    // feed has none: a post made while its stream reopens before any arrived is not replayed.
+    const after = position || ((await content.listPosts({ pageSize: 1 }, { signal, headers })).posts[0]?.cursor ?? "");
+    const stream = content.watchPosts({ afterCursor: after }, { signal, headers })[Symbol.asyncIterator]();
     await stream.next(); // subscribed
     return {
+      after,
       async *[Symbol.asyncIterator]() {
         for (let r = await stream.next(); !r.done; r = await stream.next())
           if (r.value.post) yield postEvent(r.value.post);
@@ -48,22 +56,52 @@ function sharedPosts(content: Upstreams["content"]): OpenShared {
 }
 
 /**
- * What one subscriber's own stream replays (the posts after its Last-Event-ID), noting their ids in
- * `sent`, until content says it has caught up and ends that stream.
+ * A subscriber's own stream, after a position, once content confirmed it (it authorizes the caller):
+ * the posts it replays, noting the last one's id in `progress`, until content says it has caught up.
  */
-async function* catchUp(own: AsyncIterator<WatchPostsResponse>, sent: Set<string>): AsyncIterable<ServerSentEvent> {
+function ownPosts(content: Upstreams["content"], options: CallOptions, progress: { position: string }): OpenOwn {
+  return async (position, signal) => {
+    const own = content
+      .watchPosts({ afterCursor: position, untilCaughtUp: true }, { ...options, signal })
+      [Symbol.asyncIterator]();
+    await own.next(); // subscribed
+    return { [Symbol.asyncIterator]: () => replayed(own, progress) };
+  };
+}
+
+async function* replayed(own: AsyncIterator<WatchPostsResponse>, progress: { position: string }) {
   for (;;) {
     const r = await own.next();
-    if (r.done) throw edgeError("UPSTREAM_UNAVAILABLE", "the live feed's upstream ended the stream");
+    if (r.done) throw fail("UPSTREAM_UNAVAILABLE", "the live feed's upstream ended the stream");
     if (r.value.caughtUp) break;
     if (!r.value.post) continue;
     const event = postEvent(r.value.post);
-    sent.add(event.id);
+    progress.position = event.id;
     yield event;
   }
   // Content ends the stream after that message: read it to its end rather than cancel it (a
-  // cancellation is a reset, and HTTP/2 servers cut a connection that resets too many).
-  while (!(await own.next()).done);
+  // cancellation is a reset, and HTTP/2 servers cut a connection that resets too many). A drop now
+  // loses nothing: everything was read.
+  try {
+    while (!(await own.next()).done);
+  } catch {
+    // caught up already
+  }
+}
+
+/**
+ * Which posts of the shared tail the subscriber still needs: those after the last one its own stream
+ * sent (the tail may lag behind it while the shared stream reopens, and replays from its own position).
+ */
+function postsAfter(position: string): IsNew {
+  if (position === "") return () => true;
+  return (event) => {
+    try {
+      return cursorAfter(event.id, position);
+    } catch {
+      return true; // a position beyond reading: a post twice rather than none
+    }
+  };
 }
 
 /** The answer kept under `key` when the edge cache may answer now, noting the cache's part in the request. */
@@ -156,7 +194,8 @@ export const contentRoutes: RouteGroup = {
     async listPosts(ctx) {
       if (ctx.eventStream) {
         const caller = ctx.caller!;
-        const signal = ctx.streamCallOptions().signal!;
+        const options = ctx.streamCallOptions();
+        const signal = options.signal!;
         // Join the tenant's shared tail first, so nothing made while this subscriber catches up is missed.
         const live = await ctx.fanout.join(
           `posts/${caller.tenantId}`,
@@ -169,18 +208,17 @@ export const contentRoutes: RouteGroup = {
         try {
           // Content decides whether the caller may watch, and replays after the last event the client
           // saw (the SSE reconnect header); the first message confirms the watch, so errors before it
-          // are plain HTTP errors.
+          // are plain HTTP errors. A drop later on reopens it after the last post it sent.
           const after = typeof ctx.params["last-event-id"] === "string" ? ctx.params["last-event-id"] : "";
-          const stream = ctx.upstreams.content
-            .watchPosts({ afterCursor: after, untilCaughtUp: true }, ctx.streamCallOptions())
-            [Symbol.asyncIterator]();
-          await stream.next();
+          const progress = { position: after };
+          const own = ownPosts(ctx.upstreams.content, options, progress);
+          const first = await own(after, signal);
           // Its replay first, then the shared tail less what the replay already sent.
-          const sent = new Set<string>();
           return {
             status: 200,
-            events: catchUp(stream, sent),
-            follow: (writer) => live.follow(sent, writer),
+            lastEventId: after || live.after,
+            events: ctx.fanout.resumable(first, own, after, signal),
+            follow: (writer) => live.follow(postsAfter(progress.position), writer),
           };
         } catch (err) {
           live.leave();

@@ -9,9 +9,16 @@
 // when the service ends it for that token (expired, logged out), it is reopened after the last
 // event with another subscriber's, so nothing is missed. Each subscriber's own token lifetime is
 // enforced at the edge (pipeline/answer.ts ends every live stream when its caller's token ends).
+//
+// When the upstream drops a stream — the shared one or a subscriber's own — for a routine reason (its
+// connection reached its age, a replica restarted: live-reopen.ts), it is opened again after the last
+// event delivered, and the subscribers see nothing but the events; only an outage past the bound ends
+// their feeds (in-band: they reconnect with their last event id).
 import { fail } from "@switchyard/platform/errors.js";
 import type { Logger } from "@switchyard/platform/logger.js";
+import { gatewayLiveResubscriptions } from "@switchyard/platform/metrics.js";
 import { ConnectError, Code } from "@connectrpc/connect";
+import { isRoutineDrop, Reopening, type ReopenPolicy } from "./live-reopen.js";
 import type { ServerSentEvent } from "./route.js";
 
 /** An event of a shared stream: its id is its position (a reconnect resumes after it). */
@@ -25,6 +32,12 @@ export interface LiveCredential {
   expiresAt: number;
 }
 
+/** An upstream stream, confirmed: its events as they come. */
+export interface LiveUpstream extends AsyncIterable<LiveEvent> {
+  /** The position it starts after, when the opener found one for "" (the newest event then): a reopening resumes there. */
+  readonly after?: string;
+}
+
 /**
  * Opens the shared upstream stream after `position` ("" = only new events) with one subscriber's
  * headers. Resolves once the upstream confirmed the subscription; the iterable then yields the events.
@@ -33,7 +46,13 @@ export type OpenShared = (
   position: string,
   headers: Record<string, string>,
   signal: AbortSignal,
-) => Promise<AsyncIterable<LiveEvent>>;
+) => Promise<LiveUpstream>;
+
+/** Opens a subscriber's own stream after `position`; resolves once confirmed; it ends once caught up. */
+export type OpenOwn = (position: string, signal: AbortSignal) => Promise<AsyncIterable<LiveEvent>>;
+
+/** Which upstream stream was reopened: a tenant's shared tail, or a subscriber's own catch-up. */
+export type LiveStreamKind = "shared" | "catch_up";
 
 /** What a subscriber may hold (its frames' bytes) while it catches up before it is ended as too slow; it reconnects and resumes. */
 const MAX_HELD_BYTES = 1024 * 1024;
@@ -45,20 +64,33 @@ const tooSlow = () =>
 /** Writes one event to a subscriber's client at once; false when the subscriber is done (gone, or too far behind). */
 export type LiveWriter = (event: LiveEvent) => boolean;
 
+/** Whether an event of the shared stream is after what the subscriber's own stream already sent it. */
+export type IsNew = (event: LiveEvent) => boolean;
+
 class Subscriber {
   /** Events of the shared stream that arrived while the subscriber caught up on its own stream. */
   private held: LiveEvent[] | undefined = [];
   private heldBytes = 0;
   private writer: LiveWriter | undefined;
+  /** Until the shared stream passes what the subscriber's own stream sent (it may lag while it reopens): which events to skip. */
+  private skipUntil: IsNew | undefined;
   private settle: { resolve(): void; reject(err: unknown): void } | undefined;
   private failure: unknown;
   private done = false;
 
-  constructor(readonly credential: LiveCredential) {}
+  constructor(
+    readonly credential: LiveCredential,
+    /** The shared stream's position when the subscriber joined ("" before its first event): its tail starts after it. */
+    public since: string,
+  ) {}
 
   /** An event of the shared stream: written at once (synchronously: no queue, no promise per subscriber) or held. */
   deliver(event: LiveEvent): void {
     if (this.writer) {
+      if (this.skipUntil) {
+        if (!this.skipUntil(event)) return;
+        this.skipUntil = undefined;
+      }
       if (!this.writer(event)) this.finish();
       return;
     }
@@ -68,7 +100,7 @@ class Subscriber {
     if (this.heldBytes > MAX_HELD_BYTES) this.fail(tooSlow());
   }
 
-  follow(sent: ReadonlySet<string>, writer: LiveWriter): Promise<void> {
+  follow(isNew: IsNew, writer: LiveWriter): Promise<void> {
     // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- passes on what fail() was given, as thrown upstream
     if (this.failure !== undefined) return Promise.reject(this.failure);
     if (this.done) return Promise.resolve();
@@ -76,10 +108,14 @@ class Subscriber {
       this.settle = { resolve, reject };
       const held = this.held ?? [];
       this.held = undefined;
+      // The shared stream is in order: once one event is new, every later one is.
+      let skipping = true;
       for (const event of held) {
-        if (sent.has(event.id)) continue;
+        if (skipping && !isNew(event)) continue;
+        skipping = false;
         if (!writer(event)) return this.finish();
       }
+      this.skipUntil = skipping ? isNew : undefined;
       this.writer = writer;
     });
   }
@@ -113,7 +149,7 @@ class SharedStream {
   readonly subscribed: Promise<void>;
   private confirm!: () => void;
   private refuse!: (err: unknown) => void;
-  private confirmed = false;
+  confirmed = false;
 
   constructor() {
     this.subscribed = new Promise<void>((resolve, reject) => {
@@ -123,7 +159,10 @@ class SharedStream {
     this.subscribed.catch(() => undefined); // a refusal reaches whoever joined; no one else needs it
   }
 
-  confirmSubscribed(): void {
+  /** The first open was confirmed, after `position`: where the tail of everyone who joined meanwhile starts. */
+  confirmSubscribed(position: string): void {
+    this.position = position;
+    for (const s of this.subscribers) s.since = position;
     this.confirmed = true;
     this.confirm();
   }
@@ -137,20 +176,26 @@ class SharedStream {
 }
 
 export interface LiveSubscription {
+  /** The position the subscriber's shared tail starts after ("" when the feed had none): where it resumes if nothing else was sent. */
+  readonly after: string;
   /**
-   * The subscriber's own stream has sent everything up to now (these ids): from now on every event
-   * of the shared stream goes to `writer` as it arrives — first those held meanwhile, less the ones
-   * already sent. Resolves when the subscription ends (leave, or the writer said it is done); rejects
-   * with the error that ended the shared stream, or with STREAM_READER_TOO_SLOW.
+   * The subscriber's own stream has sent everything up to now: from now on every event of the shared
+   * stream goes to `writer` as it arrives — first those held meanwhile — skipping those up to the
+   * first that `isNew` says its own stream did not send. Resolves when the subscription ends (leave,
+   * or the writer said it is done); rejects with the error that ended the shared stream, or with
+   * STREAM_READER_TOO_SLOW.
    */
-  follow(sent: ReadonlySet<string>, writer: LiveWriter): Promise<void>;
+  follow(isNew: IsNew, writer: LiveWriter): Promise<void>;
   leave(): void;
 }
 
 export class LiveFanout {
   private readonly streams = new Map<string, SharedStream>();
 
-  constructor(private readonly logger: Logger) {}
+  constructor(
+    private readonly logger: Logger,
+    private readonly policy: ReopenPolicy,
+  ) {}
 
   /** Shared upstream streams open now. */
   get size(): number {
@@ -164,7 +209,7 @@ export class LiveFanout {
    */
   async join(key: string, credential: LiveCredential, open: OpenShared): Promise<LiveSubscription> {
     let stream = this.streams.get(key);
-    const subscriber = new Subscriber(credential);
+    const subscriber = new Subscriber(credential, stream?.position ?? "");
     if (!stream) {
       stream = new SharedStream();
       this.streams.set(key, stream);
@@ -188,7 +233,52 @@ export class LiveFanout {
       leave();
       throw err;
     }
-    return { follow: (sent, writer) => subscriber.follow(sent, writer), leave };
+    return {
+      get after() {
+        return subscriber.since;
+      },
+      follow: (isNew, writer) => subscriber.follow(isNew, writer),
+      leave,
+    };
+  }
+
+  /**
+   * A subscriber's own stream, `first` (opened after `position`), as one that outlives routine drops:
+   * when it drops it is opened again with `open` after the last event it yielded, within the bound.
+   * It ends when the upstream ends it (caught up); `signal` is the subscriber's (it went away).
+   */
+  async *resumable(
+    first: AsyncIterable<LiveEvent>,
+    open: OpenOwn,
+    position: string,
+    signal: AbortSignal,
+  ): AsyncIterable<LiveEvent> {
+    const reopening = new Reopening(this.policy, signal);
+    let events: AsyncIterable<LiveEvent> | undefined = first;
+    try {
+      for (;;) {
+        try {
+          if (!events) {
+            const attempt = reopening.attempt();
+            events = await open(position, attempt.signal);
+            attempt.opened();
+            this.reopened(reopening, "catch_up");
+          }
+          for await (const event of events) {
+            position = event.id;
+            yield event;
+          }
+          return;
+        } catch (err) {
+          if (signal.aborted) throw err;
+          events = undefined;
+          await this.reopen(reopening, err, "catch_up");
+          if (signal.aborted) throw err;
+        }
+      }
+    } finally {
+      reopening.close();
+    }
   }
 
   /**
@@ -202,41 +292,77 @@ export class LiveFanout {
   private async run(key: string, stream: SharedStream, open: OpenShared): Promise<void> {
     const { signal } = stream.controller;
     const refused = new Set<string>();
-    for (;;) {
-      const credential = this.credentialFor(stream, refused);
-      if (!credential) {
-        // A subscriber whose own token ran out is told so — the upstream may end the stream a moment
-        // before the edge's own watch of that token does; the others, that nobody's token is good.
-        const now = Date.now() / 1000;
-        const expired = fail("UNAUTHENTICATED", "the token has expired");
-        const noneGood = fail("UNAUTHENTICATED", "no subscriber of the live feed holds a token that is still good");
-        this.close(key, stream, noneGood, (s) => (s.credential.expiresAt <= now ? expired : noneGood));
-        return;
-      }
-      try {
-        const events = await open(stream.position, credential.headers, signal);
-        stream.confirmSubscribed();
-        for await (const event of events) {
-          stream.position = event.id;
-          for (const subscriber of stream.subscribers) subscriber.deliver(event);
+    const reopening = new Reopening(this.policy, signal);
+    try {
+      for (;;) {
+        const credential = this.credentialFor(stream, refused);
+        if (!credential) {
+          // A subscriber whose own token ran out is told so — the upstream may end the stream a moment
+          // before the edge's own watch of that token does; the others, that nobody's token is good.
+          const now = Date.now() / 1000;
+          const expired = fail("UNAUTHENTICATED", "the token has expired");
+          const noneGood = fail("UNAUTHENTICATED", "no subscriber of the live feed holds a token that is still good");
+          this.close(key, stream, noneGood, (s) => (s.credential.expiresAt <= now ? expired : noneGood));
+          return;
         }
-        // The upstream ended the stream without an error (a service shutting down): everyone reconnects.
-        throw fail("UPSTREAM_UNAVAILABLE", "the live feed's upstream ended the stream");
-      } catch (err) {
-        if (signal.aborted) return; // the last subscriber left
-        if (ConnectError.from(err).code === Code.Unauthenticated) {
-          // That subscriber's token is no longer good upstream: go on with another's, after the last event.
-          refused.add(credential.headers.authorization ?? "");
-          continue;
+        const attempt = reopening.attempt();
+        try {
+          const events = await open(stream.position, credential.headers, attempt.signal);
+          attempt.opened();
+          if (!stream.confirmed) stream.confirmSubscribed(events.after ?? stream.position);
+          else if (reopening.down) this.reopened(reopening, "shared", key);
+          for await (const event of events) {
+            stream.position = event.id;
+            for (const subscriber of stream.subscribers) subscriber.deliver(event);
+          }
+          // The upstream ended the stream without an error (a service shutting down): a drop like any other.
+          throw fail("UPSTREAM_UNAVAILABLE", "the live feed's upstream ended the stream");
+        } catch (err) {
+          if (signal.aborted) return; // the last subscriber left
+          if (ConnectError.from(err).code === Code.Unauthenticated) {
+            // That subscriber's token is no longer good upstream: go on with another's, after the last event.
+            refused.add(credential.headers.authorization ?? "");
+            continue;
+          }
+          try {
+            // Only a stream that was up is reopened: a first open that fails is its first subscriber's answer.
+            if (!stream.confirmed) throw err;
+            await this.reopen(reopening, err, "shared", key);
+            if (signal.aborted) return;
+            continue;
+          } catch {
+            this.logger.warn(
+              { key, message: err instanceof Error ? err.message : String(err) },
+              reopening.down
+                ? "a shared live stream could not be reopened within GATEWAY_SSE_UPSTREAM_OUTAGE_MS; its subscribers reconnect"
+                : "a shared live stream ended; its subscribers reconnect",
+            );
+            this.close(key, stream, err);
+            return;
+          }
         }
-        this.logger.warn(
-          { key, message: err instanceof Error ? err.message : String(err) },
-          "a shared live stream ended; its subscribers reconnect",
-        );
-        this.close(key, stream, err);
-        return;
       }
+    } finally {
+      reopening.close();
     }
+  }
+
+  /** A stream dropped with `err`: waits for the next attempt (throws `err` when there is none: no routine drop, or past the bound). */
+  private async reopen(reopening: Reopening, err: unknown, kind: LiveStreamKind, key?: string): Promise<void> {
+    if (!reopening.down && isRoutineDrop(err))
+      this.logger.debug(
+        { stream: kind, key, message: err instanceof Error ? err.message : String(err) },
+        "an upstream live stream dropped; reopening it after its last event",
+      );
+    await reopening.after(err);
+  }
+
+  /** Counts a reopened stream; one that took more than an attempt (an outage, not a rotation) is worth an info line. */
+  private reopened(reopening: Reopening, kind: LiveStreamKind, key?: string): void {
+    const attempts = reopening.reopened();
+    gatewayLiveResubscriptions.labels({ stream: kind }).inc();
+    if (attempts > 1) this.logger.info({ stream: kind, key, attempts }, "an upstream live stream is open again");
+    else this.logger.debug({ stream: kind, key }, "an upstream live stream is open again");
   }
 
   private close(key: string, stream: SharedStream, err: unknown, errorOf?: (subscriber: Subscriber) => unknown): void {

@@ -51,6 +51,8 @@ export interface RouteContext {
 export interface ServerSentEvent {
   id?: string;
   event?: string;
+  /** The reconnection time the client should use from now on (ms). */
+  retry?: number;
   data: unknown;
   /** The event on the wire, filled when it is first written (sse.ts): an event shared by many streams is framed once. */
   frame?: Buffer;
@@ -64,6 +66,11 @@ export interface RouteResult {
   headers?: Record<string, string>;
   /** Answer with a text/event-stream of these events instead of a JSON body. */
   events?: AsyncIterable<ServerSentEvent>;
+  /**
+   * The position the stream starts after (the client's Last-Event-ID, or where its live tail begins):
+   * the `id:` an in-band ending repeats when no event was written, so a reconnect misses nothing.
+   */
+  lastEventId?: string;
   /**
    * Then, once `events` ended, a tail pushed as it comes: every event goes to `writer` at once
    * (false: the stream is done); settles when the tail ends (rejects: it broke, said in-band).

@@ -1,6 +1,8 @@
 // Server-Sent Events: writes an event stream with heartbeat comments so idle connections stay
-// open through proxies; the stream ends when its source ends, the client goes away or the caller's
-// token stops being good (expired or revoked: said in-band, then closed). A reader that
+// open through proxies — also while an upstream stream is being reopened; the stream ends when its
+// source ends, the client goes away or the caller's token stops being good (expired or revoked: said
+// in-band, then closed). An in-band ending repeats the last event id and the reconnection time, so an
+// EventSource reconnects with Last-Event-ID and misses nothing. A reader that
 // falls more than MAX_BUFFERED_BYTES behind is disconnected: the gateway never holds more than that
 // for one slow client (it reconnects with Last-Event-ID and catches up).
 import type { ServerResponse } from "node:http";
@@ -14,6 +16,7 @@ export const MAX_BUFFERED_BYTES = 1024 * 1024;
 function format(event: ServerSentEvent): string {
   const lines: string[] = [];
   if (event.id !== undefined) lines.push(`id: ${event.id}`);
+  if (event.retry !== undefined) lines.push(`retry: ${event.retry}`);
   if (event.event !== undefined) lines.push(`event: ${event.event}`);
   // JSON has no raw newlines, so one data line always suffices.
   lines.push(`data: ${JSON.stringify(event.data)}`);
@@ -34,6 +37,8 @@ export interface EventStreamOptions {
   headers?: Record<string, string>;
   /** Calls `end` once the caller's token stops being good; returns the way to stop watching. */
   watchCredential?: (end: (reason: unknown) => void) => () => void;
+  /** The position the stream starts after: the id an in-band ending gives when no event was written. */
+  lastEventId?: string | undefined;
 }
 
 /**
@@ -84,9 +89,11 @@ export async function writeEventStream(
     options.cancel();
   });
   let failure: unknown;
+  let lastEventId = options.lastEventId ?? "";
   /** Writes one event; false once the client is gone, or so far behind that it was disconnected. */
   const write = (event: ServerSentEvent): boolean => {
     if (signal.aborted || closed()) return false;
+    if (event.id !== undefined) lastEventId = event.id;
     if (!sink.write(frame(event)) && sink.writableLength > MAX_BUFFERED_BYTES) {
       res.destroy();
       return false;
@@ -106,20 +113,22 @@ export async function writeEventStream(
     clearInterval(heartbeat);
     unwatch?.();
   }
-  // The stream broke after it began: say why in-band, then close. An upstream that went away: the
-  // client reconnects with Last-Event-ID; a token that expired or was revoked: it logs in first.
+  // The stream broke after it began: say why in-band, then close. An upstream that went away (for
+  // longer than the gateway rides out): the client reconnects with Last-Event-ID — repeated here, with
+  // the reconnection time; a token that expired or was revoked: it logs in first.
   const reason = credentialEnded ?? (signal.aborted ? undefined : failure);
   if (reason !== undefined && !res.destroyed) {
     const problem = toHttpError(reason);
     res.write(
-      frame(
-        problem.status === 401
-          ? { event: "error", data: { error: `the live feed ended: ${problem.message}`, code: problem.code } }
-          : {
-              event: "error",
-              data: { error: "the live feed was interrupted; reconnect", code: "UPSTREAM_UNAVAILABLE" },
-            },
-      ),
+      frame({
+        ...(lastEventId !== "" ? { id: lastEventId } : {}),
+        retry: RECONNECT_DELAY_MS,
+        event: "error",
+        data:
+          problem.status === 401
+            ? { error: `the live feed ended: ${problem.message}`, code: problem.code }
+            : { error: "the live feed was interrupted; reconnect", code: "UPSTREAM_UNAVAILABLE" },
+      }),
     );
   }
   res.end();

@@ -11,7 +11,7 @@ import { ANYONE, authentication, callerOf, idempotencyKeys, USERS } from "@switc
 import type { Authenticator, CallPolicy, ServiceInterceptor } from "@switchyard/platform/grpc";
 import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { isIdOf } from "@switchyard/platform/ids.js";
-import { decodeCursor, pageOf, pageSizeOf, type Keyset } from "@switchyard/platform/paging.js";
+import { decodeCursor, keysetAfter, pageOf, pageSizeOf } from "@switchyard/platform/paging.js";
 import { GATEWAY_SERVICE, principalOf, requireRole } from "@switchyard/platform/caller.js";
 import { batchSkus, catalogPage, checkIfMatch, requireCatalogOwner, validateText } from "./domain/content.js";
 import { cacheLeaseRenewal } from "./domain/cache-leases.js";
@@ -84,9 +84,6 @@ export const MAX_CACHE_BACKLOG = 100_000;
 /** A watcher that falls this far behind (the posts' encoded size) is ended rather than buffered without bound. */
 export const MAX_WATCH_BACKLOG_BYTES = 1024 * 1024;
 export { MAX_IMPORT_ITEMS } from "./catalog-import.js";
-
-const after = (p: PostRecord, k: Keyset) =>
-  p.createdAt.getTime() > k.createdAt.getTime() || (p.createdAt.getTime() === k.createdAt.getTime() && p.id > k.id);
 
 export function contentHandlers({
   store,
@@ -194,8 +191,9 @@ export function contentHandlers({
           return;
         }
         for await (const post of live) {
-          if (last && !after(post, last)) continue;
-          last = postKeyset(post);
+          const key = postKeyset(post);
+          if (last && !keysetAfter(key, last)) continue;
+          last = key;
           yield { post: postToProto(post) satisfies Post };
         }
       } finally {

@@ -33,6 +33,13 @@ export const gatewayStreamsOpened = new Counter({
   registers: [registry],
 });
 
+export const gatewayLiveResubscriptions = new Counter({
+  name: "switchyard_gateway_live_resubscriptions_total",
+  help: "Upstream live streams the gateway opened again after the last event it delivered, once they dropped (a connection at its age, a replica restarting, a rollout) — unseen by their SSE subscribers; by stream: shared (a tenant's shared tail) or catch_up (a subscriber's own replay)",
+  labelNames: ["stream"] as const,
+  registers: [registry],
+});
+
 export const gatewayShed = new Counter({
   name: "switchyard_gateway_shed_total",
   help: "Requests the gateway's adaptive concurrency limit shed at once (503 LOAD_SHED)",

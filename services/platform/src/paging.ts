@@ -49,6 +49,13 @@ export function decodeCursor(
   ids: keyof typeof ID_SHAPES = "text",
 ): Keyset | undefined {
   if (token === "") return undefined;
+  const { c, key } = readCursor(token, ids);
+  if (c !== collection) throw fail("INVALID_CURSOR", "the cursor belongs to another list");
+  return key;
+}
+
+/** A non-empty cursor's list and position, its shape checked. */
+function readCursor(token: string, ids: keyof typeof ID_SHAPES): { c: string; key: Keyset } {
   let body: Partial<CursorBody>;
   try {
     if (token.length > 512 || !/^[A-Za-z0-9_-]+$/.test(token)) throw new Error("shape");
@@ -61,6 +68,7 @@ export function decodeCursor(
   // A forged position must not reach SQL: a time out of range or an id of the wrong shape is malformed.
   if (
     body.v !== 1 ||
+    typeof body.c !== "string" ||
     typeof body.t !== "number" ||
     !Number.isSafeInteger(body.t) ||
     body.t < 0 ||
@@ -70,8 +78,27 @@ export function decodeCursor(
   ) {
     throw fail("INVALID_CURSOR", "the cursor is malformed");
   }
-  if (body.c !== collection) throw fail("INVALID_CURSOR", "the cursor belongs to another list");
-  return { createdAt: new Date(body.t), id: body.i };
+  return { c: body.c, key: { createdAt: new Date(body.t), id: body.i } };
+}
+
+/** Whether position `a` comes after `b` in a list's order (created_at, then id). */
+export function keysetAfter(a: Keyset, b: Keyset): boolean {
+  const at = a.createdAt.getTime();
+  const bt = b.createdAt.getTime();
+  return at > bt || (at === bt && a.id > b.id);
+}
+
+/**
+ * Whether `cursor` names a position after `after`'s, both cursors of one list — for a reader that
+ * holds positions from two streams of the same list (the gateway's shared feed beside a subscriber's
+ * own) without knowing the list's name. Malformed, empty or of two lists → INVALID_CURSOR.
+ */
+export function cursorAfter(cursor: string, after: string, ids: keyof typeof ID_SHAPES = "text"): boolean {
+  if (cursor === "" || after === "") throw fail("INVALID_CURSOR", "the cursor is malformed");
+  const a = readCursor(cursor, ids);
+  const b = readCursor(after, ids);
+  if (a.c !== b.c) throw fail("INVALID_CURSOR", "the cursor belongs to another list");
+  return keysetAfter(a.key, b.key);
 }
 
 /** A page's bound in bytes: each row's encoded size (an estimate that is never below it), and the most a page may hold. */

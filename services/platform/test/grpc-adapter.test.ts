@@ -649,3 +649,50 @@ describe("gRPC adapter: a server shutting down", () => {
     }
   });
 });
+
+describe("gRPC adapter: a connection at its age (GRPC_MAX_CONNECTION_AGE_MS)", () => {
+  it("a stream cut when its connection's grace runs out ends UNAVAILABLE for the client to reopen, never INTERNAL — also with other calls on the connection", async function () {
+    this.timeout(30_000);
+    // A short age and a grace shorter than the unary calls in flight: the server destroys the
+    // connection under them, as content does every 5 minutes with the gateway's calls on it.
+    const server = await startGrpcServer({
+      name: "aging",
+      host: "127.0.0.1",
+      port: 0,
+      services: [registration(EchoService, echoImpl())],
+      logger: createLogger("test", "silent"),
+      maxConnectionAgeMs: 100,
+      maxConnectionAgeGraceMs: 30,
+    });
+    const channel = openChannel(`127.0.0.1:${server.port}`);
+    const client = createServiceClient(EchoService, channel);
+    let stop = false;
+    const unaryEnds: string[] = [];
+    const load = (async () => {
+      while (!stop)
+        await client.echo({ message: "in flight", delayMs: 60 }).catch((e: unknown) => {
+          unaryEnds.push(Code[ConnectError.from(e).code]);
+        });
+    })();
+    try {
+      const streamEnds: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        try {
+          for await (const _ of client.echoStream({ message: "live", count: 1_000_000, delayMs: 20 }));
+          streamEnds.push("ended without an error");
+        } catch (e) {
+          const err = ConnectError.from(e);
+          streamEnds.push(`${Code[err.code]}: ${err.rawMessage}`);
+        }
+      }
+      expect([...new Set(streamEnds)]).to.deep.equal(["Unavailable: Connection dropped"]);
+      stop = true;
+      await load;
+      expect(unaryEnds.filter((c) => c !== "Unavailable")).to.deep.equal([]);
+    } finally {
+      stop = true;
+      channel.close();
+      await server.shutdown();
+    }
+  });
+});

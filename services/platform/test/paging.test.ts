@@ -7,6 +7,7 @@ import { errorInfoOf } from "@switchyard/platform/errors.js";
 import type { SqlDatabase } from "@switchyard/platform/store";
 import { MAX_PAGE_BYTES } from "@switchyard/platform/message-limits.js";
 import {
+  cursorAfter,
   decodeCursor,
   DEFAULT_PAGE_SIZE,
   encodeCursor,
@@ -83,6 +84,25 @@ describe("paging (keyset cursors)", () => {
           what,
         ).to.equal("INVALID_CURSOR");
       }
+    });
+  });
+
+  describe("cursorAfter (two positions of one list, in its order)", () => {
+    const at = (ms: number, id: string) => encodeCursor(COLLECTION, { createdAt: new Date(ms), id });
+
+    it("orders by created_at, then by id — as the list's SQL and the live feed do", () => {
+      expect(cursorAfter(at(2_000, "pay_a"), at(1_000, "pay_z"))).to.equal(true);
+      expect(cursorAfter(at(1_000, "pay_z"), at(2_000, "pay_a"))).to.equal(false);
+      expect(cursorAfter(at(1_000, "pay_b"), at(1_000, "pay_a"))).to.equal(true);
+      expect(cursorAfter(at(1_000, "pay_a"), at(1_000, "pay_b"))).to.equal(false);
+      expect(cursorAfter(at(1_000, "pay_a"), at(1_000, "pay_a")), "a position is not after itself").to.equal(false);
+    });
+
+    it("refuses an empty or malformed cursor, and two lists' cursors, with INVALID_CURSOR", () => {
+      const other = encodeCursor("payments:tenant-2", { createdAt: new Date(1_000), id: "pay_a" });
+      expect(reasonOf(() => cursorAfter(at(1_000, "pay_a"), other))).to.equal("INVALID_CURSOR");
+      expect(reasonOf(() => cursorAfter("", at(1_000, "pay_a")))).to.equal("INVALID_CURSOR");
+      expect(reasonOf(() => cursorAfter(at(1_000, "pay_a"), "hello"))).to.equal("INVALID_CURSOR");
     });
   });
 

@@ -132,6 +132,15 @@ function grpcOptions(options: CallOptions | undefined): GrpcCallOptions {
   return timeoutMs === undefined ? {} : { deadline: Date.now() + Math.max(0, timeoutMs) };
 }
 
+/**
+ * A call its connection cut before any status. grpc-js says UNAVAILABLE "Connection dropped" — or,
+ * when the server destroyed the connection with other calls still on it (a connection at its age,
+ * GRPC_MAX_CONNECTION_AGE_MS, once its grace ran out), for some of them INTERNAL "Received RST_STREAM
+ * with code 0 (Call ended without gRPC status)": HTTP/2's NO_ERROR, and no answer from the service.
+ * Both are the connection going, and are said alike: a read is tried again, a live stream reopened.
+ */
+const CUT_WITHOUT_STATUS = /^Received RST_STREAM with code 0 \(Call ended without gRPC status\)$/;
+
 /** The error a call ended with: the abort reason when our own signal cancelled it. */
 function callError(err: unknown, signal: AbortSignal | undefined): ConnectError {
   if (signal?.aborted) {
@@ -140,7 +149,12 @@ function callError(err: unknown, signal: AbortSignal | undefined): ConnectError 
   }
   if (err instanceof ConnectError) return err;
   if (neverSent(err)) return fail("UPSTREAM_UNREACHABLE", NEVER_SENT);
-  if (err && typeof err === "object" && "code" in err) return errorFromStatus(err as ServiceError);
+  if (err && typeof err === "object" && "code" in err) {
+    const status = err as ServiceError;
+    if (status.code === (Code.Internal as number) && CUT_WITHOUT_STATUS.test(status.details))
+      return new ConnectError("Connection dropped", Code.Unavailable);
+    return errorFromStatus(status);
+  }
   return ConnectError.from(err);
 }
 
