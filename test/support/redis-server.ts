@@ -1,7 +1,8 @@
 // A Redis server of a test's own, to stop and start again on the same port (the machine's
 // redis-server; REDIS_SERVER names another binary). It keeps nothing on disk.
 import { spawn, type ChildProcess, execFileSync } from "node:child_process";
-import { createConnection, createServer, type AddressInfo } from "node:net";
+import { createConnection } from "node:net";
+import { freePort } from "../../services/platform/test/support/free-port.js";
 import { setTimeout as sleep } from "node:timers/promises";
 
 export interface RedisServer {
@@ -19,14 +20,6 @@ function binary(): string | undefined {
   } catch {
     return undefined;
   }
-}
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 const answers = (port: number) =>

@@ -226,58 +226,56 @@ new Gauge({
   },
 });
 
-const redisConnections = new Map<string, Set<() => boolean>>();
+/**
+ * A gauge that says whether something the process depends on holds now, as 1 or 0, read from the
+ * parts that report it when scraped (0 when any of them says no), one series a value of `label`
+ * (absent: one series). Returns how a part reports: it gets back its unreport.
+ */
+function holdsGauge(name: string, help: string, label?: string) {
+  const reporters = new Map<string, Set<() => boolean>>();
+  new Gauge({
+    name,
+    help,
+    labelNames: label ? [label] : [],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [value, checks] of reporters)
+        if (checks.size > 0) this.set(label ? { [label]: value } : {}, [...checks].every((check) => check()) ? 1 : 0);
+    },
+  });
+  return (value: string, holds: () => boolean): (() => void) => {
+    const set = reporters.get(value) ?? new Set();
+    reporters.set(value, set);
+    set.add(holds);
+    return () => set.delete(holds);
+  };
+}
+
+const redisConnected = holdsGauge(
+  "switchyard_redis_connected",
+  "1 while the process's Redis connection for `purpose` is up; 0 while it is not, and that purpose is counted in this process alone (each replica its own count)",
+  "purpose",
+);
 /**
  * Reports whether a Redis connection of this process is up, by what it is for ("quotas", "login
  * counters"); returns the unreport. While it is not, that work is counted in the process alone.
  */
-export function reportRedisConnected(purpose: string, connected: () => boolean): () => void {
-  const set = redisConnections.get(purpose) ?? new Set();
-  redisConnections.set(purpose, set);
-  set.add(connected);
-  return () => set.delete(connected);
-}
-new Gauge({
-  name: "switchyard_redis_connected",
-  help: "1 while the process's Redis connection for `purpose` is up; 0 while it is not, and that purpose is counted in this process alone (each replica its own count)",
-  labelNames: ["purpose"] as const,
-  registers: [registry],
-  collect() {
-    this.reset();
-    for (const [purpose, checks] of redisConnections)
-      if (checks.size > 0) this.set({ purpose }, [...checks].every((check) => check()) ? 1 : 0);
-  },
-});
+export const reportRedisConnected = (purpose: string, connected: () => boolean) => redisConnected(purpose, connected);
 
-const revocationFollowers = new Set<() => boolean>();
+const revocationsFollowed = holdsGauge(
+  "switchyard_revocations_followed",
+  "1 while the process follows identity's revocation stream (synced); 0 while it cannot, and serves with the revocations it knows",
+);
 /** Reports whether this process follows identity's revocation stream now; returns the unreport. */
-export function reportRevocationsFollowed(following: () => boolean): () => void {
-  revocationFollowers.add(following);
-  return () => revocationFollowers.delete(following);
-}
-new Gauge({
-  name: "switchyard_revocations_followed",
-  help: "1 while the process follows identity's revocation stream (synced); 0 while it cannot, and serves with the revocations it knows",
-  registers: [registry],
-  collect() {
-    if (revocationFollowers.size > 0) this.set([...revocationFollowers].every((f) => f()) ? 1 : 0);
-  },
-});
+export const reportRevocationsFollowed = (following: () => boolean) => revocationsFollowed("", following);
 
-const databaseChecks = new Set<() => boolean>();
+const databaseReachable = holdsGauge(
+  "switchyard_db_reachable",
+  "1 while the process's database answered its last check (every 2 s; every 0.5 s while failing), 0 while it does not",
+);
 /** Reports whether this process's database answered its last check (database-readiness.ts); returns the unreport. */
-export function reportDatabaseReachable(reachable: () => boolean): () => void {
-  databaseChecks.add(reachable);
-  return () => databaseChecks.delete(reachable);
-}
-new Gauge({
-  name: "switchyard_db_reachable",
-  help: "1 while the process's database answered its last check (every 2 s; every 0.5 s while failing), 0 while it does not",
-  registers: [registry],
-  collect() {
-    if (databaseChecks.size > 0) this.set([...databaseChecks].every((check) => check()) ? 1 : 0);
-  },
-});
+export const reportDatabaseReachable = (reachable: () => boolean) => databaseReachable("", reachable);
 
 export const idempotentReplays = new Counter({
   name: "switchyard_idempotent_replays_total",

@@ -3,7 +3,7 @@
 // that does not answers UPSTREAM_UNREACHABLE (never sent: nothing done), not a deadline whose work
 // may have happened. A call whose connection breaks after it was sent is not told apart as unsent.
 import { expect } from "chai";
-import { createServer, type AddressInfo } from "node:net";
+import { freePort } from "./support/free-port.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { EchoService, echoImpl } from "@switchyard/platform/echo.js";
@@ -13,14 +13,6 @@ import { registration, startGrpcServer, type RunningServer } from "@switchyard/p
 import { createServiceClient, openChannel } from "@switchyard/platform/grpc";
 
 const logger = createLogger("test", "silent");
-
-async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
 
 const outcome = (p: Promise<{ message: string }>) =>
   p.then(

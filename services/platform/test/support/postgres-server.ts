@@ -4,7 +4,7 @@
 // runs as the `postgres` user: PostgreSQL refuses to run as root.
 import { execFile } from "node:child_process";
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { freePort } from "./free-port.js";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -43,17 +43,6 @@ export function postgresBinaries(): { bin: string } | { missing: string } {
   return versions[0]
     ? { bin: join(root, versions[0], "bin") }
     : { missing: "no PostgreSQL server binaries (initdb, pg_ctl) under /usr/lib/postgresql or PG_BIN" };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 /** Creates and starts a server of the test's own; `{ skip }` with the reason when the machine has none. */
