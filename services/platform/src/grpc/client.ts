@@ -4,6 +4,7 @@ import {
   Client as GrpcChannelClient,
   credentials,
   Metadata,
+  connectivityState,
   status as Status,
   type CallOptions as GrpcCallOptions,
   type ChannelOptions,
@@ -141,14 +142,20 @@ function grpcOptions(options: CallOptions | undefined): GrpcCallOptions {
  */
 const CUT_WITHOUT_STATUS = /^Received RST_STREAM with code 0 \(Call ended without gRPC status\)$/;
 
+/** What a failed call is judged by: its abort signal, and the channel it waited on. */
+interface CallContext {
+  signal: AbortSignal | undefined;
+  channel: GrpcChannelClient | undefined;
+}
+
 /** The error a call ended with: the abort reason when our own signal cancelled it. */
-function callError(err: unknown, signal: AbortSignal | undefined): ConnectError {
+function callError(err: unknown, { signal, channel }: CallContext): ConnectError {
   if (signal?.aborted) {
     const reason: unknown = signal.reason;
     return reason instanceof ConnectError ? reason : new ConnectError("call cancelled", Code.Canceled);
   }
   if (err instanceof ConnectError) return err;
-  if (neverSent(err)) return fail("UPSTREAM_UNREACHABLE", NEVER_SENT);
+  if (neverSent(err, channel)) return fail("UPSTREAM_UNREACHABLE", NEVER_SENT);
   if (err && typeof err === "object" && "code" in err) {
     const status = err as ServiceError;
     if (status.code === (Code.Internal as number) && CUT_WITHOUT_STATUS.test(status.details))
@@ -162,20 +169,24 @@ const NEVER_SENT = "no replica of the service could be reached before the call's
 
 /**
  * The call was never sent, so nothing was done — unreachable, not slow: its deadline passed while it
- * waited for a ready connection (grpc-js says where the time went: "Waiting for LB pick"), or, without
- * a deadline (no wait), no connection could be made.
+ * waited for a ready connection (grpc-js says where the time went: "Waiting for LB pick") and every
+ * replica had failed to connect (the channel in TRANSIENT_FAILURE; a deadline that passes while a
+ * first connection is still being made is only a deadline too short), or, without a deadline (no
+ * wait), no connection could be made.
  */
-function neverSent(err: unknown): boolean {
+function neverSent(err: unknown, channel: GrpcChannelClient | undefined): boolean {
   const status = err as Partial<ServiceError> | undefined;
   const details = status?.details ?? "";
+  if (status?.code === Status.UNAVAILABLE) return /^(round_robin: )?No connection established/.test(details);
   return (
-    (status?.code === Status.DEADLINE_EXCEEDED && details.includes("Waiting for LB pick")) ||
-    (status?.code === Status.UNAVAILABLE && /^(round_robin: )?No connection established/.test(details))
+    status?.code === Status.DEADLINE_EXCEEDED &&
+    details.includes("Waiting for LB pick") &&
+    channel?.getChannel().getConnectivityState(false) === connectivityState.TRANSIENT_FAILURE
   );
 }
 
 function preflight(options: CallOptions | undefined): ConnectError | undefined {
-  if (options?.signal?.aborted) return callError(undefined, options.signal);
+  if (options?.signal?.aborted) return callError(undefined, { signal: options.signal, channel: undefined });
   if (options?.timeoutMs !== undefined && options.timeoutMs <= 0)
     return new ConnectError("deadline exceeded before the call", Code.DeadlineExceeded);
   return undefined;
@@ -206,7 +217,7 @@ function cancelOnAbort(signal: AbortSignal | undefined, call: { cancel(): void }
 
 async function* readAll(
   call: ClientReadableStream<object> | ClientDuplexStream<object, object>,
-  signal: AbortSignal | undefined,
+  context: CallContext,
   release: () => void,
   telemetry: ClientCallTelemetry,
 ) {
@@ -217,7 +228,7 @@ async function* readAll(
     finished = true;
   } catch (err) {
     finished = true;
-    throw (failure = callError(err, signal));
+    throw (failure = callError(err, context));
   } finally {
     telemetry.end(failure);
     release();
@@ -265,7 +276,7 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
               channel.makeUnaryRequest(path, ser, de, message, metadata, grpcOptions(options), (err, value) => {
                 release();
                 if (err) {
-                  const failure = callError(err, signal);
+                  const failure = callError(err, { signal, channel });
                   telemetry.end(failure);
                   reject(failure);
                 } else {
@@ -313,7 +324,7 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
           const call = withoutCallerStack(() =>
             channel.makeServerStreamRequest(path, ser, de, message, metadata, grpcOptions(options)),
           );
-          return readAll(call, options?.signal, cancelOnAbort(options?.signal, call), telemetry);
+          return readAll(call, { signal: options?.signal, channel }, cancelOnAbort(options?.signal, call), telemetry);
         };
         break;
       case "client_streaming":
@@ -328,7 +339,7 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
             const call = withoutCallerStack(() =>
               channel.makeClientStreamRequest(path, ser, de, metadata, grpcOptions(options), (err, value) => {
                 release();
-                const failure = err ? callError(err, signal) : undefined;
+                const failure = err ? callError(err, { signal, channel }) : undefined;
                 telemetry.end(failure);
                 if (failure) reject(failure);
                 else resolve(value);
@@ -348,7 +359,7 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
             channel.makeBidiStreamRequest(path, ser, de, metadata, grpcOptions(options)),
           );
           void pump(call, method, requests);
-          return readAll(call, options?.signal, cancelOnAbort(options?.signal, call), telemetry);
+          return readAll(call, { signal: options?.signal, channel }, cancelOnAbort(options?.signal, call), telemetry);
         };
         break;
     }
