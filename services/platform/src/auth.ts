@@ -167,7 +167,7 @@ export class TokenVerifier {
     }
     await this.refreshKeys(false).catch(() => {
       // Keys known from before still verify while identity is away.
-      if (!this.keys) throw fail("UPSTREAM_UNAVAILABLE", "token keys are unavailable");
+      if (!this.keys) throw fail("UPSTREAM_UNREACHABLE", "token keys are unavailable: identity cannot be reached");
     });
     let payload;
     try {

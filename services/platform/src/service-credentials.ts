@@ -57,7 +57,8 @@ export function serviceCredentialsFromIdentity(
       // nothing outside, while the cause is logged where the operator looks.
       if (code === Code.Unauthenticated || code === Code.InvalidArgument)
         throw fail("INTERNAL", `identity refused the credentials of service "${clientId}"`);
-      throw fail("UPSTREAM_UNAVAILABLE", "identity is unavailable: the service cannot get its token");
+      // Nothing was done for the call yet: unreachable, retry later (503), whatever identity said.
+      throw fail("UPSTREAM_UNREACHABLE", "identity is unavailable: the service cannot get its token");
     }
   });
 }

@@ -118,14 +118,14 @@ describe("TokenVerifier", () => {
     expect(fetches).to.equal(2);
   });
 
-  it("reports unreachable keys as an upstream failure, not as a bad token", async () => {
+  it("reports unreachable keys as an upstream not reached (503: nothing was done, retry), not as a bad token", async () => {
     const verifier = new TokenVerifier(
       async () => {
         throw new Error("identity down");
       },
       () => NOW,
     );
-    expect(await reason(verifier.verify(await sign(key, claims())))).to.equal("UPSTREAM_UNAVAILABLE");
+    expect(await reason(verifier.verify(await sign(key, claims())))).to.equal("UPSTREAM_UNREACHABLE");
   });
 
   it("parses only 'Bearer <token>' headers", () => {
