@@ -16,6 +16,7 @@ import { gatewaySettings } from "@switchyard/gateway";
 import { loadApiDocument, openApiPath } from "@switchyard/gateway/runtime/openapi.js";
 import { Router } from "@switchyard/gateway/runtime/router.js";
 import { HTTP_STATUS } from "@switchyard/gateway/runtime/errors.js";
+import { errorCatalogue } from "@switchyard/platform/errors.js";
 import { parseAllDocuments } from "yaml";
 import { NODE_FLAGS, startMesh, type Mesh } from "../scripts/mesh.js";
 import { adminSettings } from "../scripts/admin-cli.js";
@@ -120,6 +121,17 @@ describe("README", function () {
           `${method} ${path} takes ${name}`,
         ).to.include(name!.toLowerCase());
       }
+    }
+  });
+
+  it("promises no declined payment while payments declines nothing", () => {
+    // A decline would be a reason of the error catalogue; without one, no source is ever declined.
+    const declines = Object.keys(errorCatalogue).filter((reason) => /DECLIN/.test(reason));
+    if (declines.length > 0) return;
+    const documents = [1, 2].map((major) => readFileSync(openApiPath(major), "utf8"));
+    for (const [name, text] of [["README.md", readme], ...documents.map((d, i) => [`v${i + 1}.yaml`, d])] as const) {
+      const promises = text.split("\n").filter((line) => /declin/i.test(line) && !line.includes("none is declined"));
+      expect(promises, `${name} speaks of declines`).to.deep.equal([]);
     }
   });
 
