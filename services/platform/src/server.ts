@@ -18,6 +18,7 @@ import { MAX_MESSAGE_BYTES } from "./message-limits.js";
 import { onEveryConnection, policePings, type PingPolicy } from "./grpc/connection-policy.js";
 import type { DeadlineLimits } from "./grpc/deadline-policy.js";
 import type { PeerIdentity } from "./grpc/call-policy.js";
+import { watchLauncher } from "./launcher.js";
 
 export interface ServiceRegistration {
   readonly service: DescService;
@@ -276,13 +277,20 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   return { port, health, shutdown };
 }
 
+/** What an entrypoint started: how to stop it, and the pipe of the launcher that started it, if one did. */
+export interface Started {
+  stop: () => Promise<void>;
+  /** LAUNCHER_FD: when that pipe ends, the launcher is gone, and the process stops as on SIGTERM. */
+  launcherFd?: number | undefined;
+}
+
 /**
- * Runs an entrypoint: starts it, and on SIGTERM or SIGINT stops it gracefully once.
- * `start` returns the stop function of everything it opened.
+ * Runs an entrypoint: starts it, and on SIGTERM or SIGINT — or the end of its launcher — stops it
+ * gracefully once.
  */
-export function runMain(name: string, start: () => Promise<() => Promise<void>>): void {
+export function runMain(name: string, start: () => Promise<Started>): void {
   start().then(
-    (stop) => {
+    ({ stop, launcherFd }) => {
       let stopping = false;
       const onSignal = (signal: string) => {
         if (stopping) return;
@@ -297,6 +305,7 @@ export function runMain(name: string, start: () => Promise<() => Promise<void>>)
       };
       process.on("SIGTERM", () => onSignal("SIGTERM"));
       process.on("SIGINT", () => onSignal("SIGINT"));
+      if (launcherFd !== undefined) watchLauncher(launcherFd, () => onSignal("the end of its launcher"));
     },
     (err: unknown) => {
       process.stderr.write(`${name}: failed to start: ${err instanceof Error ? err.message : String(err)}\n`);
