@@ -8,22 +8,27 @@
 import { stop as stopEsbuild } from "esbuild";
 import { buildAll, builtLine } from "./build.mjs";
 
-// A stop asked for while building: the build ends (half a bundle is never left), nothing is started.
+// A stop asked for before the launcher listens (while building, say): the build ends (half a bundle is
+// never left), and the launcher starts nothing.
 let stopAsked;
 const askStop = (signal) => (stopAsked ??= signal);
 const SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"];
 for (const signal of SIGNALS) process.on(signal, askStop);
 
 const started = Date.now();
-await buildAll();
+try {
+  await buildAll();
+} catch (err) {
+  // A terminal's Ctrl-C reaches esbuild's service process too, which ends the build.
+  if (stopAsked === undefined) throw err;
+}
 // esbuild's service process is not needed again: it would otherwise stay this process's child for
 // as long as the mesh runs.
 await stopEsbuild();
-process.stdout.write(builtLine(started));
-if (stopAsked !== undefined) {
-  process.stdout.write(`Switchyard: stopped before it started (${stopAsked}).\n`);
-  process.exit(0);
-}
+if (stopAsked === undefined) process.stdout.write(builtLine(started));
+const { runSwitchyard } = await import("../dist/start.js");
+// The launcher listens for signals before it first waits: only then is this listener let go. (Had
+// no listener been left for a moment, a signal already on its way would be lost.)
+const running = runSwitchyard(stopAsked);
 for (const signal of SIGNALS) process.off(signal, askStop);
-// The launcher listens for signals itself from its first line on.
-await import("../dist/start.js");
+await running;
