@@ -2,3 +2,4 @@
 export declare const OUT_DIR: string;
 export declare const ENTRIES: Record<string, string>;
 export declare function buildAll(): Promise<void>;
+export declare function builtLine(started: number): string;

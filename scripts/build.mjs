@@ -108,13 +108,15 @@ export async function buildAll() {
   }
 }
 
+/** What a build wrote, and how long it took since `started` (Date.now()), as one line. */
+export function builtLine(started) {
+  return `built ${Object.keys(ENTRIES)
+    .map((n) => `dist/${n}.js`)
+    .join(", ")} in ${Date.now() - started} ms\n`;
+}
+
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const started = Date.now();
   await buildAll();
-  if (!process.argv.includes("--quiet"))
-    process.stdout.write(
-      `built ${Object.keys(ENTRIES)
-        .map((n) => `dist/${n}.js`)
-        .join(", ")} in ${Date.now() - started} ms\n`,
-    );
+  if (!process.argv.includes("--quiet")) process.stdout.write(builtLine(started));
 }

@@ -2,7 +2,7 @@
 // healthy, and stops it cleanly. `npm start`, the end-to-end tests and the benchmark all use it.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { createServer, type AddressInfo, type Server } from "node:net";
+import { createServer, type AddressInfo, type Server, type Socket } from "node:net";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Health, HealthCheckResponse_ServingStatus } from "@switchyard/gen/health/v1/health_pb.js";
@@ -61,7 +61,17 @@ export interface MeshOptions {
    * the launcher exit without it, they are killed.
    */
   ownProcessGroup?: boolean;
+  /** Aborted while the mesh starts: what was launched is stopped, and startMesh rejects. */
+  signal?: AbortSignal;
 }
+
+/**
+ * The environment variable that names, in each process, the file descriptor of its end of a pipe whose
+ * other end only this launcher holds: when the launcher is gone — however it went, SIGKILL included —
+ * the pipe ends, and the process stops as on SIGTERM (services/platform/src/launcher.ts). Set by this
+ * launcher only, never in a deployment, where the processes outlive whatever started them.
+ */
+export const LAUNCHER_FD = "LAUNCHER_FD";
 
 export interface Mesh {
   readonly gatewayUrl: string;
@@ -259,14 +269,30 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
       ? { [`${name.toUpperCase()}_METRICS_PORT`]: String(metricsPorts[name][replica]), METRICS_LISTEN_FD: "4" }
       : {};
     const fds = metricsSocket ? [fdOf(socket), fdOf(metricsSocket)] : [fdOf(socket)];
+    // After the sockets: this launcher's end of the pipe is the one no other process holds.
+    const launcherFd = 3 + fds.length;
     try {
       const child = spawn(process.execPath, [...NODE_FLAGS, SERVICES[name]], {
         cwd: ROOT,
-        env: { ...processEnv(name, replica), [portSetting]: String(port), LISTEN_FD: "3", ...metricsEnv },
-        stdio:
-          options.output === "inherit" ? ["ignore", "inherit", "inherit", ...fds] : ["ignore", "pipe", "pipe", ...fds],
+        env: {
+          ...processEnv(name, replica),
+          [portSetting]: String(port),
+          LISTEN_FD: "3",
+          ...metricsEnv,
+          [LAUNCHER_FD]: String(launcherFd),
+        },
+        stdio: [
+          "ignore",
+          ...(options.output === "inherit" ? (["inherit", "inherit"] as const) : (["pipe", "pipe"] as const)),
+          ...fds,
+          "pipe",
+        ],
         detached: options.ownProcessGroup === true,
       });
+      // Held open, never read or written, until the child has exited (it must not keep this process alive).
+      const launcherEnd = child.stdio[launcherFd] as Socket;
+      launcherEnd.unref();
+      child.once("exit", () => launcherEnd.destroy());
       if (options.output !== "inherit") {
         const own = logsByProcess.get(k) ?? [];
         logsByProcess.set(k, own);
@@ -314,10 +340,17 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     });
   }
 
+  const aborted = () => (options.signal?.aborted ? "the start was cancelled" : undefined);
+  const failedOrAborted = () => aborted() ?? failure();
   try {
     // All at once: each one's socket already accepts connections (queued until it serves).
-    for (const name of NAMES) for (let r = 0; r < replicaCount(name); r++) await launch(name, r);
-    await waitFor(gatewayReady, readyTimeoutMs, "the mesh to become ready", failure);
+    for (const name of NAMES)
+      for (let r = 0; r < replicaCount(name); r++) {
+        const cancelled = aborted();
+        if (cancelled) throw new Error(cancelled);
+        await launch(name, r);
+      }
+    await waitFor(gatewayReady, readyTimeoutMs, "the mesh to become ready", failedOrAborted);
     // The gateway is ready when it is; a service is ready when it answers its health check.
     await waitFor(
       async () =>
@@ -328,7 +361,7 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
         ).every(Boolean),
       readyTimeoutMs,
       "every service to serve",
-      failure,
+      failedOrAborted,
     );
   } catch (err) {
     for (const [n, r] of instances()) await stopService(n, "SIGKILL", Number(r));

@@ -1,6 +1,7 @@
 // `npm run openapi:v2`: writes gateway/openapi/v2.yaml from v1.yaml. While v1 is served, the two
-// differ only by what this file changes — the one breaking change of v2 (a user's full_name becomes
-// name {given, family}) and the /v2 prefix — so every additive change to v1 reaches v2 by running it
+// differ only by what this file changes — the breaking changes of v2 (a user's full_name becomes
+// name {given, family}; a query parameter an operation does not declare is refused, where v1 ignores
+// it) and the /v2 prefix — so every additive change to v1 reaches v2 by running it
 // again (a test fails when v2.yaml is stale). Once v1 is removed, v2.yaml is edited directly and this
 // goes.
 import { readFileSync, writeFileSync } from "node:fs";
@@ -13,11 +14,19 @@ export const V2_PATH = fileURLToPath(new URL("../gateway/openapi/v2.yaml", impor
 type Json = Record<string, any>;
 
 const V2_VERSIONS = `- **Versions**: this is v2. \`GET /versions\` lists the published versions with their status,
-  deprecation and sunset dates. v2 differs from v1 in one breaking change: a user's \`full_name\` is
-  replaced by \`name: {given, family}\` (on \`User\` and \`UserCreate\`); the whole name is the parts
+  deprecation and sunset dates. v2 differs from v1 in two breaking changes: a user's \`full_name\` is
+  replaced by \`name: {given, family}\` (on \`User\` and \`UserCreate\`) — the whole name is the parts
   joined by a space, and a user created through v1 with a whole name has all of it as \`given\` and an
-  empty \`family\`. Every other route is identical to v1's. Internal consumers may instead ask for v2 by
-  media type on the /v1 paths (\`Accept: application/vnd.api.v2+json\`).
+  empty \`family\` — and a query parameter an operation does not declare is refused (v1 ignores it).
+  Every other route is identical to v1's. Internal consumers may instead ask for v2 by media type on
+  the /v1 paths (\`Accept: application/vnd.api.v2+json\`).
+`;
+
+const V2_UNKNOWN_QUERY = `- **Query parameters an operation does not declare** are refused: **400** \`INVALID_REQUEST\` naming
+  the parameter, with the declared one it most likely meant (\`unknown query parameter lmit (did you
+  mean limit?)\`) or the ones the route takes. v1 ignores them — refusing them there would tighten
+  its validation, a breaking change — and names them in \`X-Ignored-Query-Parameters\`. The rule is
+  this document's \`x-switchyard-unknown-query-parameters\`.
 `;
 
 /** Replaces /v1 with /v2 in every string of the document (paths, descriptions, examples). */
@@ -32,8 +41,15 @@ function rebase(value: unknown): unknown {
 export function v2Document(v1Text: string): string {
   const v1 = parse(v1Text) as Json;
   const versions = /- \*\*Versions\*\*:[\s\S]*?(?=\n- \*\*)/;
-  const description = String(v1.info.description).replace(versions, V2_VERSIONS.trimEnd());
-  const doc = rebase({ ...v1, info: { ...v1.info, version: "2.0.0", description } }) as Json;
+  const unknownQuery = /- \*\*Query parameters an operation does not declare\*\*[\s\S]*?(?=\n- \*\*)/;
+  const description = String(v1.info.description)
+    .replace(versions, V2_VERSIONS.trimEnd())
+    .replace(unknownQuery, V2_UNKNOWN_QUERY.trimEnd());
+  const doc = rebase({
+    ...v1,
+    info: { ...v1.info, version: "2.0.0", description },
+    "x-switchyard-unknown-query-parameters": "refused",
+  }) as Json;
   const schemas = doc.components.schemas as Json;
   schemas.PersonName = {
     type: "object",

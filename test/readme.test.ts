@@ -4,7 +4,7 @@
 import { expect } from "chai";
 import { execFile, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -16,7 +16,9 @@ import { gatewaySettings } from "@switchyard/gateway";
 import { loadApiDocument, openApiPath } from "@switchyard/gateway/runtime/openapi.js";
 import { Router } from "@switchyard/gateway/runtime/router.js";
 import { HTTP_STATUS } from "@switchyard/gateway/runtime/errors.js";
-import { startMesh, type Mesh } from "../scripts/mesh.js";
+import { errorCatalogue } from "@switchyard/platform/errors.js";
+import { parseAllDocuments } from "yaml";
+import { NODE_FLAGS, startMesh, type Mesh } from "../scripts/mesh.js";
 import { adminSettings } from "../scripts/admin-cli.js";
 
 const run = promisify(execFile);
@@ -28,6 +30,39 @@ function section(title: string): string {
   expect(start, `README has a "${title}" section`).to.be.greaterThan(-1);
   const end = readme.indexOf("\n## ", start + 3);
   return readme.slice(start, end === -1 ? undefined : end);
+}
+
+/**
+ * The flags given to Node before the file it runs, in every place a process is started: the mesh's
+ * (NODE_FLAGS), package.json's scripts, the Dockerfile (its command and its examples) and deploy/k8s.
+ */
+function nodeFlagsInUse(): Set<string> {
+  const flags = new Set<string>(NODE_FLAGS);
+  const leading = (args: unknown[]) => {
+    for (const arg of args.slice(1)) {
+      if (typeof arg !== "string" || !arg.startsWith("--")) break;
+      flags.add(arg.split("=")[0]!);
+    }
+  };
+  const scripts = Object.values(JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).scripts as object);
+  const dockerfile = readFileSync(join(ROOT, "deploy", "Dockerfile"), "utf8");
+  // Shell form: `node --a --b file`.
+  for (const text of [...scripts.map(String), dockerfile])
+    for (const m of text.matchAll(/\bnode((?:\s+--[\w-]+(?:=\S+)?)+)/g))
+      leading(["node", ...m[1]!.trim().split(/\s+/)]);
+  // Exec form: ["node", "--a", …].
+  for (const m of dockerfile.matchAll(/\["node"[^\]]*\]/g)) leading(JSON.parse(m[0]) as unknown[]);
+  const visit = (node: unknown): void => {
+    if (Array.isArray(node)) {
+      if (node[0] === "node") leading(node);
+      node.forEach(visit);
+    } else if (node && typeof node === "object") Object.values(node).forEach(visit);
+  };
+  const k8s = join(ROOT, "deploy", "k8s");
+  for (const file of readdirSync(k8s, { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".yaml")))
+    for (const doc of parseAllDocuments(readFileSync(join(k8s, file), "utf8"))) visit(doc.toJS());
+  expect(flags.size, "flags found").to.be.greaterThan(2);
+  return flags;
 }
 
 describe("README", function () {
@@ -86,6 +121,25 @@ describe("README", function () {
           `${method} ${path} takes ${name}`,
         ).to.include(name!.toLowerCase());
       }
+    }
+  });
+
+  it("promises no declined payment while payments declines nothing", () => {
+    // A decline would be a reason of the error catalogue; without one, no source is ever declined.
+    const declines = Object.keys(errorCatalogue).filter((reason) => /DECLIN/.test(reason));
+    if (declines.length > 0) return;
+    const documents = [1, 2].map((major) => readFileSync(openApiPath(major), "utf8"));
+    for (const [name, text] of [["README.md", readme], ...documents.map((d, i) => [`v${i + 1}.yaml`, d])] as const) {
+      const promises = text.split("\n").filter((line) => /declin/i.test(line) && !line.includes("none is declined"));
+      expect(promises, `${name} speaks of declines`).to.deep.equal([]);
+    }
+  });
+
+  it("names and explains every flag Node is started with, wherever a process starts", () => {
+    const table = section("Node flags");
+    for (const flag of nodeFlagsInUse()) {
+      const why = new RegExp(`^\\| \`${flag}\` \\|[^|]+\\|([^|]+)\\|$`, "m").exec(table)?.[1] ?? "";
+      expect(why.trim().length, `${flag}: a row of "Node flags" that says why`).to.be.greaterThan(40);
     }
   });
 

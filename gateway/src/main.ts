@@ -7,5 +7,5 @@ import { gatewayConfigFrom } from "./settings.js";
 runMain("gateway", async () => {
   const config = gatewayConfigFrom(process.env);
   const gateway = await startGateway(config, createLogger("gateway", config.logLevel));
-  return gateway.stop;
+  return { stop: gateway.stop, launcherFd: config.launcherFd };
 });

@@ -2,6 +2,7 @@
 // stops it with a list of every problem). main.ts is the only caller that passes the real environment.
 import {
   grpcTlsSettings,
+  launcherFdSetting,
   loadConfig,
   optionalSetting,
   otlpEndpointSetting,
@@ -22,6 +23,7 @@ export const gatewaySettings = {
     parse.int(3, 65_535),
     "serve on this inherited, already listening socket instead of binding GATEWAY_HOST:GATEWAY_PORT (the mesh launcher hands sockets over so no other process can take a port first)",
   ),
+  launcherFd: launcherFdSetting,
   logLevel: setting(
     "LOG_LEVEL",
     parse.oneOf("fatal", "error", "warn", "info", "debug", "trace", "silent"),

@@ -282,6 +282,18 @@ describe("e2e: bad input through the gateway", function () {
       });
     }
 
+    refuses("names a misspelt field, though the field it meant is missing too, on v1 and v2", async () => {
+      for (const path of ["/v1/payments", "/v2/payments"]) {
+        const res = await api.post(path, {
+          token: alice,
+          key: newKey(),
+          json: { ammount: 5, currency: "EUR", source: "tok_x" },
+        });
+        expectError(res, 400, "INVALID_REQUEST");
+        expect(res.json.error, path).to.equal("unknown field ammount (did you mean amount?)");
+      }
+    });
+
     refuses("checks the body before the credential: malformed JSON without a token is 400, not 401", async () => {
       expectError(
         await api.post("/v1/payments", { key: newKey(), raw: "{", headers: JSON_TYPE }),
@@ -523,6 +535,35 @@ describe("e2e: bad input through the gateway", function () {
         "PAYLOAD_TOO_LARGE",
         "UNSUPPORTED_MEDIA_TYPE",
       ]);
+    });
+
+    refuses(
+      "v2 refuses a query parameter the route does not take with 400, naming it, on every kind of route",
+      async () => {
+        const lmit = await api.get("/v2/payments?lmit=5", { token: alice });
+        expectError(lmit, 400, "INVALID_REQUEST");
+        expect(lmit.json.error).to.equal("unknown query parameter lmit (did you mean limit?)");
+        // Public, cached, a single resource, a live feed, the document itself: the same.
+        for (const [path, headers] of [
+          ["/v2/catalog/items?pge=1", {}],
+          [`/v2/payments/${paymentId}?expand=refunds`, {}],
+          ["/v2/posts?foo=1", { accept: "text/event-stream" }],
+          ["/v2/openapi.json?foo=1", {}],
+        ] as const) {
+          const res = await api.get(path, { token: alice, headers });
+          expectError(res, 400, "INVALID_REQUEST");
+          expect(res.json.error, path).to.match(/^unknown query parameter (pge|expand|foo)\b/);
+        }
+      },
+    );
+
+    it("v1 answers it as before, and names what it ignored in X-Ignored-Query-Parameters", async () => {
+      const res = await api.get("/v1/payments?lmit=5&limit=1", { token: alice });
+      expect(res.status, res.text).to.equal(200);
+      expect(res.json.items).to.have.length(1);
+      expect(res.headers.get("x-ignored-query-parameters")).to.equal("lmit");
+      const known = await api.get("/v1/payments?limit=1", { token: alice });
+      expect(known.headers.get("x-ignored-query-parameters")).to.equal(null);
     });
 
     refuses("answers a repeated query parameter and an unknown Authorization scheme without a 5xx", async () => {

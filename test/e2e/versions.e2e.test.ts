@@ -129,6 +129,31 @@ describe("e2e: API versions", function () {
     expect(res.json.name).to.deep.equal({ given: "Alan", family: "Turing" });
   });
 
+  it("speaks the version that was called: a v2 answer's messages and Locations name v2 paths", async () => {
+    const order = await env.api.post("/v2/orders", {
+      token,
+      json: { currency: "EUR", items: [{ sku: "BOOK-1", quantity: 1 }] },
+    });
+    expect(order.status, order.text).to.equal(201);
+    expect(order.headers.get("location")).to.equal(`/v2/orders/${order.json.id}`);
+    for (const major of [2, 1]) {
+      const refused = await env.api.request("PATCH", `/v${major}/orders/${order.json.id}`, {
+        token,
+        json: { status: "paid" },
+      });
+      expectError(refused, 422, "RULE_VIOLATION");
+      for (const action of ["payment", "shipments", "cancel"])
+        expect(refused.json.error).to.include(`POST /v${major}/orders/${order.json.id}/${action}`);
+      expect(refused.json.error, "no other version's path").not.to.match(new RegExp(`/v(?!${major}/)\\d`));
+    }
+    const doc = await env.api.post("/v2/docs", { token, json: { title: "Runbook", body: "v2" } });
+    expect(doc.status, doc.text).to.equal(201);
+    expect(doc.headers.get("location")).to.equal(`/v2/docs/${doc.json.id}`);
+    const post = await env.api.post("/v2/posts", { token, json: { title: "Hello", body: "from v2" } });
+    expect(post.status, post.text).to.equal(201);
+    expect(post.headers.get("location")).to.equal(`/v2/posts/${post.json.id}`);
+  });
+
   it("serves one OpenAPI document per version and lists the published versions at /versions", async () => {
     const v1 = await env.api.get("/v1/openapi.json");
     const v2 = await env.api.get("/v2/openapi.json");

@@ -83,6 +83,7 @@ export function apiPipeline({
       }
       if (x.operation.operationId === OPENAPI_DOCUMENT_OPERATION) {
         charge(x, await quota.ask(x, true));
+        readParams(x);
         return answers.respondDocument(x, documents.get(x.pathMajor));
       }
 

@@ -149,7 +149,7 @@ export const contentRoutes: RouteGroup = {
     async createDocument(ctx) {
       const { title, body } = ctx.body as { title: string; body: string };
       const { document } = await ctx.upstreams.content.createDocument({ title, body }, ctx.callOptions());
-      const result = created(documentJson(document!), `/v1/docs/${document!.id}`);
+      const result = created(documentJson(document!), `${ctx.base}/docs/${document!.id}`);
       return { ...result, headers: { ...result.headers, etag: document!.etag } };
     },
 
@@ -183,7 +183,7 @@ export const contentRoutes: RouteGroup = {
     async createPost(ctx) {
       const { title, body } = ctx.body as { title: string; body: string };
       const { post } = await ctx.upstreams.content.createPost({ title, body }, ctx.callOptions());
-      return created(postJson(post!), `/v1/posts/${post!.id}`);
+      return created(postJson(post!), `${ctx.base}/posts/${post!.id}`);
     },
 
     async getPost(ctx) {

@@ -1,5 +1,7 @@
 // /v1/orders… and /v1/users/{user_id}/orders, translated to OrderService calls. Status changes
 // only through the action resources (payment, shipments, cancel).
+import { ConnectError } from "@connectrpc/connect";
+import { errorInfoOf } from "@switchyard/platform/errors.js";
 import { edgeError } from "../runtime/errors.js";
 import { created, type RouteContext, type RouteGroup } from "../runtime/route.js";
 import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
@@ -26,6 +28,23 @@ const toItem = (i: ItemBody) => ({
 
 async function orderOf(ctx: RouteContext) {
   return (await ctx.upstreams.orders.getOrder({ orderId: orderId(ctx) }, ctx.callOptions())).order!;
+}
+
+/** The resources that change an order's status (orders' actions pay, ship and cancel), beneath the order. */
+const ACTION_RESOURCES = ["payment", "shipments", "cancel"] as const;
+
+/**
+ * Orders refuses a status write in its own terms (its actions); the API's answer names the action
+ * resources, on the path of the version the request was made on.
+ */
+function namingActionResources(err: unknown, ctx: RouteContext): unknown {
+  const info = err instanceof ConnectError ? errorInfoOf(err) : undefined;
+  if (info?.reason !== "RULE_VIOLATION" || info.metadata.field !== "status") return err;
+  const order = `${ctx.base}/orders/${String(ctx.params.order_id)}`;
+  return edgeError(
+    "RULE_VIOLATION",
+    `status cannot be written; it changes through the action resources: ${ACTION_RESOURCES.map((r) => `POST ${order}/${r}`).join(", ")}`,
+  );
 }
 
 /** A member of an order (item, discount, shipment) by id; 404 when the order has no such member. */
@@ -60,10 +79,11 @@ export const orderRoutes: RouteGroup = {
 
     async updateOrder(ctx) {
       const body = ctx.body as { note?: string; status?: string };
-      const { order } = await ctx.upstreams.orders.updateOrder(
-        { orderId: orderId(ctx), note: body.note, status: body.status },
-        ctx.callOptions(),
-      );
+      const { order } = await ctx.upstreams.orders
+        .updateOrder({ orderId: orderId(ctx), note: body.note, status: body.status }, ctx.callOptions())
+        .catch((err: unknown) => {
+          throw namingActionResources(err, ctx);
+        });
       return { status: 200, body: orderJson(order!) };
     },
 

@@ -6,7 +6,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { cors as connectCors } from "@connectrpc/connect";
 import { appendHeader, type ResponseHeaders } from "./respond.js";
 
-/** What a page may read of an answer: entity tags, locations, quotas, replays, deprecation, and the gRPC-Web/Connect trailers. */
+/** What a page may read of an answer: entity tags, locations, quotas, replays, deprecation, ignored query parameters, and the gRPC-Web/Connect trailers. */
 const EXPOSED_HEADERS = [
   "ETag",
   "Location",
@@ -19,6 +19,7 @@ const EXPOSED_HEADERS = [
   "Sunset",
   "Link",
   "X-Request-Id",
+  "X-Ignored-Query-Parameters",
   ...connectCors.exposedHeaders,
 ];
 /** What a page may send: the API's own headers and those of the Connect and gRPC-Web protocols. */

@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
+import { closestMatch } from "leven";
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
 
@@ -59,7 +60,21 @@ export interface CompiledOperation {
   readonly requiresAuth: boolean;
   /** The document offers a text/event-stream answer (a live stream) besides its JSON one. */
   readonly offersEventStream: boolean;
+  /** What the version does with a query parameter the operation does not declare (the document says). */
+  readonly unknownQueryParameters: UnknownQueryParameters;
+  /** Why `validateBody` refused a body: an unknown field before any other problem (it may explain a missing one). */
+  bodyProblem(body: unknown): ValidationProblem;
+  /** The same for one element of a body checked line by line (`validateLine`). */
+  lineProblem(value: unknown): ValidationProblem;
 }
+
+/**
+ * The document's `x-switchyard-unknown-query-parameters`: `refused` — 400 naming the parameter — or
+ * `ignored` — the answer names it in `X-Ignored-Query-Parameters` (a version that ignored them may
+ * not start refusing them: that tightens its validation, a breaking change). Absent: ignored.
+ */
+export type UnknownQueryParameters = "refused" | "ignored";
+const UNKNOWN_QUERY_PARAMETERS = "x-switchyard-unknown-query-parameters";
 
 export interface ApiDocument {
   readonly version: number;
@@ -115,10 +130,18 @@ export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument 
   const document = (String(path).endsWith(".json") ? JSON.parse(text) : parseYaml(text)) as Json;
   const version = Number(/^(\d+)\./.exec(String((document.info as Json | undefined)?.version))?.[1] ?? 1);
   const components = (document.components ?? {}) as Json;
+  const unknownQueryParameters = (document[UNKNOWN_QUERY_PARAMETERS] ?? "ignored") as UnknownQueryParameters;
+  if (unknownQueryParameters !== "refused" && unknownQueryParameters !== "ignored")
+    throw new Error(
+      `${UNKNOWN_QUERY_PARAMETERS} is "refused" or "ignored", not ${JSON.stringify(unknownQueryParameters)}`,
+    );
   const ajvOptions = { strict: true, allErrors: false, allowUnionTypes: true, strictTuples: false };
   const bodyAjv = new Ajv2020(ajvOptions);
   const paramAjv = new Ajv2020({ ...ajvOptions, coerceTypes: true });
-  for (const ajv of [bodyAjv, paramAjv]) {
+  // Only for a body already refused: every problem, each with the schema it breaks (the declared
+  // names an unknown field is compared with). Valid bodies never pay for it.
+  const diagnosisAjv = new Ajv2020({ ...ajvOptions, allErrors: true, verbose: true });
+  for (const ajv of [bodyAjv, paramAjv, diagnosisAjv]) {
     addFormats(ajv);
     ajv.addSchema({ $id: DEFS_ID, $defs: rewriteRefs(components.schemas ?? {}) as Json });
   }
@@ -151,7 +174,13 @@ export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument 
         wholeSchema = rest;
         lineSchema = items as Json;
       }
-      const validators: { params?: ValidateFunction; body?: ValidateFunction; line?: ValidateFunction } = {};
+      const validators: {
+        params?: ValidateFunction;
+        body?: ValidateFunction;
+        line?: ValidateFunction;
+        bodyDiagnosis?: ValidateFunction;
+        lineDiagnosis?: ValidateFunction;
+      } = {};
       operations.push({
         version,
         operationId: String(op.operationId),
@@ -180,6 +209,15 @@ export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument 
         offersEventStream: Object.values((op.responses ?? {}) as Json).some((r) =>
           Boolean(((resolve<Json>(document, r).content ?? {}) as Json)["text/event-stream"]),
         ),
+        unknownQueryParameters,
+        bodyProblem(value) {
+          validators.bodyDiagnosis ??= diagnosisAjv.compile(rewriteRefs(wholeSchema) as Json);
+          return diagnose(validators.bodyDiagnosis, value, "body");
+        },
+        lineProblem(value) {
+          validators.lineDiagnosis ??= diagnosisAjv.compile(rewriteRefs(lineSchema) as Json);
+          return diagnose(validators.lineDiagnosis, value, "item");
+        },
       });
     }
   }
@@ -268,14 +306,34 @@ function fieldName(error: ErrorObject, root: string): string {
   return path || root;
 }
 
+/**
+ * The name among `declared` a misspelt one most likely meant (one edit away for a short name, two for
+ * a longer one), as the end of a message: " (did you mean limit?)"; "" when none is that close.
+ */
+export function didYouMean(name: string, declared: readonly string[]): string {
+  const meant = closestMatch(name, declared, { maxDistance: name.length <= 4 ? 1 : 2 });
+  return meant === undefined || meant === name ? "" : ` (did you mean ${meant}?)`;
+}
+
+/** A refused value's problem as the client is told it, from a validator that reports every problem. */
+function diagnose(validate: ValidateFunction, value: unknown, root: string): ValidationProblem {
+  validate(value);
+  const errors = validate.errors ?? [];
+  const first = errors.find((e) => e.keyword === "additionalProperties") ?? errors[0];
+  return first ? describeBodyError(first, root) : { status: 400, message: `${root} is invalid` };
+}
+
 /** `root` names the whole value checked (the body, or one line of it). */
 export function describeBodyError(error: ErrorObject, root = "body"): ValidationProblem {
   const field = fieldName(error, root);
   switch (error.keyword) {
     case "required":
       return { status: 400, message: `${field} is required` };
-    case "additionalProperties":
-      return { status: 400, message: `unknown field ${field}` };
+    case "additionalProperties": {
+      const declared = Object.keys((error.parentSchema?.properties ?? {}) as Json);
+      const name = (error.params as { additionalProperty: string }).additionalProperty;
+      return { status: 400, message: `unknown field ${field}${didYouMean(name, declared)}` };
+    }
     case "type":
       return {
         status: 400,

@@ -1,6 +1,6 @@
-// Stage parameters and body: the request's input checked against its operation of the v1 document.
+// Stage parameters and body: the request's input checked against its operation of the v1 and v2 documents.
 import { expect } from "chai";
-import { bodyStage, readParams, takesBody } from "../../src/pipeline/input.js";
+import { bodyStage, IGNORED_QUERY_PARAMETERS, readParams, takesBody } from "../../src/pipeline/input.js";
 import type { ApiExchange } from "../../src/pipeline/api-exchange.js";
 import { HttpError } from "../../src/runtime/errors.js";
 import { loadApiDocument, servedApiPath } from "../../src/runtime/openapi.js";
@@ -8,7 +8,8 @@ import { Router } from "../../src/runtime/router.js";
 import { exchange } from "./fixtures.js";
 
 describe("pipeline: parameters and body", () => {
-  const router = new Router(loadApiDocument(servedApiPath(1)).operations);
+  const documents = [1, 2].map((major) => loadApiDocument(servedApiPath(major)));
+  const router = new Router(documents.flatMap((d) => d.operations));
   const readBody = bodyStage(1_024);
   /** An exchange routed as the route stage would (route.test.ts tests that stage). */
   function routed(path: string, options: Parameters<typeof exchange>[1] = {}): ApiExchange {
@@ -30,9 +31,42 @@ describe("pipeline: parameters and body", () => {
 
   describe("parameters", () => {
     it("takes path and query parameters, integers as numbers", () => {
-      const x = routed("/v1/payments?limit=5&cursor=abc&other=ignored");
+      const x = routed("/v1/payments?limit=5&cursor=abc");
       readParams(x);
       expect(x.params).to.deep.equal({ limit: 5, cursor: "abc" });
+      expect(x.headers).not.to.have.property(IGNORED_QUERY_PARAMETERS);
+    });
+
+    it("v1 ignores a query parameter its operation does not declare, and names it in X-Ignored-Query-Parameters", () => {
+      const x = routed("/v1/payments?limit=5&lmit=6&lmit=7&a%2Cb=1&x%0D%0Ay=2");
+      readParams(x);
+      expect(x.params).to.deep.equal({ limit: 5 });
+      expect(x.headers[IGNORED_QUERY_PARAMETERS]).to.equal("lmit, a%2Cb, x%0D%0Ay");
+    });
+
+    it("v1 says so in its document, as it always did: refusing them would tighten v1 (contract §9)", () => {
+      const [v1, v2] = documents;
+      expect(new Set(v1!.operations.map((o) => o.unknownQueryParameters))).to.deep.equal(new Set(["ignored"]));
+      expect(new Set(v2!.operations.map((o) => o.unknownQueryParameters))).to.deep.equal(new Set(["refused"]));
+    });
+
+    it("v2 refuses it on every route with 400, naming it and what the route takes", async () => {
+      for (const operation of documents[1]!.operations) {
+        const path = operation.pathTemplate.replace(/\{\w+\}/g, "1");
+        const x = exchange(`${path}?lmit=5`, { method: operation.method });
+        x.operation = operation;
+        x.pathParams = router.match(operation.method, path).pathParams;
+        const err = await refusal(() => readParams(x));
+        const where = `${operation.method} ${operation.pathTemplate}`;
+        expect([err.status, err.code], where).to.deep.equal([400, "INVALID_REQUEST"]);
+        expect(err.message, where).to.equal(
+          operation.queryParams.includes("limit")
+            ? "unknown query parameter lmit (did you mean limit?)"
+            : operation.queryParams.length === 0
+              ? "unknown query parameter lmit: this route takes no query parameters"
+              : `unknown query parameter lmit: this route takes ${operation.queryParams.join(", ")}`,
+        );
+      }
     });
 
     it("takes the operation's header parameters", () => {
@@ -93,6 +127,26 @@ describe("pipeline: parameters and body", () => {
       const body = '{"amount":0,"currency":"EUR","source":"tok_visa"}';
       const values = await refusal(() => readBody(routed("/v1/payments", { method: "POST", headers: json, body })));
       expect([values.status, values.code]).to.deep.equal([422, "RULE_VIOLATION"]);
+    });
+
+    it("names an unknown field before a missing one, with the field it most likely meant", async () => {
+      for (const path of ["/v1/payments", "/v2/payments"]) {
+        const body = '{"ammount":5,"currency":"EUR","source":"tok_x"}';
+        const err = await refusal(() => readBody(routed(path, { method: "POST", headers: json, body })));
+        expect([err.status, err.code, err.message]).to.deep.equal([
+          400,
+          "INVALID_REQUEST",
+          "unknown field ammount (did you mean amount?)",
+        ]);
+      }
+      const item = '{"currency":"EUR","items":[{"sku":"BOOK-1","quantty":1}]}';
+      const nested = await refusal(() => readBody(routed("/v1/orders", { method: "POST", headers: json, body: item })));
+      expect(nested.message).to.equal("unknown field items.0.quantty (did you mean quantity?)");
+      const unlike = '{"amount":5,"currency":"EUR","source":"tok_x","colour":"red"}';
+      const plain = await refusal(() =>
+        readBody(routed("/v1/payments", { method: "POST", headers: json, body: unlike })),
+      );
+      expect(plain.message, "no suggestion when nothing is close").to.equal("unknown field colour");
     });
 
     it("refuses a body past the limit with 413 and another media type with 415", async () => {

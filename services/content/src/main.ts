@@ -6,5 +6,5 @@ import { contentConfigFrom, startContentService } from "./service.js";
 runMain("content", async () => {
   const config = contentConfigFrom(process.env);
   const runtime = await startContentService(config, createLogger("content", config.logLevel));
-  return runtime.stop;
+  return { stop: runtime.stop, launcherFd: config.launcherFd };
 });

@@ -6,5 +6,5 @@ import { identityConfigFrom, startIdentityService } from "./service.js";
 runMain("identity", async () => {
   const config = identityConfigFrom(process.env);
   const runtime = await startIdentityService(config, createLogger("identity", config.logLevel));
-  return runtime.stop;
+  return { stop: runtime.stop, launcherFd: config.launcherFd };
 });

@@ -6,5 +6,5 @@ import { ordersConfigFrom, startOrdersService } from "./service.js";
 runMain("orders", async () => {
   const config = ordersConfigFrom(process.env);
   const runtime = await startOrdersService(config, createLogger("orders", config.logLevel));
-  return runtime.stop;
+  return { stop: runtime.stop, launcherFd: config.launcherFd };
 });

@@ -6,5 +6,5 @@ import { paymentsConfigFrom, startPaymentsService } from "./service.js";
 runMain("payments", async () => {
   const config = paymentsConfigFrom(process.env);
   const runtime = await startPaymentsService(config, createLogger("payments", config.logLevel));
-  return runtime.stop;
+  return { stop: runtime.stop, launcherFd: config.launcherFd };
 });

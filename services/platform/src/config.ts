@@ -213,6 +213,13 @@ export const grpcTlsSettings = {
   ),
 };
 
+/** The mesh launcher's pipe (scripts/mesh.ts, launcher.ts): every process it starts has it, no other. */
+export const launcherFdSetting = optionalSetting(
+  "LAUNCHER_FD",
+  parse.int(3, 65_535),
+  "an inherited pipe from the mesh launcher (npm start, the tests): when it ends, the launcher is gone, and the process stops as on SIGTERM",
+);
+
 /** Settings every service process has; each entrypoint adds its own. */
 export function serviceSettings(prefix: string, defaultPort: number) {
   const schema = prefix.toLowerCase();
@@ -280,6 +287,7 @@ export function serviceSettings(prefix: string, defaultPort: number) {
       parse.int(3, 65_535),
       "serve on this inherited, already listening socket instead of binding HOST:PORT (the mesh launcher hands sockets over so no other process can take a port first)",
     ),
+    launcherFd: launcherFdSetting,
     otlpEndpoint: otlpEndpointSetting,
     metricsPort: setting(
       `${prefix}_METRICS_PORT`,

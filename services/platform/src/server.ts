@@ -22,6 +22,7 @@ import { MAX_MESSAGE_BYTES } from "./message-limits.js";
 import { onEveryConnection, policePings, type PingPolicy } from "./grpc/connection-policy.js";
 import type { DeadlineLimits } from "./grpc/deadline-policy.js";
 import type { PeerIdentity } from "./grpc/call-policy.js";
+import { watchLauncher } from "./launcher.js";
 
 export interface ServiceRegistration {
   readonly service: DescService;
@@ -347,12 +348,19 @@ function startingImpl(service: DescService, name: string): Record<string, unknow
   );
 }
 
+/** What an entrypoint started: how to stop it, and the pipe of the launcher that started it, if one did. */
+export interface Started {
+  stop: () => Promise<void>;
+  /** LAUNCHER_FD: when that pipe ends, the launcher is gone, and the process stops as on SIGTERM. */
+  launcherFd?: number | undefined;
+}
+
 /**
- * Runs an entrypoint: starts it, and on SIGTERM or SIGINT stops it gracefully once. `start` returns
- * the stop function of everything it opened. A signal while it still starts (waiting for its
- * database, say) ends the process at once: it serves nothing yet that a drain could finish.
+ * Runs an entrypoint: starts it, and on SIGTERM or SIGINT — or the end of its launcher — stops it
+ * gracefully once. A signal while it still starts (waiting for its database, say) ends the process at
+ * once: it serves nothing yet that a drain could finish.
  */
-export function runMain(name: string, start: () => Promise<() => Promise<void>>): void {
+export function runMain(name: string, start: () => Promise<Started>): void {
   let stop: (() => Promise<void>) | undefined;
   let stopping = false;
   const onSignal = (signal: string) => {
@@ -374,7 +382,9 @@ export function runMain(name: string, start: () => Promise<() => Promise<void>>)
   process.on("SIGINT", () => onSignal("SIGINT"));
   start().then(
     (started) => {
-      stop = started;
+      stop = started.stop;
+      if (started.launcherFd !== undefined)
+        watchLauncher(started.launcherFd, () => onSignal("the end of its launcher"));
     },
     (err: unknown) => {
       process.stderr.write(`${name}: failed to start: ${err instanceof Error ? err.message : String(err)}\n`);

@@ -6,10 +6,10 @@ import { DomainError } from "@switchyard/platform/domain-error.js";
 export type OrderStatus = "pending" | "paid" | "shipped" | "cancelled";
 export type OrderAction = "pay" | "ship" | "cancel";
 
-export const TRANSITIONS: Record<OrderAction, { from: readonly OrderStatus[]; to: OrderStatus; resource: string }> = {
-  pay: { from: ["pending"], to: "paid", resource: "POST /v1/orders/{order_id}/payment" },
-  ship: { from: ["paid"], to: "shipped", resource: "POST /v1/orders/{order_id}/shipments" },
-  cancel: { from: ["pending", "paid"], to: "cancelled", resource: "POST /v1/orders/{order_id}/cancel" },
+export const TRANSITIONS: Record<OrderAction, { from: readonly OrderStatus[]; to: OrderStatus }> = {
+  pay: { from: ["pending"], to: "paid" },
+  ship: { from: ["paid"], to: "shipped" },
+  cancel: { from: ["pending", "paid"], to: "cancelled" },
 };
 
 /** The next status, or a 409 that names the current state and what the action needs. */
@@ -37,14 +37,14 @@ export function guardContentsChange(current: OrderStatus): void {
     );
 }
 
-/** PATCH never writes the status: it names the action resources instead. */
+/**
+ * An update never writes the status: it names the actions instead. In the order's own terms, not a
+ * public API's paths (which version's?): the gateway names the action resources on the version called.
+ */
 export function refuseStatusWrite(): never {
-  const actions = Object.values(TRANSITIONS)
-    .map((t) => t.resource)
-    .join(", ");
   throw new DomainError(
     "RULE_VIOLATION",
-    `status cannot be written; it changes through the action resources: ${actions}`,
+    `status cannot be written; it changes only through the order's actions (${Object.keys(TRANSITIONS).join(", ")}), each guarded by its current status`,
     { field: "status" },
   );
 }
