@@ -132,7 +132,7 @@ describe("e2e: money between orders and payments under faults", function () {
                 // Died again before it was ready (it takes calls as soon as it listens): the next
                 // look finds it dead and starts it again. Anything else is a failure.
                 .catch((err: unknown) => {
-                  if (!String(err).includes(`${name} exited early`))
+                  if (!String(err).includes(`${name}#0 exited early`))
                     failures.push(`restarting ${name}: ${String(err)}`);
                 })
                 .finally(() => restarting.delete(name)),

@@ -12,6 +12,7 @@ import { endCall } from "./grpc/handler-context.js";
 import { fail } from "./errors.js";
 import { Health } from "@switchyard/gen/health/v1/health_pb.js";
 import { adaptService } from "./grpc/service-adapter.js";
+import { deferredService } from "./grpc/deferred-service.js";
 import { serviceChain, type RpcObserver, type ServiceInterceptor } from "./grpc/interceptors/index.js";
 import { HealthStatus, ServingStatus } from "./grpc/health.js";
 import { reflectionImpls, ReflectionV1, ReflectionV1Alpha } from "./grpc/reflection.js";
@@ -51,8 +52,8 @@ export interface GrpcServerOptions {
   services: ServiceRegistration[];
   /**
    * Services the process will serve once it is ready (`RunningServer.serve`): until then their calls
-   * are answered UNAVAILABLE with the reason STORE_UNAVAILABLE (the process is waiting for its
-   * database), and readiness is NOT_SERVING. Absent: none, the server is ready as it listens.
+   * wait for them (answered UNAVAILABLE / STORE_UNAVAILABLE just before their deadline: the process is
+   * waiting for its database), and readiness is NOT_SERVING. Absent: none, the server is ready as it listens.
    */
   pending?: readonly DescService[];
   logger: Logger;
@@ -255,12 +256,18 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     const adapted = adapt(r);
     server.addService(adapted.definition, adapted.implementation);
   }
-  // A pending service answers every call at once until it is served: the process waits for its database.
+  // A pending service's calls wait for it until it is served (deferred-service.ts): the process waits
+  // for its database meanwhile.
   const waiting = new Map(
     pending.map((service) => {
-      const adapted = adapt(registration(service, startingImpl(service, options.name) as never));
-      server.addService(adapted.definition, adapted.implementation);
-      return [service, adapted.definition] as const;
+      const deferred = deferredService(service, () =>
+        fail(
+          "STORE_UNAVAILABLE",
+          `${options.name} is starting: it waits for its database; retry after the Retry-After delay`,
+        ),
+      );
+      server.addService(deferred.definition, deferred.implementation);
+      return [service, deferred] as const;
     }),
   );
   let stopListening = () => {};
@@ -313,13 +320,10 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     }));
   const serve = (registrations: readonly ServiceRegistration[]) => {
     for (const r of registrations) {
-      const placeholder = waiting.get(r.service);
-      if (!placeholder) throw new Error(`${r.service.typeName} is not a pending service of ${options.name}`);
-      // Swapped in one turn of the event loop: no call finds the method missing in between.
-      server.removeService(placeholder);
-      const adapted = adapt(r);
-      server.addService(adapted.definition, adapted.implementation);
+      const deferred = waiting.get(r.service);
+      if (!deferred) throw new Error(`${r.service.typeName} is not a pending service of ${options.name}`);
       waiting.delete(r.service);
+      deferred.serve(adapt(r).implementation);
     }
     publishReadiness();
   };
@@ -329,23 +333,6 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
   };
   options.logger.info({ port }, `${options.name} listening`);
   return { port, health, serve, setStoreReady, shutdown };
-}
-
-/** What a pending service answers until it is served: the process is starting, waiting for its database. */
-function startingImpl(service: DescService, name: string): Record<string, unknown> {
-  const refusal = () =>
-    fail("STORE_UNAVAILABLE", `${name} is starting: it waits for its database; retry after the Retry-After delay`);
-  return Object.fromEntries(
-    service.methods.map((m) => [
-      m.localName,
-      m.methodKind === "server_streaming" || m.methodKind === "bidi_streaming"
-        ? // eslint-disable-next-line require-yield -- it refuses at once, by design
-          async function* () {
-            throw refusal();
-          }
-        : () => Promise.reject(refusal()),
-    ]),
-  );
 }
 
 /** What an entrypoint started: how to stop it, and the pipe of the launcher that started it, if one did. */

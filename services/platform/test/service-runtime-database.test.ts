@@ -63,9 +63,9 @@ describe("a service and its PostgreSQL server over time (a server of its own)", 
     health()
       .check({ service }, { timeoutMs: 1_000 })
       .then((r) => Status[r.status]);
-  const echo = () =>
+  const echo = (timeoutMs = 3_000) =>
     createServiceClient(EchoService, channel)
-      .echo({ message: "hello" }, { timeoutMs: 3_000 })
+      .echo({ message: "hello" }, { timeoutMs })
       .then(
         (r) => r.message,
         (err: unknown) => {
@@ -126,12 +126,18 @@ describe("a service and its PostgreSQL server over time (a server of its own)", 
     expect(await statusOf(LIVENESS)).to.equal("SERVING");
     expect(await statusOf("")).to.equal("NOT_SERVING");
     expect(await statusOf("switchyard.echo.v1.EchoService")).to.equal("NOT_SERVING");
-    expect(await echo()).to.equal("Unavailable STORE_UNAVAILABLE");
+    // A call waits for the service while it starts; one whose deadline comes first is answered, in time,
+    // that the process waits for its database (it never ran).
+    const short = Date.now();
+    expect(await echo(600)).to.equal("Unavailable STORE_UNAVAILABLE");
+    expect(Date.now() - short, "answered before its deadline").to.be.within(450, 600);
+    const patient = echo(20_000);
     await sleep(600);
     expect(log.lines.join("")).to.include("waiting for the database");
 
     await server.start();
     runtime = await starting;
+    expect(await patient, "the call that waited runs once the service serves").to.equal("hello");
     expect(await statusOf("")).to.equal("SERVING");
     expect(await echo()).to.equal("hello");
   });
