@@ -5,7 +5,8 @@
 // fault: PostgreSQL restarted (-m fast, -m immediate), its backends terminated, down for 30 s; Redis
 // and identity down for 30 s; every replica of a service killed at once. After each: no process
 // exited, no answer was a 500, and once the services answer again the money, documents, posts and
-// import jobs hold — checked by querying the services.
+// import jobs hold — checked by querying the services. FAULTS_LOG_DIR=<dir> runs the mesh at debug level
+// and writes its log and the posts made there when the live feed misses one.
 import { expect } from "chai";
 import { randomBytes } from "node:crypto";
 import { request, type ClientRequest, type IncomingMessage } from "node:http";
@@ -59,6 +60,7 @@ describe("e2e: platform faults (a PostgreSQL server and a Redis of its own)", fu
         SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
         DEMO_DATA_FORCE: "true",
         DATABASE_UNREADY_AFTER_MS: String(UNREADY_AFTER_MS),
+        ...(process.env.FAULTS_LOG_DIR ? { LOG_LEVEL: "debug" } : {}),
         ORDERS_RECONCILE_INTERVAL_MS: "500",
         // The demo's catalog owner (alice) imports into the catalog.
         CATALOG_OWNER_TENANT: "acme",
@@ -156,6 +158,7 @@ describe("e2e: platform faults (a PostgreSQL server and a Redis of its own)", fu
     readonly posted = new Set<string>();
     readonly maybePosted = new Set<string>();
     readonly jobs: string[] = [];
+    readonly postLog: string[] = [];
     private running = true;
     private readonly loops: Promise<void>[] = [];
 
@@ -269,7 +272,12 @@ describe("e2e: platform faults (a PostgreSQL server and a Redis of its own)", fu
     private async post() {
       const title = `post-${unique()}`;
       this.maybePosted.add(title);
+      const sent = new Date().toISOString();
       const res = this.note("post", await env.api.post("/v1/posts", { token: alice, json: { title, body: "faults" } }));
+      if (process.env.FAULTS_LOG_DIR)
+        this.postLog.push(
+          `${sent} → ${new Date().toISOString()} ${title} ${res.status} ${String(res.json?.id)} ${String(res.json?.created_at)}`,
+        );
       if (res.status === 201) this.posted.add(title);
     }
 
@@ -359,6 +367,9 @@ describe("e2e: platform faults (a PostgreSQL server and a Redis of its own)", fu
     private req: ClientRequest | undefined;
     private running = true;
     private readonly done: Promise<void>;
+    private markReady: () => void = () => {};
+    /** Resolves once the first stream is answered: the gateway answers once the upstream confirmed the subscription. */
+    readonly ready = new Promise<void>((resolve) => (this.markReady = resolve));
 
     constructor(private readonly token: string) {
       this.done = (async () => {
@@ -377,6 +388,7 @@ describe("e2e: platform faults (a PostgreSQL server and a Redis of its own)", fu
         this.req = request(
           { host: url.hostname, port: url.port, path: url.pathname, headers },
           (res: IncomingMessage) => {
+            if (res.statusCode === 200) this.markReady();
             let pending = "";
             res.setEncoding("utf8").on("data", (chunk: string) => {
               pending += chunk;
@@ -412,8 +424,26 @@ describe("e2e: platform faults (a PostgreSQL server and a Redis of its own)", fu
 
   /** Every post answered 201 reached the feed once, in the order of the feed, and nothing else did. */
   async function expectFeed(feed: FeedReader, traffic: Traffic): Promise<void> {
-    await until("every acknowledged post on the live feed", async () =>
-      [...traffic.posted].every((t) => feed.titles.includes(t)),
+    const missing = () => [...traffic.posted].filter((t) => !feed.titles.includes(t));
+    await until("every acknowledged post on the live feed", async () => missing().length === 0).catch(
+      async (err: unknown) => {
+        // Say what is missing, and where the listing has it, next to what the feed delivered.
+        if (process.env.FAULTS_LOG_DIR) {
+          const fs = await import("node:fs");
+          fs.writeFileSync(`${process.env.FAULTS_LOG_DIR}/mesh.log`, env.mesh.logs.join(""));
+          fs.writeFileSync(
+            `${process.env.FAULTS_LOG_DIR}/posts.log`,
+            traffic.postLog.join("\n") + "\n---\n" + feed.titles.join("\n"),
+          );
+        }
+        const listed = ((await env.api.listAll("/v1/posts", alice)) as { id: string; title: string }[]).map(
+          (p) => `${p.id} ${p.title}`,
+        );
+        throw new Error(
+          `${String(err)}: missing ${JSON.stringify(missing())}; feed ended with ${JSON.stringify(feed.errors)}; ` +
+            `feed order ${JSON.stringify(feed.titles.slice(-12))}; listing (newest first) ${JSON.stringify(listed.slice(0, 12))}`,
+        );
+      },
     );
     const ours = feed.titles.filter((t) => traffic.maybePosted.has(t));
     expect(new Set(ours).size, "no post twice").to.equal(ours.length);
@@ -432,6 +462,8 @@ describe("e2e: platform faults (a PostgreSQL server and a Redis of its own)", fu
   for (const mode of ["fast", "immediate"] as const) {
     it(`PostgreSQL restarted (-m ${mode}) under traffic: no process exits, no 500; served again within a second, every replica within five; nothing half-done`, async () => {
       const feed = new FeedReader(alice);
+      // Posts made before the feed is subscribed are not its (it starts from now).
+      await feed.ready;
       const traffic = new Traffic(storeFaultAllowed);
       await sleep(1_500);
       await pg.restart(mode);
@@ -448,6 +480,7 @@ describe("e2e: platform faults (a PostgreSQL server and a Redis of its own)", fu
 
   it("every backend terminated (pg_terminate_backend) under traffic: no process exits, nothing half-done", async () => {
     const feed = new FeedReader(alice);
+    await feed.ready;
     const traffic = new Traffic(storeFaultAllowed);
     await sleep(1_000);
     expect(await pg.terminateBackends()).to.be.above(0);

@@ -4,6 +4,7 @@
 // each followed tenant's posts after the newest it passed on, so its watchers miss none.
 import { EventEmitter } from "node:events";
 import type { Logger } from "@switchyard/platform/logger.js";
+import { untilDone } from "@switchyard/platform/until-done.js";
 import type { Keyset } from "@switchyard/platform/paging.js";
 import type { ContentStore, PostRecord } from "./store/port.js";
 
@@ -18,6 +19,7 @@ const isAfter = (p: Keyset, k: Keyset) =>
 export class PostFeed {
   private readonly emitter = new EventEmitter();
   private stopListening: (() => Promise<void>) | undefined;
+  private stopped = false;
   private announcing: Promise<unknown> = Promise.resolve();
   /**
    * For each tenant followed here: the newest post passed on, or the tenant's newest when its first
@@ -38,12 +40,31 @@ export class PostFeed {
         if (this.emitter.listenerCount(tenantId) === 0) return;
         // Announcements arrive in commit order, which is the feed's order: read and pass them on one
         // after another, so that no post overtakes one announced before it.
-        this.inTurn(async () => {
-          const post = await this.store.getPost(tenantId, postId);
-          if (post) this.pass(post);
-        }, "could not read an announced post");
+        // Until the read succeeds: a post announced while the store does not answer (its connection
+        // just broke) is still passed on, in its turn.
+        this.inTurn(
+          () =>
+            untilDone(
+              async () => {
+                const post = await this.store.getPost(tenantId, postId);
+                if (post) this.pass(post);
+              },
+              { logger: this.logger, what: "read an announced post", stopped: () => this.stopped },
+            ),
+          "could not read an announced post",
+        );
       },
-      () => this.inTurn(() => this.catchUp(), "could not read the posts made while announcements were lost"),
+      // In turn too, and until it succeeds (the store may not answer yet): announcements that follow wait for it.
+      () =>
+        this.inTurn(
+          () =>
+            untilDone(() => this.catchUp(), {
+              logger: this.logger,
+              what: "read the posts made while announcements were lost",
+              stopped: () => this.stopped,
+            }),
+          "could not read the posts made while announcements were lost",
+        ),
     );
   }
 
@@ -62,6 +83,7 @@ export class PostFeed {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     await this.stopListening?.();
   }
 

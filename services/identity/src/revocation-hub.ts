@@ -4,11 +4,13 @@
 import { EventEmitter } from "node:events";
 import type { Logger } from "@switchyard/platform/logger.js";
 import { RevocationList } from "@switchyard/platform/revocations.js";
+import { untilDone } from "@switchyard/platform/until-done.js";
 import type { IdentityStore, RevocationRecord } from "./store/port.js";
 
 export class RevocationHub {
   private readonly emitter = new EventEmitter();
   private stopListening: (() => Promise<void>) | undefined;
+  private stopped = false;
   /** Identity's own list: its verifier refuses revoked tokens like every other one. */
   readonly list = new RevocationList();
 
@@ -22,7 +24,12 @@ export class RevocationHub {
   async start(): Promise<void> {
     this.stopListening = await this.store.watchRevocations(
       (r) => this.announce(r),
-      () => void this.reload(),
+      () =>
+        void untilDone(() => this.reload(), {
+          logger: this.logger,
+          what: "read the revocations again",
+          stopped: () => this.stopped,
+        }),
     );
     // After listening starts, so that a revocation committed meanwhile is in one or the other.
     for (const r of await this.store.liveRevocations()) this.list.revoke(r.sessionId, r.expiresAt.getTime());
@@ -36,20 +43,12 @@ export class RevocationHub {
 
   /**
    * The store's connection was lost, and with it any revocation announced meanwhile: every live one
-   * is read and announced again (a watcher told twice of one changes nothing). Tried until it succeeds.
+   * is read and announced again (a watcher told twice of one changes nothing).
    */
   private async reload(): Promise<void> {
-    for (let wait = 200; ; wait = Math.min(wait * 2, 2_000)) {
-      try {
-        const live = await this.store.liveRevocations();
-        for (const r of live) this.announce(r);
-        this.logger.info({ revoked: live.length }, "revocations read again after the store's connection came back");
-        return;
-      } catch (err) {
-        this.logger.warn({ message: String(err) }, "could not read the revocations again; retrying");
-        await new Promise((resolve) => setTimeout(resolve, wait).unref());
-      }
-    }
+    const live = await this.store.liveRevocations();
+    for (const r of live) this.announce(r);
+    this.logger.info({ revoked: live.length }, "revocations read again after the store's connection came back");
   }
 
   /** Returns the unsubscribe function. */
@@ -59,6 +58,7 @@ export class RevocationHub {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
     await this.stopListening?.();
   }
 }

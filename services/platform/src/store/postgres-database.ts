@@ -64,6 +64,8 @@ class PostgresDatabase implements SqlDatabase {
   private listener: Promise<pg.Client> | undefined;
   private readonly subscriptions = new Map<string, Set<Subscription>>();
   private listenerRetryMs = LISTENER_RETRY_MS;
+  /** The LISTEN connection was lost since it was last made: the next one tells every listener to read again. */
+  private lostListener = false;
   private closing = false;
   private ending: Promise<void> | undefined;
   /** The name of each statement text prepared by name (see MAX_NAMED_STATEMENTS). */
@@ -88,9 +90,14 @@ class PostgresDatabase implements SqlDatabase {
   private async openListener(): Promise<pg.Client> {
     const client = new pg.Client({ connectionString: this.connectionString, keepAlive: true });
     let established = false;
-    client.on("notification", (msg) => {
+    // A connection made again after one was lost: what arrives on it waits until every listener has
+    // been told to read again (onResync), so that a listener's catch-up comes before what follows it.
+    const resync = this.lostListener;
+    let held: pg.Notification[] | undefined = resync ? [] : undefined;
+    const deliver = (msg: pg.Notification) => {
       for (const subscription of this.subscriptions.get(msg.channel) ?? []) subscription.onNotify(msg.payload ?? "");
-    });
+    };
+    client.on("notification", (msg) => (held ? held.push(msg) : deliver(msg)));
     // Heard from the start: a server that goes away during the connect must not end the process.
     // Its "end" follows, which makes the connection again.
     client.on("error", () => void client.end().catch(() => {}));
@@ -105,11 +112,20 @@ class PostgresDatabase implements SqlDatabase {
       throw err;
     }
     established = true;
+    if (resync) {
+      this.lostListener = false;
+      // Whatever was notified while no connection listened is lost: each listener reads again.
+      for (const set of this.subscriptions.values()) for (const s of set) s.onResync?.();
+      const waiting = held ?? [];
+      held = undefined;
+      for (const msg of waiting) deliver(msg);
+    }
     return client;
   }
 
   /** The LISTEN connection broke: make it again (with back-off) while anyone listens. */
   private listenerLost(client: pg.Client): void {
+    this.lostListener = true;
     void this.listener?.then((current) => {
       if (current === client) this.listener = undefined;
     });
@@ -123,11 +139,7 @@ class PostgresDatabase implements SqlDatabase {
     setTimeout(() => {
       if (this.closing || this.subscriptions.size === 0) return;
       this.connectListener().then(
-        () => {
-          this.listenerRetryMs = LISTENER_RETRY_MS;
-          // Whatever was notified while no connection listened is lost: each listener reads again.
-          for (const set of this.subscriptions.values()) for (const s of set) s.onResync?.();
-        },
+        () => (this.listenerRetryMs = LISTENER_RETRY_MS),
         () => this.scheduleListener(),
       );
     }, delay).unref();
