@@ -1,5 +1,5 @@
 // IdentityStore on the PostgreSQL-family adapter (PGlite or a PostgreSQL server).
-import { fail } from "@switchyard/platform/errors.js";
+import { DomainError } from "@switchyard/platform/domain-error.js";
 import type { Role } from "@switchyard/platform/caller.js";
 import type { SqlDatabase, SqlExecutor } from "@switchyard/platform/store";
 import type { Keyset } from "@switchyard/platform/paging.js";
@@ -88,7 +88,9 @@ async function insertUser(db: SqlExecutor, user: NewUserRecord): Promise<UserRec
     return toUser(rows[0]!);
   } catch (err) {
     if ((err as { code?: string }).code === UNIQUE_VIOLATION)
-      throw fail("ALREADY_EXISTS", "a user with this email already exists in the tenant", { field: "email" });
+      throw new DomainError("ALREADY_EXISTS", "a user with this email already exists in the tenant", {
+        field: "email",
+      });
     throw err;
   }
 }
@@ -162,7 +164,8 @@ export class SqlIdentityStore implements IdentityStore {
         `INSERT INTO tenants (id, display_name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING RETURNING id, display_name, created_at`,
         [tenant.id, tenant.displayName],
       );
-      if (!rows[0]) throw fail("ALREADY_EXISTS", `tenant "${tenant.id}" already exists`, { field: "tenant_id" });
+      if (!rows[0])
+        throw new DomainError("ALREADY_EXISTS", `tenant "${tenant.id}" already exists`, { field: "tenant_id" });
       return {
         tenant: toTenant(rows[0]),
         admin: await insertUser(tx, { tenantId: tenant.id, role: "admin", ...admin }),

@@ -1,7 +1,7 @@
 // OrdersStore on the PostgreSQL-family adapter. Every change of an order happens under its row
 // lock, after a check of the locked order; a money step's intent commits with the check that
 // allowed it, and its outcome with the status change it brings.
-import { fail } from "@switchyard/platform/errors.js";
+import { DomainError } from "@switchyard/platform/domain-error.js";
 import {
   findIdempotentResult,
   jsonResultCodec,
@@ -242,7 +242,7 @@ export class SqlOrdersStore implements OrdersStore {
   ): Promise<T> {
     return this.db.transaction(async (tx) => {
       const lock = await tx.query(`SELECT id FROM orders WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, [id, tenantId]);
-      if (lock.rowCount === 0) throw fail("NOT_FOUND", "order not found");
+      if (lock.rowCount === 0) throw new DomainError("NOT_FOUND", "order not found");
       // Read after the lock is held, in a statement of its own: one that waited for the lock sees
       // what the holder committed (a step it started, too), never the snapshot it began with.
       return work(tx, await reread(tx, id));

@@ -1,6 +1,6 @@
 // PaymentsStore on the PostgreSQL-family adapter. The idempotency key and the write it guards
 // commit in one transaction (runIdempotent); refunds lock their payment row first.
-import { fail } from "@switchyard/platform/errors.js";
+import { DomainError } from "@switchyard/platform/domain-error.js";
 import {
   jsonResultCodec,
   resolveIdempotencyKey,
@@ -131,7 +131,7 @@ export class SqlPaymentsStore implements PaymentsStore {
           [refund.paymentId, tenantId],
         );
         const payment = locked.rows[0] && toPayment(locked.rows[0]);
-        if (!payment) throw fail("NOT_FOUND", "payment not found");
+        if (!payment) throw new DomainError("NOT_FOUND", "payment not found");
         const amount = decide(payment);
         await tx.query(`UPDATE payments SET amount_refunded = amount_refunded + $1 WHERE id = $2`, [
           amount,
