@@ -2,6 +2,7 @@
 // stored version; new posts are announced with NOTIFY so that every replica's watchers see them.
 import {
   jsonResultCodec,
+  KeysetPageQuery,
   runIdempotent,
   type KeyedRequest,
   type SqlDatabase,
@@ -26,6 +27,16 @@ import type {
 
 const DOC_COLUMNS = "id, tenant_id, title, body, version, created_at, updated_at";
 const POST_COLUMNS = "id, tenant_id, author_id, title, body, created_at";
+const POSTS_PAGE = new KeysetPageQuery({
+  select: `SELECT ${POST_COLUMNS} FROM posts`,
+  where: "tenant_id = $1",
+  order: "newest first",
+});
+const POSTS_SINCE = new KeysetPageQuery({
+  select: `SELECT ${POST_COLUMNS} FROM posts`,
+  where: "tenant_id = $1",
+  order: "oldest first",
+});
 
 interface DocRow {
   id: string;
@@ -190,23 +201,12 @@ export class SqlContentStore implements ContentStore {
   }
 
   async listPosts(tenantId: string, before: Keyset | undefined, limit: number): Promise<PostRecord[]> {
-    const { rows } = before
-      ? await this.db.query<PostRow>(
-          `SELECT ${POST_COLUMNS} FROM posts WHERE tenant_id = $1 AND (created_at, id) < ($2, $3) ORDER BY created_at DESC, id DESC LIMIT $4`,
-          [tenantId, before.createdAt, before.id, limit],
-        )
-      : await this.db.query<PostRow>(
-          `SELECT ${POST_COLUMNS} FROM posts WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`,
-          [tenantId, limit],
-        );
+    const rows = await POSTS_PAGE.rows<PostRow>(this.db, [tenantId], { after: before, limit });
     return rows.map(toPost);
   }
 
   async listPostsAfter(tenantId: string, after: Keyset, limit: number): Promise<PostRecord[]> {
-    const { rows } = await this.db.query<PostRow>(
-      `SELECT ${POST_COLUMNS} FROM posts WHERE tenant_id = $1 AND (created_at, id) > ($2, $3) ORDER BY created_at ASC, id ASC LIMIT $4`,
-      [tenantId, after.createdAt, after.id, limit],
-    );
+    const rows = await POSTS_SINCE.rows<PostRow>(this.db, [tenantId], { after, limit });
     return rows.map(toPost);
   }
 

@@ -1,7 +1,7 @@
 // IdentityStore on the PostgreSQL-family adapter (PGlite or a PostgreSQL server).
 import { DomainError } from "@switchyard/platform/domain-error.js";
 import type { Role } from "@switchyard/platform/caller.js";
-import type { SqlDatabase, SqlExecutor } from "@switchyard/platform/store";
+import { KeysetPageQuery, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
 import type { Keyset } from "@switchyard/platform/paging.js";
 import type {
   IdentityStore,
@@ -47,6 +47,12 @@ interface UserRow {
 
 const USER_COLUMNS =
   "id, tenant_id, email, full_name, given_name, family_name, role, password_hash, internal_risk_score, created_at";
+
+const USERS_PAGE = new KeysetPageQuery({
+  select: `SELECT ${USER_COLUMNS} FROM users`,
+  where: "tenant_id = $1 AND NOT is_deleted",
+  order: "newest first",
+});
 
 const toUser = (r: UserRow): UserRecord => ({
   id: r.id,
@@ -137,16 +143,7 @@ export class SqlIdentityStore implements IdentityStore {
   }
 
   async listUsers(tenantId: string, after: Keyset | undefined, limit: number): Promise<UserRecord[]> {
-    const { rows } = after
-      ? await this.db.query<UserRow>(
-          `SELECT ${USER_COLUMNS} FROM users WHERE tenant_id = $1 AND NOT is_deleted AND (created_at, id) < ($2, $3)
-           ORDER BY created_at DESC, id DESC LIMIT $4`,
-          [tenantId, after.createdAt, after.id, limit],
-        )
-      : await this.db.query<UserRow>(
-          `SELECT ${USER_COLUMNS} FROM users WHERE tenant_id = $1 AND NOT is_deleted ORDER BY created_at DESC, id DESC LIMIT $2`,
-          [tenantId, limit],
-        );
+    const rows = await USERS_PAGE.rows<UserRow>(this.db, [tenantId], { after, limit });
     return rows.map(toUser);
   }
 

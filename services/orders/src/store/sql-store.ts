@@ -5,6 +5,7 @@ import { DomainError } from "@switchyard/platform/domain-error.js";
 import {
   findIdempotentResult,
   jsonResultCodec,
+  KeysetPageQuery,
   runIdempotent,
   type KeyedRequest,
   type SqlDatabase,
@@ -67,6 +68,11 @@ const STEP_COLUMNS =
 const NOW = "date_trunc('milliseconds', clock_timestamp())";
 const CREATE_ORDER = "orders.create";
 const orderCodec = jsonResultCodec<OrderRecord>();
+const USER_ORDERS_PAGE = new KeysetPageQuery({
+  select: `SELECT ${ORDER_COLUMNS} FROM orders`,
+  where: "tenant_id = $1 AND user_id = $2",
+  order: "newest first",
+});
 
 const toItem = (r: {
   id: bigint;
@@ -222,15 +228,7 @@ export class SqlOrdersStore implements OrdersStore {
     after: Keyset | undefined,
     limit: number,
   ): Promise<OrderRecord[]> {
-    const { rows } = after
-      ? await this.db.query<OrderRow>(
-          `SELECT ${ORDER_COLUMNS} FROM orders WHERE tenant_id = $1 AND user_id = $2 AND (created_at, id) < ($3, $4) ORDER BY created_at DESC, id DESC LIMIT $5`,
-          [tenantId, userId, after.createdAt, after.id, limit],
-        )
-      : await this.db.query<OrderRow>(
-          `SELECT ${ORDER_COLUMNS} FROM orders WHERE tenant_id = $1 AND user_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3`,
-          [tenantId, userId, limit],
-        );
+    const rows = await USER_ORDERS_PAGE.rows<OrderRow>(this.db, [tenantId, userId], { after, limit });
     return aggregates(this.db, rows);
   }
 
