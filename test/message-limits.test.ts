@@ -40,7 +40,7 @@ import {
   postKeyset,
   postToProto,
 } from "@switchyard/content/proto-mapping.js";
-import type { PostRecord } from "@switchyard/content/store/port.js";
+import type { PostRecord } from "@switchyard/content/store/posts/port.js";
 import { MAX_DISCOUNTS, MAX_ITEMS, MAX_QUANTITY, NOTE_MAX_LENGTH } from "@switchyard/orders/domain/orders.js";
 import { SHIPPING_FIELD_MAX } from "@switchyard/orders/domain/orders.js";
 import { orderBytes, orderToProto } from "@switchyard/orders/proto-mapping.js";

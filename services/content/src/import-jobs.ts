@@ -16,7 +16,7 @@ import { newId } from "@switchyard/platform/ids.js";
 import type { Logger } from "@switchyard/platform/logger.js";
 import { importCatalogItems, type CatalogWriter } from "./catalog-import.js";
 import { lineMessage, type ImportLineError, type ImportLineInput } from "./domain/imports.js";
-import type { ContentStore, ImportChunkOutcome } from "./store/port.js";
+import type { ImportChunkOutcome, ImportJobStore } from "./store/import-jobs/port.js";
 
 /** How soon a job whose step failed is tried again by the runner that holds it. */
 const HELD_RETRY_MS = 500;
@@ -77,7 +77,7 @@ export class ImportJobRunner {
   private loop: Promise<void> | undefined;
 
   constructor(
-    private readonly store: ContentStore,
+    private readonly store: ImportJobStore,
     private readonly logger: Logger,
     private readonly options: ImportJobRunnerOptions = {},
   ) {
