@@ -160,7 +160,13 @@ export class ImportJobRunner {
         await this.store.releaseImportJob(id, this.runnerId);
         return;
       }
-      const step = await this.store.runImportChunk(id, this.runnerId, this.leaseMs, this.chunkLines, runImportLines);
+      const step = await this.store.runImportChunk({
+        jobId: id,
+        runner: this.runnerId,
+        leaseMs: this.leaseMs,
+        lines: this.chunkLines,
+        work: runImportLines,
+      });
       if (step === "lost") {
         this.logger.warn({ job: id }, "import job: the claim was lost to another runner");
         return;

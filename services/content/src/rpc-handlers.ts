@@ -149,7 +149,7 @@ export function contentHandlers({
       const collection = postsCollection(caller.tenantId);
       const rows = await posts.listPosts(caller.tenantId, decodeCursor(collection, req.pageToken), size + 1);
       // Posts are up to ~180 KB each: a page of them ends at MAX_PAGE_BYTES, with a cursor to the rest.
-      const page = pageOf(rows, size, collection, postKeyset, { bytesOf: postBytes });
+      const page = pageOf(rows, size, { collection, keyOf: postKeyset, bytes: { bytesOf: postBytes } });
       return { posts: page.items.map(postToProto), nextPageToken: page.nextCursor };
     },
 

@@ -25,6 +25,15 @@ export interface ImportChunkOutcome {
   errors: ImportLineError[];
 }
 
+/** One chunk of a job a runner holds: its next `lines` lines, run by `work`; the lease renewed for `leaseMs`. */
+export interface ImportChunk {
+  jobId: string;
+  runner: string;
+  leaseMs: number;
+  lines: number;
+  work: (lines: ImportLineInput[], catalog: CatalogWriter) => Promise<ImportChunkOutcome>;
+}
+
 /** "done": the job's last lines ran; it stays running, held, until completeImportJob. */
 export type ImportChunkStep = "more" | "done" | "lost";
 
@@ -52,17 +61,11 @@ export interface ImportJobStore {
     maxInterruptions: number,
   ): Promise<{ claimed?: { id: string; interrupted: boolean }; failed: string[] }>;
   /**
-   * Runs the next `limit` lines of a job `runner` holds, in one transaction with what `work` writes
+   * Runs the next lines of a job the runner holds, in one transaction with what `work` writes
    * through the catalog writer it is given, the job's progress and its errors; renews the lease.
    * "done" when that was the last of them (the job succeeded), "lost" when the runner no longer holds the job.
    */
-  runImportChunk(
-    jobId: string,
-    runner: string,
-    leaseMs: number,
-    limit: number,
-    work: (lines: ImportLineInput[], catalog: CatalogWriter) => Promise<ImportChunkOutcome>,
-  ): Promise<ImportChunkStep>;
+  runImportChunk(chunk: ImportChunk): Promise<ImportChunkStep>;
   /** Marks a job `runner` holds, whose lines have all run, succeeded; false when it no longer holds it. */
   completeImportJob(jobId: string, runner: string): Promise<boolean>;
   /** Gives a job `runner` holds back to the queue (a runner stopping cleanly). */

@@ -9,11 +9,10 @@ import {
   type ImportLineInput,
   type LineErrorCode,
 } from "../../domain/imports.js";
-import type { CatalogWriter } from "../../catalog-import.js";
 import { CATALOG_CHANGE, type CacheChangeRecorder } from "../cache-log/sql-store.js";
 import { upsertCatalogItemIn } from "../catalog/sql-store.js";
 import { NOW } from "../sql-clock.js";
-import type { ImportChunkOutcome, ImportChunkStep, ImportJobRecord, ImportJobStore } from "./port.js";
+import type { ImportChunk, ImportChunkStep, ImportJobRecord, ImportJobStore } from "./port.js";
 
 interface ImportJobRow {
   id: string;
@@ -158,13 +157,7 @@ export class SqlImportJobStore implements ImportJobStore {
     });
   }
 
-  runImportChunk(
-    jobId: string,
-    runner: string,
-    leaseMs: number,
-    limit: number,
-    work: (lines: ImportLineInput[], catalog: CatalogWriter) => Promise<ImportChunkOutcome>,
-  ): Promise<ImportChunkStep> {
+  runImportChunk({ jobId, runner, leaseMs, lines: limit, work }: ImportChunk): Promise<ImportChunkStep> {
     return this.db.transaction(async (tx) => {
       const held = await tx.query<{ next_position: number; received: number; failed: number }>(
         `SELECT next_position, received, failed FROM import_jobs WHERE id = $1 AND status = 'running' AND lease_owner = $2 FOR UPDATE`,
