@@ -6,16 +6,10 @@ import type { Keyset } from "@switchyard/platform/paging.js";
 import type { PostRecord, PostStore } from "./port.js";
 
 const POST_COLUMNS = "id, tenant_id, author_id, title, body, created_at";
-const POSTS_PAGE = new KeysetPageQuery({
-  select: `SELECT ${POST_COLUMNS} FROM posts`,
-  where: "tenant_id = $1",
-  order: "newest first",
-});
-const POSTS_SINCE = new KeysetPageQuery({
-  select: `SELECT ${POST_COLUMNS} FROM posts`,
-  where: "tenant_id = $1",
-  order: "oldest first",
-});
+const TENANT_POSTS = { select: `SELECT ${POST_COLUMNS} FROM posts`, where: "tenant_id = $1" };
+/** The feed's pages, and a watch catching up from a position. */
+const POSTS_PAGE = new KeysetPageQuery({ ...TENANT_POSTS, order: "newest first" });
+const POSTS_SINCE = new KeysetPageQuery({ ...TENANT_POSTS, order: "oldest first" });
 
 interface PostRow {
   id: string;
