@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { openSqlDatabase, type SqlDatabase } from "@switchyard/platform/store";
 import { contentMigrations } from "@switchyard/content/store/migrations.js";
-import { SqlContentStore } from "@switchyard/content/store/sql-store.js";
+import { SqlPostStore } from "@switchyard/content/store/posts/sql-store.js";
 
 export interface FeedDepthResult {
   engine: string;
@@ -66,7 +66,7 @@ export async function measureFeedDepth(
     const started = performance.now();
     await seed(db, rows);
     log(`  seeded ${rows.toLocaleString("en")} posts in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-    const store = new SqlContentStore(db);
+    const store = new SqlPostStore(db);
     const depth = Math.floor(rows * 0.9);
     // The keyset position of the row `offset` places from the newest.
     const positionAt = async (offset: number) => {

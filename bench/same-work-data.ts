@@ -9,7 +9,7 @@ import { openSqlDatabase } from "@switchyard/platform/store";
 import { paymentsMigrations } from "@switchyard/payments/store/migrations.js";
 import { SqlPaymentsStore } from "@switchyard/payments/store/sql-store.js";
 import { contentMigrations } from "@switchyard/content/store/migrations.js";
-import { SqlContentStore } from "@switchyard/content/store/sql-store.js";
+import { sqlContentStores } from "@switchyard/content/store/sql-store.js";
 
 const {
   DATABASE_URL: databaseUrl,
@@ -32,7 +32,7 @@ const payment = await new SqlPaymentsStore(payments)
   )
   .finally(() => payments.close());
 const content = await openSqlDatabase({ ...where, schema: contentSchema, migrations: contentMigrations });
-const document = await new SqlContentStore(content)
-  .createDocument(tenant, { title: "Bench", body: "a document read under load" })
+const document = await sqlContentStores(content)
+  .documents.createDocument(tenant, { title: "Bench", body: "a document read under load" })
   .finally(() => content.close());
 process.stdout.write(`${JSON.stringify({ paymentId: payment.result.id, documentId: document.id })}\n`);

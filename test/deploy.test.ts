@@ -1150,7 +1150,9 @@ describe("deploy/ (Kubernetes)", function () {
               ?.maxSurge ?? 0,
           );
           // A process that LISTENs holds one connection for it beside its pool (sql.ts: PostgresDatabase.listen).
-          const listens = read(join(ROOT, "services", p.name, "src", "store", "sql-store.ts")).includes(".listen(")
+          const listens = filesUnder(join(ROOT, "services", p.name, "src", "store")).some((f) =>
+            read(f).includes(".listen("),
+          )
             ? 1
             : 0;
           budget += (autoscaler.spec.maxReplicas + surge) * (pool + listens);

@@ -40,7 +40,7 @@ import {
   postKeyset,
   postToProto,
 } from "@switchyard/content/proto-mapping.js";
-import type { PostRecord } from "@switchyard/content/store/port.js";
+import type { PostRecord } from "@switchyard/content/store/posts/port.js";
 import { MAX_DISCOUNTS, MAX_ITEMS, MAX_QUANTITY, NOTE_MAX_LENGTH } from "@switchyard/orders/domain/orders.js";
 import { SHIPPING_FIELD_MAX } from "@switchyard/orders/domain/orders.js";
 import { orderBytes, orderToProto } from "@switchyard/orders/proto-mapping.js";
@@ -139,7 +139,11 @@ describe("message limits: the largest answer of every kind fits what every chann
     const rows = Array.from({ length: MAX_PAGE_SIZE + 1 }, (_, i) => largestPost(i));
     const unbounded = encoded(ListPostsResponseSchema, { posts: rows.slice(0, MAX_PAGE_SIZE).map(postToProto) });
     expect(unbounded, "the attack: a page of 100 without a byte bound").to.be.greaterThan(MAX_MESSAGE_BYTES);
-    const page = pageOf(rows, MAX_PAGE_SIZE, "posts:t", postKeyset, { bytesOf: postBytes });
+    const page = pageOf(rows, MAX_PAGE_SIZE, {
+      collection: "posts:t",
+      keyOf: postKeyset,
+      bytes: { bytesOf: postBytes },
+    });
     const bytes = encoded(ListPostsResponseSchema, {
       posts: page.items.map(postToProto),
       nextPageToken: page.nextCursor,
@@ -157,8 +161,10 @@ describe("message limits: the largest answer of every kind fits what every chann
       MAX_PAGE_BYTES,
     );
     const rows = Array.from({ length: MAX_PAGE_SIZE + 1 }, (_, i) => largestOrder(i));
-    const page = pageOf(rows, MAX_PAGE_SIZE, "orders:t:1", (o) => ({ createdAt: o.createdAt, id: o.id.toString() }), {
-      bytesOf: orderBytes,
+    const page = pageOf(rows, MAX_PAGE_SIZE, {
+      collection: "orders:t:1",
+      keyOf: (o) => ({ createdAt: o.createdAt, id: o.id.toString() }),
+      bytes: { bytesOf: orderBytes },
     });
     const bytes = encoded(ListUserOrdersResponseSchema, {
       orders: page.items.map(orderToProto),

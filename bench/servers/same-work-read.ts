@@ -13,7 +13,7 @@ import { PGlite, protocol } from "@electric-sql/pglite";
 import { serve } from "./child.js";
 import { READS, type DocumentRow, type IdReply, type PaymentRow, type ReadRequest } from "./same-work-rpc.js";
 
-// Word for word what SqlPaymentsStore.getPayment and SqlContentStore.getDocument run.
+// Word for word what SqlPaymentsStore.getPayment and SqlDocumentStore.getDocument run.
 const PAYMENT_BY_ID =
   "SELECT id, tenant_id, amount, currency, source, amount_refunded, owner_user_id, reference, created_at FROM payments WHERE id = $1 AND tenant_id = $2";
 const DOCUMENT_BY_ID =

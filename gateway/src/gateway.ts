@@ -117,7 +117,16 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   const faults = { faults: new Faults(config.faults, logger) };
   const cacheFollower =
     edgeCache &&
-    new CacheFollower(upstreams.content, () => ownCredentials.token(), edgeCache, cacheLease, logger, faults);
+    new CacheFollower(
+      {
+        content: upstreams.content,
+        serviceToken: () => ownCredentials.token(),
+        cache: edgeCache,
+        lease: cacheLease,
+        logger,
+      },
+      faults,
+    );
   cacheFollower?.start();
 
   // The edge's policy — identify, admit, quota, stream slot, deadline, upstream metadata — once, for

@@ -42,7 +42,7 @@ export async function listenEdge({
   dispatch,
   router,
 }: EdgeServerOptions): Promise<EdgeServer> {
-  const accessLog = logger.isLevelEnabled("info");
+  const observing = { trustedProxyHops, logger, accessLog: logger.isLevelEnabled("info") };
 
   function unhandled(err: unknown, res: ServerResponse, record: RequestRecord, headers: ResponseHeaders): void {
     logger.error({ err, request_id: record.requestId }, "unhandled error in request pipeline");
@@ -60,7 +60,7 @@ export async function listenEdge({
       req.resume();
       return sendJson(res, 400, { error: "an HTTP/1.1 request needs a Host header", code: "INVALID_REQUEST" });
     }
-    const record = observeRequest(req, res, trustedProxyHops, logger, accessLog);
+    const record = observeRequest(req, res, observing);
     // Every answer carries its request id; what else it carries is gathered on the way (runtime/respond.ts).
     const headers: ResponseHeaders = { [REQUEST_ID_HEADER]: record.requestId };
     try {

@@ -46,7 +46,7 @@ describe("dispatch: which part of the edge answers", () => {
     });
     const logger = createLogger("test", "silent");
     server = createServer((req, res) => {
-      const record = observeRequest(req, res, 0, logger, false);
+      const record = observeRequest(req, res, { trustedProxyHops: 0, logger, accessLog: false });
       void dispatch(req, res, record, { "x-request-id": record.requestId });
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));

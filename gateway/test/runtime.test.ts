@@ -119,7 +119,7 @@ describe("gateway runtime", () => {
       const shed = new HttpError(503, "LOAD_SHED", "at capacity");
       expect(JSON.parse(shed.body)).to.deep.equal({ error: "at capacity", code: "LOAD_SHED" });
       expect(shed.body, "the same string each time").to.equal(shed.body);
-      const changed = new HttpError(409, "PRICE_CHANGED", "the price changed", {}, { price: 1200 });
+      const changed = new HttpError(409, "PRICE_CHANGED", "the price changed", { details: { price: 1200 } });
       expect(JSON.parse(changed.body)).to.deep.equal({
         error: "the price changed",
         code: "PRICE_CHANGED",

@@ -117,15 +117,16 @@ function fromEdge(ctx: RouteContext, key: string): CachedAnswer | undefined {
   return hit;
 }
 
+/** An upstream's 200 answer: its body, with the headers and entity tag it is sent with. */
+interface FreshAnswer {
+  body: unknown;
+  headers?: Record<string, string>;
+  etag?: string;
+}
+
 /** An upstream's answer, serialized once, kept when nothing of its group changed while it was read. */
-function keep(
-  ctx: RouteContext,
-  ticket: FillTicket | undefined,
-  key: string,
-  body: unknown,
-  headers: Record<string, string> = {},
-  etag?: string,
-): CachedAnswer {
+function keep(ctx: RouteContext, ticket: FillTicket | undefined, key: string, fresh: FreshAnswer): CachedAnswer {
+  const { body, headers = {}, etag } = fresh;
   const answer: CachedAnswer = {
     status: 200,
     headers,
@@ -165,7 +166,7 @@ export const contentRoutes: RouteGroup = {
       const { document } = await ctx.upstreams.content.getDocument({ documentId }, ctx.callOptions());
       const headers = { etag: document!.etag, "cache-control": "private, no-cache" };
       return answerWith(
-        keep(ctx, ticket, key, documentJson(document!), headers, document!.etag),
+        keep(ctx, ticket, key, { body: documentJson(document!), headers, etag: document!.etag }),
         ctx.params["if-none-match"],
       );
     },
@@ -278,7 +279,7 @@ export const contentRoutes: RouteGroup = {
         total: Number(res.total),
       };
       if (!ctx.edgeCache) return { status: 200, body };
-      return answerWith(keep(ctx, ticket, key, body), undefined);
+      return answerWith(keep(ctx, ticket, key, { body }), undefined);
     },
   },
 };

@@ -17,6 +17,16 @@ import { Faults } from "@switchyard/platform/faults.js";
 import { CATALOG_GROUP, documentGroup, type EdgeCache } from "./edge-cache.js";
 import type { CacheLease } from "./cache-lease.js";
 
+/** What the follower works with. */
+export interface CacheFollowerParts {
+  content: Client<typeof ContentService>;
+  /** The gateway's own service token: content gives the stream to the gateway only. */
+  serviceToken: () => Promise<string>;
+  cache: EdgeCache;
+  lease: CacheLease;
+  logger: Logger;
+}
+
 export interface CacheFollowerOptions {
   /** A stream without any message (content heartbeats every second) for this long is taken for dead. */
   silenceMs?: number;
@@ -51,16 +61,18 @@ export class CacheFollower {
   private readonly silenceMs: number;
   private readonly retryMs: number;
   private readonly faults: Faults;
+  private readonly content: Client<typeof ContentService>;
+  private readonly serviceToken: () => Promise<string>;
+  private readonly cache: EdgeCache;
+  private readonly lease: CacheLease;
+  private readonly logger: Logger;
 
-  constructor(
-    private readonly content: Client<typeof ContentService>,
-    /** The gateway's own service token: content gives the stream to the gateway only. */
-    private readonly serviceToken: () => Promise<string>,
-    private readonly cache: EdgeCache,
-    private readonly lease: CacheLease,
-    private readonly logger: Logger,
-    options: CacheFollowerOptions = {},
-  ) {
+  constructor(parts: CacheFollowerParts, options: CacheFollowerOptions = {}) {
+    this.content = parts.content;
+    this.serviceToken = parts.serviceToken;
+    this.cache = parts.cache;
+    this.lease = parts.lease;
+    this.logger = parts.logger;
     this.silenceMs = options.silenceMs ?? 3_500;
     this.retryMs = options.retryMs ?? 250;
     this.faults = options.faults ?? new Faults();

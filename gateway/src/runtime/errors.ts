@@ -6,19 +6,29 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { errorCatalogue, errorInfoOf, fail, isErrorReason, type ErrorReason } from "@switchyard/platform/errors.js";
 
+/** What a failure adds to its status, code and message: headers to answer with (Retry-After), its reason's public facts. */
+export interface HttpErrorExtras {
+  headers?: Record<string, string>;
+  details?: Record<string, string | number> | undefined;
+}
+
 /** A failure as the client sees it. No stack trace: it is an answer, not a bug, and capturing one costs on every refusal. */
 export class HttpError extends Error {
+  readonly headers: Record<string, string>;
+  readonly details: Record<string, string | number> | undefined;
+
   constructor(
     readonly status: number,
     readonly code: string,
     message: string,
-    readonly headers: Record<string, string> = {},
-    readonly details?: Record<string, string | number>,
+    extras: HttpErrorExtras = {},
   ) {
     const limit = Error.stackTraceLimit;
     Error.stackTraceLimit = 0;
     super(message);
     Error.stackTraceLimit = limit;
+    this.headers = extras.headers ?? {};
+    this.details = extras.details;
   }
 
   #body: string | undefined;
@@ -75,7 +85,7 @@ export const HTTP_STATUS: Readonly<Record<ErrorReason, number>> = {
 
 /** An error the gateway raises itself, by catalogue reason. */
 export function edgeError(reason: ErrorReason, message: string, headers?: Record<string, string>): HttpError {
-  return new HttpError(HTTP_STATUS[reason], reason, message, headers);
+  return new HttpError(HTTP_STATUS[reason], reason, message, { headers });
 }
 
 /**
@@ -139,7 +149,7 @@ export function toHttpError(err: unknown, upstream = "upstream"): HttpError {
   if (err instanceof HttpError) return err;
   if (!(err instanceof ConnectError)) return edgeError("INTERNAL", "internal error");
   const failure = publicFailure(err, upstream);
-  return new HttpError(failure.status, failure.reason, failure.message, failure.headers, failure.details);
+  return new HttpError(failure.status, failure.reason, failure.message, failure);
 }
 
 /**

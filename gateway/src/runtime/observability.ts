@@ -83,13 +83,17 @@ function pathOf(url: string | undefined): string {
   return q === -1 ? u : u.slice(0, q);
 }
 
-export function observeRequest(
-  req: IncomingMessage,
-  res: ServerResponse,
-  trustedProxyHops: number,
-  logger: Logger,
-  accessLog: boolean,
-): RequestRecord {
+/** How the server observes its requests, the same for each. */
+export interface RequestObserving {
+  /** Proxies in front whose request id and trace context are taken (0: none). */
+  trustedProxyHops: number;
+  logger: Logger;
+  /** Whether every request gets an access log line. */
+  accessLog: boolean;
+}
+
+export function observeRequest(req: IncomingMessage, res: ServerResponse, observing: RequestObserving): RequestRecord {
+  const { trustedProxyHops, logger, accessLog } = observing;
   const started = performance.now();
   const method = req.method ?? "GET";
   const requestId = requestIdOf(req, trustedProxyHops);

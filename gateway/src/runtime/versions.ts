@@ -90,13 +90,9 @@ const majorOf = (version: string | undefined) =>
 
 function notAcceptable(message: string, published: readonly number[]): HttpError {
   const accepted = published.map(mediaTypeOf).join(", ");
-  return new HttpError(
-    HTTP_STATUS.NOT_ACCEPTABLE,
-    "NOT_ACCEPTABLE",
-    `${message}; published: ${accepted}`,
-    {},
-    { published: accepted },
-  );
+  return new HttpError(HTTP_STATUS.NOT_ACCEPTABLE, "NOT_ACCEPTABLE", `${message}; published: ${accepted}`, {
+    details: { published: accepted },
+  });
 }
 
 /**

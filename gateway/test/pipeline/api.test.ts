@@ -120,7 +120,7 @@ describe("pipeline: the API's stages composed", () => {
       documents: new Map([[1, document.document]]),
     });
     server = createServer((req, res) => {
-      const record = observeRequest(req, res, 0, logger, false);
+      const record = observeRequest(req, res, { trustedProxyHops: 0, logger, accessLog: false });
       const [pathname = "", search = ""] = (req.url ?? "/").split("?");
       void serveApi(req, res, record, { "x-request-id": record.requestId }, "192.0.2.9", pathname, search);
     });

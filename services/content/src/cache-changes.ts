@@ -1,11 +1,11 @@
 // This replica's reader of the cache change log, fanned out to the WatchCacheChanges streams of the
 // edge caches connected here. Writers record each change (catalog item, document) in the change's own
-// transaction with a NOTIFY (store: recordCacheChange); the NOTIFY only wakes this reader up, which
+// transaction with a NOTIFY (its store: SqlCacheLogStore.record); the NOTIFY only wakes this reader up, which
 // then reads the log itself after the last position it passed on. So a notification lost while the
 // listening connection was re-made loses nothing: the next wake-up or the heartbeat's read finds it.
 // Positions increase in commit order (the writers' lock), so "after the last position" never skips.
 import type { Logger } from "@switchyard/platform/logger.js";
-import type { CacheChangeRecord, ContentStore } from "./store/port.js";
+import type { CacheChangeRecord, CacheLogStore } from "./store/cache-log/port.js";
 
 export interface CacheChangeLogOptions {
   /** How often every stream gets a heartbeat (and the log is read, whatever was announced). */
@@ -31,7 +31,7 @@ export class CacheChangeLog {
   private again = false;
 
   constructor(
-    private readonly store: ContentStore,
+    private readonly store: CacheLogStore,
     private readonly logger: Logger,
     options: CacheChangeLogOptions = {},
   ) {

@@ -8,7 +8,7 @@
 // Why this suffices (the store orders both under one lock): a lease renewed before the write's change
 // committed is visible to the wait, which then waits for that cache; a lease renewed after it answers
 // a required position at or past the change, and the cache serves only once it has applied that far.
-import type { ContentStore } from "./store/port.js";
+import type { CacheLogStore } from "./store/cache-log/port.js";
 
 /** The wait looks again at least this often, in case an acknowledgement's notification was lost. */
 const RECHECK_MS = 100;
@@ -18,7 +18,7 @@ export class CacheLeases {
   private readonly waiting = new Set<() => void>();
 
   constructor(
-    private readonly store: ContentStore,
+    private readonly store: CacheLogStore,
     /** How long a renewal holds, counted by the cache from when it sent it. */
     readonly leaseMs: number,
   ) {}

@@ -1,5 +1,5 @@
 // Demo catalog for `npm start` on embedded storage only (never in deploy/).
-import type { ContentStore } from "./store/port.js";
+import type { CatalogWriter } from "./catalog-import.js";
 
 export const DEMO_CATALOG = [
   { sku: "BOOK-1", name: "The Pragmatic Switchyard", price: 1500n, currency: "EUR" },
@@ -9,6 +9,6 @@ export const DEMO_CATALOG = [
   { sku: "STICKER-1", name: "Sticker pack", price: 300n, currency: "EUR" },
 ];
 
-export async function seedDemoCatalog(store: ContentStore): Promise<void> {
-  for (const item of DEMO_CATALOG) await store.upsertCatalogItem(item);
+export async function seedDemoCatalog(catalog: CatalogWriter): Promise<void> {
+  for (const item of DEMO_CATALOG) await catalog.upsertCatalogItem(item);
 }

@@ -6,7 +6,7 @@ import { EventEmitter } from "node:events";
 import type { Logger } from "@switchyard/platform/logger.js";
 import { untilDone } from "@switchyard/platform/until-done.js";
 import type { Keyset } from "@switchyard/platform/paging.js";
-import type { ContentStore, PostRecord } from "./store/port.js";
+import type { PostRecord, PostStore } from "./store/posts/port.js";
 
 /** Posts read at a time when the feed catches up after lost announcements. */
 const CATCH_UP_PAGE = 200;
@@ -28,7 +28,7 @@ export class PostFeed {
   private readonly newest = new Map<string, Promise<Keyset>>();
 
   constructor(
-    private readonly store: ContentStore,
+    private readonly store: PostStore,
     private readonly logger: Logger,
   ) {
     this.emitter.setMaxListeners(0);

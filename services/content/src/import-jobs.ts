@@ -16,7 +16,7 @@ import { newId } from "@switchyard/platform/ids.js";
 import type { Logger } from "@switchyard/platform/logger.js";
 import { importCatalogItems, type CatalogWriter } from "./catalog-import.js";
 import { lineMessage, type ImportLineError, type ImportLineInput } from "./domain/imports.js";
-import type { ContentStore, ImportChunkOutcome } from "./store/port.js";
+import type { ImportChunkOutcome, ImportJobStore } from "./store/import-jobs/port.js";
 
 /** How soon a job whose step failed is tried again by the runner that holds it. */
 const HELD_RETRY_MS = 500;
@@ -77,7 +77,7 @@ export class ImportJobRunner {
   private loop: Promise<void> | undefined;
 
   constructor(
-    private readonly store: ContentStore,
+    private readonly store: ImportJobStore,
     private readonly logger: Logger,
     private readonly options: ImportJobRunnerOptions = {},
   ) {
@@ -160,7 +160,13 @@ export class ImportJobRunner {
         await this.store.releaseImportJob(id, this.runnerId);
         return;
       }
-      const step = await this.store.runImportChunk(id, this.runnerId, this.leaseMs, this.chunkLines, runImportLines);
+      const step = await this.store.runImportChunk({
+        jobId: id,
+        runner: this.runnerId,
+        leaseMs: this.leaseMs,
+        lines: this.chunkLines,
+        work: runImportLines,
+      });
       if (step === "lost") {
         this.logger.warn({ job: id }, "import job: the claim was lost to another runner");
         return;

@@ -17,13 +17,11 @@ import {
 } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { encodeCursor } from "@switchyard/platform/paging.js";
 import { entityTag } from "./domain/content.js";
-import type {
-  CacheChangeRecord,
-  CatalogItemRecord,
-  DocumentRecord,
-  ImportJobRecord,
-  PostRecord,
-} from "./store/port.js";
+import type { CacheChangeRecord } from "./store/cache-log/port.js";
+import type { CatalogItemRecord } from "./store/catalog/port.js";
+import type { DocumentRecord } from "./store/documents/port.js";
+import type { ImportJobRecord } from "./store/import-jobs/port.js";
+import type { PostRecord } from "./store/posts/port.js";
 
 export const postsCollection = (tenantId: string) => `posts:${tenantId}`;
 export const postKeyset = (p: PostRecord) => ({ createdAt: p.createdAt, id: p.id });

@@ -30,10 +30,12 @@ import {
   postsCollection,
   postToProto,
 } from "./proto-mapping.js";
-import type { CacheChangeRecord, ContentStore, PostRecord } from "./store/port.js";
+import type { CacheChangeRecord } from "./store/cache-log/port.js";
+import type { PostRecord } from "./store/posts/port.js";
+import type { ContentStores } from "./store/port.js";
 
 export interface ContentDeps {
-  store: ContentStore;
+  stores: ContentStores;
   /** The most posts a watch resuming from a position replays; an older position is refused. */
   replayLimit: number;
   feed: PostFeed;
@@ -86,7 +88,7 @@ export const MAX_WATCH_BACKLOG_BYTES = 1024 * 1024;
 export { MAX_IMPORT_ITEMS } from "./catalog-import.js";
 
 export function contentHandlers({
-  store,
+  stores: { documents, posts, catalog, importJobs },
   feed,
   catalogOwnerTenant,
   replayLimit,
@@ -97,12 +99,14 @@ export function contentHandlers({
   return {
     async createDocument(req, ctx) {
       const caller = callerOf(ctx);
-      return { document: documentToProto(await store.createDocument(caller.tenantId, validateText(req))) };
+      return { document: documentToProto(await documents.createDocument(caller.tenantId, validateText(req))) };
     },
 
     async getDocument(req, ctx) {
       const caller = callerOf(ctx);
-      const doc = isIdOf("doc", req.documentId) ? await store.getDocument(caller.tenantId, req.documentId) : undefined;
+      const doc = isIdOf("doc", req.documentId)
+        ? await documents.getDocument(caller.tenantId, req.documentId)
+        : undefined;
       if (!doc) throw fail("NOT_FOUND", "document not found");
       return { document: documentToProto(doc) };
     },
@@ -111,7 +115,7 @@ export function contentHandlers({
       const caller = callerOf(ctx);
       const text = validateText(req);
       const current = isIdOf("doc", req.documentId)
-        ? await store.getDocument(caller.tenantId, req.documentId)
+        ? await documents.getDocument(caller.tenantId, req.documentId)
         : undefined;
       if (!current) throw fail("NOT_FOUND", "document not found");
       let expected: number | undefined;
@@ -119,7 +123,7 @@ export function contentHandlers({
         checkIfMatch(req.ifMatch, current);
         expected = current.version;
       }
-      const updated = await store.updateDocument(caller.tenantId, current.id, text, expected);
+      const updated = await documents.updateDocument(caller.tenantId, current.id, text, expected);
       // The version moved between our read and our write: another save won.
       if (!updated) throw fail("ETAG_MISMATCH", "the document changed while saving: fetch it again and reconcile");
       // No edge cache serves the old version once this answers.
@@ -129,12 +133,12 @@ export function contentHandlers({
 
     async createPost(req, ctx) {
       const caller = callerOf(ctx);
-      return { post: postToProto(await store.createPost(caller.tenantId, caller.userId, validateText(req))) };
+      return { post: postToProto(await posts.createPost(caller.tenantId, caller.userId, validateText(req))) };
     },
 
     async getPost(req, ctx) {
       const caller = callerOf(ctx);
-      const post = isIdOf("post", req.postId) ? await store.getPost(caller.tenantId, req.postId) : undefined;
+      const post = isIdOf("post", req.postId) ? await posts.getPost(caller.tenantId, req.postId) : undefined;
       if (!post) throw fail("NOT_FOUND", "post not found");
       return { post: postToProto(post) };
     },
@@ -143,9 +147,9 @@ export function contentHandlers({
       const caller = callerOf(ctx);
       const size = pageSizeOf(req.pageSize);
       const collection = postsCollection(caller.tenantId);
-      const rows = await store.listPosts(caller.tenantId, decodeCursor(collection, req.pageToken), size + 1);
+      const rows = await posts.listPosts(caller.tenantId, decodeCursor(collection, req.pageToken), size + 1);
       // Posts are up to ~180 KB each: a page of them ends at MAX_PAGE_BYTES, with a cursor to the rest.
-      const page = pageOf(rows, size, collection, postKeyset, { bytesOf: postBytes });
+      const page = pageOf(rows, size, { collection, keyOf: postKeyset, bytes: { bytesOf: postBytes } });
       return { posts: page.items.map(postToProto), nextPageToken: page.nextCursor };
     },
 
@@ -154,7 +158,7 @@ export function contentHandlers({
       let last = decodeCursor(postsCollection(caller.tenantId), req.afterCursor);
       // A bounded replay: a position further back than the limit is refused before the watch starts
       // (the client pages through the list to catch up instead of pulling the whole feed through).
-      if (last && (await store.countPostsAfter(caller.tenantId, last, replayLimit + 1)) > replayLimit) {
+      if (last && (await posts.countPostsAfter(caller.tenantId, last, replayLimit + 1)) > replayLimit) {
         throw fail(
           "REPLAY_TOO_LONG",
           `more than ${replayLimit} posts were made after that position: page through the list to catch up, then watch from the newest`,
@@ -178,7 +182,7 @@ export function contentHandlers({
         yield { subscribed: true };
         if (last) {
           for (;;) {
-            const missed = await store.listPostsAfter(caller.tenantId, last, REPLAY_PAGE);
+            const missed = await posts.listPostsAfter(caller.tenantId, last, REPLAY_PAGE);
             for (const post of missed) {
               yield { post: postToProto(post) };
               last = postKeyset(post);
@@ -204,20 +208,20 @@ export function contentHandlers({
 
     async listCatalogItems(req) {
       const { page, pageSize } = catalogPage(req.page, req.pageSize);
-      const { items, total } = await store.listCatalogItems((page - 1) * pageSize, pageSize);
+      const { items, total } = await catalog.listCatalogItems((page - 1) * pageSize, pageSize);
       return { items: items.map(catalogItemToProto), page, pageSize, total: BigInt(total) };
     },
 
     async batchGetCatalogItems(req) {
       const skus = batchSkus(req.skus);
-      const bySku = new Map((await store.getCatalogItems(skus)).map((i) => [i.sku, i]));
+      const bySku = new Map((await catalog.getCatalogItems(skus)).map((i) => [i.sku, i]));
       return { items: skus.flatMap((sku) => (bySku.has(sku) ? [catalogItemToProto(bySku.get(sku)!)] : [])) };
     },
 
     async importItems(requests, ctx) {
       const caller = callerOf(ctx);
       requireCatalogOwner(caller, catalogOwnerTenant);
-      const summary = await importCatalogItems(requests, store);
+      const summary = await importCatalogItems(requests, catalog);
       // No edge cache serves a catalog page from before the import once this answers.
       await cacheLeases.applied();
       return summary;
@@ -243,7 +247,7 @@ export function contentHandlers({
         requestHash: linesFingerprint(lines),
         ownsUnscoped: () => true,
       };
-      const { job, replayed } = await store.createImportJob(caller.tenantId, caller.userId, key, lines);
+      const { job, replayed } = await importJobs.createImportJob(caller.tenantId, caller.userId, key, lines);
       if (!replayed) importJobQueued?.();
       return { job: importJobToProto(job), replayed };
     },
@@ -252,7 +256,7 @@ export function contentHandlers({
       const caller = callerOf(ctx);
       // Admins only, decided before the job is looked up: a member learns nothing of which ids exist.
       requireRole(caller, "admin");
-      const job = isIdOf("imp", req.jobId) ? await store.getImportJob(caller.tenantId, req.jobId) : undefined;
+      const job = isIdOf("imp", req.jobId) ? await importJobs.getImportJob(caller.tenantId, req.jobId) : undefined;
       if (!job) throw fail("NOT_FOUND", "import job not found");
       return { job: importJobToProto(job) };
     },

@@ -24,7 +24,7 @@ import { ImportJobRunner, type ImportJobRunnerOptions } from "./import-jobs.js";
 import { CacheChangeLog, type CacheChangeLogOptions } from "./cache-changes.js";
 import { CacheLeases } from "./cache-leases.js";
 import { contentMigrations } from "./store/migrations.js";
-import { SqlContentStore } from "./store/sql-store.js";
+import { sqlContentStores } from "./store/sql-store.js";
 
 export const contentSettings = {
   ...serviceSettings("CONTENT", 50054),
@@ -87,20 +87,20 @@ export async function startContentService(
     serves: [ContentService],
     peers: { identity: { address: config.identityAddress, serves: [IdentityService] } },
     build: async ({ db, channels }) => {
-      const store = new SqlContentStore(db);
-      if (config.demoData) await seedDemoCatalog(store);
-      const live = new PostFeed(store, logger);
+      const stores = sqlContentStores(db);
+      if (config.demoData) await seedDemoCatalog(stores.catalog);
+      const live = new PostFeed(stores.posts, logger);
       feed = live;
       await live.start();
       // The edge caches' change stream (read by this replica, for the caches connected here) and leases.
-      const changes = new CacheChangeLog(store, logger, testOptions.cacheLog);
+      const changes = new CacheChangeLog(stores.cacheLog, logger, testOptions.cacheLog);
       cacheLog = changes;
       await changes.start();
-      const leases = new CacheLeases(store, config.cacheLeaseMs);
+      const leases = new CacheLeases(stores.cacheLog, config.cacheLeaseMs);
       await leases.start();
       const trust = await verifierFromIdentity(channels.identity, logger);
       // Import jobs run here, in the background; on embedded storage this process is their only runner.
-      const imports = new ImportJobRunner(store, logger, {
+      const imports = new ImportJobRunner(stores.importJobs, logger, {
         ...testOptions.importJobs,
         soleRunner: db.engine === "pglite",
         cachesApplied: () => leases.applied(),
@@ -112,7 +112,7 @@ export async function startContentService(
           registration(
             ContentService,
             contentHandlers({
-              store,
+              stores,
               feed: live,
               catalogOwnerTenant: config.catalogOwnerTenant,
               replayLimit: config.replayLimit,

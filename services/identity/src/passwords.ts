@@ -44,7 +44,14 @@ export function hashPassword(password: string): Promise<string> {
   return gate.run(() => argon2Hash(password.normalize("NFC"), ARGON2_PARAMETERS));
 }
 
-function deriveScrypt(password: string, salt: Buffer, logN: number, r: number, p: number): Promise<Buffer> {
+/** A stored scrypt hash's cost: N = 2^logN, the block size r, the parallelism p. */
+interface ScryptCost {
+  logN: number;
+  r: number;
+  p: number;
+}
+
+function deriveScrypt(password: string, salt: Buffer, { logN, r, p }: ScryptCost): Promise<Buffer> {
   const options: ScryptOptions = { N: 2 ** logN, r, p, maxmem: 256 * 2 ** logN * r + 1024 * 1024 };
   return new Promise((resolve, reject) =>
     scrypt(password.normalize("NFC"), salt, 32, options, (err, key) => (err ? reject(err) : resolve(key))),
@@ -56,7 +63,8 @@ async function verifyScrypt(password: string, encoded: string): Promise<boolean>
   if (!logN || !r || !p || !salt || !hash || !/^\d{1,2}$/.test(logN) || !/^\d{1,2}$/.test(r) || !/^\d{1,2}$/.test(p))
     return false;
   const expected = Buffer.from(hash, "base64url");
-  const actual = await deriveScrypt(password, Buffer.from(salt, "base64url"), Number(logN), Number(r), Number(p));
+  const cost = { logN: Number(logN), r: Number(r), p: Number(p) };
+  const actual = await deriveScrypt(password, Buffer.from(salt, "base64url"), cost);
   return actual.length === expected.length && timingSafeEqual(actual, expected);
 }
 

@@ -179,10 +179,10 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
       const size = pageSizeOf(req.pageSize);
       const after = decodeCursor(usersCollection(tenantId), req.pageToken, "number");
       const rows = await store.listUsers(tenantId, after, size + 1);
-      const page = pageOf(rows, size, usersCollection(tenantId), (u) => ({
-        createdAt: u.createdAt,
-        id: u.id.toString(),
-      }));
+      const page = pageOf(rows, size, {
+        collection: usersCollection(tenantId),
+        keyOf: (u) => ({ createdAt: u.createdAt, id: u.id.toString() }),
+      });
       return { users: page.items.map(userToProto), nextPageToken: page.nextCursor };
     },
 

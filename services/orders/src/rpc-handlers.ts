@@ -171,8 +171,10 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
         size + 1,
       );
       // An order of 100 items is ~14 KB: a page of them ends at MAX_PAGE_BYTES, with a cursor to the rest.
-      const page = pageOf(rows, size, collection, (o) => ({ createdAt: o.createdAt, id: o.id.toString() }), {
-        bytesOf: orderBytes,
+      const page = pageOf(rows, size, {
+        collection,
+        keyOf: (o) => ({ createdAt: o.createdAt, id: o.id.toString() }),
+        bytes: { bytesOf: orderBytes },
       });
       return { orders: page.items.map(orderToProto), nextPageToken: page.nextCursor };
     },

@@ -54,7 +54,8 @@ forEachDatabase("orders reconciler", (dbs) => {
       amount: 900n,
       currency: "EUR",
       paymentId: "",
-      keyFor: (n) => stepIdempotencyKey(STEP_KEY_SECRET, "acme", o.id, "charge", n),
+      keyFor: (n) =>
+        stepIdempotencyKey(STEP_KEY_SECRET, { tenantId: "acme", orderId: o.id, kind: "charge", attempt: n }),
       deadlineMs,
     }));
     return step!;

@@ -151,15 +151,15 @@ describe("money steps", () => {
   const secret = randomBytes(32);
 
   it("derive the key from the order and the attempt under orders' secret: another attempt, order, kind, tenant or secret is another key", () => {
-    const key = stepIdempotencyKey(secret, "acme", 7n, "charge", 1);
+    const key = stepIdempotencyKey(secret, { tenantId: "acme", orderId: 7n, kind: "charge", attempt: 1 });
     expect(key).to.match(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
-    expect(stepIdempotencyKey(secret, "acme", 7n, "charge", 1)).to.equal(key);
+    expect(stepIdempotencyKey(secret, { tenantId: "acme", orderId: 7n, kind: "charge", attempt: 1 })).to.equal(key);
     for (const other of [
-      stepIdempotencyKey(secret, "acme", 7n, "charge", 2),
-      stepIdempotencyKey(secret, "acme", 8n, "charge", 1),
-      stepIdempotencyKey(secret, "acme", 7n, "refund", 1),
-      stepIdempotencyKey(secret, "globex", 7n, "charge", 1),
-      stepIdempotencyKey(randomBytes(32), "acme", 7n, "charge", 1),
+      stepIdempotencyKey(secret, { tenantId: "acme", orderId: 7n, kind: "charge", attempt: 2 }),
+      stepIdempotencyKey(secret, { tenantId: "acme", orderId: 8n, kind: "charge", attempt: 1 }),
+      stepIdempotencyKey(secret, { tenantId: "acme", orderId: 7n, kind: "refund", attempt: 1 }),
+      stepIdempotencyKey(secret, { tenantId: "globex", orderId: 7n, kind: "charge", attempt: 1 }),
+      stepIdempotencyKey(randomBytes(32), { tenantId: "acme", orderId: 7n, kind: "charge", attempt: 1 }),
     ]) {
       expect(other).to.not.equal(key);
     }

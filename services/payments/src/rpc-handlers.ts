@@ -125,7 +125,7 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
       // A member's list is another list than the tenant's: a cursor of one is refused by the other.
       const collection = owner === undefined ? `payments:${caller.tenantId}` : `payments:${caller.tenantId}:${owner}`;
       const rows = await store.listPayments(caller.tenantId, owner, decodeCursor(collection, req.pageToken), size + 1);
-      const page = pageOf(rows, size, collection, keyOf);
+      const page = pageOf(rows, size, { collection, keyOf });
       return { payments: page.items.map(paymentToProto), nextPageToken: page.nextCursor };
     },
 
@@ -178,7 +178,7 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
         decodeCursor(collection, req.pageToken),
         size + 1,
       );
-      const page = pageOf(rows, size, collection, keyOf);
+      const page = pageOf(rows, size, { collection, keyOf });
       return { refunds: page.items.map(refundToProto), nextPageToken: page.nextCursor };
     },
 

@@ -3,8 +3,7 @@
 // readiness follows whether the server answers: NOT_SERVING once checks have failed for a stated
 // time, so that a blip does not take every replica out of its Service, and SERVING again at the
 // first check that passes. Liveness never follows the database: restarting the process cures nothing.
-import { ConnectError } from "@connectrpc/connect";
-import { errorInfoOf } from "./errors.js";
+import { reasonOf } from "./errors.js";
 import type { Logger } from "./logger.js";
 import { reportDatabaseReachable } from "./metrics.js";
 import type { SqlDatabase } from "./store/index.js";
@@ -20,7 +19,7 @@ const CHECK_TIMEOUT_MS = 2_000;
 
 /** A failure of the database server, not of the request: worth waiting out. */
 export function isStoreUnavailable(err: unknown): boolean {
-  return err instanceof ConnectError && errorInfoOf(err)?.reason === "STORE_UNAVAILABLE";
+  return reasonOf(err) === "STORE_UNAVAILABLE";
 }
 
 /**

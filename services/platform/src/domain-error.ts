@@ -1,8 +1,8 @@
-// A rule's refusal, as the domain says it: one of the catalogue's reasons (errors.ts), a message for
-// the caller and the details the reason carries — a plain error, no transport in it. Domain rules
-// throw it; the services' interceptor chain turns it into its gRPC status once, at the handler
+// A refusal, as the domain says it: one of the catalogue's reasons (error-catalogue.ts), a message for
+// the caller and the details the reason carries — a plain error, no transport in it. Domain rules and
+// stores throw it; the services' interceptor chain turns it into its gRPC status once, at the handler
 // boundary (grpc/interceptors/domain-errors.ts), as the gateway turns a status into HTTP once.
-import type { ErrorReason } from "./errors.js";
+import type { ErrorReason } from "./error-catalogue.js";
 
 const NO_DETAILS: Readonly<Record<string, string>> = Object.freeze({});
 

@@ -1,91 +1,17 @@
-// The error catalogue: every failure a service raises has a stable reason (google.rpc.ErrorInfo)
-// and a gRPC code. Domain rules throw a DomainError with the reason (domain-error.ts: no transport in
-// it), which the services' interceptor chain turns into its status once (statusErrorOf); code that
-// speaks gRPC itself (the adapter, authentication, a call's outcome) throws `fail(...)`. The gateway
-// maps each reason to its HTTP status in its own table (gateway/src/runtime/errors.ts), so a reason
-// means one thing everywhere and HTTP stays at the edge.
-import { Code, ConnectError } from "@connectrpc/connect";
+// The error catalogue as the transport speaks it. Domain rules and stores throw a DomainError with a
+// reason of the catalogue (error-catalogue.ts; domain-error.ts: no transport in it), which the services'
+// interceptor chain turns into its status once (statusErrorOf); code that speaks gRPC itself (the
+// adapter, authentication, a call's outcome) throws `fail(...)`. The gateway maps each reason to its
+// HTTP status in its own table (gateway/src/runtime/errors.ts), so HTTP stays at the edge.
+import { ConnectError } from "@connectrpc/connect";
 import { create } from "@bufbuild/protobuf";
 import { ErrorInfoSchema, type ErrorInfo } from "@switchyard/gen/google/rpc/error_details_pb.js";
+import { errorCatalogue, type ErrorReason } from "./error-catalogue.js";
 import { DomainError } from "./domain-error.js";
 
+export { errorCatalogue, isErrorReason, type ErrorReason } from "./error-catalogue.js";
+
 export const ERROR_DOMAIN = "switchyard";
-
-interface CatalogueEntry {
-  readonly code: Code;
-  /**
-   * ErrorInfo metadata keys a client may see, with their JSON type: the edge puts them in the error
-   * body's `details`. Everything else in the metadata stays inside the mesh.
-   */
-  readonly details?: Readonly<Record<string, "string" | "integer">>;
-}
-
-export const errorCatalogue = {
-  // The request itself is malformed.
-  INVALID_REQUEST: { code: Code.InvalidArgument },
-  INVALID_CURSOR: { code: Code.InvalidArgument },
-  IDEMPOTENCY_KEY_INVALID: { code: Code.InvalidArgument },
-  // Well-formed values that break a rule.
-  RULE_VIOLATION: { code: Code.InvalidArgument },
-  IDEMPOTENCY_KEY_REUSED: { code: Code.InvalidArgument },
-  REFUND_EXCEEDS_REFUNDABLE: { code: Code.InvalidArgument },
-  UNKNOWN_SKU: { code: Code.InvalidArgument, details: { sku: "string" } },
-  CURRENCY_MISMATCH: { code: Code.InvalidArgument, details: { sku: "string", currency: "string" } },
-  // Who is calling, and whether they may.
-  UNAUTHENTICATED: { code: Code.Unauthenticated },
-  INVALID_CREDENTIALS: { code: Code.Unauthenticated },
-  TENANT_MISMATCH: { code: Code.PermissionDenied },
-  ROLE_REQUIRED: { code: Code.PermissionDenied },
-  // The edge's own refusals (the gateway raises these before any service is called).
-  PAYLOAD_TOO_LARGE: { code: Code.InvalidArgument },
-  UNSUPPORTED_MEDIA_TYPE: { code: Code.InvalidArgument },
-  ROUTE_NOT_FOUND: { code: Code.NotFound },
-  METHOD_NOT_ALLOWED: { code: Code.Unimplemented },
-  /** The media type asks for a version that is not published (details: the published media types). */
-  NOT_ACCEPTABLE: { code: Code.InvalidArgument, details: { published: "string" } },
-  // What the request is about: missing, taken, in the wrong state, or changed meanwhile.
-  NOT_FOUND: { code: Code.NotFound },
-  ALREADY_EXISTS: { code: Code.AlreadyExists },
-  IDEMPOTENCY_KEY_IN_FLIGHT: { code: Code.Aborted },
-  INVALID_STATE: { code: Code.FailedPrecondition },
-  /** A live feed asked to resume further back than it replays. */
-  REPLAY_TOO_LONG: { code: Code.FailedPrecondition },
-  /** A money step of the order (a charge or a refund) has started and is not settled yet. */
-  STEP_IN_PROGRESS: { code: Code.FailedPrecondition, details: { step: "string" } },
-  /** The catalog price is not the one the client expected: the current price is in the details. */
-  PRICE_CHANGED: {
-    code: Code.FailedPrecondition,
-    details: { sku: "string", unit_price: "integer", currency: "string" },
-  },
-  NOTHING_TO_REFUND: { code: Code.FailedPrecondition },
-  /** The key was settled as never used (ResolveIdempotencyKey): nothing will ever be made with it. */
-  IDEMPOTENCY_KEY_VOIDED: { code: Code.FailedPrecondition },
-  ETAG_MISMATCH: { code: Code.FailedPrecondition },
-  // Too much, too fast.
-  RATE_LIMITED: { code: Code.ResourceExhausted },
-  /** A live stream's reader fell too far behind and the stream was ended. */
-  STREAM_READER_TOO_SLOW: { code: Code.ResourceExhausted },
-  /** The caller holds as many live streams as one may. */
-  TOO_MANY_STREAMS: { code: Code.ResourceExhausted },
-  /** Too many failed logins for the account or the address: metadata retry_after_seconds says how long to wait. */
-  LOGIN_THROTTLED: { code: Code.ResourceExhausted },
-  // The mesh cannot do it now.
-  LOAD_SHED: { code: Code.Unavailable },
-  /** The service's database cannot be reached, or no connection to it came free in time. */
-  STORE_UNAVAILABLE: { code: Code.Unavailable },
-  /** The call broke after it was sent (its outcome unknown), or the answer could not be used. */
-  UPSTREAM_UNAVAILABLE: { code: Code.Unavailable },
-  /** No replica of the service could be reached within the call's deadline: the call was never sent. */
-  UPSTREAM_UNREACHABLE: { code: Code.Unavailable },
-  DEADLINE_EXCEEDED: { code: Code.DeadlineExceeded },
-  INTERNAL: { code: Code.Internal },
-} as const satisfies Record<string, CatalogueEntry>;
-
-export type ErrorReason = keyof typeof errorCatalogue;
-
-export function isErrorReason(reason: string): reason is ErrorReason {
-  return Object.hasOwn(errorCatalogue, reason);
-}
 
 /** Builds the ConnectError for a catalogued reason, carrying an ErrorInfo detail. */
 export function fail(reason: ErrorReason, message: string, metadata: Record<string, string> = {}): ConnectError {
@@ -101,4 +27,13 @@ export function statusErrorOf(err: unknown): unknown {
 /** The ErrorInfo of an error, whether raised here or decoded from a peer's status details. */
 export function errorInfoOf(err: ConnectError): ErrorInfo | undefined {
   return err.findDetails(ErrorInfoSchema)[0];
+}
+
+/**
+ * The catalogue's reason of a failure in either form: a DomainError raised in this process (a rule's,
+ * a store's) or a status error (fail(), a peer's status); undefined for any other error.
+ */
+export function reasonOf(err: unknown): string | undefined {
+  if (err instanceof DomainError) return err.reason;
+  return err instanceof ConnectError ? errorInfoOf(err)?.reason : undefined;
 }

@@ -2,13 +2,13 @@
 // the key a service derives for a call it makes. Pure (handlers and rules use them); where keys are
 // kept is store/idempotency.ts.
 import { createHash, createHmac } from "node:crypto";
-import { fail } from "./errors.js";
+import { DomainError } from "./domain-error.js";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** Refuses a key that is not a UUID (400). */
 export function assertIdempotencyKey(key: string): void {
-  if (!UUID.test(key)) throw fail("IDEMPOTENCY_KEY_INVALID", "Idempotency-Key must be a UUID");
+  if (!UUID.test(key)) throw new DomainError("IDEMPOTENCY_KEY_INVALID", "Idempotency-Key must be a UUID");
 }
 
 /** A stable fingerprint of the fields that make a request what it is. */

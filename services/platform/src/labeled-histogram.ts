@@ -28,19 +28,30 @@ class Child {
   }
 }
 
+/** A histogram as prom-client's configuration names it: its buckets' upper bounds, the registry it goes in. */
+export interface LabeledHistogramConfig<L extends string> {
+  name: string;
+  help: string;
+  labelNames: readonly L[];
+  buckets: readonly number[];
+  registry: Registry;
+}
+
 export class LabeledHistogram<L extends string> {
   readonly type = "histogram";
   readonly aggregator = "sum";
+  readonly name: string;
+  readonly help: string;
+  readonly labelNames: readonly L[];
+  private readonly bounds: readonly number[];
   private readonly children = new Map<string, Child>();
 
-  constructor(
-    readonly name: string,
-    readonly help: string,
-    readonly labelNames: readonly L[],
-    private readonly bounds: readonly number[],
-    registry: Registry,
-  ) {
-    registry.registerMetric(this as never);
+  constructor(config: LabeledHistogramConfig<L>) {
+    this.name = config.name;
+    this.help = config.help;
+    this.labelNames = config.labelNames;
+    this.bounds = config.buckets;
+    config.registry.registerMetric(this as never);
   }
 
   /** The child of one label set: keep it, and observe through it. */

@@ -18,13 +18,13 @@ const STATEMENT_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 
 
 // ---- the edge (gateway) ------------------------------------------------------------------------------
 
-export const httpRequestDuration = new LabeledHistogram(
-  "switchyard_http_request_duration_seconds",
-  "Requests answered by the gateway, by method, route template and status class (its _count is the request rate; 5xx the errors)",
-  ["method", "route", "status_class"] as const,
-  LATENCY_BUCKETS,
+export const httpRequestDuration = new LabeledHistogram({
+  name: "switchyard_http_request_duration_seconds",
+  help: "Requests answered by the gateway, by method, route template and status class (its _count is the request rate; 5xx the errors)",
+  labelNames: ["method", "route", "status_class"] as const,
+  buckets: LATENCY_BUCKETS,
   registry,
-);
+});
 
 export const gatewayStreamsOpened = new Counter({
   name: "switchyard_gateway_streams_opened_total",
@@ -129,13 +129,13 @@ gatewayGauge(
 
 // ---- gRPC, both sides --------------------------------------------------------------------------------
 
-export const rpcServerDuration = new LabeledHistogram(
-  "switchyard_rpc_server_duration_seconds",
-  "gRPC calls served (unary and client streaming), by service, method and gRPC code",
-  ["rpc_service", "rpc_method", "grpc_code"] as const,
-  LATENCY_BUCKETS,
+export const rpcServerDuration = new LabeledHistogram({
+  name: "switchyard_rpc_server_duration_seconds",
+  help: "gRPC calls served (unary and client streaming), by service, method and gRPC code",
+  labelNames: ["rpc_service", "rpc_method", "grpc_code"] as const,
+  buckets: LATENCY_BUCKETS,
   registry,
-);
+});
 
 export const rpcServerStreams = new Counter({
   name: "switchyard_rpc_server_streams_total",
@@ -144,13 +144,13 @@ export const rpcServerStreams = new Counter({
   registers: [registry],
 });
 
-export const rpcClientDuration = new LabeledHistogram(
-  "switchyard_rpc_client_duration_seconds",
-  "gRPC calls made to other services (unary), by service, method and gRPC code",
-  ["rpc_service", "rpc_method", "grpc_code"] as const,
-  LATENCY_BUCKETS,
+export const rpcClientDuration = new LabeledHistogram({
+  name: "switchyard_rpc_client_duration_seconds",
+  help: "gRPC calls made to other services (unary), by service, method and gRPC code",
+  labelNames: ["rpc_service", "rpc_method", "grpc_code"] as const,
+  buckets: LATENCY_BUCKETS,
   registry,
-);
+});
 
 /** A server's open streams by service and method (every streaming method it serves, at 0 when none is open). */
 export type OpenStreamCounts = ReadonlyMap<string, { rpcService: string; rpcMethod: string; open: number }>;
@@ -190,13 +190,13 @@ new Gauge({
   },
 });
 
-export const dbStatementDuration = new LabeledHistogram(
-  "switchyard_db_statement_duration_seconds",
-  "Database statements, by SQL verb (SELECT, INSERT, …) and outcome",
-  ["operation", "outcome"] as const,
-  STATEMENT_BUCKETS,
+export const dbStatementDuration = new LabeledHistogram({
+  name: "switchyard_db_statement_duration_seconds",
+  help: "Database statements, by SQL verb (SELECT, INSERT, …) and outcome",
+  labelNames: ["operation", "outcome"] as const,
+  buckets: STATEMENT_BUCKETS,
   registry,
-);
+});
 
 /** Connections of one open database: in use, and callers waiting for one. */
 export interface PoolStats {

@@ -108,19 +108,21 @@ export interface PageBytes<T> {
   max?: number;
 }
 
+/** The list a page is of: its name in cursors, each row's position, and (optionally) its bound in bytes. */
+export interface PagedList<T> {
+  collection: string;
+  keyOf: (row: T) => Keyset;
+  bytes?: PageBytes<T> | undefined;
+}
+
 /**
  * Splits rows fetched with `LIMIT size + 1` into a page and the cursor of the next one
  * ("" on the last page). With `bytes`, the page also ends before its items would pass that many
  * bytes — it always holds one — and the cursor continues right after its last item, so a client
  * that follows it sees every row once.
  */
-export function pageOf<T>(
-  rows: T[],
-  size: number,
-  collection: string,
-  keyOf: (row: T) => Keyset,
-  bytes?: PageBytes<T>,
-): { items: T[]; nextCursor: string } {
+export function pageOf<T>(rows: T[], size: number, list: PagedList<T>): { items: T[]; nextCursor: string } {
+  const { collection, keyOf, bytes } = list;
   let count = Math.min(rows.length, size);
   if (bytes && count > 1) {
     const max = bytes.max ?? MAX_PAGE_BYTES;

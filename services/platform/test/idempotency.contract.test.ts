@@ -4,8 +4,7 @@
 import { expect } from "chai";
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import { ConnectError } from "@connectrpc/connect";
-import { errorInfoOf } from "@switchyard/platform/errors.js";
+import { DomainError } from "@switchyard/platform/domain-error.js";
 import {
   IDEMPOTENCY_PRINCIPAL_SQL,
   IDEMPOTENCY_TABLE_SQL,
@@ -47,8 +46,8 @@ async function reasonOf(promise: Promise<unknown>): Promise<string | undefined> 
     () => undefined,
     (e: unknown) => e,
   );
-  expect(err, "expected the call to fail").to.be.instanceOf(ConnectError);
-  return errorInfoOf(err as ConnectError)?.reason;
+  expect(err, "expected the call to fail").to.be.instanceOf(DomainError);
+  return (err as DomainError).reason;
 }
 
 forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
@@ -157,7 +156,7 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
         await reasonOf(runIdempotent(db, scopeOf(t, { key }), thingCodec, create.work)),
         JSON.stringify(key),
       ).to.equal("IDEMPOTENCY_KEY_INVALID");
-      expect(() => assertIdempotencyKey(key), JSON.stringify(key)).to.throw(ConnectError);
+      expect(() => assertIdempotencyKey(key), JSON.stringify(key)).to.throw(DomainError);
     }
     expect(create.runs).to.equal(0);
     expect(await keysOf(t)).to.deep.equal([]);
@@ -364,9 +363,7 @@ forEachDatabase("idempotency keys contract (runIdempotent)", (dbs) => {
     expect(create.runs).to.equal(1);
     expect(await thingsOf(t)).to.deep.equal(["raced"]);
     const outcomes = settled.flatMap((o) => (o.status === "fulfilled" ? [o.value] : []));
-    const refused = settled.flatMap((o) =>
-      o.status === "rejected" ? [errorInfoOf(o.reason as ConnectError)?.reason] : [],
-    );
+    const refused = settled.flatMap((o) => (o.status === "rejected" ? [(o.reason as DomainError).reason] : []));
     expect(outcomes.filter((o) => !o.replayed)).to.have.length(1);
     const winner = outcomes.find((o) => !o.replayed);
     for (const o of outcomes) expect(o.result).to.deep.equal(winner?.result);

@@ -93,7 +93,7 @@ describe("interceptor: the Idempotency-Key rules", () => {
 
   it("refuses a key that is not a UUID before the handler runs, and lets a good one through", async () => {
     let handled = 0;
-    const chain = chainOf(create, [rules], () => ++handled);
+    const chain = chainOf(create, [domainErrors, rules], () => ++handled);
     for (const key of ["", "not-a-uuid", `${KEY}0`, ` ${KEY}`]) {
       const refused = await outcome(() => chain(callOf(create, { idempotencyKey: key })));
       expect(refused, JSON.stringify(key)).to.deep.equal(KEY_INVALID);
@@ -106,7 +106,7 @@ describe("interceptor: the Idempotency-Key rules", () => {
   it("an optional key may be left out, but one sent must be good", async () => {
     const createOrder = OrderService.method.createOrder;
     const rules = idempotencyKeys<typeof OrderService>({ createOrder: "optional" });
-    const chain = chainOf(createOrder, [rules], () => "made");
+    const chain = chainOf(createOrder, [domainErrors, rules], () => "made");
     expect(await chain(callOf(createOrder, { idempotencyKey: "" }))).to.equal("made");
     expect(await chain(callOf(createOrder, { idempotencyKey: KEY }))).to.equal("made");
     expect(await outcome(() => chain(callOf(createOrder, { idempotencyKey: "nope" })))).to.deep.equal(KEY_INVALID);

@@ -18,7 +18,13 @@ describe("platform: LabeledHistogram", () => {
   it("exports what prom-client's Histogram exports for the same observations", async () => {
     const ours = new Registry();
     const theirs = new Registry();
-    const fast = new LabeledHistogram("x_seconds", "help text", ["route", "code"] as const, BUCKETS, ours);
+    const fast = new LabeledHistogram({
+      name: "x_seconds",
+      help: "help text",
+      labelNames: ["route", "code"] as const,
+      buckets: BUCKETS,
+      registry: ours,
+    });
     const reference = new Histogram({
       name: "x_seconds",
       help: "help text",
@@ -37,7 +43,13 @@ describe("platform: LabeledHistogram", () => {
 
   it("keeps one child per label set, whatever order the labels come in, and forgets them on reset", async () => {
     const registry = new Registry();
-    const h = new LabeledHistogram("y_seconds", "help", ["a", "b"] as const, BUCKETS, registry);
+    const h = new LabeledHistogram({
+      name: "y_seconds",
+      help: "help",
+      labelNames: ["a", "b"] as const,
+      buckets: BUCKETS,
+      registry,
+    });
     h.labels({ a: "1", b: "2" }).observe(0.5);
     h.labels({ b: "2", a: "1" }).observe(0.5);
     expect(await registry.metrics()).to.include('y_seconds_count{a="1",b="2"} 2');

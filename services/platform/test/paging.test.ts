@@ -131,7 +131,7 @@ describe("paging (keyset cursors)", () => {
     const keyOf = (r: { id: string; createdAt: Date }): Keyset => r;
 
     it("with one row more than the page, returns the page and the cursor of its last row", () => {
-      const page = pageOf(rows(4), 3, COLLECTION, keyOf);
+      const page = pageOf(rows(4), 3, { collection: COLLECTION, keyOf });
       expect(page.items.map((r) => r.id)).to.deep.equal(["r0", "r1", "r2"]);
       const next = decodeCursor(COLLECTION, page.nextCursor);
       expect(next?.id).to.equal("r2");
@@ -139,9 +139,9 @@ describe("paging (keyset cursors)", () => {
     });
 
     it('on the last page returns every row and the cursor ""', () => {
-      expect(pageOf(rows(3), 3, COLLECTION, keyOf)).to.deep.equal({ items: rows(3), nextCursor: "" });
-      expect(pageOf(rows(1), 3, COLLECTION, keyOf)).to.deep.equal({ items: rows(1), nextCursor: "" });
-      expect(pageOf([], 3, COLLECTION, keyOf)).to.deep.equal({ items: [], nextCursor: "" });
+      expect(pageOf(rows(3), 3, { collection: COLLECTION, keyOf })).to.deep.equal({ items: rows(3), nextCursor: "" });
+      expect(pageOf(rows(1), 3, { collection: COLLECTION, keyOf })).to.deep.equal({ items: rows(1), nextCursor: "" });
+      expect(pageOf([], 3, { collection: COLLECTION, keyOf })).to.deep.equal({ items: [], nextCursor: "" });
     });
 
     describe("bounded in bytes", () => {
@@ -156,34 +156,56 @@ describe("paging (keyset cursors)", () => {
       const bytes = (max?: number) => ({ bytesOf: (r: Sized) => r.bytes, ...(max !== undefined ? { max } : {}) });
 
       it("ends the page before its items would pass the bound, with the cursor of its last item", () => {
-        const page = pageOf(sized([400, 400, 400, 400, 400]), 4, COLLECTION, keyOfSized, bytes(1000));
+        const page = pageOf(sized([400, 400, 400, 400, 400]), 4, {
+          collection: COLLECTION,
+          keyOf: keyOfSized,
+          bytes: bytes(1000),
+        });
         expect(page.items.map((r) => r.id)).to.deep.equal(["r000", "r001"]);
         expect(decodeCursor(COLLECTION, page.nextCursor)?.id).to.equal("r001");
         // Exactly at the bound still fits.
-        expect(pageOf(sized([500, 500, 1]), 3, COLLECTION, keyOfSized, bytes(1000)).items).to.have.length(2);
+        expect(
+          pageOf(sized([500, 500, 1]), 3, { collection: COLLECTION, keyOf: keyOfSized, bytes: bytes(1000) }).items,
+        ).to.have.length(2);
       });
 
       it("always holds one item, even one larger than the bound", () => {
-        const page = pageOf(sized([5000, 10, 10]), 2, COLLECTION, keyOfSized, bytes(1000));
+        const page = pageOf(sized([5000, 10, 10]), 2, {
+          collection: COLLECTION,
+          keyOf: keyOfSized,
+          bytes: bytes(1000),
+        });
         expect(page.items.map((r) => r.id)).to.deep.equal(["r000"]);
         expect(decodeCursor(COLLECTION, page.nextCursor)?.id).to.equal("r000");
-        expect(pageOf(sized([5000]), 2, COLLECTION, keyOfSized, bytes(1000))).to.deep.equal({
+        expect(
+          pageOf(sized([5000]), 2, { collection: COLLECTION, keyOf: keyOfSized, bytes: bytes(1000) }),
+        ).to.deep.equal({
           items: sized([5000]),
           nextCursor: "",
         });
       });
 
       it(`is MAX_PAGE_BYTES (${MAX_PAGE_BYTES}) unless told, and changes nothing for pages within it`, () => {
-        const large = pageOf(sized(Array<number>(101).fill(300 * 1024)), 100, COLLECTION, keyOfSized, bytes());
+        const large = pageOf(sized(Array<number>(101).fill(300 * 1024)), 100, {
+          collection: COLLECTION,
+          keyOf: keyOfSized,
+          bytes: bytes(),
+        });
         expect(large.items).to.have.length(3);
         expect(large.nextCursor).to.not.equal("");
-        const small = pageOf(sized(Array<number>(101).fill(1024)), 100, COLLECTION, keyOfSized, bytes());
+        const small = pageOf(sized(Array<number>(101).fill(1024)), 100, {
+          collection: COLLECTION,
+          keyOf: keyOfSized,
+          bytes: bytes(),
+        });
         expect(small.items).to.have.length(100);
         expect(decodeCursor(COLLECTION, small.nextCursor)?.id).to.equal("r099");
-        expect(pageOf(sized([10, 10]), 2, COLLECTION, keyOfSized, bytes())).to.deep.equal({
-          items: sized([10, 10]),
-          nextCursor: "",
-        });
+        expect(pageOf(sized([10, 10]), 2, { collection: COLLECTION, keyOf: keyOfSized, bytes: bytes() })).to.deep.equal(
+          {
+            items: sized([10, 10]),
+            nextCursor: "",
+          },
+        );
       });
 
       it("followed cursor by cursor, gives every row once, in order, whatever the rows' sizes", () => {
@@ -201,7 +223,7 @@ describe("paging (keyset cursors)", () => {
                   (r.createdAt.getTime() === after.createdAt.getTime() && r.id < after.id),
               )
             : all;
-          const page = pageOf(rest.slice(0, 21), 20, COLLECTION, keyOfSized, bytes(4000));
+          const page = pageOf(rest.slice(0, 21), 20, { collection: COLLECTION, keyOf: keyOfSized, bytes: bytes(4000) });
           expect(page.items.length, "a page is never empty").to.be.greaterThan(0);
           expect(
             page.items.reduce((sum, r) => sum + r.bytes, 0) <= 4000 || page.items.length === 1,
@@ -261,7 +283,7 @@ forEachDatabase("paging a table by keyset", (dbs) => {
             "SELECT id, created_at, original FROM entries ORDER BY created_at DESC, id DESC LIMIT $1",
             [size + 1],
           );
-      const page = pageOf(rows, size, collection, (r) => ({ createdAt: r.created_at, id: r.id }));
+      const page = pageOf(rows, size, { collection, keyOf: (r) => ({ createdAt: r.created_at, id: r.id }) });
       if (page.nextCursor !== "") expect(page.items, `page ${pages}`).to.have.length(size);
       seen.push(...page.items.map((r) => ({ id: r.id, createdAt: r.created_at, original: r.original })));
       cursor = page.nextCursor;

@@ -6,8 +6,7 @@
 // the first statement after the server is back succeeds. LISTEN comes back by itself and says so.
 import { expect } from "chai";
 import { connect, createServer, type AddressInfo, type Socket } from "node:net";
-import { ConnectError } from "@connectrpc/connect";
-import { errorInfoOf } from "@switchyard/platform/errors.js";
+import { DomainError } from "@switchyard/platform/domain-error.js";
 import { openSqlDatabase, type SqlDatabase } from "@switchyard/platform/store";
 import { withCallDeadline } from "@switchyard/platform/call-deadline.js";
 import { startPostgresServer, type PostgresServer, type StopMode } from "./support/postgres-server.js";
@@ -22,8 +21,7 @@ const MIGRATIONS = [
   },
 ];
 
-const reasonOf = (err: unknown) =>
-  err instanceof ConnectError ? (errorInfoOf(err)?.reason ?? `code ${err.code}`) : `not a ConnectError: ${String(err)}`;
+const reasonOf = (err: unknown) => (err instanceof DomainError ? err.reason : `not a DomainError: ${String(err)}`);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

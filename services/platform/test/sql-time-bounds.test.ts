@@ -6,8 +6,7 @@
 import { expect } from "chai";
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { ConnectError } from "@connectrpc/connect";
-import { errorInfoOf } from "@switchyard/platform/errors.js";
+import { DomainError } from "@switchyard/platform/domain-error.js";
 import type { SqlDatabase } from "@switchyard/platform/store";
 import { withCallDeadline } from "@switchyard/platform/call-deadline.js";
 import { TcpGate } from "./support/tcp-gate.js";
@@ -18,7 +17,7 @@ const url = process.env.DATABASE_URL;
 const reasonOf = (p: Promise<unknown>) =>
   p.then(
     () => undefined,
-    (e: unknown) => (e instanceof ConnectError ? errorInfoOf(e)?.reason : `not a ConnectError: ${String(e)}`),
+    (e: unknown) => (e instanceof DomainError ? e.reason : `not a DomainError: ${String(e)}`),
   );
 
 describe("database time bounds (PostgreSQL server)", function () {

@@ -1,7 +1,7 @@
 // IdentityStore on the PostgreSQL-family adapter (PGlite or a PostgreSQL server).
-import { fail } from "@switchyard/platform/errors.js";
+import { DomainError } from "@switchyard/platform/domain-error.js";
 import type { Role } from "@switchyard/platform/caller.js";
-import type { SqlDatabase, SqlExecutor } from "@switchyard/platform/store";
+import { KeysetPageQuery, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
 import type { Keyset } from "@switchyard/platform/paging.js";
 import type {
   IdentityStore,
@@ -48,6 +48,12 @@ interface UserRow {
 const USER_COLUMNS =
   "id, tenant_id, email, full_name, given_name, family_name, role, password_hash, internal_risk_score, created_at";
 
+const USERS_PAGE = new KeysetPageQuery({
+  select: `SELECT ${USER_COLUMNS} FROM users`,
+  where: "tenant_id = $1 AND NOT is_deleted",
+  order: "newest first",
+});
+
 const toUser = (r: UserRow): UserRecord => ({
   id: r.id,
   tenantId: r.tenant_id,
@@ -88,7 +94,9 @@ async function insertUser(db: SqlExecutor, user: NewUserRecord): Promise<UserRec
     return toUser(rows[0]!);
   } catch (err) {
     if ((err as { code?: string }).code === UNIQUE_VIOLATION)
-      throw fail("ALREADY_EXISTS", "a user with this email already exists in the tenant", { field: "email" });
+      throw new DomainError("ALREADY_EXISTS", "a user with this email already exists in the tenant", {
+        field: "email",
+      });
     throw err;
   }
 }
@@ -135,16 +143,7 @@ export class SqlIdentityStore implements IdentityStore {
   }
 
   async listUsers(tenantId: string, after: Keyset | undefined, limit: number): Promise<UserRecord[]> {
-    const { rows } = after
-      ? await this.db.query<UserRow>(
-          `SELECT ${USER_COLUMNS} FROM users WHERE tenant_id = $1 AND NOT is_deleted AND (created_at, id) < ($2, $3)
-           ORDER BY created_at DESC, id DESC LIMIT $4`,
-          [tenantId, after.createdAt, after.id, limit],
-        )
-      : await this.db.query<UserRow>(
-          `SELECT ${USER_COLUMNS} FROM users WHERE tenant_id = $1 AND NOT is_deleted ORDER BY created_at DESC, id DESC LIMIT $2`,
-          [tenantId, limit],
-        );
+    const rows = await USERS_PAGE.rows<UserRow>(this.db, [tenantId], { after, limit });
     return rows.map(toUser);
   }
 
@@ -162,7 +161,8 @@ export class SqlIdentityStore implements IdentityStore {
         `INSERT INTO tenants (id, display_name) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING RETURNING id, display_name, created_at`,
         [tenant.id, tenant.displayName],
       );
-      if (!rows[0]) throw fail("ALREADY_EXISTS", `tenant "${tenant.id}" already exists`, { field: "tenant_id" });
+      if (!rows[0])
+        throw new DomainError("ALREADY_EXISTS", `tenant "${tenant.id}" already exists`, { field: "tenant_id" });
       return {
         tenant: toTenant(rows[0]),
         admin: await insertUser(tx, { tenantId: tenant.id, role: "admin", ...admin }),

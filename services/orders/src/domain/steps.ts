@@ -22,14 +22,16 @@ export const STEP_DEADLINE_SLACK_MS = 1_000;
  * never charge or refund twice, a new attempt (after one that did nothing) is a new key, and nobody
  * can make a payment under a key before orders does. (It lives in orders' own key scope at payments too.)
  */
-export function stepIdempotencyKey(
-  secret: Uint8Array,
-  tenantId: string,
-  orderId: bigint,
-  kind: StepKind,
-  attempt: number,
-): string {
-  return derivedIdempotencyKey(secret, tenantId, "order-step", orderId, kind, attempt);
+export function stepIdempotencyKey(secret: Uint8Array, step: StepAttempt): string {
+  return derivedIdempotencyKey(secret, step.tenantId, "order-step", step.orderId, step.kind, step.attempt);
+}
+
+/** One attempt at a step of an order: what its key is derived from. */
+export interface StepAttempt {
+  tenantId: string;
+  orderId: bigint;
+  kind: StepKind;
+  attempt: number;
 }
 
 /** What a step is for, on the payment it makes (Payment.reference). */

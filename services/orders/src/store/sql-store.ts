@@ -1,10 +1,11 @@
 // OrdersStore on the PostgreSQL-family adapter. Every change of an order happens under its row
 // lock, after a check of the locked order; a money step's intent commits with the check that
 // allowed it, and its outcome with the status change it brings.
-import { fail } from "@switchyard/platform/errors.js";
+import { DomainError } from "@switchyard/platform/domain-error.js";
 import {
   findIdempotentResult,
   jsonResultCodec,
+  KeysetPageQuery,
   runIdempotent,
   type KeyedRequest,
   type SqlDatabase,
@@ -67,6 +68,11 @@ const STEP_COLUMNS =
 const NOW = "date_trunc('milliseconds', clock_timestamp())";
 const CREATE_ORDER = "orders.create";
 const orderCodec = jsonResultCodec<OrderRecord>();
+const USER_ORDERS_PAGE = new KeysetPageQuery({
+  select: `SELECT ${ORDER_COLUMNS} FROM orders`,
+  where: "tenant_id = $1 AND user_id = $2",
+  order: "newest first",
+});
 
 const toItem = (r: {
   id: bigint;
@@ -222,15 +228,7 @@ export class SqlOrdersStore implements OrdersStore {
     after: Keyset | undefined,
     limit: number,
   ): Promise<OrderRecord[]> {
-    const { rows } = after
-      ? await this.db.query<OrderRow>(
-          `SELECT ${ORDER_COLUMNS} FROM orders WHERE tenant_id = $1 AND user_id = $2 AND (created_at, id) < ($3, $4) ORDER BY created_at DESC, id DESC LIMIT $5`,
-          [tenantId, userId, after.createdAt, after.id, limit],
-        )
-      : await this.db.query<OrderRow>(
-          `SELECT ${ORDER_COLUMNS} FROM orders WHERE tenant_id = $1 AND user_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3`,
-          [tenantId, userId, limit],
-        );
+    const rows = await USER_ORDERS_PAGE.rows<OrderRow>(this.db, [tenantId, userId], { after, limit });
     return aggregates(this.db, rows);
   }
 
@@ -242,7 +240,7 @@ export class SqlOrdersStore implements OrdersStore {
   ): Promise<T> {
     return this.db.transaction(async (tx) => {
       const lock = await tx.query(`SELECT id FROM orders WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, [id, tenantId]);
-      if (lock.rowCount === 0) throw fail("NOT_FOUND", "order not found");
+      if (lock.rowCount === 0) throw new DomainError("NOT_FOUND", "order not found");
       // Read after the lock is held, in a statement of its own: one that waited for the lock sees
       // what the holder committed (a step it started, too), never the snapshot it began with.
       return work(tx, await reread(tx, id));

@@ -106,7 +106,13 @@ export class MoneySteps {
         amount: total,
         currency: o.currency,
         paymentId: "",
-        keyFor: (n) => stepIdempotencyKey(this.deps.stepKeySecret, o.tenantId, o.id, "charge", n),
+        keyFor: (n) =>
+          stepIdempotencyKey(this.deps.stepKeySecret, {
+            tenantId: o.tenantId,
+            orderId: o.id,
+            kind: "charge",
+            attempt: n,
+          }),
         deadlineMs: callMs + STEP_DEADLINE_SLACK_MS,
       };
     });
@@ -157,7 +163,13 @@ export class MoneySteps {
         amount: total,
         currency: o.currency,
         paymentId: o.paymentId,
-        keyFor: (n) => stepIdempotencyKey(this.deps.stepKeySecret, o.tenantId, o.id, "refund", n),
+        keyFor: (n) =>
+          stepIdempotencyKey(this.deps.stepKeySecret, {
+            tenantId: o.tenantId,
+            orderId: o.id,
+            kind: "refund",
+            attempt: n,
+          }),
         deadlineMs: callMs + STEP_DEADLINE_SLACK_MS,
       };
     });

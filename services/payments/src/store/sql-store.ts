@@ -1,8 +1,9 @@
 // PaymentsStore on the PostgreSQL-family adapter. The idempotency key and the write it guards
 // commit in one transaction (runIdempotent); refunds lock their payment row first.
-import { fail } from "@switchyard/platform/errors.js";
+import { DomainError } from "@switchyard/platform/domain-error.js";
 import {
   jsonResultCodec,
+  KeysetPageQuery,
   resolveIdempotencyKey,
   runIdempotent,
   type KeyedRequest,
@@ -41,6 +42,17 @@ const PAYMENT_COLUMNS =
 const CREATE_PAYMENT = "payments.create";
 const CREATE_REFUND = "refunds.create";
 const REFUND_COLUMNS = "id, tenant_id, payment_id, amount, currency, reason, created_at";
+// One statement for both: `$2 IS NULL` lets the admins' list and a member's share a plan shape.
+const PAYMENTS_PAGE = new KeysetPageQuery({
+  select: `SELECT ${PAYMENT_COLUMNS} FROM payments`,
+  where: "tenant_id = $1 AND ($2::bigint IS NULL OR owner_user_id = $2)",
+  order: "newest first",
+});
+const REFUNDS_PAGE = new KeysetPageQuery({
+  select: `SELECT ${REFUND_COLUMNS} FROM refunds`,
+  where: "payment_id = $1 AND tenant_id = $2",
+  order: "newest first",
+});
 
 const toPayment = (r: PaymentRow): PaymentRecord => ({
   id: r.id,
@@ -102,16 +114,7 @@ export class SqlPaymentsStore implements PaymentsStore {
     after: Keyset | undefined,
     limit: number,
   ): Promise<PaymentRecord[]> {
-    // One statement for both: `$2 IS NULL` lets the admins' list and a member's share a plan shape.
-    const { rows } = after
-      ? await this.db.query<PaymentRow>(
-          `SELECT ${PAYMENT_COLUMNS} FROM payments WHERE tenant_id = $1 AND ($2::bigint IS NULL OR owner_user_id = $2) AND (created_at, id) < ($3, $4) ORDER BY created_at DESC, id DESC LIMIT $5`,
-          [tenantId, owner ?? null, after.createdAt, after.id, limit],
-        )
-      : await this.db.query<PaymentRow>(
-          `SELECT ${PAYMENT_COLUMNS} FROM payments WHERE tenant_id = $1 AND ($2::bigint IS NULL OR owner_user_id = $2) ORDER BY created_at DESC, id DESC LIMIT $3`,
-          [tenantId, owner ?? null, limit],
-        );
+    const rows = await PAYMENTS_PAGE.rows<PaymentRow>(this.db, [tenantId, owner ?? null], { after, limit });
     return rows.map(toPayment);
   }
 
@@ -131,7 +134,7 @@ export class SqlPaymentsStore implements PaymentsStore {
           [refund.paymentId, tenantId],
         );
         const payment = locked.rows[0] && toPayment(locked.rows[0]);
-        if (!payment) throw fail("NOT_FOUND", "payment not found");
+        if (!payment) throw new DomainError("NOT_FOUND", "payment not found");
         const amount = decide(payment);
         await tx.query(`UPDATE payments SET amount_refunded = amount_refunded + $1 WHERE id = $2`, [
           amount,
@@ -168,15 +171,7 @@ export class SqlPaymentsStore implements PaymentsStore {
     after: Keyset | undefined,
     limit: number,
   ): Promise<RefundRecord[]> {
-    const { rows } = after
-      ? await this.db.query<RefundRow>(
-          `SELECT ${REFUND_COLUMNS} FROM refunds WHERE payment_id = $1 AND tenant_id = $2 AND (created_at, id) < ($3, $4) ORDER BY created_at DESC, id DESC LIMIT $5`,
-          [paymentId, tenantId, after.createdAt, after.id, limit],
-        )
-      : await this.db.query<RefundRow>(
-          `SELECT ${REFUND_COLUMNS} FROM refunds WHERE payment_id = $1 AND tenant_id = $2 ORDER BY created_at DESC, id DESC LIMIT $3`,
-          [paymentId, tenantId, limit],
-        );
+    const rows = await REFUNDS_PAGE.rows<RefundRow>(this.db, [paymentId, tenantId], { after, limit });
     return rows.map(toRefund);
   }
 }

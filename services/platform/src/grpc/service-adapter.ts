@@ -134,7 +134,7 @@ function requestsOf(
 class AdaptedCall implements ServerCall {
   constructor(
     readonly message: unknown,
-    readonly context: HandlerContext,
+    readonly context: OpenCall,
     readonly answers?: ServerWritableStream<object, object> | ServerDuplexStream<object, object>,
   ) {}
 }
@@ -184,13 +184,8 @@ export function adaptService<S extends DescService>(
 type Respond = (err: unknown, answer?: object) => void;
 
 /** A call that answers once: the chain's answer, or its error as the gRPC status. */
-function answerOnce(
-  chain: CallHandler,
-  call: AdaptedCall,
-  context: OpenCall,
-  method: DescMethod,
-  callback: Respond,
-): void {
+function answerOnce(chain: CallHandler, call: AdaptedCall, method: DescMethod, callback: Respond): void {
+  const { context } = call;
   settle(
     chain,
     call,
@@ -209,12 +204,8 @@ function answerOnce(
  * A call that streams its answers: kept among the open streams until its chain is over, then ended
  * OK or with its status.
  */
-function answerStream(
-  chain: CallHandler,
-  call: AdaptedCall,
-  context: OpenCall,
-  openStreams: Set<HandlerContext> | undefined,
-): void {
+function answerStream(chain: CallHandler, call: AdaptedCall, openStreams: Set<HandlerContext> | undefined): void {
+  const { context } = call;
   const stream = call.answers!;
   openStreams?.add(context);
   settle(
@@ -243,14 +234,14 @@ function callHandlerFor(
     case "unary": {
       const h: handleUnaryCall<object, object> = (call, callback) => {
         const context = openCallContext(call, service, method, deadlineLimits);
-        answerOnce(chain, new AdaptedCall(call.request, context), context, method, callback as Respond);
+        answerOnce(chain, new AdaptedCall(call.request, context), method, callback as Respond);
       };
       return h;
     }
     case "server_streaming": {
       const h: handleServerStreamingCall<object, object> = (call) => {
         const context = openCallContext(call, service, method);
-        answerStream(chain, new AdaptedCall(call.request, context, call), context, openStreams);
+        answerStream(chain, new AdaptedCall(call.request, context, call), openStreams);
       };
       return h;
     }
@@ -258,14 +249,14 @@ function callHandlerFor(
       const h: handleClientStreamingCall<object, object> = (call: ServerReadableStream<object, object>, callback) => {
         const context = openCallContext(call, service, method, deadlineLimits);
         const requests = requestsOf(call, context.signal);
-        answerOnce(chain, new AdaptedCall(requests, context), context, method, callback as Respond);
+        answerOnce(chain, new AdaptedCall(requests, context), method, callback as Respond);
       };
       return h;
     }
     case "bidi_streaming": {
       const h: handleBidiStreamingCall<object, object> = (call) => {
         const context = openCallContext(call, service, method);
-        answerStream(chain, new AdaptedCall(requestsOf(call, context.signal), context, call), context, openStreams);
+        answerStream(chain, new AdaptedCall(requestsOf(call, context.signal), context, call), openStreams);
       };
       return h;
     }

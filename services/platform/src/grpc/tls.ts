@@ -119,6 +119,13 @@ function describe(update: IdentityUpdate, ca: CaUpdate) {
   };
 }
 
+/** Whose certificate it must be (a service of a trust domain), and how often its files are read again. */
+interface CertificateOwner {
+  trustDomain: string;
+  service: string;
+  reloadIntervalMs: number;
+}
+
 /**
  * grpc-js's FileWatcherCertificateProvider, passing on only what is whole and this service's: a
  * certificate with its own key that names this service, a CA file with certificates — each only when
@@ -137,18 +144,21 @@ class VerifiedCertificates implements CertificateProvider {
   private readonly onIdentity = (update: IdentityUpdate | null) => this.take(update, this.ca);
   private readonly onCa = (update: CaUpdate | null) => this.take(this.identity, update);
 
+  private readonly trustDomain: string;
+  private readonly service: string;
+
   constructor(
     private readonly paths: TlsFiles,
-    reloadIntervalMs: number,
-    private readonly trustDomain: string,
-    private readonly service: string,
+    owner: CertificateOwner,
     private readonly logger: Logger,
   ) {
+    this.trustDomain = owner.trustDomain;
+    this.service = owner.service;
     this.files = new experimental.FileWatcherCertificateProvider({
       certificateFile: paths.certFile,
       privateKeyFile: paths.keyFile,
       caCertificateFile: paths.caFile,
-      refreshIntervalMs: reloadIntervalMs,
+      refreshIntervalMs: owner.reloadIntervalMs,
     });
   }
 
@@ -272,13 +282,8 @@ export function openTransportSecurity(
 ): TransportSecurity | undefined {
   const files = tlsFilesOf(config);
   if (!files) return undefined;
-  const certificates = new VerifiedCertificates(
-    files,
-    config.tlsReloadIntervalMs,
-    config.tlsTrustDomain,
-    service,
-    logger,
-  );
+  const owner = { trustDomain: config.tlsTrustDomain, service, reloadIntervalMs: config.tlsReloadIntervalMs };
+  const certificates = new VerifiedCertificates(files, owner, logger);
   certificates.loadNow();
   // The same provider for both (grpc-js takes the CA from one and the pair from the other).
   const serverCredentials = experimental.createCertificateProviderServerCredentials(certificates, certificates, true);

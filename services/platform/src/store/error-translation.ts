@@ -1,7 +1,9 @@
 // What a database failure means for the caller, the same for both engines: the few failures a
-// caller can act on become the catalogue's reasons; every other error passes through unchanged.
+// caller can act on become the catalogue's reasons (a DomainError: the handler boundary makes it the
+// call's status, as it does a rule's refusal); every other error passes through unchanged.
 import { ConnectError } from "@connectrpc/connect";
-import { errorInfoOf, fail } from "../errors.js";
+import { DomainError } from "../domain-error.js";
+import { reasonOf } from "../errors.js";
 
 // Node's and pg's ways of saying the server cannot be reached or went away mid-query.
 const CONNECTION_LOST =
@@ -18,21 +20,21 @@ export function translateDatabaseError(err: unknown): unknown {
   const code = (err as { code?: unknown }).code;
   if (typeof code === "string") {
     if (code.startsWith("22")) {
-      return fail(
+      return new DomainError(
         "INVALID_REQUEST",
         "a value in the request cannot be stored (e.g. a NUL character, or a number or date out of range)",
       );
     }
     if (code === "57014" || code === "55P03") {
-      return fail("DEADLINE_EXCEEDED", "the database work did not finish within the call's deadline");
+      return new DomainError("DEADLINE_EXCEEDED", "the database work did not finish within the call's deadline");
     }
     if (code.startsWith("08") || code === "57P01" || code === "57P02" || code === "57P03") {
-      return fail("STORE_UNAVAILABLE", "the database is unavailable; retry after the Retry-After delay");
+      return new DomainError("STORE_UNAVAILABLE", "the database is unavailable; retry after the Retry-After delay");
     }
   }
   const hasSqlState = typeof code === "string" && SQLSTATE.test(code);
   if (err instanceof Error && !hasSqlState && CONNECTION_LOST.test(err.message)) {
-    return fail("STORE_UNAVAILABLE", "the database is unavailable; retry after the Retry-After delay");
+    return new DomainError("STORE_UNAVAILABLE", "the database is unavailable; retry after the Retry-After delay");
   }
   return err;
 }
@@ -51,9 +53,8 @@ export function refusedBeforeRunning(err: unknown): boolean {
 
 /** The connection broke under the work (the driver's failure, or one already translated to STORE_UNAVAILABLE). */
 export function isConnectionLoss(err: unknown): boolean {
-  if (err instanceof ConnectError) return errorInfoOf(err)?.reason === "STORE_UNAVAILABLE";
-  const translated = translateDatabaseError(err);
-  return translated instanceof ConnectError && errorInfoOf(translated)?.reason === "STORE_UNAVAILABLE";
+  const refusal = err instanceof DomainError || err instanceof ConnectError ? err : translateDatabaseError(err);
+  return reasonOf(refusal) === "STORE_UNAVAILABLE";
 }
 
 /** Runs `run`, rethrowing its failure translated. */

@@ -1,7 +1,7 @@
 // Idempotency keys (after the IETF httpapi Idempotency-Key draft), kept in the service's own
 // database: the key record and the business write commit in one transaction, so a retry either
 // finds the finished result or nothing at all — never half of it.
-import { fail } from "../errors.js";
+import { DomainError } from "../domain-error.js";
 import { assertIdempotencyKey } from "../idempotency-keys.js";
 import { idempotentReplays } from "../metrics.js";
 import type { SqlDatabase, SqlExecutor } from "./engine.js";
@@ -168,7 +168,10 @@ export async function runIdempotent<T>(
       [keyParams.join("/")],
     );
     if (!rows[0]?.free)
-      throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "a request with this Idempotency-Key is still in progress; retry later");
+      throw new DomainError(
+        "IDEMPOTENCY_KEY_IN_FLIGHT",
+        "a request with this Idempotency-Key is still in progress; retry later",
+      );
     const earlier = await ownUnscopedKey(tx, scope, keyParams, codec);
     if (earlier) return { result: codec.decode(storedResponse(earlier, scope.requestHash)!), replayed: true };
     const claimed = await tx.query(
@@ -185,7 +188,10 @@ export async function runIdempotent<T>(
     }
     const response = storedResponse(await readKey(tx, keyParams), scope.requestHash);
     if (!response)
-      throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "a request with this Idempotency-Key is still in progress; retry later");
+      throw new DomainError(
+        "IDEMPOTENCY_KEY_IN_FLIGHT",
+        "a request with this Idempotency-Key is still in progress; retry later",
+      );
     return { result: codec.decode(response), replayed: true };
   });
   if (outcome.replayed) idempotentReplays.labels({ operation: scope.operation }).inc();
@@ -196,12 +202,15 @@ export async function runIdempotent<T>(
 function storedResponse(record: KeyRecord | undefined, requestHash: string): Uint8Array | undefined {
   if (!record) return undefined;
   if (record.request_hash === VOIDED)
-    throw fail(
+    throw new DomainError(
       "IDEMPOTENCY_KEY_VOIDED",
       "this Idempotency-Key was settled as never used: nothing will be made with it; use a new key",
     );
   if (record.request_hash !== requestHash)
-    throw fail("IDEMPOTENCY_KEY_REUSED", "this Idempotency-Key was already used with a different request body");
+    throw new DomainError(
+      "IDEMPOTENCY_KEY_REUSED",
+      "this Idempotency-Key was already used with a different request body",
+    );
   return record.response ?? undefined;
 }
 
@@ -248,7 +257,7 @@ export async function resolveIdempotencyKey<T>(
     if (!record || record.request_hash === VOIDED) return { voided: true as const };
     // A committed key row always holds its response (written in the transaction that claimed it).
     if (!record.response)
-      throw fail("IDEMPOTENCY_KEY_IN_FLIGHT", "the work under this key is still in progress; retry later");
+      throw new DomainError("IDEMPOTENCY_KEY_IN_FLIGHT", "the work under this key is still in progress; retry later");
     return { result: codec.decode(record.response) };
   });
 }

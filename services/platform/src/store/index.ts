@@ -7,3 +7,4 @@ export { applyMigrations, appliedVersions, migrateSchema, SchemaBehindError } fr
 export { DEFAULT_POOL_MAX } from "./postgres-database.js";
 export { PGLITE_SETTINGS } from "./pglite-database.js";
 export * from "./idempotency.js";
+export { KeysetPageQuery, type KeysetOrder, type KeysetPage, type KeysetPageSpec } from "./keyset-page.js";

@@ -6,7 +6,7 @@
 // may have missed.
 import pg from "pg";
 import { remainingCallMs } from "../call-deadline.js";
-import { fail } from "../errors.js";
+import { DomainError } from "../domain-error.js";
 import { reportPool } from "../metrics.js";
 import {
   assertIdentifier,
@@ -247,7 +247,7 @@ class PostgresDatabase implements SqlDatabase {
   async transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
     const remaining = remainingCallMs();
     if (remaining !== undefined && remaining <= 0)
-      throw fail("DEADLINE_EXCEEDED", "the call's deadline passed before its database work began");
+      throw new DomainError("DEADLINE_EXCEEDED", "the call's deadline passed before its database work began");
     const client = await this.checkOut();
     // While it is checked out, the pool does not hear the connection's `error` (the server went
     // away): heard here, the connection is thrown away at release, never handed out again.
@@ -277,7 +277,10 @@ class PostgresDatabase implements SqlDatabase {
       const commitCut = committing && lost !== undefined;
       if (lost === undefined) await client.query("ROLLBACK").catch((e: unknown) => (lost ??= e));
       if (commitCut)
-        throw fail("DEADLINE_EXCEEDED", "the database connection was lost during COMMIT: the outcome is unknown");
+        throw new DomainError(
+          "DEADLINE_EXCEEDED",
+          "the database connection was lost during COMMIT: the outcome is unknown",
+        );
       throw translateDatabaseError(err);
     } finally {
       client.removeListener("error", onError);

@@ -4,10 +4,10 @@
 //   telemetry      metrics, server span, log lines                                   (telemetry.ts)
 //   deadline       the server's deadline; how a stream ends                          (deadline.ts)
 //   admission      load shedding (the service's own methods; never health)           (admission.ts)
+//   domainErrors   a refusal (DomainError: a rule's, a store's) → its gRPC status    (domain-errors.ts)
 //   …the service's own, declared beside its call policy (services/<name>/src/rpc-handlers.ts):
 //   authentication the caller, as the method's call policy entry says                (authentication.ts)
 //   idempotencyKeys the Idempotency-Key rules of the methods that take one           (idempotency-keys.ts)
-//   domainErrors   a domain rule's refusal → its gRPC status, at the handler         (domain-errors.ts)
 //   → the handler, which does only its own work.
 //
 // Each is made once per method when the service is registered, and each method's chain composed once
@@ -38,8 +38,8 @@ export interface ServerSteps {
   admission?: Admission | undefined;
 }
 
-/** A service's whole chain, outermost first: the server's steps, the service's own, domain errors → status. */
+/** A service's whole chain, outermost first: the server's steps, domain errors → status, the service's own. */
 export function serviceChain(server: ServerSteps, declared: readonly ServiceInterceptor[]): ServiceInterceptor[] {
   const shedding = server.admission ? [admission(server.admission)] : [];
-  return [callScope, telemetry(server.observer), deadline, ...shedding, ...declared, domainErrors];
+  return [callScope, telemetry(server.observer), deadline, ...shedding, domainErrors, ...declared];
 }
