@@ -97,12 +97,15 @@ export async function buildAll() {
       );
     }
     writeFileSync(join(staging, "meta.json"), JSON.stringify(bundleContents(result.metafile), null, 1));
-    mkdirSync(OUT_DIR, { recursive: true });
-    for (const file of readdirSync(staging)) {
-      // A directory cannot replace a non-empty one by rename: the old one goes first.
-      if (file === "openapi") rmSync(join(OUT_DIR, file), { recursive: true, force: true });
-      renameSync(join(staging, file), join(OUT_DIR, file));
-    }
+    mkdirSync(join(OUT_DIR, "openapi"), { recursive: true });
+    // Each file replaced by a rename, which is atomic: a process starting from dist/ while another
+    // build runs (npm start beside the tests) reads the old file or the new one, never none or half.
+    const documents = readdirSync(join(staging, "openapi"));
+    for (const file of documents) renameSync(join(staging, "openapi", file), join(OUT_DIR, "openapi", file));
+    for (const file of readdirSync(join(OUT_DIR, "openapi")))
+      if (!documents.includes(file)) rmSync(join(OUT_DIR, "openapi", file), { force: true });
+    for (const file of readdirSync(staging))
+      if (file !== "openapi") renameSync(join(staging, file), join(OUT_DIR, file));
   } finally {
     rmSync(staging, { recursive: true, force: true });
   }

@@ -25,6 +25,8 @@ interface ProcessInfo {
   ppid: number;
   state: string;
   cmdline: string;
+  /** When it started (clock ticks since boot): a pid reused by another process is told apart by it. */
+  startTime: string;
 }
 
 /** A process as /proc shows it; undefined once it is gone (a zombie is gone: it only waits to be reaped). */
@@ -32,10 +34,12 @@ function processInfo(pid: number): ProcessInfo | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     // "pid (comm) state ppid …": comm may hold spaces and parentheses.
-    const [state, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const [state, ppid] = fields;
     if (state === "Z" || state === "X") return undefined;
     const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").trim();
-    return { pid, ppid: Number(ppid), state: state!, cmdline };
+    // Field 22 of stat, the 20th after "(comm)".
+    return { pid, ppid: Number(ppid), state: state!, cmdline, startTime: fields[19]! };
   } catch {
     return undefined;
   }
@@ -88,6 +92,14 @@ interface Started {
   services: Record<ServiceName, number>;
   /** Every port the mesh listens on: each process's own and the services' metrics ports. */
   ports: number[];
+  /** Each of its processes' start time, as first seen: the same pid later is another process once it differs. */
+  startTimes: Map<number, string>;
+}
+
+/** The process `pid` of this run, while it lives — never another process that was given its pid since. */
+function alive(started: Started, pid: number): ProcessInfo | undefined {
+  const info = processInfo(pid);
+  return info && started.startTimes.get(pid) === info.startTime ? info : undefined;
 }
 
 const PORTS_ANY = Object.fromEntries(
@@ -110,7 +122,7 @@ describe("npm start stops, however it is stopped", function () {
     // A case that failed leaves nothing running for the next one (nor after the run).
     for (const started of running.splice(0))
       for (const pid of [started.npm.pid!, started.launcher, ...Object.values(started.services)])
-        if (processInfo(pid)) process.kill(pid, "SIGKILL");
+        if (alive(started, pid)) process.kill(pid, "SIGKILL");
   });
   after(() => rmSync(dataDir, { recursive: true, force: true }));
 
@@ -125,7 +137,16 @@ describe("npm start stops, however it is stopped", function () {
     const output: string[] = [];
     npm.stdout.setEncoding("utf8").on("data", (d: string) => output.push(d));
     npm.stderr.setEncoding("utf8").on("data", (d: string) => output.push(d));
-    const started: Started = { npm, output, launcher: 0, services: {} as Record<ServiceName, number>, ports: [] };
+    const started: Started = {
+      npm,
+      output,
+      launcher: 0,
+      services: {} as Record<ServiceName, number>,
+      ports: [],
+      startTimes: new Map(),
+    };
+    const npmInfo = processInfo(npm.pid!);
+    if (npmInfo) started.startTimes.set(npm.pid!, npmInfo.startTime);
     const text = () => output.join("");
     const failed = () => npm.exitCode !== null || npm.signalCode !== null;
     const servicesOf = () => {
@@ -140,6 +161,7 @@ describe("npm start stops, however it is stopped", function () {
     );
     started.launcher = services[0]!.ppid;
     NAMES.forEach((n, i) => (started.services[n] = services[i]!.pid));
+    for (const p of descendants(npm.pid!)) started.startTimes.set(p.pid, p.startTime);
     running.push(started);
     if (ready === "launched") return started;
     const line = await until(
@@ -161,11 +183,11 @@ describe("npm start stops, however it is stopped", function () {
   async function expectAllGone(started: Started, withinMs: number): Promise<void> {
     const pids = () => ({ npm: started.npm.pid!, launcher: started.launcher, ...started.services });
     await until(
-      () => Object.values(pids()).every((pid) => processInfo(pid) === undefined),
+      () => Object.values(pids()).every((pid) => alive(started, pid) === undefined),
       withinMs,
       () =>
         `still running: ${Object.entries(pids())
-          .filter(([, pid]) => processInfo(pid))
+          .filter(([, pid]) => alive(started, pid))
           .map(([name]) => name)
           .join(", ")}\n${started.output.join("").slice(-2_000)}`,
     );

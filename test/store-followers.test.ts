@@ -58,13 +58,16 @@ describe("store followers after lost announcements (a PostgreSQL server of its o
     const signal = controller.signal;
     // The watcher of acme's feed, from now.
     const posts: string[] = [];
+    const streamErrors: string[] = [];
+    const noted = (what: string) => (err: unknown) =>
+      void (signal.aborted || streamErrors.push(`${what}: ${String(err)}`));
     let subscribed = false;
     void (async () => {
       for await (const m of mesh.content.watchPosts({}, { ...alice, signal })) {
         if (m.subscribed) subscribed = true;
         if (m.post) posts.push(m.post.title);
       }
-    })().catch(() => {});
+    })().catch(noted("watchPosts"));
     // A tracker of one order.
     const { order } = await mesh.orders.createOrder(
       { currency: "EUR", items: [{ sku: "BOOK-1", quantity: 1n }] },
@@ -78,7 +81,7 @@ describe("store followers after lost announcements (a PostgreSQL server of its o
     void (async () => {
       for await (const m of mesh.orders.trackOrders(follows, { ...alice, signal }))
         statuses.push(OrderStatus[m.status]);
-    })().catch(() => {});
+    })().catch(noted("trackOrders"));
     // A session to log out, and identity's revocation stream.
     const bob = await mesh.identity.createSession({
       tenantId: "acme",
@@ -90,8 +93,14 @@ describe("store followers after lost announcements (a PostgreSQL server of its o
     void (async () => {
       for await (const m of mesh.identity.watchRevocations({}, { signal }))
         if (m.revocation) revoked.push(m.revocation.sessionId);
-    })().catch(() => {});
-    await until(() => subscribed && statuses.length === 1, "the watch and the tracker to start");
+    })().catch(noted("watchRevocations"));
+    await until(() => subscribed && statuses.length === 1, "the watch and the tracker to start").catch(
+      (err: unknown) => {
+        throw new Error(
+          `${String(err)} (subscribed ${subscribed}, statuses ${JSON.stringify(statuses)}, ${JSON.stringify(streamErrors)})`,
+        );
+      },
+    );
     expect(statuses).to.deep.equal(["PENDING"]);
     // Bob's token works at payments before.
     await mesh.payments.listPayments({}, asBob);
