@@ -37,12 +37,14 @@ describe("peer addresses and channel service config", () => {
   it("balances round robin and retries only reads, only on UNAVAILABLE", () => {
     const config = JSON.parse(serviceConfig([PaymentService, OrderService])) as {
       loadBalancingConfig: unknown[];
+      retryThrottling: unknown;
       methodConfig: {
         name: { service: string; method: string }[];
         retryPolicy: { maxAttempts: number; retryableStatusCodes: string[] };
       }[];
     };
     expect(config.loadBalancingConfig).to.deep.equal([{ round_robin: {} }]);
+    expect(config.retryThrottling, "retries held to a budget").to.deep.equal({ maxTokens: 100, tokenRatio: 0.1 });
     expect(config.methodConfig).to.have.length(1);
     const retried = config.methodConfig[0]!.name.map((n) => `${n.service.split(".").pop()}/${n.method}`).sort();
     expect(retried).to.deep.equal(

@@ -23,6 +23,7 @@ import { MAX_MESSAGE_BYTES } from "../message-limits.js";
 import { clientTelemetry, type ClientCallTelemetry } from "./telemetry.js";
 import { installAsyncResourceBind } from "./async-resource-bind.js";
 import type { ChannelSecurity } from "./tls.js";
+import { RETRY_BUDGET, retryBudgetOf } from "./retry-budget.js";
 
 // Every process that calls over HTTP/2 loads this module: without it each call's objects outlive the call
 // (see async-resource-bind.ts).
@@ -56,7 +57,8 @@ const DEFAULT_CHANNEL_OPTIONS: ChannelOptions = {
  * target resolves to (a headless Service's pods, a static `ipv4:` list), and — for the methods the
  * proto marks `idempotency_level = NO_SIDE_EFFECTS`, and only those — up to 3 attempts when a replica
  * answers UNAVAILABLE (it is stopping, or the connection broke). Other methods are never retried: a
- * second attempt could do their work twice.
+ * second attempt could do their work twice. A retry is never sent after a LOAD_SHED refusal (its
+ * pushback says not to: status-details.ts), and retries as a whole are held to a budget (retry-budget.ts).
  */
 /** A method the proto marks free of side effects: safe to try again. */
 const isRead = (method: DescMethod) => method.idempotency === MethodOptions_IdempotencyLevel.NO_SIDE_EFFECTS;
@@ -67,6 +69,7 @@ export function serviceConfig(services: readonly DescService[]): string {
   );
   return JSON.stringify({
     loadBalancingConfig: [{ round_robin: {} }],
+    retryThrottling: RETRY_BUDGET,
     methodConfig:
       reads.length === 0
         ? []
@@ -255,6 +258,7 @@ async function pump(
 
 export function createServiceClient<S extends DescService>(service: S, channel: GrpcChannelClient): Client<S> {
   const client: Record<string, unknown> = {};
+  const budget = retryBudgetOf(channel);
   for (const method of service.methods) {
     const def = methodDefinition(method);
     const path = def.path;
@@ -288,29 +292,33 @@ export function createServiceClient<S extends DescService>(service: S, channel: 
             release = cancelOnAbort(signal, call);
           });
         // The channel's retry policy cannot retry a call whose answer had begun when its replica died
-        // (it counts as committed): a read gets one more attempt here, within the same deadline.
+        // (it counts as committed): a read gets one more attempt here, within the same deadline and
+        // the channel's retry budget.
         client[method.localName] = !isRead(method)
           ? attempt
           : (request: object, options?: CallOptions) => {
               const deadlineAt = options?.timeoutMs === undefined ? undefined : Date.now() + options.timeoutMs;
               // A plain promise chain, not an async function: this runs on every read (fewer promises and ticks).
-              return attempt(request, options).catch((err: unknown) => {
-                // A replica shedding load is busy, not gone: asking again at once only adds to it.
-                if (
-                  !(err instanceof ConnectError) ||
-                  err.code !== Code.Unavailable ||
-                  errorInfoOf(err)?.reason === "LOAD_SHED" ||
-                  options?.signal?.aborted
-                )
-                  throw err;
-                if (deadlineAt !== undefined && deadlineAt - Date.now() < 50) throw err;
-                return new Promise((r) => setTimeout(r, 20)).then(() =>
-                  attempt(
-                    request,
-                    deadlineAt === undefined ? options : { ...options, timeoutMs: deadlineAt - Date.now() },
-                  ),
-                );
-              });
+              return attempt(request, options).then(
+                (answer) => {
+                  budget.succeeded();
+                  return answer;
+                },
+                (err: unknown) => {
+                  if (!(err instanceof ConnectError) || err.code !== Code.Unavailable) throw err;
+                  budget.failed();
+                  // A replica shedding load is busy, not gone: asking again at once only adds to it.
+                  if (errorInfoOf(err)?.reason === "LOAD_SHED" || options?.signal?.aborted || !budget.allowsRetry)
+                    throw err;
+                  if (deadlineAt !== undefined && deadlineAt - Date.now() < 50) throw err;
+                  return new Promise((r) => setTimeout(r, 20)).then(() =>
+                    attempt(
+                      request,
+                      deadlineAt === undefined ? options : { ...options, timeoutMs: deadlineAt - Date.now() },
+                    ),
+                  );
+                },
+              );
             };
         break;
       }

@@ -2,6 +2,7 @@
 // handler context (the verified caller, metadata), the interceptors a service declares (authentication
 // by its call policy, its Idempotency-Key rules), status details, health.
 export * from "./client.js";
+export { RETRY_BUDGET } from "./retry-budget.js";
 export * from "./handler-context.js";
 export * from "./authentication.js";
 export {

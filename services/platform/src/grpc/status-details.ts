@@ -5,9 +5,18 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { anyPack } from "@bufbuild/protobuf/wkt";
 import { StatusSchema } from "@switchyard/gen/google/rpc/status_pb.js";
+import { errorInfoOf } from "../errors.js";
 
 const DETAILS_KEY = "grpc-status-details-bin";
 const TYPE_URL_PREFIX = "type.googleapis.com/";
+
+/**
+ * gRPC's retry pushback (gRFC A6): a negative value tells the caller's channel not to retry. Sent with
+ * every LOAD_SHED refusal — this process's own, or a peer's it passes on — so that an overloaded
+ * service receives no more calls than were sent to it: a retry would only add to the load it sheds.
+ */
+const RETRY_PUSHBACK_KEY = "grpc-retry-pushback-ms";
+const DO_NOT_RETRY = "-1";
 
 /** The status a server sends for an error thrown by a handler. Unknown errors become INTERNAL. */
 export function statusFromError(err: unknown): Partial<StatusObject> {
@@ -19,6 +28,7 @@ export function statusFromError(err: unknown): Partial<StatusObject> {
     const status = create(StatusSchema, { code: ce.code, message: ce.rawMessage, details });
     metadata.set(DETAILS_KEY, Buffer.from(toBinary(StatusSchema, status)));
   }
+  if (errorInfoOf(ce)?.reason === "LOAD_SHED") metadata.set(RETRY_PUSHBACK_KEY, DO_NOT_RETRY);
   return { code: ce.code as number, details: ce.rawMessage, metadata };
 }
 
