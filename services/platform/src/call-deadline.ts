@@ -1,26 +1,28 @@
 // What a piece of work belongs to, wherever in a call's async chain it runs (AsyncLocalStorage): the
-// call's deadline — the store reads it to give its statements no more time than the caller has — and
-// its request id, which log lines carry and outgoing calls pass on.
+// call's deadline — the store reads it to give its statements no more time than the caller has — its
+// request id, which log lines carry and outgoing calls pass on, and its priority, passed on too.
 import { AsyncLocalStorage } from "node:async_hooks";
+import type { Priority } from "./priority.js";
 
-interface CallScope {
-  /** ms since the epoch; undefined: no deadline. */
+export interface CallScope {
+  /** ms since the epoch; undefined (or not finite): no deadline. */
   deadlineAt: number | undefined;
   requestId: string | undefined;
+  priority?: Priority | undefined;
 }
 
 const scopes = new AsyncLocalStorage<CallScope>();
 
 /** Runs `work` as part of a call that must be done by `deadlineAt` (ms since the epoch); undefined: no deadline. */
 export function withCallDeadline<T>(deadlineAt: number | undefined, work: () => T): T {
-  return withCallScope(deadlineAt, undefined, work);
+  return withCallScope({ deadlineAt, requestId: undefined }, work);
 }
 
-/** Runs `work` as part of a call with this deadline (undefined: none) and request id (undefined: none). */
-export function withCallScope<T>(deadlineAt: number | undefined, requestId: string | undefined, work: () => T): T {
+/** Runs `work` as part of a call with this deadline, request id and priority (each undefined: none). */
+export function withCallScope<T>({ deadlineAt, requestId, priority }: CallScope, work: () => T): T {
   const finite = deadlineAt !== undefined && Number.isFinite(deadlineAt) ? deadlineAt : undefined;
-  if (finite === undefined && requestId === undefined) return work();
-  return scopes.run({ deadlineAt: finite, requestId }, work);
+  if (finite === undefined && requestId === undefined && priority === undefined) return work();
+  return scopes.run({ deadlineAt: finite, requestId, priority }, work);
 }
 
 /** What is left of the current call's time (ms; may be ≤ 0), or undefined outside a call with a deadline. */
@@ -43,4 +45,9 @@ export function downstreamTimeoutMs(remainingMs: number | undefined): number | u
 /** The request id of the call this work belongs to, if any. */
 export function currentRequestId(): string | undefined {
   return scopes.getStore()?.requestId;
+}
+
+/** The priority of the call this work belongs to, if any. */
+export function currentPriority(): Priority | undefined {
+  return scopes.getStore()?.priority;
 }

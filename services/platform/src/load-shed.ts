@@ -1,9 +1,14 @@
 // Event-loop-delay guard: when this process's event loop lags (it is saturated), new calls are
 // refused at once with UNAVAILABLE / LOAD_SHED instead of joining an ever longer queue; callers
-// back off (the gateway answers 503 with Retry-After).
+// back off (the gateway answers 503 with Retry-After). The least valuable go first: sheddable calls
+// from half the threshold, default ones from the threshold, critical ones only from twice it.
 import { monitorEventLoopDelay, type IntervalHistogram } from "node:perf_hooks";
 import { fail } from "./errors.js";
 import { serviceShed } from "./metrics.js";
+import type { Priority } from "./priority.js";
+
+/** The lag, as a share of the threshold, from which calls of each priority are shed. */
+const SHED_FROM: Readonly<Record<Priority, number>> = { sheddable: 0.5, default: 1, critical: 2 };
 
 export class EventLoopGuard {
   private readonly histogram: IntervalHistogram;
@@ -31,12 +36,14 @@ export class EventLoopGuard {
   }
 
   /**
-   * Throws LOAD_SHED while the loop is lagging: in two windows running, so that one pause (a long
-   * GC, a stopped-and-resumed process) does not turn into refusals; saturation lasts.
+   * Throws LOAD_SHED while the loop is lagging beyond what the call's priority bears: in two windows
+   * running, so that one pause (a long GC, a stopped-and-resumed process) does not turn into
+   * refusals; saturation lasts.
    */
-  admit(): void {
-    if (this.lagMs > this.thresholdMs && this.previousLagMs > this.thresholdMs) {
-      serviceShed.inc();
+  admit(priority: Priority = "default"): void {
+    const bearable = this.thresholdMs * SHED_FROM[priority];
+    if (this.lagMs > bearable && this.previousLagMs > bearable) {
+      serviceShed.inc({ priority });
       throw fail(
         "LOAD_SHED",
         `the service is overloaded (event loop ${Math.round(this.lagMs)} ms behind); retry after a short delay`,

@@ -173,7 +173,8 @@ new Gauge({
 
 export const serviceShed = new Counter({
   name: "switchyard_service_shed_total",
-  help: "Calls a service shed because its event loop lagged (UNAVAILABLE LOAD_SHED)",
+  help: "Calls a service shed because its event loop lagged (UNAVAILABLE LOAD_SHED), by the call's priority",
+  labelNames: ["priority"] as const,
   registers: [registry],
 });
 

@@ -16,7 +16,8 @@ import { errorInfoOf, fail } from "../src/errors.js";
 import { createLogger } from "../src/logger.js";
 import { registration, startGrpcServer } from "../src/server.js";
 import { createServiceClient, openChannel } from "../src/grpc/client.js";
-import { endCall, openCallContext, type ServerCallLike } from "../src/grpc/handler-context.js";
+import { endCall, openCallContext, priorityOf, type ServerCallLike } from "../src/grpc/handler-context.js";
+import { PRIORITY_HEADER } from "../src/priority.js";
 import {
   composeChain,
   type CallHandler,
@@ -182,6 +183,58 @@ describe("interceptor: the call's scope (deadline and request id)", () => {
     expect((seen as { requestId: string }).requestId).to.equal("req-from-the-gateway");
     const made = (await chainOf(unary, [callScope], () => currentRequestId())(callOf(unary))) as string;
     expect(made, "none sent: one is made").to.match(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe("interceptor: the call's scope — its priority, passed on", () => {
+  it("a service's calls onward carry the priority its caller sent; none sent is default", async () => {
+    const logger = createLogger("test", "silent");
+    const seenAtBack: string[] = [];
+    const back = await startGrpcServer({
+      name: "back",
+      host: "127.0.0.1",
+      port: 0,
+      logger,
+      services: [
+        registration(EchoService, {
+          echo(_req, ctx) {
+            seenAtBack.push(priorityOf(ctx));
+            return { message: "ok" };
+          },
+        } as Partial<ServiceImpl<typeof EchoService>> as ServiceImpl<typeof EchoService>),
+      ],
+    });
+    const backChannel = openChannel(`127.0.0.1:${back.port}`);
+    const backEcho = createServiceClient(EchoService, backChannel);
+    const front = await startGrpcServer({
+      name: "front",
+      host: "127.0.0.1",
+      port: 0,
+      logger,
+      services: [
+        registration(EchoService, {
+          async echo(_req, ctx) {
+            await backEcho.echo({ message: "onward" }, { timeoutMs: 2_000 });
+            return { message: priorityOf(ctx) };
+          },
+        } as Partial<ServiceImpl<typeof EchoService>> as ServiceImpl<typeof EchoService>),
+      ],
+    });
+    const channel = openChannel(`127.0.0.1:${front.port}`);
+    try {
+      const echo = createServiceClient(EchoService, channel);
+      const at = async (headers: Record<string, string>) => (await echo.echo({ message: "x" }, { headers })).message;
+      expect(await at({ [PRIORITY_HEADER]: "sheddable" })).to.equal("sheddable");
+      expect(await at({ [PRIORITY_HEADER]: "critical" })).to.equal("critical");
+      expect(await at({})).to.equal("default");
+      expect(await at({ [PRIORITY_HEADER]: "urgent!" }), "an unknown one").to.equal("default");
+      expect(seenAtBack).to.deep.equal(["sheddable", "critical", "default", "default"]);
+    } finally {
+      channel.close();
+      backChannel.close();
+      await front.shutdown();
+      await back.shutdown();
+    }
   });
 });
 

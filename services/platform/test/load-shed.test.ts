@@ -9,6 +9,7 @@ import { createLogger } from "@switchyard/platform/logger.js";
 import { createServiceClient, openChannel } from "@switchyard/platform/grpc";
 import { echoImpl, EchoService } from "@switchyard/platform/echo.js";
 import { EventLoopGuard } from "@switchyard/platform/load-shed.js";
+import { PRIORITY_HEADER } from "@switchyard/platform/priority.js";
 import { registration, startGrpcServer } from "@switchyard/platform/server.js";
 
 function block(ms: number): void {
@@ -67,6 +68,39 @@ describe("event-loop-delay guard", function () {
       expect(err.code).to.equal(Code.Unavailable);
       expect(errorInfoOf(err)?.reason).to.equal("LOAD_SHED");
       expect((await health.check({ service: "" })).status).to.equal(HealthCheckResponse_ServingStatus.SERVING);
+    } finally {
+      channel.close();
+      await server.shutdown();
+    }
+  });
+
+  it("sheds the least valuable first: sheddable from half the threshold, critical only from twice it", async () => {
+    const server = await startGrpcServer({
+      name: "shed",
+      host: "127.0.0.1",
+      port: 0,
+      services: [registration(EchoService, echoImpl())],
+      logger: createLogger("test", "silent"),
+      // Sheddable calls shed from 60 ms of lag, default ones from 120 ms, critical ones from 240 ms.
+      shedEventLoopDelayMs: 120,
+    });
+    const channel = openChannel(`127.0.0.1:${server.port}`);
+    const asked = (priority: string) =>
+      createServiceClient(EchoService, channel)
+        .echo({ message: priority }, { headers: { [PRIORITY_HEADER]: priority } })
+        .then(
+          (r) => r.message,
+          (e: unknown) => errorInfoOf(ConnectError.from(e))?.reason,
+        );
+    try {
+      expect(await asked("sheddable")).to.equal("sheddable");
+      // ~180 ms behind across whole windows: beyond sheddable's and default's, within critical's.
+      for (let i = 0; i < 9; i++) {
+        block(180);
+        await sleep(1);
+      }
+      const answers = [await asked("sheddable"), await asked("default"), await asked("critical")];
+      expect(answers).to.deep.equal(["LOAD_SHED", "LOAD_SHED", "critical"]);
     } finally {
       channel.close();
       await server.shutdown();

@@ -51,7 +51,7 @@ describe("logger", () => {
   it("writes the request id of the call a line is written in", () => {
     const { lines, stream } = capture();
     const logger = createLogger("test", "info", stream);
-    withCallScope(undefined, "req-123", () => logger.info("inside"));
+    withCallScope({ deadlineAt: undefined, requestId: "req-123" }, () => logger.info("inside"));
     logger.info("outside");
     expect(JSON.parse(lines[0]!).request_id).to.equal("req-123");
     expect(JSON.parse(lines[1]!).request_id).to.equal(undefined);

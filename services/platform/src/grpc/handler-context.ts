@@ -7,6 +7,7 @@ import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type HandlerContext } from "@connectrpc/connect";
 import { fail } from "../errors.js";
 import { acceptedRequestId, newRequestId, REQUEST_ID_HEADER } from "../request-id.js";
+import { PRIORITY_HEADER, priorityFrom, type Priority } from "../priority.js";
 import { answersOnce, deadlineWithin, type DeadlineLimits } from "./deadline-policy.js";
 
 export interface ServerCallLike {
@@ -165,6 +166,11 @@ class CallContext implements HandlerContext {
     return (this.#values ??= createContextValues());
   }
 
+  /** The call's priority as its caller sent it (the gateway's route, or the call it was made within); `default` if none. */
+  get priority(): Priority {
+    return priorityFrom(this.call.metadata.get(PRIORITY_HEADER)[0]);
+  }
+
   /** The call's request id: the caller's (a well-formed one), else a new one. */
   get requestId(): string {
     return (this.#requestId ??= acceptedRequestId(this.call.metadata.get(REQUEST_ID_HEADER)[0]) ?? newRequestId());
@@ -220,6 +226,11 @@ export function serverDeadlineOf(context: HandlerContext): number | undefined {
 /** The call's request id: the caller's (a well-formed one), else one made for it. */
 export function requestIdOf(context: HandlerContext): string {
   return ownContext(context)?.requestId ?? newRequestId();
+}
+
+/** The call's priority (`default` when its caller sent none). */
+export function priorityOf(context: HandlerContext): Priority {
+  return ownContext(context)?.priority ?? priorityFrom(context.requestHeader.get(PRIORITY_HEADER));
 }
 
 /** Why the server ended the call early (endCall), if it did. */

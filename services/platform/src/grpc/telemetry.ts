@@ -4,7 +4,8 @@
 import { Metadata, status as GrpcStatus } from "@grpc/grpc-js";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
-import { currentRequestId } from "../call-deadline.js";
+import { currentPriority, currentRequestId } from "../call-deadline.js";
+import { PRIORITY_HEADER } from "../priority.js";
 import { rpcClientDuration } from "../metrics.js";
 import { REQUEST_ID_HEADER } from "../request-id.js";
 import { injectContext, SpanKind, SpanStatusCode, tracer, tracingEnabled, type Span } from "../tracing.js";
@@ -31,7 +32,7 @@ export interface ClientCallTelemetry {
 const NOTHING: ClientCallTelemetry = { end() {} };
 
 /**
- * An outgoing call: passes the request id of the call it is made within (unless the caller set one)
+ * An outgoing call: passes the request id and priority of the call it is made within (unless the caller set them)
  * and, when tracing, the trace context of a client span; unary calls are timed.
  */
 export function clientTelemetry(method: DescMethod) {
@@ -43,6 +44,10 @@ export function clientTelemetry(method: DescMethod) {
     if (metadata.get(REQUEST_ID_HEADER).length === 0) {
       const requestId = currentRequestId();
       if (requestId !== undefined) metadata.set(REQUEST_ID_HEADER, requestId);
+    }
+    if (metadata.get(PRIORITY_HEADER).length === 0) {
+      const priority = currentPriority();
+      if (priority !== undefined) metadata.set(PRIORITY_HEADER, priority);
     }
     let span: Span | undefined;
     if (tracingEnabled()) {
