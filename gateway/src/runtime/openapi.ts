@@ -5,6 +5,7 @@ import { parse as parseYaml } from "yaml";
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
 import { closestMatch } from "leven";
+import { PRIORITIES, type Priority } from "@switchyard/platform/priority.js";
 
 const addFormats = addFormatsModule as unknown as (ajv: Ajv2020) => void;
 
@@ -60,6 +61,8 @@ export interface CompiledOperation {
   readonly requiresAuth: boolean;
   /** The document offers a text/event-stream answer (a live stream) besides its JSON one. */
   readonly offersEventStream: boolean;
+  /** What is shed first under overload (`x-switchyard-priority`; runtime/priority.ts narrows it per request). */
+  readonly priority: Priority;
   /** What the version does with a query parameter the operation does not declare (the document says). */
   readonly unknownQueryParameters: UnknownQueryParameters;
   /** Why `validateBody` refused a body: an unknown field before any other problem (it may explain a missing one). */
@@ -75,6 +78,14 @@ export interface CompiledOperation {
  */
 export type UnknownQueryParameters = "refused" | "ignored";
 const UNKNOWN_QUERY_PARAMETERS = "x-switchyard-unknown-query-parameters";
+
+/** Every operation states its priority (`x-switchyard-priority`): none, or another word, is a broken document. */
+function declaredPriority(op: Json): Priority {
+  const said: unknown = op["x-switchyard-priority"];
+  if (!PRIORITIES.includes(said as Priority))
+    throw new Error(`${String(op.operationId)}: x-switchyard-priority must be one of ${PRIORITIES.join(", ")}`);
+  return said as Priority;
+}
 
 export interface ApiDocument {
   readonly version: number;
@@ -206,6 +217,7 @@ export function loadApiDocument(path: URL | string = OPENAPI_PATH): ApiDocument 
           return lineSchema ? (validators.line ??= bodyAjv.compile(rewriteRefs(lineSchema) as Json)) : undefined;
         },
         requiresAuth: security.length > 0,
+        priority: declaredPriority(op),
         offersEventStream: Object.values((op.responses ?? {}) as Json).some((r) =>
           Boolean(((resolve<Json>(document, r).content ?? {}) as Json)["text/event-stream"]),
         ),
