@@ -303,7 +303,7 @@ export function formatRequestCost(result: RequestCostResult): string[] {
         ? `; the PostgreSQL server's backends ${((readsPerSec * databaseMs) / (1000 * usableShare)).toFixed(2)} cores`
         : "";
     out.push(
-      `  sizing example (README): ${readsPerSec.toLocaleString("en")} reads/s with ${100 * usableShare} % of each core usable → replicas = ⌈rate × CPU ms per read ÷ (1000 × ${usableShare})⌉: ${mesh.join(", ")}${database}`,
+      `  sizing example (docs/capacity.md): ${readsPerSec.toLocaleString("en")} reads/s with ${100 * usableShare} % of each core usable → replicas = ⌈rate × CPU ms per read ÷ (1000 × ${usableShare})⌉: ${mesh.join(", ")}${database}`,
     );
   }
   return out;

@@ -1,7 +1,7 @@
 // The last table `npm run bench` prints: every figure that has a target, the target, and whether it
 // is met — PASS, MISS, or "not measured" (a scenario failed or was left out with BENCH_ONLY) — and
 // the figures printed for their own sake, marked "no target".
-// The sections above it give each figure's context; the README's bench section says how to read them.
+// The sections above it give each figure's context; docs/benchmarks.md says how to read them.
 export interface SummaryRow {
   /** The issue that set the target ("#15"), or "earlier" for one from before the issue tracker. */
   issue: string;

@@ -1,5 +1,5 @@
-// Entrypoint of the operator's command line (`npm run admin -- …`; see admin-cli.ts and the README,
-// "Creating a tenant on a deployed mesh"): the only place that reads the process's arguments and environment.
+// Entrypoint of the operator's command line (`npm run admin -- …`; see admin-cli.ts and
+// docs/operations.md, "Creating a tenant on a deployed mesh"): the only place that reads the process's arguments and environment.
 import { EXIT_FAILED, runAdmin } from "./admin-cli.js";
 
 runAdmin(process.argv.slice(2), process.env, {

@@ -1,12 +1,14 @@
-// The README is a promise: its curl examples are run as written against the real mesh (only the
-// ports are swapped for free ones) and name routes of the published documents, its configuration
-// table names every setting, and its list of errors every status the gateway answers with.
+// The README and the pages of docs/ are a promise: the curl examples (the README's Try it and the tour
+// that goes on from it) are run as written against the real mesh (only the ports are swapped for free
+// ones) and name routes of the published documents, the configuration table names every setting in at
+// most two sentences a row, the list of errors every status the gateway answers with, and every link
+// leads somewhere. The README stays a page a newcomer reads in five minutes.
 import { expect } from "chai";
 import { execFile, spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { promisify } from "node:util";
 import { identitySettings } from "@switchyard/identity";
 import { paymentsSettings } from "@switchyard/payments";
@@ -23,13 +25,55 @@ import { adminSettings } from "../scripts/admin-cli.js";
 
 const run = promisify(execFile);
 const ROOT = new URL("..", import.meta.url).pathname;
-const readme = readFileSync(join(ROOT, "README.md"), "utf8");
+const read = (file: string) => readFileSync(join(ROOT, file), "utf8");
+const readme = read("README.md");
+/** Where each promise now lives: the README links to every one of these pages. */
+const DOCS = {
+  tour: "docs/tour.md",
+  configuration: "docs/configuration.md",
+  api: "docs/api.md",
+  operations: "docs/operations.md",
+};
+const docsPages = readdirSync(join(ROOT, "docs"))
+  .filter((f) => f.endsWith(".md"))
+  .map((f) => `docs/${f}`);
+/** Every page of prose whose links must lead somewhere. */
+const pages = ["README.md", ...docsPages, "deploy/README.md"];
 
-function section(title: string): string {
-  const start = readme.indexOf(`## ${title}`);
-  expect(start, `README has a "${title}" section`).to.be.greaterThan(-1);
-  const end = readme.indexOf("\n## ", start + 3);
-  return readme.slice(start, end === -1 ? undefined : end);
+/** From the heading `## title` of the file to the next heading of that level. */
+function section(file: string, title: string): string {
+  const text = read(file);
+  const start = text.indexOf(`## ${title}`);
+  expect(start, `${file} has a "${title}" section`).to.be.greaterThan(-1);
+  const end = text.indexOf("\n## ", start + 3);
+  return text.slice(start, end === -1 ? undefined : end);
+}
+
+/** Try it as a reader runs it: the README's blocks, then the tour's, which go on in the same shell. */
+const tryIt = () => `${section("README.md", "Try it")}\n${read(DOCS.tour)}`;
+
+/** Prose without its fenced code blocks and inline code, whose brackets and hashes are no markdown. */
+const prose = (text: string) => text.replace(/^```[\s\S]*?^```/gm, "").replace(/`[^`\n]*`/g, "x");
+
+/** GitHub's anchor for a heading: lower case, punctuation but hyphens dropped, each space a hyphen. */
+const anchor = (heading: string) =>
+  heading
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, "")
+    .replace(/\s/g, "-");
+
+/** The anchors of a markdown file's headings (a repeated heading gets -1, -2, … as on GitHub). */
+function anchorsOf(text: string): Set<string> {
+  const seen = new Map<string, number>();
+  const anchors = new Set<string>();
+  for (const [, heading] of text.replace(/^```[\s\S]*?^```/gm, "").matchAll(/^#{1,6} (.+)$/gm)) {
+    const base = anchor(heading!.replace(/`/g, ""));
+    const n = seen.get(base) ?? 0;
+    seen.set(base, n + 1);
+    anchors.add(n === 0 ? base : `${base}-${n}`);
+  }
+  return anchors;
 }
 
 /**
@@ -44,8 +88,8 @@ function nodeFlagsInUse(): Set<string> {
       flags.add(arg.split("=")[0]!);
     }
   };
-  const scripts = Object.values(JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).scripts as object);
-  const dockerfile = readFileSync(join(ROOT, "deploy", "Dockerfile"), "utf8");
+  const scripts = Object.values(JSON.parse(read("package.json")).scripts as object);
+  const dockerfile = read("deploy/Dockerfile");
   // Shell form: `node --a --b file`.
   for (const text of [...scripts.map(String), dockerfile])
     for (const m of text.matchAll(/\bnode((?:\s+--[\w-]+(?:=\S+)?)+)/g))
@@ -68,6 +112,30 @@ function nodeFlagsInUse(): Set<string> {
 describe("README", function () {
   this.timeout(120_000);
 
+  it("stays short: a newcomer reads it in five minutes", () => {
+    expect(readme.split("\n").length, "lines of README.md").to.be.at.most(150);
+  });
+
+  it("says where to go next: a link to every page of docs/", () => {
+    const next = section("README.md", "Where to go next");
+    for (const page of docsPages) expect(next, page).to.include(`](${page})`);
+  });
+
+  it("links only to files and headings that exist", () => {
+    const broken: string[] = [];
+    for (const page of pages) {
+      for (const [, target] of prose(read(page)).matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (/^[a-z][\w+.-]*:/i.test(target!)) continue; // https:, mailto:: not ours to check
+        const [path, hash] = target!.split("#") as [string, string | undefined];
+        const file = path === "" ? page : join(dirname(page), path);
+        if (!existsSync(join(ROOT, file))) broken.push(`${page}: ${target} (no ${file})`);
+        else if (hash !== undefined && file.endsWith(".md") && !anchorsOf(read(file)).has(hash))
+          broken.push(`${page}: ${target} (no heading #${hash} in ${file})`);
+      }
+    }
+    expect(broken).to.deep.equal([]);
+  });
+
   it("opens with the two commands", () => {
     const firstBlock = /```sh\n([\s\S]*?)```/.exec(readme)?.[1] ?? "";
     expect(firstBlock).to.match(/^npm ci && npm start\b/m);
@@ -75,7 +143,7 @@ describe("README", function () {
   });
 
   it("documents every environment variable the processes read", () => {
-    const table = section("Configuration");
+    const table = read(DOCS.configuration);
     for (const spec of [
       identitySettings,
       paymentsSettings,
@@ -88,8 +156,26 @@ describe("README", function () {
     }
   });
 
+  it("says what each setting is in at most two sentences (and 60 words) a row", () => {
+    const rows = read(DOCS.configuration)
+      .split("\n")
+      .filter((line) => line.startsWith("| `"));
+    expect(rows.length, "rows of the configuration table").to.be.greaterThan(40);
+    for (const row of rows) {
+      const meaning = row.split("|").at(-2)!;
+      // Code and link targets hold dots that end no sentence.
+      const words = meaning
+        .replace(/`[^`]*`/g, "x")
+        .replace(/\]\([^)]*\)/g, "]")
+        .trim();
+      const sentences = words.split(/(?<=[.!?])\s+/).filter((s) => s.length > 0);
+      expect(sentences.length, `${row.split("|")[1]!.trim()}: sentences`).to.be.at.most(2);
+      expect(words.split(/\s+/).length, `${row.split("|")[1]!.trim()}: words`).to.be.at.most(60);
+    }
+  });
+
   it("lists every status the gateway's error table answers with among its errors", () => {
-    const errors = /^- Errors: [\s\S]*?(?=\n- )/m.exec(section("The public API in short"))?.[0] ?? "";
+    const errors = /^- Errors: [\s\S]*?(?=\n- )/m.exec(read(DOCS.api))?.[0] ?? "";
     for (const status of new Set(Object.values(HTTP_STATUS)))
       expect(errors, `status ${status}`).to.match(new RegExp(`\\b${status}\\b`));
   });
@@ -97,7 +183,7 @@ describe("README", function () {
   it("sends every request of Try it to a route of the published documents, with header parameters that route takes", () => {
     const router = new Router([1, 2].flatMap((major) => loadApiDocument(openApiPath(major)).operations));
     // Logical lines (continuations joined); each curl to the gateway, however its output is used.
-    const lines = section("Try it")
+    const lines = tryIt()
       .replace(/\\\n\s*/g, " ")
       .split("\n");
     const requests = lines
@@ -129,14 +215,15 @@ describe("README", function () {
     const declines = Object.keys(errorCatalogue).filter((reason) => /DECLIN/.test(reason));
     if (declines.length > 0) return;
     const documents = [1, 2].map((major) => readFileSync(openApiPath(major), "utf8"));
-    for (const [name, text] of [["README.md", readme], ...documents.map((d, i) => [`v${i + 1}.yaml`, d])] as const) {
+    const prosePages = ["README.md", ...docsPages].map((page) => [page, read(page)] as const);
+    for (const [name, text] of [...prosePages, ...documents.map((d, i) => [`v${i + 1}.yaml`, d] as const)]) {
       const promises = text.split("\n").filter((line) => /declin/i.test(line) && !line.includes("none is declined"));
       expect(promises, `${name} speaks of declines`).to.deep.equal([]);
     }
   });
 
   it("names and explains every flag Node is started with, wherever a process starts", () => {
-    const table = section("Node flags");
+    const table = section(DOCS.operations, "Node flags");
     for (const flag of nodeFlagsInUse()) {
       const why = new RegExp(`^\\| \`${flag}\` \\|[^|]+\\|([^|]+)\\|$`, "m").exec(table)?.[1] ?? "";
       expect(why.trim().length, `${flag}: a row of "Node flags" that says why`).to.be.greaterThan(40);
@@ -170,7 +257,7 @@ describe("README", function () {
     });
 
     it("gives the statuses its comments promise", async () => {
-      const blocks = [...section("Try it").matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
+      const blocks = [...tryIt().matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!);
       expect(blocks.length).to.be.greaterThan(3);
       const script = ["set -euo pipefail", ...blocks]
         .join("\n")
@@ -188,7 +275,7 @@ describe("README", function () {
     });
 
     it("stops at a failed login, saying why, instead of going on with a token that is no token", async () => {
-      const login = /```sh\n([\s\S]*?)```/.exec(section("Try it"))![1]!;
+      const login = /```sh\n([\s\S]*?)```/.exec(section("README.md", "Try it"))![1]!;
       expect(login).to.match(/^TOKEN=/m);
       const script = [
         "set -e",
@@ -208,7 +295,7 @@ describe("README", function () {
 
     it("resumes the live feed after the last event seen with Last-Event-ID, as its block shows", async function () {
       this.timeout(60_000);
-      const block = /```\n(# Shell 1[\s\S]*?)```/.exec(section("Try it"))?.[1] ?? "";
+      const block = /```\n(# Shell 1[\s\S]*?)```/.exec(read(DOCS.tour))?.[1] ?? "";
       const [watch, post, postMissed, resume] = block
         .split("\n")
         .filter((l) => l.startsWith("curl "))

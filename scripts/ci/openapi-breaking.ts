@@ -223,7 +223,7 @@ export function breakingChanges(oldDoc: Json, newDoc: Json): Break[] {
           "response",
           found,
         );
-        // Every failure shares one body, {"error", "code"} (README: Errors): a change there breaks
+        // Every failure shares one body, {"error", "code"} (docs/api.md: Errors): a change there breaks
         // every client's error handling at once, so it is named as such.
         const isError = !/^[23]/.test(status);
         out.push(...found.map((b) => (isError ? { where: b.where, what: `error envelope changed: ${b.what}` } : b)));

@@ -8,7 +8,7 @@
 import { expect } from "chai";
 import { ALICE, newKey, startE2eMesh, type E2eMesh } from "../support/http.js";
 
-/** The defaults of GATEWAY_CONCURRENCY_INITIAL / MIN / MAX (README, gateway settings). */
+/** The defaults of GATEWAY_CONCURRENCY_INITIAL / MIN / MAX (docs/configuration.md). */
 const DEFAULT_LIMIT = {
   GATEWAY_CONCURRENCY_INITIAL: "100",
   GATEWAY_CONCURRENCY_MIN: "3",

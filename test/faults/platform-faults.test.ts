@@ -24,7 +24,7 @@ const OUTAGE_MS = 30_000;
 const SERVICES = ["identity", "payments", "orders", "content"] as const;
 type ServiceName = (typeof SERVICES)[number];
 
-/** The figures the README quotes (recovery after a restart), printed when the suite ends. */
+/** The figures docs/operations.md quotes (recovery after a restart), printed when the suite ends. */
 const figures: string[] = [];
 
 describe("e2e: platform faults (a PostgreSQL server and a Redis of its own)", function () {
