@@ -6,6 +6,7 @@ import { expect } from "chai";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import semver from "semver";
+import { IMAGE_NODE } from "../scripts/node-runtime.mjs";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 const readJson = (file: string) => JSON.parse(readFileSync(join(ROOT, file), "utf8"));
@@ -36,5 +37,13 @@ describe("supported Node versions", () => {
       .map((range) => semver.minVersion(range)!)
       .map((v) => (v.minor === 0 && v.patch === 0 ? `${v.major}+` : `${v.major}.${v.minor}+`));
     expect(said.match(/\d+(\.\d+)?\+/g), `"Runs on Node …" in the README`).to.deep.equal(lowest);
+  });
+
+  it("the image's Node, which the limiter's tests and the benchmark also run on, is the Dockerfile's", () => {
+    const dockerfile = readFileSync(join(ROOT, "deploy/Dockerfile"), "utf8");
+    const tag = /^ARG NODE_IMAGE=node:(\d+)-/m.exec(dockerfile)?.[1];
+    const version = /\(node:\d+-[\w-]+, Node (\d+\.\d+\.\d+),/.exec(dockerfile)?.[1];
+    expect(version, "the version the Dockerfile's comment gives its image").to.equal(IMAGE_NODE.version);
+    expect(String(semver.major(IMAGE_NODE.version)), "the image's tag").to.equal(tag);
   });
 });
