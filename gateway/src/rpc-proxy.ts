@@ -44,7 +44,7 @@ import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js"
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { errorCatalogue, type ErrorReason } from "@switchyard/platform/errors.js";
 import type { UpstreamName, Upstreams } from "./upstreams.js";
-import { toRpcError, type HttpError } from "./runtime/errors.js";
+import { toHttpError, toRpcError, type HttpError } from "./runtime/errors.js";
 import { EdgeCall, type QuotaRecord } from "./pipeline/edge-call.js";
 import type { EdgePolicy } from "./pipeline/edge-policy.js";
 
@@ -190,7 +190,7 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
     }
   }
 
-  /** The edge's stages, once for every call (as /v1 runs them), their refusals in the call's own protocol. */
+  /** The edge's lifecycle, once for every call (as /v1 runs it), its refusals in the call's own protocol. */
   const edgeStages: Interceptor = (next) => async (req) => {
     const call = req.contextValues.get(CALL)!;
     const verifying = policy.identify(call, req.header.get("authorization") ?? undefined);
@@ -199,51 +199,46 @@ export function rpcProxy(options: RpcProxyOptions): RpcProxy {
     if (call.presentedToken && call.caller === undefined) {
       throw ConnectError.from(call.refusedToken, Code.Unauthenticated);
     }
-    const overQuota = policy.quota.settle(call, await policy.admission.admit(call));
-    if (overQuota) throw refusal(overQuota, call);
-    if (call.release === undefined) throw refusal(policy.admission.shed(), call);
+    call.liveStream = req.method.methodKind === "server_streaming";
+    const refused = await policy.enter(call);
+    if (refused) throw refusal(refused, call);
+    const upstream = upstreamOf.get(req.method)!;
+    /** The call is answered: the lifecycle gives back what it holds, told how the answer went. */
+    const finish = (err?: unknown) =>
+      policy.finish(call, { upstreamWork: true, status: err === undefined ? 200 : toHttpError(err, upstream).status });
     try {
-      const metadata = policy.upstreamMetadata(call, upstreamOf.get(req.method)!);
+      const metadata = policy.upstreamMetadata(call, upstream);
       call.metadata = metadata instanceof Promise ? await metadata : metadata;
     } catch (err) {
-      call.giveBackPlace();
+      policy.finish(call, { upstreamWork: false, status: 500 });
       throw err;
     }
-    if (req.method.methodKind !== "server_streaming") {
-      try {
-        const res = withQuota(await next(req), call);
-        call.giveBackPlace(true);
-        return res;
-      } catch (err) {
-        call.giveBackPlace(ConnectError.from(err).code !== Code.Unavailable);
-        throw err;
-      }
-    }
-    // A live stream: one of its caller's slots while it lasts; its place in the limit back once open (long by design).
-    const noSlot = policy.takeStreamSlot(call);
-    if (noSlot) throw refusal(noSlot, call);
-    const slot = call.slot!;
     let res;
     try {
       res = withQuota(await next(req), call);
     } catch (err) {
-      slot();
+      finish(err);
       throw err;
-    } finally {
-      call.giveBackPlace();
     }
     if (!res.stream) {
-      slot();
+      finish();
       return res;
     }
+    // A live stream: its place back once open (long by design); its caller's slot while it lasts.
+    policy.opened(call);
     const messages = res.message;
     return {
       ...res,
       message: (async function* () {
+        let failure: unknown;
         try {
           yield* messages;
+        } catch (err) {
+          failure = err;
+          throw err;
         } finally {
-          slot();
+          // However it ended — done, failed, or the page gone (the iterator returned early).
+          finish(failure);
         }
       })(),
     };

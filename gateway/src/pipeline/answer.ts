@@ -30,8 +30,6 @@ export function answerStage({
   failures: FailureLog;
 }): Answers {
   async function respondWithEvents(x: ApiExchange, result: RouteResult): Promise<void> {
-    // A live stream gives its place in the limit back once open: it is long by design, and says nothing of latency.
-    x.giveBackPlace();
     const { res, headers } = x;
     const cancel = x.cancellation!;
     const streamCaller = x.caller;

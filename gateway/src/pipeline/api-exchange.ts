@@ -22,8 +22,6 @@ export class ApiExchange extends EdgeCall {
   route: BoundRoute | undefined = undefined;
   /** The service named in a 5xx message. */
   upstream = "upstream";
-  /** The request asks for a live stream (runtime/streams.ts). */
-  eventStream = false;
   /** input: path, query and header parameters, checked against the document. */
   params!: Record<string, unknown>;
   /** input: the checked body, and its lines when the operation takes it line by line. */

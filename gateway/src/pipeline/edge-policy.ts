@@ -1,7 +1,8 @@
-// The edge's policy, composed once at start and shared by /v1 (api.ts) and /rpc (rpc-proxy.ts): the
+// The edge's policy, composed once at start and shared by /v1 (api.ts) and /rpc (rpc/front.ts): the
 // same stages, over the same verifier, limit, quotas and stream slots, in the same order —
-// identify → admit → quota → (shed) → stream slot → deadline → upstream metadata. Each front says the
-// refusals in its own protocol.
+// identify → admit → quota → (shed) → stream slot → deadline → upstream metadata — and one lifecycle
+// (edge-lifecycle.ts) that runs them and gives back what a call holds. Each front says the refusals
+// in its own protocol.
 import type { TokenVerifier } from "@switchyard/platform/auth.js";
 import type { ServiceCredentials } from "@switchyard/platform/service-credentials.js";
 import type { AdaptiveConcurrencyLimit } from "../runtime/concurrency-limit.js";
@@ -9,9 +10,10 @@ import type { RateLimiter } from "../runtime/rate-limit.js";
 import type { StreamSlots } from "../runtime/streams.js";
 import { admissionStage, type Admission } from "./admit.js";
 import { deadlineStage, type Deadline } from "./deadline.js";
+import { edgeLifecycle, type EdgeLifecycle, type EdgeStage } from "./edge-lifecycle.js";
 import { identifyStage, type Identify } from "./identify.js";
 import { quotaStage, type Quota } from "./quota.js";
-import { streamSlotStage, type TakeStreamSlot } from "./stream-slot.js";
+import { streamSlotStage } from "./stream-slot.js";
 import { upstreamMetadataStage, type UpstreamMetadata } from "./upstream-metadata.js";
 
 export interface EdgePolicyOptions {
@@ -30,25 +32,35 @@ export interface EdgePolicyOptions {
   maxDeadlineMs: number;
   /** Counted when the concurrency limit sheds. */
   onShed(): void;
+  /** Stages every admitted call also enters, on both fronts, after the shed and before its stream slot. */
+  stages?: readonly EdgeStage[];
 }
 
-export interface EdgePolicy {
+export interface EdgePolicy extends EdgeLifecycle {
   identify: Identify;
-  admission: Admission;
-  quota: Quota;
-  takeStreamSlot: TakeStreamSlot;
   deadline: Deadline;
   upstreamMetadata: UpstreamMetadata;
 }
 
 export function edgePolicy(options: EdgePolicyOptions): EdgePolicy {
   const quota = quotaStage(options.rateLimiter, options.rateLimit, options.rateWindowSeconds);
+  const admission = admissionStage(options.concurrency, quota, options.onShed);
+  const takeStreamSlot = streamSlotStage(options.streamSlots, options.maxStreamsPerCaller);
+  const stages: EdgeStage[] = [
+    admitAndDraw(admission, quota),
+    (call) => (call.release === undefined ? admission.shed() : undefined),
+    ...(options.stages ?? []),
+    (call) => (call.liveStream ? takeStreamSlot(call) : undefined),
+  ];
   return {
+    ...edgeLifecycle(quota, stages),
     identify: identifyStage(options.verifier),
-    admission: admissionStage(options.concurrency, quota, options.onShed),
-    quota,
-    takeStreamSlot: streamSlotStage(options.streamSlots, options.maxStreamsPerCaller),
     deadline: deadlineStage(options.deadlineMs, options.maxDeadlineMs),
     upstreamMetadata: upstreamMetadataStage(options.ownCredentials),
   };
+}
+
+/** admit and quota: a place if there is one, then the quota drawn on (or read, without a place) and settled. */
+function admitAndDraw(admission: Admission, quota: Quota): EdgeStage {
+  return (call) => admission.admit(call).then((decision) => quota.settle(call, decision));
 }
