@@ -9,7 +9,8 @@ import type { RequestRecord } from "./runtime/observability.js";
 import { sendJson, setHeaders, type ResponseHeaders } from "./runtime/respond.js";
 import { versionsJson, type PublishedVersion } from "./runtime/versions.js";
 import type { DocsSite } from "./docs.js";
-import { RPC_PREFIX, type RpcProxy } from "./rpc-proxy.js";
+import { RPC_PREFIX } from "./rpc/allow-list.js";
+import type { RpcProxy } from "./rpc/front.js";
 import type { ServeApi } from "./pipeline/api.js";
 
 export interface DispatchOptions {

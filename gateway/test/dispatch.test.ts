@@ -11,7 +11,7 @@ import { observeRequest, type RequestRecord } from "../src/runtime/observability
 import { sendJson } from "../src/runtime/respond.js";
 import { publishedVersions } from "../src/runtime/versions.js";
 import type { DocsSite } from "../src/docs.js";
-import type { RpcProxy } from "../src/rpc-proxy.js";
+import type { RpcProxy } from "../src/rpc/front.js";
 
 describe("dispatch: which part of the edge answers", () => {
   let server: Server;

@@ -20,7 +20,7 @@ import { teachesLimit } from "../../src/pipeline/edge-lifecycle.js";
 import { edgePolicy } from "../../src/pipeline/edge-policy.js";
 import { bodyStage } from "../../src/pipeline/input.js";
 import { routeStage } from "../../src/pipeline/route.js";
-import { rpcProxy } from "../../src/rpc-proxy.js";
+import { rpcProxy } from "../../src/rpc/front.js";
 import { AdaptiveConcurrencyLimit, type Release } from "../../src/runtime/concurrency-limit.js";
 import { corsPolicy } from "../../src/runtime/cors.js";
 import { edgeError } from "../../src/runtime/errors.js";
