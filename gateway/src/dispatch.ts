@@ -46,10 +46,10 @@ export function dispatchStage({
     const q = url.indexOf("?");
     const pathname = q === -1 ? url : url.slice(0, q);
     const method = req.method ?? "GET";
-    if (pathname === "/healthz") return sendJson(res, 200, { status: "ok" }, headers);
+    if (pathname === "/healthz") return sendJson(res, { status: 200, body: { status: "ok" }, headers });
     if (pathname === "/readyz") return answerReadiness(res, headers);
     if (pathname === "/versions" && (method === "GET" || method === "HEAD"))
-      return sendJson(res, 200, versionsJson(versions), headers);
+      return sendJson(res, { status: 200, body: versionsJson(versions), headers });
     if (pathname === "/metrics" && (method === "GET" || method === "HEAD")) {
       setHeaders(res, headers);
       return writeMetrics(res);
@@ -66,6 +66,6 @@ export function dispatchStage({
       setHeaders(res, headers);
       return rpc.handle(req, res, address, record);
     }
-    return serveApi(req, res, record, headers, address, pathname, q === -1 ? "" : url.slice(q + 1));
+    return serveApi({ req, res, record, headers, address, pathname, search: q === -1 ? "" : url.slice(q + 1) });
   };
 }

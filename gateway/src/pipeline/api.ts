@@ -4,12 +4,9 @@
 //   body → deadline → caller required? → cancellation and call → represent and respond → finish
 // — each a function of its own module called with the request's ApiExchange: nothing is made per
 // stage or per request beyond that object and the route's call options.
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { RequestRecord } from "../runtime/observability.js";
-import type { ResponseHeaders } from "../runtime/respond.js";
 import { wantsEventStream } from "../runtime/streams.js";
 import { OPENAPI_DOCUMENT_OPERATION } from "../routes/table.js";
-import { ApiExchange } from "./api-exchange.js";
+import { ApiExchange, type ApiRequest } from "./api-exchange.js";
 import type { Answers } from "./answer.js";
 import type { CallRoute } from "./call.js";
 import { askedTimeoutMs } from "./deadline.js";
@@ -28,16 +25,8 @@ export interface ApiPipelineStages {
   documents: ReadonlyMap<number, unknown>;
 }
 
-/** Serves one request of the API; `headers`: what its answer carries so far (its request id). */
-export type ServeApi = (
-  req: IncomingMessage,
-  res: ServerResponse,
-  record: RequestRecord,
-  headers: ResponseHeaders,
-  address: string,
-  pathname: string,
-  search: string,
-) => Promise<void>;
+/** Serves one request of the API. */
+export type ServeApi = (request: ApiRequest) => Promise<void>;
 
 export function apiPipeline({
   policy,
@@ -67,9 +56,10 @@ export function apiPipeline({
     });
   }
 
-  return async function serveApi(req, res, record, headers, address, pathname, search) {
-    const x = new ApiExchange(req, res, record, headers, address, pathname, search, req.method ?? "GET");
-    record.onClose = () => closed(x);
+  return async function serveApi(request) {
+    const x = new ApiExchange(request);
+    const { req } = request;
+    request.record.onClose = () => closed(x);
     try {
       const verifying = policy.identify(x, req.headers.authorization);
       if (verifying) await verifying;

@@ -122,7 +122,15 @@ describe("pipeline: the API's stages composed", () => {
     server = createServer((req, res) => {
       const record = observeRequest(req, res, { trustedProxyHops: 0, logger, accessLog: false });
       const [pathname = "", search = ""] = (req.url ?? "/").split("?");
-      void serveApi(req, res, record, { "x-request-id": record.requestId }, "192.0.2.9", pathname, search);
+      void serveApi({
+        req,
+        res,
+        record,
+        headers: { "x-request-id": record.requestId },
+        address: "192.0.2.9",
+        pathname,
+        search,
+      });
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
