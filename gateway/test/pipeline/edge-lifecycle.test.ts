@@ -3,49 +3,35 @@
 // its refusal said in each front's own protocol; and the one rule for what the concurrency limit
 // learns from an answered call holds on both.
 import { expect } from "chai";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-node";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
 import { createLogger } from "@switchyard/platform/logger.js";
-import { ServiceCredentials } from "@switchyard/platform/service-credentials.js";
 import { dispatchStage } from "../../src/dispatch.js";
-import { apiPipeline } from "../../src/pipeline/api.js";
-import { answerStage } from "../../src/pipeline/answer.js";
-import { callStage } from "../../src/pipeline/call.js";
 import type { EdgeCall } from "../../src/pipeline/edge-call.js";
 import { teachesLimit } from "../../src/pipeline/edge-lifecycle.js";
-import { edgePolicy } from "../../src/pipeline/edge-policy.js";
-import { bodyStage } from "../../src/pipeline/input.js";
-import { routeStage } from "../../src/pipeline/route.js";
 import { rpcProxy } from "../../src/rpc/front.js";
-import { AdaptiveConcurrencyLimit, type Release } from "../../src/runtime/concurrency-limit.js";
+import type { AdaptiveConcurrencyLimit } from "../../src/runtime/concurrency-limit.js";
 import { corsPolicy } from "../../src/runtime/cors.js";
 import { edgeError } from "../../src/runtime/errors.js";
 import { FailureLog } from "../../src/runtime/failure-log.js";
-import type { LiveFanout } from "../../src/runtime/live-fanout.js";
 import { observeRequest } from "../../src/runtime/observability.js";
-import { loadApiDocument, servedApiPath } from "../../src/runtime/openapi.js";
 import { createRateLimiter, type RateLimiter } from "../../src/runtime/rate-limit.js";
 import type { RouteHandler } from "../../src/runtime/route.js";
-import { Router } from "../../src/runtime/router.js";
-import { StreamSlots } from "../../src/runtime/streams.js";
-import { DeprecatedRouteUsage, deprecatedOperations, publishedVersions } from "../../src/runtime/versions.js";
+import { DeprecatedRouteUsage, publishedVersions } from "../../src/runtime/versions.js";
 import type { BoundRoute } from "../../src/routes/table.js";
 import type { Upstreams } from "../../src/upstreams.js";
 import { caller, fakeVerifier } from "./fixtures.js";
+import { listening, placesBack, sampledLimit, testApiPipeline, testPolicy } from "./composed.js";
 
 const ALICE = "Bearer t-alice";
 
 describe("pipeline: one edge lifecycle for /v1 and /rpc", () => {
   const logger = createLogger("test", "silent");
   const versions = publishedVersions(new Date("2027-08-23T00:00:00Z"));
-  const document = loadApiDocument(servedApiPath(1));
   const { verifier } = fakeVerifier({ [ALICE]: caller("acme", 7n, "t-alice") });
-  let server: Server;
-  let base: string;
+  let server: Awaited<ReturnType<typeof listening>>;
   let rateLimiter: RateLimiter;
   let concurrency: AdaptiveConcurrencyLimit;
   let failures: FailureLog;
@@ -77,51 +63,15 @@ describe("pipeline: one edge lifecycle for /v1 and /rpc", () => {
       windowSeconds: 600,
       keyPrefix: `lifecycle-${process.pid}-${Math.random()}`,
     });
-    concurrency = new AdaptiveConcurrencyLimit({ initialLimit: 4, minLimit: 4, maxLimit: 4 });
-    const acquire = concurrency.tryAcquire.bind(concurrency);
-    concurrency.tryAcquire = (): Release | undefined => {
-      const release = acquire();
-      return release && ((sample) => (samples.push(sample), release(sample)));
-    };
+    concurrency = sampledLimit(4, (sample) => samples.push(sample));
     failures = new FailureLog(logger);
     usage = new DeprecatedRouteUsage(logger, 60_000);
     // The edge's policy with one stage more, added once.
-    const policy = edgePolicy({
-      verifier,
-      ownCredentials: new ServiceCredentials(async () => ({ token: "gateway-token", expiresInSeconds: 600 })),
-      concurrency,
-      rateLimiter,
-      rateLimit: 100,
-      rateWindowSeconds: 600,
-      streamSlots: new StreamSlots(1),
-      maxStreamsPerCaller: 1,
-      deadlineMs: 1_000,
-      maxDeadlineMs: 2_000,
-      onShed: () => {},
-      stages: [addedStage],
-    });
+    const policy = testPolicy({ verifier, concurrency, rateLimiter, rateLimit: 100, stages: [addedStage] });
     const routes = new Map<string, BoundRoute>([
       ["getPayment", { upstream: "payments", handler: (ctx) => v1Answer(ctx) }],
     ]);
-    const serveApi = apiPipeline({
-      policy,
-      routeAndVersion: routeStage({
-        router: new Router(document.operations),
-        routes,
-        publishedMajors: [1],
-        deprecations: deprecatedOperations(versions, () => new Map()),
-        deprecatedUsage: usage,
-      }),
-      readBody: bodyStage(1_024),
-      callRoute: callStage({
-        upstreams: {} as Upstreams,
-        fanout: {} as LiveFanout,
-        edgeCache: undefined,
-        upstreamMetadata: policy.upstreamMetadata,
-      }),
-      answers: answerStage({ verifier, heartbeatMs: 60_000, failures }),
-      documents: new Map([[1, document.document]]),
-    });
+    const serveApi = testApiPipeline({ policy, verifier, routes, failures, usage });
     const content = { getDocument: () => rpcAnswer() };
     const rpc = rpcProxy({
       upstreams: { identity: {}, payments: {}, orders: {}, content } as unknown as Upstreams,
@@ -137,29 +87,23 @@ describe("pipeline: one edge lifecycle for /v1 and /rpc", () => {
       answerReadiness: async () => {},
       trustedProxyHops: 0,
     });
-    server = createServer((req, res) => {
+    server = await listening((req, res) => {
       const record = observeRequest(req, res, { trustedProxyHops: 0, logger, accessLog: false });
       void dispatch(req, res, record, { "x-request-id": record.requestId });
     });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
   afterEach(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
+    await server.close();
     await rateLimiter.close();
     failures.stop();
     usage.stop();
   });
 
-  const v1 = () => fetch(`${base}/v1/payments/pay_1`, { headers: { authorization: ALICE } });
+  const v1 = () => fetch(`${server.base}/v1/payments/pay_1`, { headers: { authorization: ALICE } });
   const content = () =>
-    createClient(ContentService, createConnectTransport({ baseUrl: `${base}/rpc`, httpVersion: "1.1" }));
+    createClient(ContentService, createConnectTransport({ baseUrl: `${server.base}/rpc`, httpVersion: "1.1" }));
   const getDocument = () => content().getDocument({ documentId: "doc_x" }, { headers: { authorization: ALICE } });
-  /** A place is given back when the response closes, just after the client has read it. */
-  const settled = async () => {
-    for (let i = 0; i < 50 && concurrency.inflight > 0; i++) await new Promise((r) => setTimeout(r, 5));
-  };
+  const settled = () => placesBack(concurrency);
   async function refusalOf(call: () => Promise<unknown>): Promise<ConnectError> {
     try {
       await call();
