@@ -49,7 +49,7 @@ export function apiPipeline({
     // A client that goes away cancels the gRPC call and everything below it.
     x.gone = !x.res.writableFinished;
     if (x.gone) x.cancellation?.abort();
-    // The edge cache's memory answered without the upstream work, as the lifecycle needs to know.
+    // Upstream work: the route was called (not refused at the edge) and not answered from the edge cache's memory.
     policy.finish(x, {
       upstreamWork: x.cancellation !== undefined && x.record.cache !== "hit",
       status: x.res.statusCode,
