@@ -1,11 +1,15 @@
 // The lifecycle of an edge call, the same for /v<N> (api.ts) and /rpc (rpc/front.ts): a call enters
-// through its stages in order (admit → quota → shed → … → stream slot), each of which may refuse it;
-// it draws its upstream calls' metadata; and when it is answered it gives back what it holds, its
-// place in the concurrency limit teaching the limit by one rule (`finish`). The fronts say a refusal
-// in their own protocol; what is refused, and when, is decided here once.
+// through its stages in order (admit → quota → shed → any stage added → stream slot), each of which
+// may refuse it; it draws its upstream calls' metadata (edge-policy.ts); and when it is answered it
+// gives back what it holds, its place in the concurrency limit teaching the limit by one rule
+// (`teachesLimit`). The fronts say a refusal in their own protocol; what is refused, and when, and
+// what the limit learns, is decided here once.
 import type { HttpError } from "../runtime/errors.js";
+import type { RateDecision } from "../runtime/rate-limit.js";
+import type { Admission } from "./admit.js";
 import type { EdgeCall } from "./edge-call.js";
 import type { Quota } from "./quota.js";
+import type { TakeStreamSlot } from "./stream-slot.js";
 
 /** A stage a call enters through: reads and fills the call, and returns its refusal, if it refuses. */
 export type EdgeStage = (call: EdgeCall) => HttpError | undefined | Promise<HttpError | undefined>;
@@ -44,22 +48,41 @@ export interface EdgeLifecycle {
   finish(call: EdgeCall, end: CallEnd): void;
 }
 
-export function edgeLifecycle(quota: Quota, stages: readonly EdgeStage[]): EdgeLifecycle {
+/** The stages every call enters through, in this order. */
+export interface LifecycleStages {
+  admission: Admission;
+  quota: Quota;
+  takeStreamSlot: TakeStreamSlot;
+  /** Stages more, entered after the shed and before the stream slot. */
+  added: readonly EdgeStage[];
+}
+
+export function edgeLifecycle({ admission, quota, takeStreamSlot, added }: LifecycleStages): EdgeLifecycle {
+  /** Admitted or not: the quota settled (429 before 503), the shed, then the rest. */
+  function admitted(call: EdgeCall, decision: RateDecision): HttpError | undefined | Promise<HttpError | undefined> {
+    const refusal = quota.settle(call, decision) ?? (call.release === undefined ? admission.shed() : undefined);
+    return refusal ?? rest(call, 0);
+  }
+
+  /** The stages added, from the `from`th, then the stream slot of a live stream. */
+  function rest(call: EdgeCall, from: number): HttpError | undefined | Promise<HttpError | undefined> {
+    for (let i = from; i < added.length; i++) {
+      const step = added[i]!(call);
+      // Most stages decide at once: only a promise is waited for (a turn of the event loop each).
+      if (step instanceof Promise)
+        return step.then((refusal) => (refusal === undefined ? rest(call, i + 1) : refused(call, refusal)));
+      if (step !== undefined) return refused(call, step);
+    }
+    return call.liveStream ? takeStreamSlot(call) : undefined;
+  }
+
   return {
     async charge(call) {
       return quota.settle(call, await quota.ask(call, true));
     },
-    async enter(call) {
-      for (const stage of stages) {
-        const step = stage(call);
-        // Most stages decide at once: only a promise is awaited (a turn of the event loop each).
-        const refusal = step instanceof Promise ? await step : step;
-        if (refusal !== undefined) {
-          release(call, false);
-          return refusal;
-        }
-      }
-      return undefined;
+    enter(call) {
+      // The one wait of the way in is the quota's (the limiter's promise): the rest decide at once.
+      return admission.admit(call).then((decision) => admitted(call, decision));
     },
     opened(call) {
       call.giveBackPlace();
@@ -68,6 +91,12 @@ export function edgeLifecycle(quota: Quota, stages: readonly EdgeStage[]): EdgeL
       release(call, teachesLimit(end));
     },
   };
+}
+
+/** A stage added refused the call: what it holds goes back (the lifecycle's own stages give theirs back themselves). */
+function refused(call: EdgeCall, refusal: HttpError): HttpError {
+  release(call, false);
+  return refusal;
 }
 
 function release(call: EdgeCall, sample: boolean): void {

@@ -8,11 +8,11 @@ import type { ServiceCredentials } from "@switchyard/platform/service-credential
 import type { AdaptiveConcurrencyLimit } from "../runtime/concurrency-limit.js";
 import type { RateLimiter } from "../runtime/rate-limit.js";
 import type { StreamSlots } from "../runtime/streams.js";
-import { admissionStage, type Admission } from "./admit.js";
+import { admissionStage } from "./admit.js";
 import { deadlineStage, type Deadline } from "./deadline.js";
 import { edgeLifecycle, type EdgeLifecycle, type EdgeStage } from "./edge-lifecycle.js";
 import { identifyStage, type Identify } from "./identify.js";
-import { quotaStage, type Quota } from "./quota.js";
+import { quotaStage } from "./quota.js";
 import { streamSlotStage } from "./stream-slot.js";
 import { upstreamMetadataStage, type UpstreamMetadata } from "./upstream-metadata.js";
 
@@ -44,23 +44,15 @@ export interface EdgePolicy extends EdgeLifecycle {
 
 export function edgePolicy(options: EdgePolicyOptions): EdgePolicy {
   const quota = quotaStage(options.rateLimiter, options.rateLimit, options.rateWindowSeconds);
-  const admission = admissionStage(options.concurrency, quota, options.onShed);
-  const takeStreamSlot = streamSlotStage(options.streamSlots, options.maxStreamsPerCaller);
-  const stages: EdgeStage[] = [
-    admitAndDraw(admission, quota),
-    (call) => (call.release === undefined ? admission.shed() : undefined),
-    ...(options.stages ?? []),
-    (call) => (call.liveStream ? takeStreamSlot(call) : undefined),
-  ];
   return {
-    ...edgeLifecycle(quota, stages),
+    ...edgeLifecycle({
+      admission: admissionStage(options.concurrency, quota, options.onShed),
+      quota,
+      takeStreamSlot: streamSlotStage(options.streamSlots, options.maxStreamsPerCaller),
+      added: options.stages ?? [],
+    }),
     identify: identifyStage(options.verifier),
     deadline: deadlineStage(options.deadlineMs, options.maxDeadlineMs),
     upstreamMetadata: upstreamMetadataStage(options.ownCredentials),
   };
-}
-
-/** admit and quota: a place if there is one, then the quota drawn on (or read, without a place) and settled. */
-function admitAndDraw(admission: Admission, quota: Quota): EdgeStage {
-  return (call) => admission.admit(call).then((decision) => quota.settle(call, decision));
 }
