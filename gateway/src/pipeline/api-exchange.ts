@@ -26,11 +26,12 @@ export interface ApiRequest {
 
 export class ApiExchange extends EdgeCall {
   declare readonly record: RequestRecord;
-  readonly req: IncomingMessage;
-  readonly res: ServerResponse;
-  readonly pathname: string;
-  readonly search: string;
-  readonly method: string;
+  // Set in the constructor only (`declare`: not defined empty first, then set — as parameter properties were).
+  declare readonly req: IncomingMessage;
+  declare readonly res: ServerResponse;
+  declare readonly pathname: string;
+  declare readonly search: string;
+  declare readonly method: string;
   /** route: the operation that answers (of the negotiated version), and the path's parameters. */
   operation!: CompiledOperation;
   pathParams!: Record<string, string>;
