@@ -19,7 +19,7 @@ import { isErrorReason } from "@switchyard/platform/errors.js";
 import { HTTP_STATUS } from "@switchyard/gateway/runtime/errors.js";
 import { DOCS_PATH, REDOC_ASSET, docsPathOf } from "@switchyard/gateway/docs.js";
 import { publishedVersions } from "@switchyard/gateway/runtime/versions.js";
-import { BROWSER_METHODS, RPC_PREFIX } from "@switchyard/gateway/rpc-proxy.js";
+import { BROWSER_METHODS, RPC_PREFIX } from "@switchyard/gateway/rpc/allow-list.js";
 import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";

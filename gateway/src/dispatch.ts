@@ -9,7 +9,8 @@ import type { RequestRecord } from "./runtime/observability.js";
 import { sendJson, setHeaders, type ResponseHeaders } from "./runtime/respond.js";
 import { versionsJson, type PublishedVersion } from "./runtime/versions.js";
 import type { DocsSite } from "./docs.js";
-import { RPC_PREFIX, type RpcProxy } from "./rpc-proxy.js";
+import { RPC_PREFIX } from "./rpc/allow-list.js";
+import type { RpcProxy } from "./rpc/front.js";
 import type { ServeApi } from "./pipeline/api.js";
 
 export interface DispatchOptions {
@@ -45,10 +46,10 @@ export function dispatchStage({
     const q = url.indexOf("?");
     const pathname = q === -1 ? url : url.slice(0, q);
     const method = req.method ?? "GET";
-    if (pathname === "/healthz") return sendJson(res, 200, { status: "ok" }, headers);
+    if (pathname === "/healthz") return sendJson(res, { status: 200, body: { status: "ok" }, headers });
     if (pathname === "/readyz") return answerReadiness(res, headers);
     if (pathname === "/versions" && (method === "GET" || method === "HEAD"))
-      return sendJson(res, 200, versionsJson(versions), headers);
+      return sendJson(res, { status: 200, body: versionsJson(versions), headers });
     if (pathname === "/metrics" && (method === "GET" || method === "HEAD")) {
       setHeaders(res, headers);
       return writeMetrics(res);
@@ -65,6 +66,6 @@ export function dispatchStage({
       setHeaders(res, headers);
       return rpc.handle(req, res, address, record);
     }
-    return serveApi(req, res, record, headers, address, pathname, q === -1 ? "" : url.slice(q + 1));
+    return serveApi({ req, res, record, headers, address, pathname, search: q === -1 ? "" : url.slice(q + 1) });
   };
 }

@@ -26,7 +26,7 @@ import { Router } from "./runtime/router.js";
 import { bindRoutes } from "./routes/table.js";
 import { openUpstreams, type Upstreams } from "./upstreams.js";
 import { createDocsSite } from "./docs.js";
-import { rpcProxy } from "./rpc-proxy.js";
+import { rpcProxy } from "./rpc/front.js";
 import { edgePolicy } from "./pipeline/edge-policy.js";
 import { routeStage } from "./pipeline/route.js";
 import { bodyStage } from "./pipeline/input.js";

@@ -24,8 +24,9 @@ export class Readiness {
   }
 
   async answer(res: ServerResponse, headers: ResponseHeaders): Promise<void> {
-    if (this.draining) return sendJson(res, 503, { status: "draining" }, headers, { "retry-after": "1" });
-    sendJson(res, 200, { status: "ready", upstreams: await this.upstreamStates() }, headers);
+    if (this.draining)
+      return sendJson(res, { status: 503, body: { status: "draining" }, headers, extra: { "retry-after": "1" } });
+    sendJson(res, { status: 200, body: { status: "ready", upstreams: await this.upstreamStates() }, headers });
   }
 
   private async upstreamStates(): Promise<Record<string, string>> {

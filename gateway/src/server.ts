@@ -46,7 +46,7 @@ export async function listenEdge({
 
   function unhandled(err: unknown, res: ServerResponse, record: RequestRecord, headers: ResponseHeaders): void {
     logger.error({ err, request_id: record.requestId }, "unhandled error in request pipeline");
-    if (!res.headersSent) sendJson(res, 500, { error: "internal error", code: "INTERNAL" }, headers);
+    if (!res.headersSent) sendJson(res, { status: 500, body: { error: "internal error", code: "INTERNAL" }, headers });
   }
 
   const serverOptions = {
@@ -58,7 +58,10 @@ export async function listenEdge({
   const server = createServer(serverOptions, (req, res) => {
     if (!req.headers.host && req.httpVersion === "1.1") {
       req.resume();
-      return sendJson(res, 400, { error: "an HTTP/1.1 request needs a Host header", code: "INVALID_REQUEST" });
+      return sendJson(res, {
+        status: 400,
+        body: { error: "an HTTP/1.1 request needs a Host header", code: "INVALID_REQUEST" },
+      });
     }
     const record = observeRequest(req, res, observing);
     // Every answer carries its request id; what else it carries is gathered on the way (runtime/respond.ts).
@@ -74,9 +77,9 @@ export async function listenEdge({
   // Node answers some requests itself; they get the JSON error body too.
   server.on("checkExpectation", (req, res) => {
     req.resume();
-    sendJson(res, 417, {
-      error: `unsupported Expect: ${String(req.headers.expect).slice(0, 100)}`,
-      code: "INVALID_REQUEST",
+    sendJson(res, {
+      status: 417,
+      body: { error: `unsupported Expect: ${String(req.headers.expect).slice(0, 100)}`, code: "INVALID_REQUEST" },
     });
   });
   server.on("connect", (req, socket) => {

@@ -11,7 +11,7 @@ import { observeRequest, type RequestRecord } from "../src/runtime/observability
 import { sendJson } from "../src/runtime/respond.js";
 import { publishedVersions } from "../src/runtime/versions.js";
 import type { DocsSite } from "../src/docs.js";
-import type { RpcProxy } from "../src/rpc-proxy.js";
+import type { RpcProxy } from "../src/rpc/front.js";
 
 describe("dispatch: which part of the edge answers", () => {
   let server: Server;
@@ -37,11 +37,14 @@ describe("dispatch: which part of the edge answers", () => {
       docs,
       cors: corsPolicy(["https://app.example"]),
       rpc: proxy,
-      serveApi: async (_req, res, _record, headers, address, pathname, search) => {
+      serveApi: async ({ res, headers, address, pathname, search }) => {
         api.push({ pathname, search, address });
-        sendJson(res, 200, { api: true }, headers);
+        sendJson(res, { status: 200, body: { api: true }, headers });
       },
-      answerReadiness: async (res, headers) => (readinessAsked++, sendJson(res, 200, { status: "ready" }, headers)),
+      answerReadiness: async (res, headers) => (
+        readinessAsked++,
+        sendJson(res, { status: 200, body: { status: "ready" }, headers })
+      ),
       trustedProxyHops: 1,
     });
     const logger = createLogger("test", "silent");

@@ -33,7 +33,7 @@ describe("the edge's HTTP server", () => {
       dispatch(req, res, _record, headers) {
         if (req.url === "/throws") throw new Error("a bug");
         if (req.url === "/rejects") return Promise.reject(new Error("a bug"));
-        sendJson(res, 200, { ok: true }, headers);
+        sendJson(res, { status: 200, body: { ok: true }, headers });
       },
     });
   });
@@ -106,7 +106,7 @@ describe("the edge's HTTP server", () => {
       router: new Router([]),
       dispatch: (_req, res, _record, headers) =>
         new Promise<void>((resolve) =>
-          setTimeout(() => (sendJson(res, 200, { finished: true }, headers), resolve()), 100),
+          setTimeout(() => (sendJson(res, { status: 200, body: { finished: true }, headers }), resolve()), 100),
         ),
     });
     const answer = fetch(`http://127.0.0.1:${draining.port}/`).then((r) => r.json());

@@ -30,8 +30,6 @@ export function answerStage({
   failures: FailureLog;
 }): Answers {
   async function respondWithEvents(x: ApiExchange, result: RouteResult): Promise<void> {
-    // A live stream gives its place in the limit back once open: it is long by design, and says nothing of latency.
-    x.giveBackPlace();
     const { res, headers } = x;
     const cancel = x.cancellation!;
     const streamCaller = x.caller;
@@ -59,12 +57,13 @@ export function answerStage({
   return {
     respond(x, result) {
       if (result.events) return respondWithEvents(x, result);
-      if (result.serialized) sendSerialized(x.res, result.status, result.serialized, x.headers, result.headers);
-      else sendJson(x.res, result.status, result.body, x.headers, result.headers);
+      const { status, headers: extra } = result;
+      if (result.serialized) sendSerialized(x.res, { status, body: result.serialized, headers: x.headers, extra });
+      else sendJson(x.res, { status, body: result.body, headers: x.headers, extra });
       return undefined;
     },
     respondDocument(x, document) {
-      sendJson(x.res, 200, document, x.headers);
+      sendJson(x.res, { status: 200, body: document, headers: x.headers });
     },
     answerError,
     fail(x, err) {

@@ -10,8 +10,28 @@ import type { BodyLine } from "../runtime/route.js";
 import type { BoundRoute } from "../routes/table.js";
 import { EdgeCall } from "./edge-call.js";
 
+/** One request of the API as the edge hands it over (dispatch.ts). */
+export interface ApiRequest {
+  req: IncomingMessage;
+  res: ServerResponse;
+  record: RequestRecord;
+  /** What its answer carries so far (its request id). */
+  headers: ResponseHeaders;
+  /** The client's address (runtime/client-address.ts). */
+  address: string;
+  pathname: string;
+  /** The query, without its `?`. */
+  search: string;
+}
+
 export class ApiExchange extends EdgeCall {
   declare readonly record: RequestRecord;
+  // Set in the constructor only (`declare`: not defined empty first, then set — as parameter properties were).
+  declare readonly req: IncomingMessage;
+  declare readonly res: ServerResponse;
+  declare readonly pathname: string;
+  declare readonly search: string;
+  declare readonly method: string;
   /** route: the operation that answers (of the negotiated version), and the path's parameters. */
   operation!: CompiledOperation;
   pathParams!: Record<string, string>;
@@ -22,8 +42,6 @@ export class ApiExchange extends EdgeCall {
   route: BoundRoute | undefined = undefined;
   /** The service named in a 5xx message. */
   upstream = "upstream";
-  /** The request asks for a live stream (runtime/streams.ts). */
-  eventStream = false;
   /** input: path, query and header parameters, checked against the document. */
   params!: Record<string, unknown>;
   /** input: the checked body, and its lines when the operation takes it line by line. */
@@ -36,16 +54,12 @@ export class ApiExchange extends EdgeCall {
   /** The client went away before the answer was complete. */
   gone = false;
 
-  constructor(
-    readonly req: IncomingMessage,
-    readonly res: ServerResponse,
-    record: RequestRecord,
-    headers: ResponseHeaders,
-    address: string,
-    readonly pathname: string,
-    readonly search: string,
-    readonly method: string,
-  ) {
+  constructor({ req, res, record, headers, address, pathname, search }: ApiRequest) {
     super(address, record, headers);
+    this.req = req;
+    this.res = res;
+    this.pathname = pathname;
+    this.search = search;
+    this.method = req.method ?? "GET";
   }
 }

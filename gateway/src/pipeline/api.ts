@@ -1,16 +1,12 @@
-// The API pipeline (/v<N>/…), composed once at start: the edge's shared stages (edge-policy.ts) and
-// /v1's own, in order —
-//   identify → route and version → admit → quota → (shed) → stream slot → parameters and body →
-//   deadline → caller required? → cancellation and call → represent and respond
+// The API pipeline (/v<N>/…), composed once at start: the edge's lifecycle (edge-policy.ts,
+// edge-lifecycle.ts) and /v1's own stages, in order —
+//   identify → route and version → enter (admit → quota → (shed) → stream slot) → parameters and
+//   body → deadline → caller required? → cancellation and call → represent and respond → finish
 // — each a function of its own module called with the request's ApiExchange: nothing is made per
 // stage or per request beyond that object and the route's call options.
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { RateDecision } from "../runtime/rate-limit.js";
-import type { RequestRecord } from "../runtime/observability.js";
-import type { ResponseHeaders } from "../runtime/respond.js";
 import { wantsEventStream } from "../runtime/streams.js";
 import { OPENAPI_DOCUMENT_OPERATION } from "../routes/table.js";
-import { ApiExchange } from "./api-exchange.js";
+import { ApiExchange, type ApiRequest } from "./api-exchange.js";
 import type { Answers } from "./answer.js";
 import type { CallRoute } from "./call.js";
 import { askedTimeoutMs } from "./deadline.js";
@@ -29,16 +25,8 @@ export interface ApiPipelineStages {
   documents: ReadonlyMap<number, unknown>;
 }
 
-/** Serves one request of the API; `headers`: what its answer carries so far (its request id). */
-export type ServeApi = (
-  req: IncomingMessage,
-  res: ServerResponse,
-  record: RequestRecord,
-  headers: ResponseHeaders,
-  address: string,
-  pathname: string,
-  search: string,
-) => Promise<void>;
+/** Serves one request of the API. */
+export type ServeApi = (request: ApiRequest) => Promise<void>;
 
 export function apiPipeline({
   policy,
@@ -48,11 +36,9 @@ export function apiPipeline({
   answers,
   documents,
 }: ApiPipelineStages): ServeApi {
-  const { identify, admission, quota, takeStreamSlot, deadline } = policy;
-
-  /** The quota's headers on the answer; past it, 429 before any other answer (the body left to flow away). */
-  function charge(x: ApiExchange, decision: RateDecision): void {
-    const refusal = quota.settle(x, decision);
+  /** An answer the edge gives itself draws on the quota; past it, 429 before any other answer (the body left to flow away). */
+  async function charge(x: ApiExchange): Promise<void> {
+    const refusal = await policy.charge(x);
     if (refusal === undefined) return;
     x.req.resume();
     throw refusal;
@@ -63,51 +49,50 @@ export function apiPipeline({
     // A client that goes away cancels the gRPC call and everything below it.
     x.gone = !x.res.writableFinished;
     if (x.gone) x.cancellation?.abort();
-    // Only answers that did the upstream work teach the concurrency limit their latency (an answer
-    // from the edge cache's memory would teach it a latency no upstream call has).
-    x.giveBackPlace(x.cancellation !== undefined && x.record.cache !== "hit" && x.res.statusCode < 500);
+    // Upstream work: the route was called (not refused at the edge) and not answered from the edge cache's memory.
+    policy.finish(x, {
+      upstreamWork: x.cancellation !== undefined && x.record.cache !== "hit",
+      status: x.res.statusCode,
+    });
   }
 
-  return async function serveApi(req, res, record, headers, address, pathname, search) {
-    const x = new ApiExchange(req, res, record, headers, address, pathname, search, req.method ?? "GET");
-    record.onClose = () => closed(x);
+  return async function serveApi(request) {
+    const x = new ApiExchange(request);
+    const { req } = request;
+    request.record.onClose = () => closed(x);
     try {
-      const verifying = identify(x, req.headers.authorization);
+      const verifying = policy.identify(x, req.headers.authorization);
       if (verifying) await verifying;
 
       const refusedRoute = routeAndVersion(x);
       if (refusedRoute !== undefined) {
         // A refused route or version is an API answer too: it draws on the quota (and 429 comes first).
-        charge(x, await quota.ask(x, true));
+        await charge(x);
         throw refusedRoute;
       }
       if (x.operation.operationId === OPENAPI_DOCUMENT_OPERATION) {
-        charge(x, await quota.ask(x, true));
+        await charge(x);
         readParams(x);
         return answers.respondDocument(x, documents.get(x.pathMajor));
       }
 
-      charge(x, await admission.admit(x));
-      if (x.release === undefined) {
+      x.liveStream = wantsEventStream(x.operation, req.headers.accept);
+      const refused = await policy.enter(x);
+      if (refused !== undefined) {
         req.resume();
-        return answers.answerError(x, admission.shed());
-      }
-      x.eventStream = wantsEventStream(x.operation, req.headers.accept);
-      if (x.eventStream) {
-        const refusal = takeStreamSlot(x);
-        if (refusal) throw refusal;
-        res.once("close", x.slot!);
+        return answers.answerError(x, refused);
       }
 
       readParams(x);
       if (takesBody(x)) await readBody(x);
 
-      const deadlineMs = deadline(askedTimeoutMs(req.headers["x-request-timeout-ms"]));
+      const deadlineMs = policy.deadline(askedTimeoutMs(req.headers["x-request-timeout-ms"]));
       const refusedCaller = requireCaller(x, x.operation.requiresAuth);
       if (refusedCaller !== undefined) throw refusedCaller;
       x.deadlineAt = Date.now() + deadlineMs;
 
       const result = await callRoute(x);
+      if (result.events) policy.opened(x);
       const streaming = answers.respond(x, result);
       if (streaming) await streaming;
     } catch (err) {

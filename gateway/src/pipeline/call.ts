@@ -28,7 +28,7 @@ export function callStage({ upstreams, fanout, edgeCache, upstreamMetadata }: Ca
       body: x.body,
       lines: x.lines,
       caller: x.caller,
-      eventStream: x.eventStream,
+      eventStream: x.liveStream,
       upstreams,
       path: x.pathname,
       version: x.version,

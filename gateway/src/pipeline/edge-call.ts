@@ -1,6 +1,7 @@
 // What the edge's shared stages know of one request, /v1's or /rpc's: made when it arrives, filled
-// in stage by stage (identify → admit → quota → stream slot → upstream metadata). One object a
-// request, with a fixed shape: the stages are plain functions called with it, nothing per stage.
+// in stage by stage (identify → admit → quota → stream slot → upstream metadata; edge-lifecycle.ts).
+// One object a request, with a fixed shape: the stages are plain functions called with it, nothing
+// per stage.
 import type { Caller } from "@switchyard/platform/caller.js";
 import type { Release } from "../runtime/concurrency-limit.js";
 import type { RequestRecord } from "../runtime/observability.js";
@@ -20,6 +21,8 @@ export class EdgeCall {
   quotaKey = "";
   /** admit: the request's place in the adaptive concurrency limit; undefined before, when shed, and once given back. */
   release: Release | undefined = undefined;
+  /** The request asks for a live stream (an SSE feed, a server stream): it takes a stream slot. */
+  liveStream = false;
   /** stream slot: gives the live stream's slot back. */
   slot: (() => void) | undefined = undefined;
 
@@ -34,7 +37,7 @@ export class EdgeCall {
 
   /**
    * Gives the request's place in the concurrency limit back (once; nothing when it holds none).
-   * `sample`: the answer did the upstream work and succeeded, so its latency teaches the limit.
+   * `sample`: its latency teaches the limit (edge-lifecycle.ts says when).
    */
   giveBackPlace(sample = false): void {
     const release = this.release;

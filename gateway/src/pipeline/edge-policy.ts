@@ -1,17 +1,19 @@
-// The edge's policy, composed once at start and shared by /v1 (api.ts) and /rpc (rpc-proxy.ts): the
+// The edge's policy, composed once at start and shared by /v1 (api.ts) and /rpc (rpc/front.ts): the
 // same stages, over the same verifier, limit, quotas and stream slots, in the same order —
-// identify → admit → quota → (shed) → stream slot → deadline → upstream metadata. Each front says the
-// refusals in its own protocol.
+// identify → admit → quota → (shed) → stream slot → deadline → upstream metadata — and one lifecycle
+// (edge-lifecycle.ts) that runs them and gives back what a call holds. Each front says the refusals
+// in its own protocol.
 import type { TokenVerifier } from "@switchyard/platform/auth.js";
 import type { ServiceCredentials } from "@switchyard/platform/service-credentials.js";
 import type { AdaptiveConcurrencyLimit } from "../runtime/concurrency-limit.js";
 import type { RateLimiter } from "../runtime/rate-limit.js";
 import type { StreamSlots } from "../runtime/streams.js";
-import { admissionStage, type Admission } from "./admit.js";
+import { admissionStage } from "./admit.js";
 import { deadlineStage, type Deadline } from "./deadline.js";
+import { edgeLifecycle, type EdgeLifecycle, type EdgeStage } from "./edge-lifecycle.js";
 import { identifyStage, type Identify } from "./identify.js";
-import { quotaStage, type Quota } from "./quota.js";
-import { streamSlotStage, type TakeStreamSlot } from "./stream-slot.js";
+import { quotaStage } from "./quota.js";
+import { streamSlotStage } from "./stream-slot.js";
 import { upstreamMetadataStage, type UpstreamMetadata } from "./upstream-metadata.js";
 
 export interface EdgePolicyOptions {
@@ -30,13 +32,12 @@ export interface EdgePolicyOptions {
   maxDeadlineMs: number;
   /** Counted when the concurrency limit sheds. */
   onShed(): void;
+  /** Stages every admitted call also enters, on both fronts, after the shed and before its stream slot. */
+  stages?: readonly EdgeStage[];
 }
 
-export interface EdgePolicy {
+export interface EdgePolicy extends EdgeLifecycle {
   identify: Identify;
-  admission: Admission;
-  quota: Quota;
-  takeStreamSlot: TakeStreamSlot;
   deadline: Deadline;
   upstreamMetadata: UpstreamMetadata;
 }
@@ -44,10 +45,13 @@ export interface EdgePolicy {
 export function edgePolicy(options: EdgePolicyOptions): EdgePolicy {
   const quota = quotaStage(options.rateLimiter, options.rateLimit, options.rateWindowSeconds);
   return {
+    ...edgeLifecycle({
+      admission: admissionStage(options.concurrency, quota, options.onShed),
+      quota,
+      takeStreamSlot: streamSlotStage(options.streamSlots, options.maxStreamsPerCaller),
+      added: options.stages ?? [],
+    }),
     identify: identifyStage(options.verifier),
-    admission: admissionStage(options.concurrency, quota, options.onShed),
-    quota,
-    takeStreamSlot: streamSlotStage(options.streamSlots, options.maxStreamsPerCaller),
     deadline: deadlineStage(options.deadlineMs, options.maxDeadlineMs),
     upstreamMetadata: upstreamMetadataStage(options.ownCredentials),
   };

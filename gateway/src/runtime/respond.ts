@@ -28,14 +28,16 @@ export function addHeaders(headers: ResponseHeaders, extra: Record<string, strin
     headers[name] = name === "link" && headers.link !== undefined ? `${extra.link}, ${headers.link}` : extra[name]!;
 }
 
-/** A JSON answer with the headers gathered for it (added to) and the route's `extra` ones. */
-export function sendJson(
-  res: ServerResponse,
-  status: number,
-  body: unknown,
-  headers: ResponseHeaders = {},
-  extra?: Record<string, string>,
-): void {
+/** An answer: its status and body, the headers gathered for it (added to), and its own `extra` ones (a route's). */
+export interface Answer<Body> {
+  status: number;
+  body: Body;
+  headers?: ResponseHeaders;
+  extra?: Record<string, string> | undefined;
+}
+
+/** A JSON answer. */
+export function sendJson(res: ServerResponse, { status, body, headers = {}, extra }: Answer<unknown>): void {
   if (res.headersSent || res.destroyed) return;
   if (extra) addHeaders(headers, extra);
   if (status === 204 || status === 304 || body === undefined) {
@@ -47,13 +49,7 @@ export function sendJson(
 }
 
 /** A JSON answer whose body is already serialized (the edge cache's): no JSON work at all. */
-export function sendSerialized(
-  res: ServerResponse,
-  status: number,
-  body: Buffer,
-  headers: ResponseHeaders,
-  extra?: Record<string, string>,
-): void {
+export function sendSerialized(res: ServerResponse, { status, body, headers = {}, extra }: Answer<Buffer>): void {
   if (res.headersSent || res.destroyed) return;
   if (extra) addHeaders(headers, extra);
   if (status === 304) {

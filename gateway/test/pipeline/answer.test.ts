@@ -23,16 +23,15 @@ describe("pipeline: represent and respond", () => {
   /** The answer `write` gives a request: status, headers and body as a client reads them. */
   async function answered(write: (x: ApiExchange) => unknown, presentedToken = false) {
     const server = createServer((req, res) => {
-      const x = new ApiExchange(
+      const x = new ApiExchange({
         req,
         res,
-        record(),
-        { "x-request-id": "req-1", "x-ratelimit-limit": "10" },
-        ADDRESS,
-        "/v1/x",
-        "",
-        "GET",
-      );
+        record: record(),
+        headers: { "x-request-id": "req-1", "x-ratelimit-limit": "10" },
+        address: ADDRESS,
+        pathname: "/v1/x",
+        search: "",
+      });
       x.presentedToken = presentedToken;
       x.upstream = "payments";
       void write(x);

@@ -2,45 +2,29 @@
 // route handlers: the order of its refusals, what a shed or refused request draws, what teaches the
 // concurrency limit its latency, live streams' slots and places, and a client that leaves.
 import { expect } from "chai";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { once } from "node:events";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { fail } from "@switchyard/platform/errors.js";
 import { createLogger } from "@switchyard/platform/logger.js";
-import { ServiceCredentials } from "@switchyard/platform/service-credentials.js";
 import type { Caller } from "@switchyard/platform/caller.js";
-import { apiPipeline } from "../../src/pipeline/api.js";
-import { answerStage } from "../../src/pipeline/answer.js";
-import { callStage } from "../../src/pipeline/call.js";
-import { edgePolicy } from "../../src/pipeline/edge-policy.js";
-import { bodyStage } from "../../src/pipeline/input.js";
-import { routeStage } from "../../src/pipeline/route.js";
-import { AdaptiveConcurrencyLimit, type Release } from "../../src/runtime/concurrency-limit.js";
+import type { AdaptiveConcurrencyLimit } from "../../src/runtime/concurrency-limit.js";
 import { FailureLog } from "../../src/runtime/failure-log.js";
-import type { LiveFanout } from "../../src/runtime/live-fanout.js";
 import { observeRequest } from "../../src/runtime/observability.js";
-import { loadApiDocument, servedApiPath } from "../../src/runtime/openapi.js";
 import { createRateLimiter, type RateLimiter } from "../../src/runtime/rate-limit.js";
 import type { RouteContext, RouteHandler } from "../../src/runtime/route.js";
-import { Router } from "../../src/runtime/router.js";
-import { StreamSlots } from "../../src/runtime/streams.js";
-import { DeprecatedRouteUsage, deprecatedOperations, publishedVersions } from "../../src/runtime/versions.js";
+import { DeprecatedRouteUsage } from "../../src/runtime/versions.js";
 import type { BoundRoute } from "../../src/routes/table.js";
-import type { Upstreams } from "../../src/upstreams.js";
 import { caller, fakeVerifier } from "./fixtures.js";
+import { listening, placesBack, sampledLimit, testApiPipeline, testPolicy } from "./composed.js";
 
 const QUOTA = 6;
 const ALICE = "Bearer t-alice";
 
 describe("pipeline: the API's stages composed", () => {
   const logger = createLogger("test", "silent");
-  const versions = publishedVersions(new Date("2027-08-23T00:00:00Z")).filter((v) => v.major === 1);
-  const document = loadApiDocument(servedApiPath(1));
   const alice = caller("acme", 7n, "t-alice");
   const { verifier } = fakeVerifier({ [ALICE]: alice });
-  let server: Server;
-  let base: string;
+  let server: Awaited<ReturnType<typeof listening>>;
   let rateLimiter: RateLimiter;
   let concurrency: AdaptiveConcurrencyLimit;
   let failures: FailureLog;
@@ -79,69 +63,36 @@ describe("pipeline: the API's stages composed", () => {
       keyPrefix: `api-test-${process.pid}-${Math.random()}`,
     });
     // A fixed limit of one request at a time, whose places report what they teach.
-    concurrency = new AdaptiveConcurrencyLimit({ initialLimit: 1, minLimit: 1, maxLimit: 1 });
-    const acquire = concurrency.tryAcquire.bind(concurrency);
-    concurrency.tryAcquire = (): Release | undefined => {
-      const release = acquire();
-      return release && ((sample) => (samples.push(sample), release(sample)));
-    };
+    concurrency = sampledLimit(1, (sample) => samples.push(sample));
     failures = new FailureLog(logger);
     usage = new DeprecatedRouteUsage(logger, 60_000);
-    const policy = edgePolicy({
-      verifier,
-      ownCredentials: new ServiceCredentials(async () => ({ token: "gateway-token", expiresInSeconds: 600 })),
-      concurrency,
-      rateLimiter,
-      rateLimit: QUOTA,
-      rateWindowSeconds: 600,
-      streamSlots: new StreamSlots(1),
-      maxStreamsPerCaller: 1,
-      deadlineMs: 1_000,
-      maxDeadlineMs: 2_000,
-      onShed: () => sheds++,
-    });
-    const serveApi = apiPipeline({
-      policy,
-      routeAndVersion: routeStage({
-        router: new Router(document.operations),
-        routes,
-        publishedMajors: [1],
-        deprecations: deprecatedOperations(versions, () => new Map()),
-        deprecatedUsage: usage,
-      }),
-      readBody: bodyStage(1_024),
-      callRoute: callStage({
-        upstreams: {} as Upstreams,
-        fanout: {} as LiveFanout,
-        edgeCache: undefined,
-        upstreamMetadata: policy.upstreamMetadata,
-      }),
-      answers: answerStage({ verifier, heartbeatMs: 60_000, failures }),
-      documents: new Map([[1, document.document]]),
-    });
-    server = createServer((req, res) => {
+    const policy = testPolicy({ verifier, concurrency, rateLimiter, rateLimit: QUOTA, onShed: () => sheds++ });
+    const serveApi = testApiPipeline({ policy, verifier, routes, failures, usage });
+    server = await listening((req, res) => {
       const record = observeRequest(req, res, { trustedProxyHops: 0, logger, accessLog: false });
       const [pathname = "", search = ""] = (req.url ?? "/").split("?");
-      void serveApi(req, res, record, { "x-request-id": record.requestId }, "192.0.2.9", pathname, search);
+      void serveApi({
+        req,
+        res,
+        record,
+        headers: { "x-request-id": record.requestId },
+        address: "192.0.2.9",
+        pathname,
+        search,
+      });
     });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   });
   afterEach(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
+    await server.close();
     await rateLimiter.close();
     failures.stop();
     usage.stop();
   });
 
-  const get = (path: string, headers: Record<string, string> = {}) => fetch(`${base}${path}`, { headers });
+  const get = (path: string, headers: Record<string, string> = {}) => fetch(`${server.base}${path}`, { headers });
   const remaining = (res: Response) => Number(res.headers.get("x-ratelimit-remaining"));
   const code = async (res: Response) => ((await res.json()) as { code: string }).code;
-  /** The place of a request is given back when its response closes, just after the client has read it. */
-  const settled = async () => {
-    for (let i = 0; i < 50 && concurrency.inflight > 0; i++) await new Promise((r) => setTimeout(r, 5));
-  };
+  const settled = () => placesBack(concurrency);
 
   it("answers a routed request with its representation, the request id, Vary and the quota; its latency teaches the limit", async () => {
     const res = await get("/v1/payments/pay_1", { authorization: ALICE });
@@ -245,7 +196,7 @@ describe("pipeline: the API's stages composed", () => {
 
   it("gives a live stream's place back once open, holds its caller's slot while it lasts, and refuses one more (429)", async () => {
     const first = new AbortController();
-    const stream = await fetch(`${base}/v1/posts`, {
+    const stream = await fetch(`${server.base}/v1/posts`, {
       headers: { authorization: ALICE, accept: "text/event-stream" },
       signal: first.signal,
     });
@@ -277,7 +228,7 @@ describe("pipeline: the API's stages composed", () => {
         signal!.addEventListener("abort", () => (cancelled(), reject(new ConnectError("cancelled", Code.Canceled))));
       });
     const client = new AbortController();
-    const pending = fetch(`${base}/v1/payments/pay_1`, {
+    const pending = fetch(`${server.base}/v1/payments/pay_1`, {
       headers: { authorization: ALICE },
       signal: client.signal,
     }).catch(() => undefined);

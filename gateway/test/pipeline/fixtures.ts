@@ -61,14 +61,13 @@ export function exchange(
   const [pathname = "", search = ""] = path.split("?");
   const method = options.method ?? "GET";
   const req = request(options.headers, options.body, method);
-  return new ApiExchange(
+  return new ApiExchange({
     req,
-    {} as ServerResponse,
-    record(),
-    { "x-request-id": "req-1" },
-    ADDRESS,
+    res: {} as ServerResponse,
+    record: record(),
+    headers: { "x-request-id": "req-1" },
+    address: ADDRESS,
     pathname,
     search,
-    method,
-  );
+  });
 }

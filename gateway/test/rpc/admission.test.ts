@@ -6,12 +6,12 @@ import { ServiceCredentials } from "@switchyard/platform/service-credentials.js"
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { TokenVerifier } from "@switchyard/platform/auth.js";
-import { rpcProxy } from "../src/rpc-proxy.js";
-import { edgePolicy } from "../src/pipeline/edge-policy.js";
-import { AdaptiveConcurrencyLimit } from "../src/runtime/concurrency-limit.js";
-import { createRateLimiter, quotaKey, type RateLimiter } from "../src/runtime/rate-limit.js";
-import { StreamSlots } from "../src/runtime/streams.js";
-import type { Upstreams } from "../src/upstreams.js";
+import { rpcProxy } from "../../src/rpc/front.js";
+import { edgePolicy } from "../../src/pipeline/edge-policy.js";
+import { AdaptiveConcurrencyLimit } from "../../src/runtime/concurrency-limit.js";
+import { createRateLimiter, quotaKey, type RateLimiter } from "../../src/runtime/rate-limit.js";
+import { StreamSlots } from "../../src/runtime/streams.js";
+import type { Upstreams } from "../../src/upstreams.js";
 
 const ADDRESS = "192.0.2.61";
 const QUOTA = 2;
