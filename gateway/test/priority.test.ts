@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadApiDocument, openApiPath } from "../src/runtime/openapi.js";
-import { requestPriority } from "../src/runtime/priority.js";
+import { asksForLaterPage, requestPriority } from "../src/runtime/priority.js";
 
 const CRITICAL = ["cancelOrder", "createPayment", "createRefund", "createSession", "deleteSession", "payOrder"];
 const SHEDDABLE = ["createCatalogImport", "getCatalogImport", "getOpenApiDocument", "listCatalogItems"];
@@ -59,6 +59,17 @@ describe("request priority", () => {
       "sheddable",
       "sheddable",
       "sheddable",
+    ]);
+  });
+
+  it("a page past the first is one asked for with a non-empty cursor", () => {
+    expect(["cursor=abc", "limit=5&cursor=abc"].map(asksForLaterPage)).to.deep.equal([true, true]);
+    expect(["", "limit=5", "cursor=", "limit=5&cursor=&x=1", "xcursor=abc"].map(asksForLaterPage)).to.deep.equal([
+      false,
+      false,
+      false,
+      false,
+      false,
     ]);
   });
 });

@@ -3,6 +3,7 @@
 // One object a request, with a fixed shape: the stages are plain functions called with it, nothing
 // per stage.
 import type { Caller } from "@switchyard/platform/caller.js";
+import type { Priority } from "@switchyard/platform/priority.js";
 import type { Release } from "../runtime/concurrency-limit.js";
 import type { RequestRecord } from "../runtime/observability.js";
 import type { ResponseHeaders } from "../runtime/respond.js";
@@ -23,6 +24,8 @@ export class EdgeCall {
   release: Release | undefined = undefined;
   /** The request asks for a live stream (an SSE feed, a server stream): it takes a stream slot. */
   liveStream = false;
+  /** route: what the request is shed as, sent upstream with its calls (runtime/priority.ts); /rpc's calls are default. */
+  priority: Priority = "default";
   /** stream slot: gives the live stream's slot back. */
   slot: (() => void) | undefined = undefined;
 

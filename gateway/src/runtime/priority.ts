@@ -16,3 +16,8 @@ export function requestPriority(operation: Pick<CompiledOperation, "priority">, 
   if (operation.priority !== "default") return operation.priority;
   return shape.pagesOn || shape.eventStream ? "sheddable" : "default";
 }
+
+/** The query string (after the `?`; empty: none) names a non-empty `cursor`: a page past the first. */
+export function asksForLaterPage(search: string): boolean {
+  return search.length > 0 && /(?:^|&)cursor=[^&]/.test(search);
+}

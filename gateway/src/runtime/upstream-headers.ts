@@ -1,11 +1,12 @@
-// The metadata of each call the gateway makes for a request (/v1 and /rpc alike): the request id; the
-// caller's own token, which the service verifies again; and the client's address, to identity alone
+// The metadata of each call the gateway makes for a request (/v1 and /rpc alike): the request id and
+// its priority (the route's, never the client's); the caller's own token, which the service verifies again; and the client's address, to identity alone
 // (it counts failed logins by it), vouched for by the gateway's own service token — identity takes
 // that address from the gateway and nobody else. The other services are told neither: the gateway's
 // token never goes where it could stand for a user (keys, for one, are scoped by the acting service).
 import { SERVICE_AUTHORIZATION, type Caller } from "@switchyard/platform/caller.js";
 import { CLIENT_ADDRESS_HEADER } from "@switchyard/platform/grpc";
 import { REQUEST_ID_HEADER } from "@switchyard/platform/request-id.js";
+import { PRIORITY_HEADER, type Priority } from "@switchyard/platform/priority.js";
 import type { UpstreamName } from "../upstreams.js";
 
 /** The upstreams (by the gateway's name for them) that read the client's address. */
@@ -26,6 +27,8 @@ export function bearerOf(caller: Caller): string {
 export interface UpstreamRequest {
   address: string;
   requestId: string;
+  /** What it is shed as (the route's); none: default, and nothing is sent. */
+  priority?: Priority;
 }
 
 /** Whether calls to `upstream` carry the client's address, and so the gateway's own token that vouches for it. */
@@ -44,6 +47,7 @@ export function upstreamHeaders(
   const headers: Record<string, string> = {};
   if (request) {
     headers[REQUEST_ID_HEADER] = request.requestId;
+    if (request.priority !== undefined && request.priority !== "default") headers[PRIORITY_HEADER] = request.priority;
     if (forwardsClientAddress(upstream)) {
       headers[CLIENT_ADDRESS_HEADER] = request.address;
       if (gatewayToken !== undefined) headers[SERVICE_AUTHORIZATION] = `Bearer ${gatewayToken}`;

@@ -44,6 +44,7 @@ describe("pipeline: the API's stages composed", () => {
     ["getPayment", route((ctx) => answer(ctx))],
     ["listCatalogItems", route(async () => ({ status: 200, body: { items: [] } }))],
     ["listPosts", route(async (ctx) => ({ status: 200, events: liveEvents(ctx) }))],
+    ["cancelOrder", route(async () => ({ status: 200, body: {} }))],
   ]);
 
   async function* liveEvents(ctx: RouteContext) {
@@ -184,6 +185,24 @@ describe("pipeline: the API's stages composed", () => {
     const res = await get("/v1/catalog/items", { authorization: "Bearer made-up" });
     expect(res.status).to.equal(200);
     expect(seen[0]?.caller).to.equal(undefined);
+  });
+
+  it("sends each call the route's priority — a later page and a live stream sheddable — never the client's own", async () => {
+    const sent = async (path: string, init: RequestInit = {}) => {
+      seen = [];
+      const res = await fetch(`${server.base}${path}`, {
+        ...init,
+        headers: { authorization: ALICE, "x-switchyard-priority": "critical", ...init.headers },
+      });
+      await res.body?.cancel();
+      await settled();
+      return (seen[0]?.callOptions().headers as Record<string, string> | undefined)?.["x-switchyard-priority"];
+    };
+    expect(await sent("/v1/payments/pay_1"), "default: nothing sent").to.equal(undefined);
+    expect(await sent("/v1/catalog/items")).to.equal("sheddable");
+    expect(await sent("/v1/posts?cursor=abc")).to.equal("sheddable");
+    expect(await sent("/v1/posts"), "a first page is default").to.equal(undefined);
+    expect(await sent("/v1/orders/1/cancel", { method: "POST" })).to.equal("critical");
   });
 
   it("answers the OpenAPI document itself, drawing on the quota without taking a place", async () => {
