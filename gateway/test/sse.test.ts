@@ -6,7 +6,7 @@ import { expect } from "chai";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fail } from "@switchyard/platform/errors.js";
-import type { ServerSentEvent } from "../src/runtime/route.js";
+import type { ServerSentEvent } from "../src/runtime/sse.js";
 import { writeEventStream } from "../src/runtime/sse.js";
 
 /** Serves one event stream: `events`, then the failure `err` (when given); answers with the body the client read. */

@@ -19,7 +19,7 @@ import type { Logger } from "@switchyard/platform/logger.js";
 import { gatewayLiveResubscriptions } from "@switchyard/platform/metrics.js";
 import { ConnectError, Code } from "@connectrpc/connect";
 import { isRoutineDrop, Reopening, type ReopenPolicy } from "./live-reopen.js";
-import type { ServerSentEvent } from "./route.js";
+import type { ServerSentEvent } from "./sse.js";
 
 /** An event of a shared stream: its id is its position (a reconnect resumes after it). */
 export interface LiveEvent extends ServerSentEvent {

@@ -4,6 +4,7 @@ import type { CallOptions } from "@connectrpc/connect";
 import type { Caller } from "@switchyard/platform/caller.js";
 import type { UpstreamName, Upstreams } from "../upstreams.js";
 import type { LiveFanout } from "./live-fanout.js";
+import type { ServerSentEvent } from "./sse.js";
 import type { EdgeCache } from "./edge-cache.js";
 import type { CacheResult } from "./observability.js";
 import type { ValidationProblem } from "./openapi.js";
@@ -46,16 +47,6 @@ export interface RouteContext {
   version: number;
   /** The request's path prefix (`/v1`, `/v2`), for Location headers: a resource is named on the path it was asked on. */
   base: string;
-}
-
-export interface ServerSentEvent {
-  id?: string;
-  event?: string;
-  /** The reconnection time the client should use from now on (ms). */
-  retry?: number;
-  data: unknown;
-  /** The event on the wire, filled when it is first written (sse.ts): an event shared by many streams is framed once. */
-  frame?: Buffer;
 }
 
 export interface RouteResult {

@@ -8,7 +8,17 @@
 import type { ServerResponse } from "node:http";
 import type { Socket } from "node:net";
 import { toHttpError } from "./errors.js";
-import type { ServerSentEvent } from "./route.js";
+
+/** One event of a text/event-stream answer (a route's `events`, a live feed's tail). */
+export interface ServerSentEvent {
+  id?: string;
+  event?: string;
+  /** The reconnection time the client should use from now on (ms). */
+  retry?: number;
+  data: unknown;
+  /** The event on the wire, filled when it is first written (below): an event shared by many streams is framed once. */
+  frame?: Buffer;
+}
 
 const RECONNECT_DELAY_MS = 2_000;
 export const MAX_BUFFERED_BYTES = 1024 * 1024;
