@@ -28,7 +28,7 @@ import type { ServiceName } from "../../scripts/mesh.js";
 import { ALICE, startE2eMesh, type E2eMesh } from "../support/http.js";
 import { TestCa, tlsEnv, writeMountedSecret, type Issued } from "../support/pki.js";
 
-const PROCESSES: ServiceName[] = ["identity", "payments", "orders", "content", "gateway"];
+const PROCESSES: ServiceName[] = ["identity", "payments", "orders", "content", "webhooks", "gateway"];
 /** The service credentials at identity, known here so that a test can hold orders' own token. */
 const ORDERS_SECRET = randomBytes(32).toString("base64url");
 const GATEWAY_SECRET = randomBytes(32).toString("base64url");
