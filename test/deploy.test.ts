@@ -104,7 +104,7 @@ const PROCESSES: Process[] = [
     settings: gatewaySettings,
     probes: "http",
     hasDatabase: false,
-    calls: ["identity", "payments", "orders", "content"],
+    calls: ["identity", "payments", "orders", "content", "webhooks"],
     usesRedis: true,
   },
 ];

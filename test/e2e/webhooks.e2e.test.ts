@@ -1,0 +1,147 @@
+// End to end through the real mesh: a tenant's admins manage its webhook endpoints under /v2 — the
+// secret in the creation's answer (and its replay) and the rotation's only, never in a read, a list
+// or a log —, a member is refused (403), another tenant sees none of them (404), and no destination
+// inside the network is taken (the mesh allows loopback and plain http, as npm start does: others are
+// refused all the same). The routes are v2's alone.
+import { expect } from "chai";
+import { ALICE, BOB, CAROL, expectError, newKey, startE2eMesh, type Api, type E2eMesh } from "../support/http.js";
+
+const ENDPOINT_KEYS = [
+  "created_at",
+  "disabled_reason",
+  "enabled",
+  "event_types",
+  "id",
+  "previous_secret_expires_at",
+  "updated_at",
+  "url",
+];
+const ENDPOINT_ID = /^we_[A-Za-z0-9_-]{20}$/;
+const SECRET = /^whsec_[A-Za-z0-9+/]{43}=$/;
+
+describe("e2e: webhook endpoints through the gateway", function () {
+  this.timeout(30_000);
+
+  let env: E2eMesh;
+  let api: Api;
+  let alice: string;
+  let bob: string;
+  let carol: string;
+
+  before(async function () {
+    this.timeout(90_000);
+    env = await startE2eMesh("webhooks");
+    api = env.api;
+    [alice, bob, carol] = await Promise.all([api.login(ALICE), api.login(BOB), api.login(CAROL)]);
+  });
+
+  after(async function () {
+    this.timeout(30_000);
+    await env?.stop();
+  });
+
+  const register = (token: string, url = "http://127.0.0.1:9/hooks", key = newKey()) =>
+    api.post("/v2/webhook-endpoints", { token, key, json: { url, event_types: ["payment.succeeded", "order.paid"] } });
+
+  it("registers an endpoint: 201, Location, the secret shown in that answer and its replay only", async () => {
+    const key = newKey();
+    const made = await register(alice, "http://127.0.0.1:9/hooks", key);
+    expect(made.status, made.text).to.equal(201);
+    expect(Object.keys(made.json).sort()).to.deep.equal([...ENDPOINT_KEYS, "secret"].sort());
+    expect(made.json.id).to.match(ENDPOINT_ID);
+    expect(made.json.secret).to.match(SECRET);
+    expect(made.json).to.include({ url: "http://127.0.0.1:9/hooks", enabled: true, disabled_reason: null });
+    expect(made.json.event_types).to.deep.equal(["payment.succeeded", "order.paid"]);
+    expect(made.headers.get("location")).to.equal(`/v2/webhook-endpoints/${made.json.id}`);
+
+    const replay = await register(alice, "http://127.0.0.1:9/hooks", key);
+    expect(replay.status).to.equal(200);
+    expect(replay.headers.get("idempotent-replayed")).to.equal("true");
+    expect(replay.json).to.deep.equal(made.json);
+    expectError(await register(alice, "http://127.0.0.1:9/other", key), 422, "IDEMPOTENCY_KEY_REUSED");
+    expectError(
+      await api.post("/v2/webhook-endpoints", {
+        token: alice,
+        json: { url: "http://127.0.0.1:9/", event_types: ["order.paid"] },
+      }),
+      400,
+      "INVALID_REQUEST",
+    );
+
+    const read = await api.get(`/v2/webhook-endpoints/${made.json.id}`, { token: alice });
+    expect(read.status).to.equal(200);
+    expect(Object.keys(read.json).sort()).to.deep.equal(ENDPOINT_KEYS);
+    const listed = await api.listAll("/v2/webhook-endpoints", alice);
+    expect(listed.map((e) => e.id)).to.include(made.json.id);
+    for (const answer of [read.text, JSON.stringify(listed)]) expect(answer).not.to.contain(made.json.secret);
+    // Nor in any process's log.
+    expect(env.mesh.logs.join("")).not.to.contain(made.json.secret);
+  });
+
+  it("changes, rotates (both secrets sign for 24 h) and deletes an endpoint", async () => {
+    const made = (await register(alice)).json;
+    const changed = await api.request("PATCH", `/v2/webhook-endpoints/${made.id}`, {
+      token: alice,
+      json: { event_types: ["order.shipped"], enabled: false },
+    });
+    expect(changed.status, changed.text).to.equal(200);
+    expect(changed.json).to.include({ enabled: false, url: made.url });
+    expect(changed.json.event_types).to.deep.equal(["order.shipped"]);
+    expectError(
+      await api.request("PATCH", `/v2/webhook-endpoints/${made.id}`, { token: alice, json: { status: "x" } }),
+      400,
+      "INVALID_REQUEST",
+    );
+
+    const rotated = await api.post(`/v2/webhook-endpoints/${made.id}/secret-rotations`, { token: alice });
+    expect(rotated.status, rotated.text).to.equal(200);
+    expect(rotated.json.secret).to.match(SECRET).and.not.equal(made.secret);
+    const expires = Date.parse(rotated.json.previous_secret_expires_at as string);
+    expect(expires - Date.now()).to.be.within(23.9 * 3_600_000, 24 * 3_600_000);
+
+    expect((await api.delete(`/v2/webhook-endpoints/${made.id}`, { token: alice })).status).to.equal(204);
+    expectError(await api.get(`/v2/webhook-endpoints/${made.id}`, { token: alice }), 404, "NOT_FOUND");
+  });
+
+  it("lets only the tenant's admins manage endpoints: a member 403, another tenant 404, no token 401", async () => {
+    const made = (await register(alice)).json;
+    expectError(await register(bob), 403, "ROLE_REQUIRED");
+    expectError(await api.get("/v2/webhook-endpoints", { token: bob }), 403, "ROLE_REQUIRED");
+    expectError(await api.get(`/v2/webhook-endpoints/${made.id}`, { token: bob }), 403, "ROLE_REQUIRED");
+    expectError(await api.get(`/v2/webhook-endpoints/${made.id}`, { token: carol }), 404, "NOT_FOUND");
+    expectError(await api.delete(`/v2/webhook-endpoints/${made.id}`, { token: carol }), 404, "NOT_FOUND");
+    expectError(
+      await api.post(`/v2/webhook-endpoints/${made.id}/secret-rotations`, { token: carol }),
+      404,
+      "NOT_FOUND",
+    );
+    expect((await api.listAll("/v2/webhook-endpoints", carol)).map((e) => e.id)).not.to.include(made.id);
+    expect((await api.get("/v2/webhook-endpoints")).status).to.equal(401);
+    expect((await api.get(`/v2/webhook-endpoints/${made.id}`, { token: alice })).json.enabled).to.equal(true);
+  });
+
+  it("refuses destinations inside the network the mesh does not allow, and unknown event types", async () => {
+    for (const url of [
+      "http://169.254.169.254/latest/meta-data/",
+      "http://10.0.0.1/hooks",
+      "http://192.168.1.1/hooks",
+      "http://[fd00:ec2::254]/",
+      "ftp://127.0.0.1/hooks",
+      "http://does-not-resolve.invalid/hooks",
+    ])
+      expectError(await register(alice, url), 422, "RULE_VIOLATION");
+    expectError(
+      await api.post("/v2/webhook-endpoints", {
+        token: alice,
+        key: newKey(),
+        json: { url: "http://127.0.0.1:9/", event_types: ["payment.failed"] },
+      }),
+      422,
+      "RULE_VIOLATION",
+    );
+  });
+
+  it("is v2's alone: there is no /v1/webhook-endpoints", async () => {
+    expect((await api.get("/v1/webhook-endpoints", { token: alice })).status).to.equal(404);
+  });
+});
