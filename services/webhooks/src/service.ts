@@ -10,6 +10,8 @@ import {
   setting,
   type ConfigOf,
 } from "@switchyard/platform/config.js";
+import { hostname } from "node:os";
+import { randomUUID } from "node:crypto";
 import type { Logger } from "@switchyard/platform/logger.js";
 import { idempotencyKeyTtlSetting, schedulePurgeOfIdempotencyKeys } from "@switchyard/platform/store";
 import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
@@ -21,6 +23,9 @@ import { SecretBox } from "./endpoint-secrets.js";
 import { webhookHandlers, webhooksInterceptors } from "./rpc-handlers.js";
 import { webhooksMigrations } from "./store/migrations.js";
 import { SqlWebhooksStore } from "./store/sql-store.js";
+import { SqlDeliveriesStore } from "./store/delivery-sql-store.js";
+import { attemptDelivery } from "./workflow/attempt.js";
+import { DeliveryWorker } from "./workflow/delivery-worker.js";
 import { resolveWithSystemDns, type ResolveName } from "./workflow/destination-check.js";
 
 export const webhooksSettings = {
@@ -75,6 +80,23 @@ export function startWebhooksService(
       const purge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
       const store = new SqlWebhooksStore(db, new SecretBox(config.secretEncryptionKey));
       const destinations = { allowPlainHttp: config.allowPlainHttp, allowedNetworks: config.allowedNetworks };
+      // Every replica delivers: each delivery by lease, a minute (past an attempt's 10 s) per claim.
+      const worker = new DeliveryWorker(
+        {
+          store: new SqlDeliveriesStore(db),
+          secrets: (tenantId, endpointId) => store.signingSecrets(tenantId, endpointId),
+          attempt: (delivery) => attemptDelivery(delivery, { destinations, resolve }),
+          logger,
+        },
+        {
+          holder: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
+          pollMs: 1_000,
+          concurrency: 32,
+          perEndpoint: 4,
+          leaseMs: 60_000,
+        },
+      );
+      worker.start();
       return {
         services: [
           registration(
@@ -83,9 +105,10 @@ export function startWebhooksService(
             webhooksInterceptors(trust.verifier),
           ),
         ],
-        stop: () => {
+        stop: async () => {
           purge();
           trust.follower.stop();
+          await worker.stop();
         },
       };
     },

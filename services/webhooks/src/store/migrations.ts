@@ -23,4 +23,44 @@ CREATE INDEX endpoints_by_created ON endpoints (tenant_id, created_at DESC, id D
 ${IDEMPOTENCY_TABLE_SQL}
 ${IDEMPOTENCY_PRINCIPAL_SQL}`,
   },
+  {
+    version: 2,
+    name: "events, their deliveries to endpoints, and each delivery's attempts",
+    sql: `
+CREATE TABLE events (
+  id          text PRIMARY KEY,
+  tenant_id   text NOT NULL,
+  type        text NOT NULL,
+  body        text NOT NULL,
+  occurred_at timestamptz NOT NULL,
+  recorded_at timestamptz NOT NULL DEFAULT date_trunc('milliseconds', clock_timestamp())
+);
+CREATE TABLE deliveries (
+  id               text PRIMARY KEY,
+  tenant_id        text NOT NULL,
+  endpoint_id      text NOT NULL REFERENCES endpoints (id) ON DELETE CASCADE,
+  event_id         text NOT NULL REFERENCES events (id),
+  status           text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'failed')),
+  attempts         integer NOT NULL DEFAULT 0,
+  next_attempt_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+  first_attempt_at timestamptz,
+  last_attempt_at  timestamptz,
+  lease_holder     text,
+  lease_expires_at timestamptz,
+  created_at       timestamptz NOT NULL DEFAULT date_trunc('milliseconds', clock_timestamp()),
+  UNIQUE (endpoint_id, event_id)
+);
+CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE status = 'pending';
+CREATE INDEX deliveries_by_endpoint ON deliveries (endpoint_id, created_at DESC, id DESC);
+CREATE TABLE delivery_attempts (
+  id           bigserial PRIMARY KEY,
+  delivery_id  text NOT NULL REFERENCES deliveries (id) ON DELETE CASCADE,
+  attempted_at timestamptz NOT NULL,
+  status       integer,
+  latency_ms   integer NOT NULL,
+  excerpt      text NOT NULL DEFAULT '',
+  error        text NOT NULL DEFAULT ''
+);
+CREATE INDEX delivery_attempts_by_delivery ON delivery_attempts (delivery_id, id);`,
+  },
 ];
