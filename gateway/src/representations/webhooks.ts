@@ -1,7 +1,7 @@
 // Public representations of webhook endpoints. The signing secret appears only where the service
 // answered one (creation and its replay, rotation).
 import type { Endpoint } from "@switchyard/gen/switchyard/webhooks/v1/webhooks_pb.js";
-import { isoTime } from "./time.js";
+import { isoTime } from "@switchyard/platform/representations/time.js";
 
 export function webhookEndpointJson(e: Endpoint) {
   return {

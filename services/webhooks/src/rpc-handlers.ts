@@ -5,7 +5,8 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { WebhookService } from "@switchyard/gen/switchyard/webhooks/v1/webhooks_pb.js";
 import { principalOf, type Caller } from "@switchyard/platform/caller.js";
 import { fail } from "@switchyard/platform/errors.js";
-import { authentication, callerOf, idempotencyKeys, USERS } from "@switchyard/platform/grpc";
+import { authentication, callerOf, idempotencyKeys, serviceCallerOf, USERS } from "@switchyard/platform/grpc";
+import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Authenticator, CallPolicy, ServiceInterceptor } from "@switchyard/platform/grpc";
 import { requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
 import { isIdOf } from "@switchyard/platform/ids.js";
@@ -17,19 +18,25 @@ import {
   validateEndpointUrl,
   validateEventTypes,
 } from "./domain/endpoints.js";
+import { checkProducedEvent, EVENT_TYPES_BY_PRODUCER, MAX_EVENTS_PER_CALL } from "./domain/events.js";
 import { newEndpointSecret } from "./endpoint-secrets.js";
+import { eventPayload } from "./event-payload.js";
 import { endpointToProto } from "./proto-mapping.js";
+import type { DeliveriesStore } from "./store/delivery-port.js";
 import type { EndpointRecord, WebhooksStore } from "./store/port.js";
 import { checkDestination, type ResolveName } from "./workflow/destination-check.js";
 
 export interface WebhooksDeps {
   store: WebhooksStore;
+  deliveries: DeliveriesStore;
+  /** Told when new events were recorded (the delivery worker looks for due deliveries at once). */
+  onRecorded?: () => void;
   /** Which destinations are allowed (the operator's settings). */
   destinations: DestinationPolicy;
   resolve: ResolveName;
 }
 
-/** Users only: what a user may do is the domain's rule (admins of the tenant). */
+/** Users for endpoints (what a user may do is the domain's rule: admins of the tenant); the producing services for their events. */
 export const webhooksCallPolicy: CallPolicy<typeof WebhookService> = {
   createEndpoint: USERS,
   getEndpoint: USERS,
@@ -37,6 +44,7 @@ export const webhooksCallPolicy: CallPolicy<typeof WebhookService> = {
   updateEndpoint: USERS,
   deleteEndpoint: USERS,
   rotateEndpointSecret: USERS,
+  recordEvents: { services: Object.keys(EVENT_TYPES_BY_PRODUCER) },
 };
 
 export const webhooksInterceptors = (authenticator: Authenticator): ServiceInterceptor[] => [
@@ -56,7 +64,13 @@ const found = (endpoint: EndpointRecord | undefined): EndpointRecord => {
 
 const keyOf = (r: { createdAt: Date; id: string }) => ({ createdAt: r.createdAt, id: r.id });
 
-export function webhookHandlers({ store, destinations, resolve }: WebhooksDeps): ServiceImpl<typeof WebhookService> {
+export function webhookHandlers({
+  store,
+  deliveries,
+  onRecorded,
+  destinations,
+  resolve,
+}: WebhooksDeps): ServiceImpl<typeof WebhookService> {
   /** The URL, checked as written and by every address its host resolves to now. */
   async function destinationOf(raw: string): Promise<string> {
     const url = validateEndpointUrl(raw, destinations);
@@ -133,6 +147,30 @@ export function webhookHandlers({ store, destinations, resolve }: WebhooksDeps):
         await store.rotateSecret(caller.tenantId, endpointIdOf(req.endpointId), secret, PREVIOUS_SECRET_VALID_MS),
       );
       return { endpoint: endpointToProto(endpoint), secret };
+    },
+
+    async recordEvents(req, ctx) {
+      const { service } = serviceCallerOf(ctx);
+      if (req.events.length > MAX_EVENTS_PER_CALL)
+        throw fail("INVALID_REQUEST", `at most ${MAX_EVENTS_PER_CALL} events per call`);
+      // All checked before any is recorded: a refused call records nothing.
+      const events = req.events.map((e) => ({
+        id: e.id,
+        tenantId: e.tenantId,
+        type: checkProducedEvent(service, {
+          id: e.id,
+          type: e.type,
+          tenantId: e.tenantId,
+          resource: e.resource.case,
+          occurred: e.occurTime !== undefined,
+        }),
+        occurredAt: timestampDate(e.occurTime!),
+        body: eventPayload(e),
+      }));
+      let recorded = 0;
+      for (const event of events) if (await deliveries.recordEvent(event)) recorded++;
+      if (recorded > 0) onRecorded?.();
+      return { recorded };
     },
   };
 }

@@ -80,10 +80,11 @@ export function startWebhooksService(
       const purge = schedulePurgeOfIdempotencyKeys(db, config.idempotencyKeyTtlHours, logger);
       const store = new SqlWebhooksStore(db, new SecretBox(config.secretEncryptionKey));
       const destinations = { allowPlainHttp: config.allowPlainHttp, allowedNetworks: config.allowedNetworks };
+      const deliveries = new SqlDeliveriesStore(db);
       // Every replica delivers: each delivery by lease, a minute (past an attempt's 10 s) per claim.
       const worker = new DeliveryWorker(
         {
-          store: new SqlDeliveriesStore(db),
+          store: deliveries,
           secrets: (tenantId, endpointId) => store.signingSecrets(tenantId, endpointId),
           attempt: (delivery) => attemptDelivery(delivery, { destinations, resolve }),
           logger,
@@ -101,7 +102,7 @@ export function startWebhooksService(
         services: [
           registration(
             WebhookService,
-            webhookHandlers({ store, destinations, resolve }),
+            webhookHandlers({ store, deliveries, onRecorded: () => worker.poke(), destinations, resolve }),
             webhooksInterceptors(trust.verifier),
           ),
         ],

@@ -8,13 +8,17 @@ import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegen
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Order } from "../../orders/v1/orders_pb.js";
+import { file_switchyard_orders_v1_orders } from "../../orders/v1/orders_pb.js";
+import type { Payment, Refund } from "../../payments/v1/payments_pb.js";
+import { file_switchyard_payments_v1_payments } from "../../payments/v1/payments_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file switchyard/webhooks/v1/webhooks.proto.
  */
 export const file_switchyard_webhooks_v1_webhooks: GenFile = /*@__PURE__*/
-  fileDesc("CiVzd2l0Y2h5YXJkL3dlYmhvb2tzL3YxL3dlYmhvb2tzLnByb3RvEhZzd2l0Y2h5YXJkLndlYmhvb2tzLnYxIoUCCghFbmRwb2ludBIKCgJpZBgBIAEoCRILCgN1cmwYAiABKAkSEwoLZXZlbnRfdHlwZXMYAyADKAkSDwoHZW5hYmxlZBgEIAEoCBIXCg9kaXNhYmxlZF9yZWFzb24YBSABKAkSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI/ChtwcmV2aW91c19zZWNyZXRfZXhwaXJlX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlIKFUNyZWF0ZUVuZHBvaW50UmVxdWVzdBIXCg9pZGVtcG90ZW5jeV9rZXkYASABKAkSCwoDdXJsGAIgASgJEhMKC2V2ZW50X3R5cGVzGAMgAygJIm4KFkNyZWF0ZUVuZHBvaW50UmVzcG9uc2USMgoIZW5kcG9pbnQYASABKAsyIC5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkVuZHBvaW50Eg4KBnNlY3JldBgCIAEoCRIQCghyZXBsYXllZBgDIAEoCCIpChJHZXRFbmRwb2ludFJlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkiSQoTR2V0RW5kcG9pbnRSZXNwb25zZRIyCghlbmRwb2ludBgBIAEoCzIgLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRW5kcG9pbnQiPQoUTGlzdEVuZHBvaW50c1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiZQoVTGlzdEVuZHBvaW50c1Jlc3BvbnNlEjMKCWVuZHBvaW50cxgBIAMoCzIgLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRW5kcG9pbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIrYBChVVcGRhdGVFbmRwb2ludFJlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSEAoDdXJsGAIgASgJSACIAQESPAoLZXZlbnRfdHlwZXMYAyABKAsyIi5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkV2ZW50VHlwZXNIAYgBARIUCgdlbmFibGVkGAQgASgISAKIAQFCBgoEX3VybEIOCgxfZXZlbnRfdHlwZXNCCgoIX2VuYWJsZWQiHAoKRXZlbnRUeXBlcxIOCgZ2YWx1ZXMYASADKAkiTAoWVXBkYXRlRW5kcG9pbnRSZXNwb25zZRIyCghlbmRwb2ludBgBIAEoCzIgLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRW5kcG9pbnQiLAoVRGVsZXRlRW5kcG9pbnRSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJIhgKFkRlbGV0ZUVuZHBvaW50UmVzcG9uc2UiMgobUm90YXRlRW5kcG9pbnRTZWNyZXRSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJImIKHFJvdGF0ZUVuZHBvaW50U2VjcmV0UmVzcG9uc2USMgoIZW5kcG9pbnQYASABKAsyIC5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkVuZHBvaW50Eg4KBnNlY3JldBgCIAEoCTLHBQoOV2ViaG9va1NlcnZpY2USbwoOQ3JlYXRlRW5kcG9pbnQSLS5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkNyZWF0ZUVuZHBvaW50UmVxdWVzdBouLnN3aXRjaHlhcmQud2ViaG9va3MudjEuQ3JlYXRlRW5kcG9pbnRSZXNwb25zZRJrCgtHZXRFbmRwb2ludBIqLnN3aXRjaHlhcmQud2ViaG9va3MudjEuR2V0RW5kcG9pbnRSZXF1ZXN0Gisuc3dpdGNoeWFyZC53ZWJob29rcy52MS5HZXRFbmRwb2ludFJlc3BvbnNlIgOQAgEScQoNTGlzdEVuZHBvaW50cxIsLnN3aXRjaHlhcmQud2ViaG9va3MudjEuTGlzdEVuZHBvaW50c1JlcXVlc3QaLS5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkxpc3RFbmRwb2ludHNSZXNwb25zZSIDkAIBEm8KDlVwZGF0ZUVuZHBvaW50Ei0uc3dpdGNoeWFyZC53ZWJob29rcy52MS5VcGRhdGVFbmRwb2ludFJlcXVlc3QaLi5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLlVwZGF0ZUVuZHBvaW50UmVzcG9uc2USbwoORGVsZXRlRW5kcG9pbnQSLS5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkRlbGV0ZUVuZHBvaW50UmVxdWVzdBouLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRGVsZXRlRW5kcG9pbnRSZXNwb25zZRKBAQoUUm90YXRlRW5kcG9pbnRTZWNyZXQSMy5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLlJvdGF0ZUVuZHBvaW50U2VjcmV0UmVxdWVzdBo0LnN3aXRjaHlhcmQud2ViaG9va3MudjEuUm90YXRlRW5kcG9pbnRTZWNyZXRSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("CiVzd2l0Y2h5YXJkL3dlYmhvb2tzL3YxL3dlYmhvb2tzLnByb3RvEhZzd2l0Y2h5YXJkLndlYmhvb2tzLnYxIoUCCghFbmRwb2ludBIKCgJpZBgBIAEoCRILCgN1cmwYAiABKAkSEwoLZXZlbnRfdHlwZXMYAyADKAkSDwoHZW5hYmxlZBgEIAEoCBIXCg9kaXNhYmxlZF9yZWFzb24YBSABKAkSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI/ChtwcmV2aW91c19zZWNyZXRfZXhwaXJlX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlIKFUNyZWF0ZUVuZHBvaW50UmVxdWVzdBIXCg9pZGVtcG90ZW5jeV9rZXkYASABKAkSCwoDdXJsGAIgASgJEhMKC2V2ZW50X3R5cGVzGAMgAygJIm4KFkNyZWF0ZUVuZHBvaW50UmVzcG9uc2USMgoIZW5kcG9pbnQYASABKAsyIC5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkVuZHBvaW50Eg4KBnNlY3JldBgCIAEoCRIQCghyZXBsYXllZBgDIAEoCCIpChJHZXRFbmRwb2ludFJlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkiSQoTR2V0RW5kcG9pbnRSZXNwb25zZRIyCghlbmRwb2ludBgBIAEoCzIgLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRW5kcG9pbnQiPQoUTGlzdEVuZHBvaW50c1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiZQoVTGlzdEVuZHBvaW50c1Jlc3BvbnNlEjMKCWVuZHBvaW50cxgBIAMoCzIgLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRW5kcG9pbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIrYBChVVcGRhdGVFbmRwb2ludFJlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSEAoDdXJsGAIgASgJSACIAQESPAoLZXZlbnRfdHlwZXMYAyABKAsyIi5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkV2ZW50VHlwZXNIAYgBARIUCgdlbmFibGVkGAQgASgISAKIAQFCBgoEX3VybEIOCgxfZXZlbnRfdHlwZXNCCgoIX2VuYWJsZWQiHAoKRXZlbnRUeXBlcxIOCgZ2YWx1ZXMYASADKAkiTAoWVXBkYXRlRW5kcG9pbnRSZXNwb25zZRIyCghlbmRwb2ludBgBIAEoCzIgLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRW5kcG9pbnQiLAoVRGVsZXRlRW5kcG9pbnRSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJIhgKFkRlbGV0ZUVuZHBvaW50UmVzcG9uc2UiMgobUm90YXRlRW5kcG9pbnRTZWNyZXRSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJImIKHFJvdGF0ZUVuZHBvaW50U2VjcmV0UmVzcG9uc2USMgoIZW5kcG9pbnQYASABKAsyIC5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkVuZHBvaW50Eg4KBnNlY3JldBgCIAEoCSKEAgoFRXZlbnQSCgoCaWQYASABKAkSDAoEdHlwZRgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSLgoKb2NjdXJfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoHcGF5bWVudBgKIAEoCzIfLnN3aXRjaHlhcmQucGF5bWVudHMudjEuUGF5bWVudEgAEjAKBnJlZnVuZBgLIAEoCzIeLnN3aXRjaHlhcmQucGF5bWVudHMudjEuUmVmdW5kSAASLAoFb3JkZXIYDCABKAsyGy5zd2l0Y2h5YXJkLm9yZGVycy52MS5PcmRlckgAQgoKCHJlc291cmNlIkQKE1JlY29yZEV2ZW50c1JlcXVlc3QSLQoGZXZlbnRzGAEgAygLMh0uc3dpdGNoeWFyZC53ZWJob29rcy52MS5FdmVudCIoChRSZWNvcmRFdmVudHNSZXNwb25zZRIQCghyZWNvcmRlZBgBIAEoBTKyBgoOV2ViaG9va1NlcnZpY2USbwoOQ3JlYXRlRW5kcG9pbnQSLS5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkNyZWF0ZUVuZHBvaW50UmVxdWVzdBouLnN3aXRjaHlhcmQud2ViaG9va3MudjEuQ3JlYXRlRW5kcG9pbnRSZXNwb25zZRJrCgtHZXRFbmRwb2ludBIqLnN3aXRjaHlhcmQud2ViaG9va3MudjEuR2V0RW5kcG9pbnRSZXF1ZXN0Gisuc3dpdGNoeWFyZC53ZWJob29rcy52MS5HZXRFbmRwb2ludFJlc3BvbnNlIgOQAgEScQoNTGlzdEVuZHBvaW50cxIsLnN3aXRjaHlhcmQud2ViaG9va3MudjEuTGlzdEVuZHBvaW50c1JlcXVlc3QaLS5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkxpc3RFbmRwb2ludHNSZXNwb25zZSIDkAIBEm8KDlVwZGF0ZUVuZHBvaW50Ei0uc3dpdGNoeWFyZC53ZWJob29rcy52MS5VcGRhdGVFbmRwb2ludFJlcXVlc3QaLi5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLlVwZGF0ZUVuZHBvaW50UmVzcG9uc2USbwoORGVsZXRlRW5kcG9pbnQSLS5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkRlbGV0ZUVuZHBvaW50UmVxdWVzdBouLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRGVsZXRlRW5kcG9pbnRSZXNwb25zZRKBAQoUUm90YXRlRW5kcG9pbnRTZWNyZXQSMy5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLlJvdGF0ZUVuZHBvaW50U2VjcmV0UmVxdWVzdBo0LnN3aXRjaHlhcmQud2ViaG9va3MudjEuUm90YXRlRW5kcG9pbnRTZWNyZXRSZXNwb25zZRJpCgxSZWNvcmRFdmVudHMSKy5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLlJlY29yZEV2ZW50c1JlcXVlc3QaLC5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLlJlY29yZEV2ZW50c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp, file_switchyard_orders_v1_orders, file_switchyard_payments_v1_payments]);
 
 /**
  * @generated from message switchyard.webhooks.v1.Endpoint
@@ -354,6 +358,103 @@ export const RotateEndpointSecretResponseSchema: GenMessage<RotateEndpointSecret
   messageDesc(file_switchyard_webhooks_v1_webhooks, 13);
 
 /**
+ * A change another service reports, with the resource as the change left it.
+ *
+ * @generated from message switchyard.webhooks.v1.Event
+ */
+export type Event = Message<"switchyard.webhooks.v1.Event"> & {
+  /**
+   * evt_…: receivers deduplicate by it.
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * e.g. "payment.succeeded".
+   *
+   * @generated from field: string type = 2;
+   */
+  type: string;
+
+  /**
+   * @generated from field: string tenant_id = 3;
+   */
+  tenantId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp occur_time = 4;
+   */
+  occurTime?: Timestamp | undefined;
+
+  /**
+   * @generated from oneof switchyard.webhooks.v1.Event.resource
+   */
+  resource: {
+    /**
+     * @generated from field: switchyard.payments.v1.Payment payment = 10;
+     */
+    value: Payment;
+    case: "payment";
+  } | {
+    /**
+     * @generated from field: switchyard.payments.v1.Refund refund = 11;
+     */
+    value: Refund;
+    case: "refund";
+  } | {
+    /**
+     * @generated from field: switchyard.orders.v1.Order order = 12;
+     */
+    value: Order;
+    case: "order";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message switchyard.webhooks.v1.Event.
+ * Use `create(EventSchema)` to create a new message.
+ */
+export const EventSchema: GenMessage<Event> = /*@__PURE__*/
+  messageDesc(file_switchyard_webhooks_v1_webhooks, 14);
+
+/**
+ * @generated from message switchyard.webhooks.v1.RecordEventsRequest
+ */
+export type RecordEventsRequest = Message<"switchyard.webhooks.v1.RecordEventsRequest"> & {
+  /**
+   * @generated from field: repeated switchyard.webhooks.v1.Event events = 1;
+   */
+  events: Event[];
+};
+
+/**
+ * Describes the message switchyard.webhooks.v1.RecordEventsRequest.
+ * Use `create(RecordEventsRequestSchema)` to create a new message.
+ */
+export const RecordEventsRequestSchema: GenMessage<RecordEventsRequest> = /*@__PURE__*/
+  messageDesc(file_switchyard_webhooks_v1_webhooks, 15);
+
+/**
+ * @generated from message switchyard.webhooks.v1.RecordEventsResponse
+ */
+export type RecordEventsResponse = Message<"switchyard.webhooks.v1.RecordEventsResponse"> & {
+  /**
+   * How many were new (the others were recorded before).
+   *
+   * @generated from field: int32 recorded = 1;
+   */
+  recorded: number;
+};
+
+/**
+ * Describes the message switchyard.webhooks.v1.RecordEventsResponse.
+ * Use `create(RecordEventsResponseSchema)` to create a new message.
+ */
+export const RecordEventsResponseSchema: GenMessage<RecordEventsResponse> = /*@__PURE__*/
+  messageDesc(file_switchyard_webhooks_v1_webhooks, 16);
+
+/**
  * WebhookService keeps the endpoints of the caller's tenant (taken from the bearer token in
  * `authorization` metadata, never from the request): its admins alone manage them; another tenant's
  * are not found.
@@ -418,6 +519,18 @@ export const WebhookService: GenService<{
     methodKind: "unary";
     input: typeof RotateEndpointSecretRequestSchema;
     output: typeof RotateEndpointSecretResponseSchema;
+  },
+  /**
+   * RecordEvents takes events from the outbox of the service that made them (its relay): each is
+   * recorded once by its id — sending one again changes nothing — and delivered to the endpoints of
+   * its tenant that asked for its type. Internal services only, each for the event types it makes.
+   *
+   * @generated from rpc switchyard.webhooks.v1.WebhookService.RecordEvents
+   */
+  recordEvents: {
+    methodKind: "unary";
+    input: typeof RecordEventsRequestSchema;
+    output: typeof RecordEventsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_switchyard_webhooks_v1_webhooks, 0);
