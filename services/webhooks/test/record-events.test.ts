@@ -4,13 +4,9 @@
 // only its own types; a user cannot record any.
 import { expect } from "chai";
 import { randomBytes, randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import pg from "pg";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
@@ -18,14 +14,11 @@ import { Webhook } from "standardwebhooks";
 import { OrderSchema, OrderStatus } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { EventSchema, WebhookService } from "@switchyard/gen/switchyard/webhooks/v1/webhooks_pb.js";
 import { errorInfoOf } from "@switchyard/platform/errors.js";
-import { createLogger } from "@switchyard/platform/logger.js";
-import { createServiceClient, openChannel, type Client } from "@switchyard/platform/grpc";
 import { orderJson } from "@switchyard/platform/representations/orders.js";
-import { startTestIdentity, type TestIdentity } from "../../identity/test/support/test-identity.js";
 import { serviceEngines } from "../../platform/test/support/in-process-mesh.js";
-import { startWebhooksService, webhooksConfigFrom, type WebhooksRuntime } from "../src/service.js";
-
-const logger = createLogger("test", "silent");
+import type { Client } from "@switchyard/platform/grpc";
+import type { TestIdentity } from "../../identity/test/support/test-identity.js";
+import { startTestWebhooks, type TestWebhooks } from "./support/test-webhooks.js";
 
 const order = create(OrderSchema, {
   id: 42n,
@@ -50,8 +43,6 @@ const orderPaid = (tenantId: string) =>
 for (const engine of serviceEngines()) {
   describe(`webhooks: events recorded by their producers and delivered (${engine.name})`, function () {
     this.timeout(60_000);
-    const schema = `webhooks_${randomBytes(4).toString("hex")}`;
-    const dataDir = mkdtempSync(join(tmpdir(), "switchyard-webhooks-"));
     const received: { headers: Record<string, string>; body: string }[] = [];
     const receiver = createServer((req: IncomingMessage, res) => {
       const chunks: Buffer[] = [];
@@ -64,46 +55,23 @@ for (const engine of serviceEngines()) {
         res.writeHead(200).end();
       });
     });
+    let started: TestWebhooks;
     let identity: TestIdentity;
-    let runtime: WebhooksRuntime;
     let webhooks: Client<typeof WebhookService>;
-    let channel: ReturnType<typeof openChannel>;
 
     before(async () => {
       await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
-      identity = await startTestIdentity({ databaseUrl: engine.databaseUrl, demoData: true });
-      runtime = await startWebhooksService(
-        webhooksConfigFrom({
-          DATA_DIR: dataDir,
-          LOG_LEVEL: "silent",
-          DATABASE_URL: engine.databaseUrl ?? "",
-          SHED_EVENT_LOOP_DELAY_MS: "0",
-          WEBHOOKS_PORT: "0",
-          IDENTITY_ADDRESS: identity.address,
-          WEBHOOKS_DB_SCHEMA: schema,
-          WEBHOOK_SECRET_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
-          // The receiver is on this machine.
-          WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8",
-          WEBHOOK_ALLOW_PLAIN_HTTP: "true",
-        }),
-        logger,
-      );
-      channel = openChannel(`127.0.0.1:${runtime.server.port}`);
-      webhooks = createServiceClient(WebhookService, channel);
+      // The receiver is on this machine.
+      started = await startTestWebhooks({
+        databaseUrl: engine.databaseUrl,
+        env: { WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8", WEBHOOK_ALLOW_PLAIN_HTTP: "true" },
+      });
+      ({ identity, webhooks } = started);
     });
     after(async () => {
-      channel?.close();
-      await runtime?.stop();
-      await identity?.stop();
+      await started?.stop();
       receiver.closeAllConnections();
       receiver.close();
-      rmSync(dataDir, { recursive: true, force: true });
-      if (engine.databaseUrl) {
-        const client = new pg.Client(engine.databaseUrl);
-        await client.connect();
-        await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-        await client.end();
-      }
     });
 
     it("records an event once and delivers it, signed, its data the order's v2 representation", async () => {

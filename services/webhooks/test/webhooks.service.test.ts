@@ -3,11 +3,7 @@
 // answer (and its replay) and the rotation's only, and no destination inside the network is taken
 // — written as an address, or behind a name — unless the operator allows it.
 import { expect } from "chai";
-import { randomBytes, randomUUID } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import pg from "pg";
+import { randomUUID } from "node:crypto";
 import { toJsonString } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import {
@@ -16,13 +12,9 @@ import {
   WebhookService,
 } from "@switchyard/gen/switchyard/webhooks/v1/webhooks_pb.js";
 import { errorInfoOf } from "@switchyard/platform/errors.js";
-import { createLogger } from "@switchyard/platform/logger.js";
-import { createServiceClient, openChannel, type Client } from "@switchyard/platform/grpc";
-import { startTestIdentity, type TestIdentity } from "../../identity/test/support/test-identity.js";
 import { serviceEngines } from "../../platform/test/support/in-process-mesh.js";
-import { startWebhooksService, webhooksConfigFrom, type WebhooksRuntime } from "../src/service.js";
-
-const logger = createLogger("test", "silent");
+import type { Client } from "@switchyard/platform/grpc";
+import { startTestWebhooks, type TestWebhooks } from "./support/test-webhooks.js";
 
 /** Names this test's resolver knows; any other does not resolve. */
 const NAMES: Record<string, string[]> = {
@@ -48,51 +40,20 @@ async function failure(
 for (const engine of serviceEngines()) {
   describe(`webhooks service over gRPC (${engine.name})`, function () {
     this.timeout(60_000);
-    const schema = `webhooks_${randomBytes(4).toString("hex")}`;
-    const dataDir = mkdtempSync(join(tmpdir(), "switchyard-webhooks-"));
-    let identity: TestIdentity;
-    let webhooksRuntime: WebhooksRuntime;
+    let started: TestWebhooks;
     let webhooks: Client<typeof WebhookService>;
-    let channel: ReturnType<typeof openChannel>;
     let alice: { headers: { authorization: string } };
     let bob: { headers: { authorization: string } };
     let carol: { headers: { authorization: string } };
 
     before(async () => {
-      identity = await startTestIdentity({ databaseUrl: engine.databaseUrl, demoData: true });
-      webhooksRuntime = await startWebhooksService(
-        webhooksConfigFrom({
-          DATA_DIR: dataDir,
-          LOG_LEVEL: "silent",
-          DATABASE_URL: engine.databaseUrl ?? "",
-          // The test shares this event loop: no shedding on it (tested on its own).
-          SHED_EVENT_LOOP_DELAY_MS: "0",
-          WEBHOOKS_PORT: "0",
-          IDENTITY_ADDRESS: identity.address,
-          WEBHOOKS_DB_SCHEMA: schema,
-          WEBHOOK_SECRET_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
-        }),
-        logger,
-        resolve,
-      );
-      channel = openChannel(`127.0.0.1:${webhooksRuntime.server.port}`);
-      webhooks = createServiceClient(WebhookService, channel);
-      alice = await identity.login("alice@acme.test");
-      bob = await identity.login("bob@acme.test");
-      carol = await identity.login("carol@globex.test");
+      started = await startTestWebhooks({ databaseUrl: engine.databaseUrl, resolve });
+      webhooks = started.webhooks;
+      alice = await started.identity.login("alice@acme.test");
+      bob = await started.identity.login("bob@acme.test");
+      carol = await started.identity.login("carol@globex.test");
     });
-    after(async () => {
-      channel?.close();
-      await webhooksRuntime?.stop();
-      await identity?.stop();
-      rmSync(dataDir, { recursive: true, force: true });
-      if (engine.databaseUrl) {
-        const client = new pg.Client(engine.databaseUrl);
-        await client.connect();
-        await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-        await client.end();
-      }
-    });
+    after(async () => started?.stop());
 
     const create = (url: string, opts = alice, idempotencyKey: string = randomUUID()) =>
       webhooks.createEndpoint({ idempotencyKey, url, eventTypes: ["payment.succeeded", "order.paid"] }, opts);
