@@ -237,13 +237,17 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     ...(options.demoData ? { CATALOG_OWNER_TENANT: "acme" } : {}),
     ...options.env,
   };
-  // The own credentials of orders and the gateway at identity, made for this mesh and given only to
-  // identity and to the one each belongs to.
+  // The own credentials of orders, the gateway and payments at identity, made for this mesh and given
+  // only to identity and to the one each belongs to.
   const ordersSecret = randomBytes(32).toString("base64url");
   const gatewaySecret = randomBytes(32).toString("base64url");
+  const paymentsSecret = randomBytes(32).toString("base64url");
   const credentialsFor: Partial<Record<ServiceName, NodeJS.ProcessEnv>> = {
-    identity: { IDENTITY_SERVICE_CREDENTIALS: `orders:${ordersSecret},gateway:${gatewaySecret}` },
+    identity: {
+      IDENTITY_SERVICE_CREDENTIALS: `orders:${ordersSecret},gateway:${gatewaySecret},payments:${paymentsSecret}`,
+    },
     orders: { ORDERS_SERVICE_SECRET: ordersSecret },
+    payments: { PAYMENTS_SERVICE_SECRET: paymentsSecret },
     gateway: { GATEWAY_SERVICE_SECRET: gatewaySecret },
     // On a database server the webhooks service seals its secrets under a key: one for this mesh's life
     // (embedded storage, which npm start keeps across starts, keeps them as they are).

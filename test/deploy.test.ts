@@ -72,7 +72,7 @@ const PROCESSES: Process[] = [
     settings: paymentsSettings,
     probes: "grpc",
     hasDatabase: true,
-    calls: ["identity"],
+    calls: ["identity", "webhooks"],
     usesRedis: false,
   },
   {
@@ -80,7 +80,7 @@ const PROCESSES: Process[] = [
     settings: ordersSettings,
     probes: "grpc",
     hasDatabase: true,
-    calls: ["identity", "payments", "content"],
+    calls: ["identity", "payments", "content", "webhooks"],
     usesRedis: false,
   },
   {
@@ -1540,7 +1540,15 @@ describe("deploy/ (Kubernetes)", function () {
       expect(secret?.name, "from a Secret").to.equal("switchyard-service-credentials");
       expect([clients?.name, gateway?.name], "the same Secret").to.deep.equal([secret?.name, secret?.name]);
       expect(new Set([clients?.key, secret?.key, gateway?.key]).size, "a key each").to.equal(3);
-      for (const p of PROCESSES.filter((q) => !["orders", "identity", "gateway"].includes(q.name))) {
+      const payments = manifestOf(
+        o,
+        PROCESSES.find((p) => p.name === "payments")!,
+      ).env.get(paymentsSettings.serviceSecret.env)?.valueFrom?.secretKeyRef;
+      expect([payments?.name, new Set([clients?.key, secret?.key, gateway?.key, payments?.key]).size]).to.deep.equal([
+        secret?.name,
+        4,
+      ]);
+      for (const p of PROCESSES.filter((q) => !["orders", "identity", "gateway", "payments"].includes(q.name))) {
         const refs = [...manifestOf(o, p).env.values()].map((e) => e.valueFrom?.secretKeyRef?.name);
         expect(refs, `${p.name} reads no service credential`).to.not.include(secret?.name);
       }

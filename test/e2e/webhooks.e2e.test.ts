@@ -2,8 +2,13 @@
 // secret in the creation's answer (and its replay) and the rotation's only, never in a read, a list
 // or a log —, a member is refused (403), another tenant sees none of them (404), and no destination
 // inside the network is taken (the mesh allows loopback and plain http, as npm start does: others are
-// refused all the same). The routes are v2's alone.
+// refused all the same). The routes are v2's alone. And the whole way: a payment, a refund and an
+// order's changes made through the API reach a receiver, signed, their data what the API answered.
 import { expect } from "chai";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
+import { Webhook } from "standardwebhooks";
 import { ALICE, BOB, CAROL, expectError, newKey, startE2eMesh, type Api, type E2eMesh } from "../support/http.js";
 
 const ENDPOINT_KEYS = [
@@ -139,6 +144,105 @@ describe("e2e: webhook endpoints through the gateway", function () {
       422,
       "RULE_VIOLATION",
     );
+  });
+
+  it("delivers what happens through the API — payment, refund, order paid, shipped, cancelled — signed, each event once, to its tenant's endpoint only", async function () {
+    this.timeout(60_000);
+    type Got = { headers: Record<string, string>; body: string };
+    const listen = async (got: Got[]) => {
+      const server: Server = createServer((req, res) => {
+        const chunks: Buffer[] = [];
+        req.on("data", (c: Buffer) => chunks.push(c));
+        req.on("end", () => {
+          got.push({
+            headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)])),
+            body: Buffer.concat(chunks).toString("utf8"),
+          });
+          res.writeHead(204).end();
+        });
+      });
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+      return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks` };
+    };
+    const acmeGot: Got[] = [];
+    const globexGot: Got[] = [];
+    const acme = await listen(acmeGot);
+    const globex = await listen(globexGot);
+    const ALL = ["payment.succeeded", "refund.succeeded", "order.paid", "order.shipped", "order.cancelled"];
+    try {
+      const endpoint = await api.post("/v2/webhook-endpoints", {
+        token: alice,
+        key: newKey(),
+        json: { url: acme.url, event_types: ALL },
+      });
+      expect(endpoint.status, endpoint.text).to.equal(201);
+      const theirs = await api.post("/v2/webhook-endpoints", {
+        token: carol,
+        key: newKey(),
+        json: { url: globex.url, event_types: ALL },
+      });
+      expect(theirs.status, theirs.text).to.equal(201);
+
+      const payment = await api.post("/v2/payments", {
+        token: alice,
+        key: newKey(),
+        json: { amount: 1234, currency: "EUR", source: "tok_visa" },
+      });
+      expect(payment.status, payment.text).to.equal(201);
+      const refund = await api.post(`/v2/payments/${payment.json.id}/refunds`, {
+        token: alice,
+        key: newKey(),
+        json: { amount: 234 },
+      });
+      expect(refund.status, refund.text).to.equal(201);
+      const newOrder = async () =>
+        (
+          await api.post("/v2/orders", {
+            token: alice,
+            json: { currency: "EUR", items: [{ sku: "MUG-1", quantity: 1 }] },
+          })
+        ).json.id as number;
+      const shipped = await newOrder();
+      expect(
+        (await api.post(`/v2/orders/${shipped}/payment`, { token: alice, json: { source: "tok_visa" } })).status,
+      ).to.equal(201);
+      expect((await api.post(`/v2/orders/${shipped}/shipments`, { token: alice, json: {} })).status).to.equal(201);
+      const cancelled = await newOrder();
+      expect((await api.post(`/v2/orders/${cancelled}/cancel`, { token: alice })).status).to.equal(200);
+
+      // payment.succeeded ×2 (the order's charge too), refund.succeeded, order.paid, order.shipped, order.cancelled.
+      for (let i = 0; i < 200 && acmeGot.length < 6; i++) await sleep(50);
+      await sleep(300);
+      const events = acmeGot.map((g) => new Webhook(endpoint.json.secret as string).verify(g.body, g.headers) as any);
+      expect(events.map((e) => e.type).sort()).to.deep.equal([
+        "order.cancelled",
+        "order.paid",
+        "order.shipped",
+        "payment.succeeded",
+        "payment.succeeded",
+        "refund.succeeded",
+      ]);
+      expect(new Set(acmeGot.map((g) => g.headers["webhook-id"])).size, "each event once").to.equal(6);
+      for (const e of events) {
+        expect(e.id).to.equal(acmeGot[events.indexOf(e)]!.headers["webhook-id"]);
+        expect(e.tenant_id).to.equal("acme");
+        expect(Date.parse(e.timestamp as string)).to.be.greaterThan(0);
+      }
+      const find = (type: string, id: unknown) => events.find((e) => e.type === type && e.data.id === id);
+      // The data is the resource as the change left it, in its v2 representation: what the API answered.
+      expect(find("payment.succeeded", payment.json.id)?.data).to.deep.equal(payment.json);
+      expect(find("refund.succeeded", refund.json.id)?.data).to.deep.equal(refund.json);
+      const shippedNow = (await api.get(`/v2/orders/${shipped}`, { token: alice })).json;
+      expect(find("order.shipped", shipped)?.data).to.deep.equal(shippedNow);
+      expect(find("order.paid", shipped)?.data.status).to.equal("paid");
+      expect(find("order.cancelled", cancelled)?.data.status).to.equal("cancelled");
+      expect(globexGot, "another tenant's endpoint gets none of it").to.deep.equal([]);
+    } finally {
+      acme.server.closeAllConnections();
+      acme.server.close();
+      globex.server.closeAllConnections();
+      globex.server.close();
+    }
   });
 
   it("is v2's alone: there is no /v1/webhook-endpoints", async () => {

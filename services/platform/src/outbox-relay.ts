@@ -21,10 +21,12 @@ export class OutboxRelay {
   private stopped = false;
   private running: Promise<void> | undefined;
   private wake: (() => void) | undefined;
+  /** Ends a hand-over in flight when the relay stops: a stopping service does not wait for the receiver. */
+  private readonly stopping = new AbortController();
 
   constructor(
     private readonly db: SqlDatabase,
-    private readonly send: (events: OutboxEvent[]) => Promise<void>,
+    private readonly send: (events: OutboxEvent[], signal: AbortSignal) => Promise<void>,
     private readonly options: OutboxRelayOptions,
   ) {}
 
@@ -34,6 +36,7 @@ export class OutboxRelay {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopping.abort();
     this.wake?.();
     await this.running;
   }
@@ -42,7 +45,7 @@ export class OutboxRelay {
   async runOnce(): Promise<number> {
     const events = await unrelayedEvents(this.db, this.options.batch);
     if (events.length === 0) return 0;
-    await this.send(events);
+    await this.send(events, this.stopping.signal);
     await markEventsRelayed(
       this.db,
       events.map((e) => e.id),

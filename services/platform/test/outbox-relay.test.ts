@@ -74,4 +74,24 @@ forEachDatabase("outbox relay", (dbs) => {
       await relay.stop();
     }
   });
+
+  it("stops without waiting for a receiver that does not answer: the hand-over in flight is given up, its events kept", async () => {
+    await append(2);
+    let called = false;
+    const relay = new OutboxRelay(
+      db,
+      (_events, signal) =>
+        new Promise<void>((_resolve, reject) => {
+          called = true;
+          signal.addEventListener("abort", () => reject(new Error("given up")));
+        }),
+      { pollMs: 20, batch: 10, logger },
+    );
+    relay.start();
+    for (let i = 0; i < 100 && !called; i++) await sleep(10);
+    const started = Date.now();
+    await relay.stop();
+    expect(Date.now() - started).to.be.below(1_000);
+    expect(await unrelayedEvents(db, 10)).to.have.length(2);
+  });
 });
