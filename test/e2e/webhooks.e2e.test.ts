@@ -5,10 +5,9 @@
 // refused all the same). The routes are v2's alone. And the whole way: a payment, a refund and an
 // order's changes made through the API reach a receiver, signed, their data what the API answered.
 import { expect } from "chai";
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Webhook } from "standardwebhooks";
+import { startReceiver } from "../../services/webhooks/test/support/receiver.js";
 import { ALICE, BOB, CAROL, expectError, newKey, startE2eMesh, type Api, type E2eMesh } from "../support/http.js";
 
 const ENDPOINT_KEYS = [
@@ -148,26 +147,8 @@ describe("e2e: webhook endpoints through the gateway", function () {
 
   it("delivers what happens through the API — payment, refund, order paid, shipped, cancelled — signed, each event once, to its tenant's endpoint only", async function () {
     this.timeout(60_000);
-    type Got = { headers: Record<string, string>; body: string };
-    const listen = async (got: Got[]) => {
-      const server: Server = createServer((req, res) => {
-        const chunks: Buffer[] = [];
-        req.on("data", (c: Buffer) => chunks.push(c));
-        req.on("end", () => {
-          got.push({
-            headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)])),
-            body: Buffer.concat(chunks).toString("utf8"),
-          });
-          res.writeHead(204).end();
-        });
-      });
-      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-      return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hooks` };
-    };
-    const acmeGot: Got[] = [];
-    const globexGot: Got[] = [];
-    const acme = await listen(acmeGot);
-    const globex = await listen(globexGot);
+    const acme = await startReceiver();
+    const globex = await startReceiver();
     const ALL = ["payment.succeeded", "refund.succeeded", "order.paid", "order.shipped", "order.cancelled"];
     try {
       const endpoint = await api.post("/v2/webhook-endpoints", {
@@ -211,9 +192,11 @@ describe("e2e: webhook endpoints through the gateway", function () {
       expect((await api.post(`/v2/orders/${cancelled}/cancel`, { token: alice })).status).to.equal(200);
 
       // payment.succeeded ×2 (the order's charge too), refund.succeeded, order.paid, order.shipped, order.cancelled.
-      for (let i = 0; i < 200 && acmeGot.length < 6; i++) await sleep(50);
+      for (let i = 0; i < 200 && acme.received.length < 6; i++) await sleep(50);
       await sleep(300);
-      const events = acmeGot.map((g) => new Webhook(endpoint.json.secret as string).verify(g.body, g.headers) as any);
+      const events = acme.received.map(
+        (g) => new Webhook(endpoint.json.secret as string).verify(g.body, g.headers) as any,
+      );
       expect(events.map((e) => e.type).sort()).to.deep.equal([
         "order.cancelled",
         "order.paid",
@@ -222,9 +205,9 @@ describe("e2e: webhook endpoints through the gateway", function () {
         "payment.succeeded",
         "refund.succeeded",
       ]);
-      expect(new Set(acmeGot.map((g) => g.headers["webhook-id"])).size, "each event once").to.equal(6);
+      expect(new Set(acme.received.map((g) => g.headers["webhook-id"])).size, "each event once").to.equal(6);
       for (const e of events) {
-        expect(e.id).to.equal(acmeGot[events.indexOf(e)]!.headers["webhook-id"]);
+        expect(e.id).to.equal(acme.received[events.indexOf(e)]!.headers["webhook-id"]);
         expect(e.tenant_id).to.equal("acme");
         expect(Date.parse(e.timestamp as string)).to.be.greaterThan(0);
       }
@@ -236,12 +219,10 @@ describe("e2e: webhook endpoints through the gateway", function () {
       expect(find("order.shipped", shipped)?.data).to.deep.equal(shippedNow);
       expect(find("order.paid", shipped)?.data.status).to.equal("paid");
       expect(find("order.cancelled", cancelled)?.data.status).to.equal("cancelled");
-      expect(globexGot, "another tenant's endpoint gets none of it").to.deep.equal([]);
+      expect(globex.received, "another tenant's endpoint gets none of it").to.deep.equal([]);
     } finally {
-      acme.server.closeAllConnections();
-      acme.server.close();
-      globex.server.closeAllConnections();
-      globex.server.close();
+      await acme.close();
+      await globex.close();
     }
   });
 

@@ -5,8 +5,6 @@
 // and a delivery failing for 3 days fails for good and disables an endpoint that delivered nothing.
 import { expect } from "chai";
 import { randomBytes, randomUUID } from "node:crypto";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { Webhook } from "standardwebhooks";
 import { createLogger } from "@switchyard/platform/logger.js";
 import type { SqlDatabase } from "@switchyard/platform/store";
@@ -19,36 +17,17 @@ import { webhooksMigrations } from "../src/store/migrations.js";
 import { SqlWebhooksStore } from "../src/store/sql-store.js";
 import { attemptDelivery } from "../src/workflow/attempt.js";
 import { DeliveryWorker } from "../src/workflow/delivery-worker.js";
+import { startReceiver } from "./support/receiver.js";
 
 const LOOPBACK = { allowPlainHttp: true, allowedNetworks: parseNetworks("127.0.0.0/8") };
 const logger = createLogger("test", "silent");
 
-/** A receiver on 127.0.0.1 answering `status()` (or never, for undefined); it keeps what it got. */
-async function receiver(status: () => number | undefined) {
-  const got: { headers: Record<string, string>; body: string }[] = [];
-  const server = createServer((req: IncomingMessage, res: ServerResponse) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", () => {
-      got.push({
-        headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)])),
-        body: Buffer.concat(chunks).toString("utf8"),
-      });
-      const answer = status();
-      if (answer !== undefined) res.writeHead(answer).end();
-    });
+/** A receiver answering `status()`, or never (undefined). */
+const receiver = (status: () => number | undefined) =>
+  startReceiver((_req, res) => {
+    const answer = status();
+    if (answer !== undefined) res.writeHead(answer).end();
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
-    got,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
-}
 
 forEachDatabase("webhook deliveries", (dbs) => {
   let db: SqlDatabase;
@@ -111,11 +90,11 @@ forEachDatabase("webhook deliveries", (dbs) => {
       expect((await deliveryOf(e.id)).map((d) => d.endpoint_id)).to.deep.equal([wanted.id]);
 
       expect(await worker("a").runOnce()).to.equal(1);
-      expect(hook.got).to.have.length(1);
-      expect(new Webhook(wanted.secret).verify(hook.got[0]!.body, hook.got[0]!.headers)).to.deep.equal(
+      expect(hook.received).to.have.length(1);
+      expect(new Webhook(wanted.secret).verify(hook.received[0]!.body, hook.received[0]!.headers)).to.deep.equal(
         JSON.parse(e.body),
       );
-      expect(hook.got[0]!.headers["webhook-id"]).to.equal(e.id);
+      expect(hook.received[0]!.headers["webhook-id"]).to.equal(e.id);
       expect((await deliveryOf(e.id))[0]).to.include({ status: "delivered", attempts: 1 });
       expect(await worker("a").runOnce(), "nothing more to do").to.equal(0);
     } finally {
@@ -141,7 +120,7 @@ forEachDatabase("webhook deliveries", (dbs) => {
       answer = 200;
       await worker("b").runOnce();
       expect((await deliveryOf(e.id))[0]).to.include({ status: "delivered", attempts: 2 });
-      expect(hook.got.map((g) => g.headers["webhook-id"])).to.deep.equal([e.id, e.id]);
+      expect(hook.received.map((g) => g.headers["webhook-id"])).to.deep.equal([e.id, e.id]);
       const { rows } = await db.query<{ status: number }>(
         `SELECT status FROM delivery_attempts WHERE delivery_id = $1 ORDER BY id`,
         [failed!.id],

@@ -4,8 +4,6 @@
 // only its own types; a user cannot record any.
 import { expect } from "chai";
 import { randomBytes, randomUUID } from "node:crypto";
-import { createServer, type IncomingMessage } from "node:http";
-import type { AddressInfo } from "node:net";
 import { setTimeout as sleep } from "node:timers/promises";
 import { create } from "@bufbuild/protobuf";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
@@ -18,6 +16,7 @@ import { orderJson } from "@switchyard/platform/representations/orders.js";
 import { serviceEngines } from "../../platform/test/support/in-process-mesh.js";
 import type { Client } from "@switchyard/platform/grpc";
 import type { TestIdentity } from "../../identity/test/support/test-identity.js";
+import { startReceiver, type TestReceiver } from "./support/receiver.js";
 import { startTestWebhooks, type TestWebhooks } from "./support/test-webhooks.js";
 
 const order = create(OrderSchema, {
@@ -43,24 +42,13 @@ const orderPaid = (tenantId: string) =>
 for (const engine of serviceEngines()) {
   describe(`webhooks: events recorded by their producers and delivered (${engine.name})`, function () {
     this.timeout(60_000);
-    const received: { headers: Record<string, string>; body: string }[] = [];
-    const receiver = createServer((req: IncomingMessage, res) => {
-      const chunks: Buffer[] = [];
-      req.on("data", (c: Buffer) => chunks.push(c));
-      req.on("end", () => {
-        received.push({
-          headers: Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)])),
-          body: Buffer.concat(chunks).toString("utf8"),
-        });
-        res.writeHead(200).end();
-      });
-    });
+    let receiver: TestReceiver;
     let started: TestWebhooks;
     let identity: TestIdentity;
     let webhooks: Client<typeof WebhookService>;
 
     before(async () => {
-      await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", resolve));
+      receiver = await startReceiver();
       // The receiver is on this machine.
       started = await startTestWebhooks({
         databaseUrl: engine.databaseUrl,
@@ -70,13 +58,12 @@ for (const engine of serviceEngines()) {
     });
     after(async () => {
       await started?.stop();
-      receiver.closeAllConnections();
-      receiver.close();
+      await receiver?.close();
     });
 
     it("records an event once and delivers it, signed, its data the order's v2 representation", async () => {
       const alice = await identity.login("alice@acme.test");
-      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+      const url = receiver.url;
       const made = await webhooks.createEndpoint(
         { idempotencyKey: randomUUID(), url, eventTypes: ["order.paid"] },
         alice,
@@ -85,9 +72,9 @@ for (const engine of serviceEngines()) {
       const event = orderPaid("acme");
       expect((await webhooks.recordEvents({ events: [event] }, orders)).recorded).to.equal(1);
       expect((await webhooks.recordEvents({ events: [event] }, orders)).recorded, "sent again").to.equal(0);
-      for (let i = 0; i < 100 && received.length === 0; i++) await sleep(50);
-      expect(received).to.have.length(1);
-      const payload = new Webhook(made.secret).verify(received[0]!.body, received[0]!.headers);
+      for (let i = 0; i < 100 && receiver.received.length === 0; i++) await sleep(50);
+      expect(receiver.received).to.have.length(1);
+      const payload = new Webhook(made.secret).verify(receiver.received[0]!.body, receiver.received[0]!.headers);
       expect(payload).to.deep.equal({
         id: event.id,
         type: "order.paid",
@@ -96,7 +83,7 @@ for (const engine of serviceEngines()) {
         data: JSON.parse(JSON.stringify(orderJson(order))),
       });
       await sleep(200);
-      expect(received, "once").to.have.length(1);
+      expect(receiver.received, "once").to.have.length(1);
     });
 
     it("takes from a service only the types it makes, and from users nothing", async () => {
