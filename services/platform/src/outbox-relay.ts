@@ -4,6 +4,7 @@
 // once, by its id). No transaction is held across the call: embedded PGlite runs one at a time.
 // Replicas relaying at the same moment may send an event twice; the receiver absorbs that too.
 import type { Logger } from "./logger.js";
+import { reportOutbox } from "./metrics.js";
 import { markEventsRelayed, unrelayedEvents, type OutboxEvent } from "./store/outbox.js";
 import type { SqlDatabase } from "./store/engine.js";
 
@@ -23,6 +24,9 @@ export class OutboxRelay {
   private wake: (() => void) | undefined;
   /** Ends a hand-over in flight when the relay stops: a stopping service does not wait for the receiver. */
   private readonly stopping = new AbortController();
+  /** The oldest event seen waiting, while it waits (the outbox's lag, a metric). */
+  private oldestUnrelayed: Date | undefined;
+  private unreport: (() => void) | undefined;
 
   constructor(
     private readonly db: SqlDatabase,
@@ -31,6 +35,7 @@ export class OutboxRelay {
   ) {}
 
   start(): void {
+    this.unreport ??= reportOutbox(() => this.oldestUnrelayed);
     this.running ??= this.loop();
   }
 
@@ -39,17 +44,21 @@ export class OutboxRelay {
     this.stopping.abort();
     this.wake?.();
     await this.running;
+    this.unreport?.();
   }
 
   /** Hands on one batch; returns how many events it relayed. */
   async runOnce(): Promise<number> {
     const events = await unrelayedEvents(this.db, this.options.batch);
+    this.oldestUnrelayed = events[0]?.occurredAt;
     if (events.length === 0) return 0;
     await this.send(events, this.stopping.signal);
     await markEventsRelayed(
       this.db,
       events.map((e) => e.id),
     );
+    // A batch not full was all there was: none waits now.
+    if (events.length < this.options.batch) this.oldestUnrelayed = undefined;
     return events.length;
   }
 

@@ -5,6 +5,7 @@ import { expect } from "chai";
 import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { createLogger } from "@switchyard/platform/logger.js";
+import { registry } from "@switchyard/platform/metrics.js";
 import { OutboxRelay } from "@switchyard/platform/outbox-relay.js";
 import {
   OUTBOX_TABLE_SQL,
@@ -89,6 +90,11 @@ forEachDatabase("outbox relay", (dbs) => {
     );
     relay.start();
     for (let i = 0; i < 100 && !called; i++) await sleep(10);
+    await sleep(1_100);
+    // The events wait: the outbox's age says so.
+    const age = (await registry.getSingleMetric("switchyard_outbox_oldest_unrelayed_age_seconds")!.get()).values[0]!
+      .value;
+    expect(age).to.be.at.least(1);
     const started = Date.now();
     await relay.stop();
     expect(Date.now() - started).to.be.below(1_000);

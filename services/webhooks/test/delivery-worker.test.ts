@@ -7,6 +7,7 @@ import { expect } from "chai";
 import { randomBytes, randomUUID } from "node:crypto";
 import { Webhook } from "standardwebhooks";
 import { createLogger } from "@switchyard/platform/logger.js";
+import { webhookDeliveries } from "@switchyard/platform/metrics.js";
 import type { SqlDatabase } from "@switchyard/platform/store";
 import { forEachDatabase } from "../../platform/test/support/databases.js";
 import { parseNetworks } from "../src/domain/destinations.js";
@@ -89,7 +90,11 @@ forEachDatabase("webhook deliveries", (dbs) => {
       expect(await deliveries.recordEvent(e), "sent again by a relay").to.equal(false);
       expect((await deliveryOf(e.id)).map((d) => d.endpoint_id)).to.deep.equal([wanted.id]);
 
+      const deliveredCount = async () =>
+        (await webhookDeliveries.get()).values.find((v) => v.labels.outcome === "delivered")?.value ?? 0;
+      const before = await deliveredCount();
       expect(await worker("a").runOnce()).to.equal(1);
+      expect(await deliveredCount(), "counted").to.equal(before + 1);
       expect(hook.received).to.have.length(1);
       expect(new Webhook(wanted.secret).verify(hook.received[0]!.body, hook.received[0]!.headers)).to.deep.equal(
         JSON.parse(e.body),

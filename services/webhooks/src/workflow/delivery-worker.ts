@@ -5,6 +5,7 @@
 // A replica killed mid-attempt loses only its leases: the deliveries are claimed again once they run
 // out, and sent again (at least once; receivers deduplicate by the event id, `webhook-id`).
 import type { Logger } from "@switchyard/platform/logger.js";
+import { webhookAttemptDuration, webhookDeliveries } from "@switchyard/platform/metrics.js";
 import { GIVE_UP_AFTER_MS, nextAttemptAt } from "../domain/retries.js";
 import { signedHeaders } from "../domain/signatures.js";
 import type { SigningSecrets } from "../store/port.js";
@@ -100,6 +101,9 @@ export class DeliveryWorker {
       );
       const outcome = await this.deps.attempt({ url: delivery.url, headers: { ...headers }, body: delivery.body });
       const verdict = this.verdictOf(delivery, attemptedAt, outcome);
+      const result = outcome.status === undefined ? "no_answer" : outcome.delivered ? "2xx" : "other_status";
+      webhookAttemptDuration.labels({ result }).observe(outcome.latencyMs / 1000);
+      webhookDeliveries.labels({ outcome: verdict.kind === "retry" ? "retried" : verdict.kind }).inc();
       const { endpointDisabled } = await this.deps.store.finishAttempt(
         delivery,
         this.options.holder,
