@@ -226,6 +226,43 @@ describe("e2e: webhook endpoints through the gateway", function () {
     }
   });
 
+  it("delivers a payment committed just before payments was killed (-9) while the webhooks service was away: after both are back, once", async function () {
+    this.timeout(120_000);
+    const hook = await startReceiver();
+    try {
+      const endpoint = await api.post("/v2/webhook-endpoints", {
+        token: alice,
+        key: newKey(),
+        json: { url: hook.url, event_types: ["payment.succeeded"] },
+      });
+      expect(endpoint.status, endpoint.text).to.equal(201);
+      // Nowhere to relay to: the event can only wait in payments' outbox.
+      await env.mesh.stopService("webhooks");
+      const payment = await api.post("/v2/payments", {
+        token: alice,
+        key: newKey(),
+        json: { amount: 4321, currency: "EUR", source: "tok_killed" },
+      });
+      expect(payment.status, payment.text).to.equal(201);
+      await env.mesh.stopService("payments", "SIGKILL");
+      await env.mesh.restartService("payments");
+      await env.mesh.restartService("webhooks");
+      const mine = () =>
+        hook.received.filter((g) => (JSON.parse(g.body) as { data: { id: string } }).data.id === payment.json.id);
+      for (let i = 0; i < 200 && mine().length === 0; i++) await sleep(50);
+      await sleep(500);
+      expect(mine(), "delivered once").to.have.length(1);
+      const event = new Webhook(endpoint.json.secret as string).verify(mine()[0]!.body, mine()[0]!.headers) as {
+        type: string;
+        data: unknown;
+      };
+      expect(event.type).to.equal("payment.succeeded");
+      expect(event.data).to.deep.equal(payment.json);
+    } finally {
+      await hook.close();
+    }
+  });
+
   it("is v2's alone: there is no /v1/webhook-endpoints", async () => {
     expect((await api.get("/v1/webhook-endpoints", { token: alice })).status).to.equal(404);
   });
