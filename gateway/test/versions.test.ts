@@ -135,6 +135,7 @@ describe("API versions", () => {
         "createWebhookEndpoint",
         "deleteWebhookEndpoint",
         "getWebhookEndpoint",
+        "listWebhookEndpointDeliveries",
         "listWebhookEndpoints",
         "rotateWebhookEndpointSecret",
         "updateWebhookEndpoint",

@@ -220,6 +220,26 @@ describe("e2e: webhook endpoints through the gateway", function () {
       expect(find("order.paid", shipped)?.data.status).to.equal("paid");
       expect(find("order.cancelled", cancelled)?.data.status).to.equal("cancelled");
       expect(globex.received, "another tenant's endpoint gets none of it").to.deep.equal([]);
+
+      // The endpoint's deliveries, each with its attempt: to its tenant's admins only.
+      const listed = await api.listAll(`/v2/webhook-endpoints/${endpoint.json.id}/deliveries`, alice);
+      expect(listed.map((d) => d.status)).to.deep.equal(Array(6).fill("delivered"));
+      expect(listed.map((d) => d.event_id).sort()).to.deep.equal(events.map((e) => e.id).sort());
+      for (const d of listed) {
+        expect(d.next_attempt_at).to.equal(null);
+        expect(d.attempts).to.have.length(1);
+        expect(d.attempts[0]).to.include({ status_code: 204, error: null, response_excerpt: "" });
+      }
+      expectError(
+        await api.get(`/v2/webhook-endpoints/${endpoint.json.id}/deliveries`, { token: carol }),
+        404,
+        "NOT_FOUND",
+      );
+      expectError(
+        await api.get(`/v2/webhook-endpoints/${endpoint.json.id}/deliveries`, { token: bob }),
+        403,
+        "ROLE_REQUIRED",
+      );
     } finally {
       await acme.close();
       await globex.close();

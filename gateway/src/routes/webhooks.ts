@@ -2,7 +2,11 @@
 // the service's to decide (a tenant's admins).
 import { created, type RouteContext, type RouteGroup } from "../runtime/route.js";
 import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
-import { webhookEndpointJson, webhookEndpointWithSecretJson } from "../representations/webhooks.js";
+import {
+  webhookDeliveryJson,
+  webhookEndpointJson,
+  webhookEndpointWithSecretJson,
+} from "../representations/webhooks.js";
 
 interface EndpointBody {
   url: string;
@@ -63,6 +67,18 @@ export const webhookRoutes: RouteGroup = {
     async deleteWebhookEndpoint(ctx) {
       await ctx.upstreams.webhooks.deleteEndpoint({ endpointId: endpointId(ctx) }, ctx.callOptions());
       return { status: 204 };
+    },
+
+    async listWebhookEndpointDeliveries(ctx) {
+      const res = await ctx.upstreams.webhooks.listEndpointDeliveries(
+        {
+          endpointId: endpointId(ctx),
+          pageSize: pageSizeParam(ctx.params.limit),
+          pageToken: cursorParam(ctx.params.cursor),
+        },
+        ctx.callOptions(),
+      );
+      return listResult(ctx.path, ctx.params.limit, res.deliveries.map(webhookDeliveryJson), res.nextPageToken);
     },
 
     async rotateWebhookEndpointSecret(ctx) {

@@ -21,7 +21,7 @@ import {
 import { checkProducedEvent, EVENT_TYPES_BY_PRODUCER, MAX_EVENTS_PER_CALL } from "./domain/events.js";
 import { newEndpointSecret } from "./endpoint-secrets.js";
 import { eventPayload } from "./event-payload.js";
-import { endpointToProto } from "./proto-mapping.js";
+import { deliveryToProto, endpointToProto } from "./proto-mapping.js";
 import type { DeliveriesStore } from "./store/delivery-port.js";
 import type { EndpointRecord, WebhooksStore } from "./store/port.js";
 import { checkDestination, type ResolveName } from "./workflow/destination-check.js";
@@ -44,6 +44,7 @@ export const webhooksCallPolicy: CallPolicy<typeof WebhookService> = {
   updateEndpoint: USERS,
   deleteEndpoint: USERS,
   rotateEndpointSecret: USERS,
+  listEndpointDeliveries: USERS,
   recordEvents: { services: Object.keys(EVENT_TYPES_BY_PRODUCER) },
 };
 
@@ -147,6 +148,16 @@ export function webhookHandlers({
         await store.rotateSecret(caller.tenantId, endpointIdOf(req.endpointId), secret, PREVIOUS_SECRET_VALID_MS),
       );
       return { endpoint: endpointToProto(endpoint), secret };
+    },
+
+    async listEndpointDeliveries(req, ctx) {
+      const caller = admin(callerOf(ctx));
+      const endpoint = found(await store.getEndpoint(caller.tenantId, endpointIdOf(req.endpointId)));
+      const size = pageSizeOf(req.pageSize);
+      const collection = `deliveries:${caller.tenantId}:${endpoint.id}`;
+      const rows = await deliveries.listDeliveries(endpoint.id, decodeCursor(collection, req.pageToken), size + 1);
+      const page = pageOf(rows, size, { collection, keyOf });
+      return { deliveries: page.items.map(deliveryToProto), nextPageToken: page.nextCursor };
     },
 
     async recordEvents(req, ctx) {

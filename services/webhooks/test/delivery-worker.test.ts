@@ -131,6 +131,18 @@ forEachDatabase("webhook deliveries", (dbs) => {
         [failed!.id],
       );
       expect(rows.map((r) => r.status)).to.deep.equal([500, 200]);
+      // As the endpoint's delivery list shows it.
+      const [listed] = await deliveries.listDeliveries(failed!.endpoint_id, undefined, 10);
+      expect([listed!.id, listed!.eventId, listed!.eventType, listed!.status]).to.deep.equal([
+        failed!.id,
+        e.id,
+        "payment.succeeded",
+        "delivered",
+      ]);
+      expect(listed!.attempts.map((a) => [a.status, a.error])).to.deep.equal([
+        [500, undefined],
+        [200, undefined],
+      ]);
     } finally {
       await hook.close();
     }

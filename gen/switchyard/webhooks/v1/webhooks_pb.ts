@@ -4,8 +4,8 @@
 
 // Partners' webhook endpoints: where the events of payments and orders are delivered, signed.
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Order } from "../../orders/v1/orders_pb.js";
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file switchyard/webhooks/v1/webhooks.proto.
  */
 export const file_switchyard_webhooks_v1_webhooks: GenFile = /*@__PURE__*/
-  fileDesc("CiVzd2l0Y2h5YXJkL3dlYmhvb2tzL3YxL3dlYmhvb2tzLnByb3RvEhZzd2l0Y2h5YXJkLndlYmhvb2tzLnYxIoUCCghFbmRwb2ludBIKCgJpZBgBIAEoCRILCgN1cmwYAiABKAkSEwoLZXZlbnRfdHlwZXMYAyADKAkSDwoHZW5hYmxlZBgEIAEoCBIXCg9kaXNhYmxlZF9yZWFzb24YBSABKAkSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI/ChtwcmV2aW91c19zZWNyZXRfZXhwaXJlX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlIKFUNyZWF0ZUVuZHBvaW50UmVxdWVzdBIXCg9pZGVtcG90ZW5jeV9rZXkYASABKAkSCwoDdXJsGAIgASgJEhMKC2V2ZW50X3R5cGVzGAMgAygJIm4KFkNyZWF0ZUVuZHBvaW50UmVzcG9uc2USMgoIZW5kcG9pbnQYASABKAsyIC5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkVuZHBvaW50Eg4KBnNlY3JldBgCIAEoCRIQCghyZXBsYXllZBgDIAEoCCIpChJHZXRFbmRwb2ludFJlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkiSQoTR2V0RW5kcG9pbnRSZXNwb25zZRIyCghlbmRwb2ludBgBIAEoCzIgLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRW5kcG9pbnQiPQoUTGlzdEVuZHBvaW50c1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiZQoVTGlzdEVuZHBvaW50c1Jlc3BvbnNlEjMKCWVuZHBvaW50cxgBIAMoCzIgLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRW5kcG9pbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIrYBChVVcGRhdGVFbmRwb2ludFJlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSEAoDdXJsGAIgASgJSACIAQESPAoLZXZlbnRfdHlwZXMYAyABKAsyIi5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkV2ZW50VHlwZXNIAYgBARIUCgdlbmFibGVkGAQgASgISAKIAQFCBgoEX3VybEIOCgxfZXZlbnRfdHlwZXNCCgoIX2VuYWJsZWQiHAoKRXZlbnRUeXBlcxIOCgZ2YWx1ZXMYASADKAkiTAoWVXBkYXRlRW5kcG9pbnRSZXNwb25zZRIyCghlbmRwb2ludBgBIAEoCzIgLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRW5kcG9pbnQiLAoVRGVsZXRlRW5kcG9pbnRSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJIhgKFkRlbGV0ZUVuZHBvaW50UmVzcG9uc2UiMgobUm90YXRlRW5kcG9pbnRTZWNyZXRSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJImIKHFJvdGF0ZUVuZHBvaW50U2VjcmV0UmVzcG9uc2USMgoIZW5kcG9pbnQYASABKAsyIC5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkVuZHBvaW50Eg4KBnNlY3JldBgCIAEoCSKEAgoFRXZlbnQSCgoCaWQYASABKAkSDAoEdHlwZRgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSLgoKb2NjdXJfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoHcGF5bWVudBgKIAEoCzIfLnN3aXRjaHlhcmQucGF5bWVudHMudjEuUGF5bWVudEgAEjAKBnJlZnVuZBgLIAEoCzIeLnN3aXRjaHlhcmQucGF5bWVudHMudjEuUmVmdW5kSAASLAoFb3JkZXIYDCABKAsyGy5zd2l0Y2h5YXJkLm9yZGVycy52MS5PcmRlckgAQgoKCHJlc291cmNlIkQKE1JlY29yZEV2ZW50c1JlcXVlc3QSLQoGZXZlbnRzGAEgAygLMh0uc3dpdGNoeWFyZC53ZWJob29rcy52MS5FdmVudCIoChRSZWNvcmRFdmVudHNSZXNwb25zZRIQCghyZWNvcmRlZBgBIAEoBTKyBgoOV2ViaG9va1NlcnZpY2USbwoOQ3JlYXRlRW5kcG9pbnQSLS5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkNyZWF0ZUVuZHBvaW50UmVxdWVzdBouLnN3aXRjaHlhcmQud2ViaG9va3MudjEuQ3JlYXRlRW5kcG9pbnRSZXNwb25zZRJrCgtHZXRFbmRwb2ludBIqLnN3aXRjaHlhcmQud2ViaG9va3MudjEuR2V0RW5kcG9pbnRSZXF1ZXN0Gisuc3dpdGNoeWFyZC53ZWJob29rcy52MS5HZXRFbmRwb2ludFJlc3BvbnNlIgOQAgEScQoNTGlzdEVuZHBvaW50cxIsLnN3aXRjaHlhcmQud2ViaG9va3MudjEuTGlzdEVuZHBvaW50c1JlcXVlc3QaLS5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkxpc3RFbmRwb2ludHNSZXNwb25zZSIDkAIBEm8KDlVwZGF0ZUVuZHBvaW50Ei0uc3dpdGNoeWFyZC53ZWJob29rcy52MS5VcGRhdGVFbmRwb2ludFJlcXVlc3QaLi5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLlVwZGF0ZUVuZHBvaW50UmVzcG9uc2USbwoORGVsZXRlRW5kcG9pbnQSLS5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkRlbGV0ZUVuZHBvaW50UmVxdWVzdBouLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRGVsZXRlRW5kcG9pbnRSZXNwb25zZRKBAQoUUm90YXRlRW5kcG9pbnRTZWNyZXQSMy5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLlJvdGF0ZUVuZHBvaW50U2VjcmV0UmVxdWVzdBo0LnN3aXRjaHlhcmQud2ViaG9va3MudjEuUm90YXRlRW5kcG9pbnRTZWNyZXRSZXNwb25zZRJpCgxSZWNvcmRFdmVudHMSKy5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLlJlY29yZEV2ZW50c1JlcXVlc3QaLC5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLlJlY29yZEV2ZW50c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp, file_switchyard_orders_v1_orders, file_switchyard_payments_v1_payments]);
+  fileDesc("CiVzd2l0Y2h5YXJkL3dlYmhvb2tzL3YxL3dlYmhvb2tzLnByb3RvEhZzd2l0Y2h5YXJkLndlYmhvb2tzLnYxIoUCCghFbmRwb2ludBIKCgJpZBgBIAEoCRILCgN1cmwYAiABKAkSEwoLZXZlbnRfdHlwZXMYAyADKAkSDwoHZW5hYmxlZBgEIAEoCBIXCg9kaXNhYmxlZF9yZWFzb24YBSABKAkSLwoLY3JlYXRlX3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI/ChtwcmV2aW91c19zZWNyZXRfZXhwaXJlX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIlIKFUNyZWF0ZUVuZHBvaW50UmVxdWVzdBIXCg9pZGVtcG90ZW5jeV9rZXkYASABKAkSCwoDdXJsGAIgASgJEhMKC2V2ZW50X3R5cGVzGAMgAygJIm4KFkNyZWF0ZUVuZHBvaW50UmVzcG9uc2USMgoIZW5kcG9pbnQYASABKAsyIC5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkVuZHBvaW50Eg4KBnNlY3JldBgCIAEoCRIQCghyZXBsYXllZBgDIAEoCCIpChJHZXRFbmRwb2ludFJlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkiSQoTR2V0RW5kcG9pbnRSZXNwb25zZRIyCghlbmRwb2ludBgBIAEoCzIgLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRW5kcG9pbnQiPQoUTGlzdEVuZHBvaW50c1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgFEhIKCnBhZ2VfdG9rZW4YAiABKAkiZQoVTGlzdEVuZHBvaW50c1Jlc3BvbnNlEjMKCWVuZHBvaW50cxgBIAMoCzIgLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRW5kcG9pbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIrYBChVVcGRhdGVFbmRwb2ludFJlcXVlc3QSEwoLZW5kcG9pbnRfaWQYASABKAkSEAoDdXJsGAIgASgJSACIAQESPAoLZXZlbnRfdHlwZXMYAyABKAsyIi5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkV2ZW50VHlwZXNIAYgBARIUCgdlbmFibGVkGAQgASgISAKIAQFCBgoEX3VybEIOCgxfZXZlbnRfdHlwZXNCCgoIX2VuYWJsZWQiHAoKRXZlbnRUeXBlcxIOCgZ2YWx1ZXMYASADKAkiTAoWVXBkYXRlRW5kcG9pbnRSZXNwb25zZRIyCghlbmRwb2ludBgBIAEoCzIgLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRW5kcG9pbnQiLAoVRGVsZXRlRW5kcG9pbnRSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJIhgKFkRlbGV0ZUVuZHBvaW50UmVzcG9uc2UiMgobUm90YXRlRW5kcG9pbnRTZWNyZXRSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJImIKHFJvdGF0ZUVuZHBvaW50U2VjcmV0UmVzcG9uc2USMgoIZW5kcG9pbnQYASABKAsyIC5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkVuZHBvaW50Eg4KBnNlY3JldBgCIAEoCSKEAgoFRXZlbnQSCgoCaWQYASABKAkSDAoEdHlwZRgCIAEoCRIRCgl0ZW5hbnRfaWQYAyABKAkSLgoKb2NjdXJfdGltZRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMgoHcGF5bWVudBgKIAEoCzIfLnN3aXRjaHlhcmQucGF5bWVudHMudjEuUGF5bWVudEgAEjAKBnJlZnVuZBgLIAEoCzIeLnN3aXRjaHlhcmQucGF5bWVudHMudjEuUmVmdW5kSAASLAoFb3JkZXIYDCABKAsyGy5zd2l0Y2h5YXJkLm9yZGVycy52MS5PcmRlckgAQgoKCHJlc291cmNlIkQKE1JlY29yZEV2ZW50c1JlcXVlc3QSLQoGZXZlbnRzGAEgAygLMh0uc3dpdGNoeWFyZC53ZWJob29rcy52MS5FdmVudCIoChRSZWNvcmRFdmVudHNSZXNwb25zZRIQCghyZWNvcmRlZBgBIAEoBSKVAQoPRGVsaXZlcnlBdHRlbXB0EjAKDGF0dGVtcHRfdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEwoLc3RhdHVzX2NvZGUYAiABKAUSEgoKbGF0ZW5jeV9tcxgDIAEoBRIYChByZXNwb25zZV9leGNlcnB0GAQgASgJEg0KBWVycm9yGAUgASgJIpcCCghEZWxpdmVyeRIKCgJpZBgBIAEoCRIQCghldmVudF9pZBgCIAEoCRISCgpldmVudF90eXBlGAMgASgJEjYKBnN0YXR1cxgEIAEoDjImLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRGVsaXZlcnlTdGF0dXMSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjUKEW5leHRfYXR0ZW1wdF90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI5CghhdHRlbXB0cxgHIAMoCzInLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRGVsaXZlcnlBdHRlbXB0IlsKHUxpc3RFbmRwb2ludERlbGl2ZXJpZXNSZXF1ZXN0EhMKC2VuZHBvaW50X2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIm8KHkxpc3RFbmRwb2ludERlbGl2ZXJpZXNSZXNwb25zZRI0CgpkZWxpdmVyaWVzGAEgAygLMiAuc3dpdGNoeWFyZC53ZWJob29rcy52MS5EZWxpdmVyeRIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkqiQEKDkRlbGl2ZXJ5U3RhdHVzEh8KG0RFTElWRVJZX1NUQVRVU19VTlNQRUNJRklFRBAAEhsKF0RFTElWRVJZX1NUQVRVU19QRU5ESU5HEAESHQoZREVMSVZFUllfU1RBVFVTX0RFTElWRVJFRBACEhoKFkRFTElWRVJZX1NUQVRVU19GQUlMRUQQAzLBBwoOV2ViaG9va1NlcnZpY2USbwoOQ3JlYXRlRW5kcG9pbnQSLS5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkNyZWF0ZUVuZHBvaW50UmVxdWVzdBouLnN3aXRjaHlhcmQud2ViaG9va3MudjEuQ3JlYXRlRW5kcG9pbnRSZXNwb25zZRJrCgtHZXRFbmRwb2ludBIqLnN3aXRjaHlhcmQud2ViaG9va3MudjEuR2V0RW5kcG9pbnRSZXF1ZXN0Gisuc3dpdGNoeWFyZC53ZWJob29rcy52MS5HZXRFbmRwb2ludFJlc3BvbnNlIgOQAgEScQoNTGlzdEVuZHBvaW50cxIsLnN3aXRjaHlhcmQud2ViaG9va3MudjEuTGlzdEVuZHBvaW50c1JlcXVlc3QaLS5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkxpc3RFbmRwb2ludHNSZXNwb25zZSIDkAIBEm8KDlVwZGF0ZUVuZHBvaW50Ei0uc3dpdGNoeWFyZC53ZWJob29rcy52MS5VcGRhdGVFbmRwb2ludFJlcXVlc3QaLi5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLlVwZGF0ZUVuZHBvaW50UmVzcG9uc2USbwoORGVsZXRlRW5kcG9pbnQSLS5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkRlbGV0ZUVuZHBvaW50UmVxdWVzdBouLnN3aXRjaHlhcmQud2ViaG9va3MudjEuRGVsZXRlRW5kcG9pbnRSZXNwb25zZRKBAQoUUm90YXRlRW5kcG9pbnRTZWNyZXQSMy5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLlJvdGF0ZUVuZHBvaW50U2VjcmV0UmVxdWVzdBo0LnN3aXRjaHlhcmQud2ViaG9va3MudjEuUm90YXRlRW5kcG9pbnRTZWNyZXRSZXNwb25zZRKMAQoWTGlzdEVuZHBvaW50RGVsaXZlcmllcxI1LnN3aXRjaHlhcmQud2ViaG9va3MudjEuTGlzdEVuZHBvaW50RGVsaXZlcmllc1JlcXVlc3QaNi5zd2l0Y2h5YXJkLndlYmhvb2tzLnYxLkxpc3RFbmRwb2ludERlbGl2ZXJpZXNSZXNwb25zZSIDkAIBEmkKDFJlY29yZEV2ZW50cxIrLnN3aXRjaHlhcmQud2ViaG9va3MudjEuUmVjb3JkRXZlbnRzUmVxdWVzdBosLnN3aXRjaHlhcmQud2ViaG9va3MudjEuUmVjb3JkRXZlbnRzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_timestamp, file_switchyard_orders_v1_orders, file_switchyard_payments_v1_payments]);
 
 /**
  * @generated from message switchyard.webhooks.v1.Endpoint
@@ -455,6 +455,184 @@ export const RecordEventsResponseSchema: GenMessage<RecordEventsResponse> = /*@_
   messageDesc(file_switchyard_webhooks_v1_webhooks, 16);
 
 /**
+ * @generated from message switchyard.webhooks.v1.DeliveryAttempt
+ */
+export type DeliveryAttempt = Message<"switchyard.webhooks.v1.DeliveryAttempt"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp attempt_time = 1;
+   */
+  attemptTime?: Timestamp | undefined;
+
+  /**
+   * The answer's HTTP status; 0 when none came.
+   *
+   * @generated from field: int32 status_code = 2;
+   */
+  statusCode: number;
+
+  /**
+   * @generated from field: int32 latency_ms = 3;
+   */
+  latencyMs: number;
+
+  /**
+   * The first 1 KiB of the answer.
+   *
+   * @generated from field: string response_excerpt = 4;
+   */
+  responseExcerpt: string;
+
+  /**
+   * Why no answer came, or why reading it stopped; empty otherwise.
+   *
+   * @generated from field: string error = 5;
+   */
+  error: string;
+};
+
+/**
+ * Describes the message switchyard.webhooks.v1.DeliveryAttempt.
+ * Use `create(DeliveryAttemptSchema)` to create a new message.
+ */
+export const DeliveryAttemptSchema: GenMessage<DeliveryAttempt> = /*@__PURE__*/
+  messageDesc(file_switchyard_webhooks_v1_webhooks, 17);
+
+/**
+ * @generated from message switchyard.webhooks.v1.Delivery
+ */
+export type Delivery = Message<"switchyard.webhooks.v1.Delivery"> & {
+  /**
+   * whd_…
+   *
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string event_id = 2;
+   */
+  eventId: string;
+
+  /**
+   * @generated from field: string event_type = 3;
+   */
+  eventType: string;
+
+  /**
+   * @generated from field: switchyard.webhooks.v1.DeliveryStatus status = 4;
+   */
+  status: DeliveryStatus;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp create_time = 5;
+   */
+  createTime?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp next_attempt_time = 6;
+   */
+  nextAttemptTime?: Timestamp | undefined;
+
+  /**
+   * Oldest first.
+   *
+   * @generated from field: repeated switchyard.webhooks.v1.DeliveryAttempt attempts = 7;
+   */
+  attempts: DeliveryAttempt[];
+};
+
+/**
+ * Describes the message switchyard.webhooks.v1.Delivery.
+ * Use `create(DeliverySchema)` to create a new message.
+ */
+export const DeliverySchema: GenMessage<Delivery> = /*@__PURE__*/
+  messageDesc(file_switchyard_webhooks_v1_webhooks, 18);
+
+/**
+ * @generated from message switchyard.webhooks.v1.ListEndpointDeliveriesRequest
+ */
+export type ListEndpointDeliveriesRequest = Message<"switchyard.webhooks.v1.ListEndpointDeliveriesRequest"> & {
+  /**
+   * @generated from field: string endpoint_id = 1;
+   */
+  endpointId: string;
+
+  /**
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message switchyard.webhooks.v1.ListEndpointDeliveriesRequest.
+ * Use `create(ListEndpointDeliveriesRequestSchema)` to create a new message.
+ */
+export const ListEndpointDeliveriesRequestSchema: GenMessage<ListEndpointDeliveriesRequest> = /*@__PURE__*/
+  messageDesc(file_switchyard_webhooks_v1_webhooks, 19);
+
+/**
+ * @generated from message switchyard.webhooks.v1.ListEndpointDeliveriesResponse
+ */
+export type ListEndpointDeliveriesResponse = Message<"switchyard.webhooks.v1.ListEndpointDeliveriesResponse"> & {
+  /**
+   * @generated from field: repeated switchyard.webhooks.v1.Delivery deliveries = 1;
+   */
+  deliveries: Delivery[];
+
+  /**
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message switchyard.webhooks.v1.ListEndpointDeliveriesResponse.
+ * Use `create(ListEndpointDeliveriesResponseSchema)` to create a new message.
+ */
+export const ListEndpointDeliveriesResponseSchema: GenMessage<ListEndpointDeliveriesResponse> = /*@__PURE__*/
+  messageDesc(file_switchyard_webhooks_v1_webhooks, 20);
+
+/**
+ * @generated from enum switchyard.webhooks.v1.DeliveryStatus
+ */
+export enum DeliveryStatus {
+  /**
+   * @generated from enum value: DELIVERY_STATUS_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Not delivered yet: its next attempt is due at next_attempt_time.
+   *
+   * @generated from enum value: DELIVERY_STATUS_PENDING = 1;
+   */
+  PENDING = 1,
+
+  /**
+   * @generated from enum value: DELIVERY_STATUS_DELIVERED = 2;
+   */
+  DELIVERED = 2,
+
+  /**
+   * Given up after 3 days of failed attempts.
+   *
+   * @generated from enum value: DELIVERY_STATUS_FAILED = 3;
+   */
+  FAILED = 3,
+}
+
+/**
+ * Describes the enum switchyard.webhooks.v1.DeliveryStatus.
+ */
+export const DeliveryStatusSchema: GenEnum<DeliveryStatus> = /*@__PURE__*/
+  enumDesc(file_switchyard_webhooks_v1_webhooks, 0);
+
+/**
  * WebhookService keeps the endpoints of the caller's tenant (taken from the bearer token in
  * `authorization` metadata, never from the request): its admins alone manage them; another tenant's
  * are not found.
@@ -519,6 +697,16 @@ export const WebhookService: GenService<{
     methodKind: "unary";
     input: typeof RotateEndpointSecretRequestSchema;
     output: typeof RotateEndpointSecretResponseSchema;
+  },
+  /**
+   * ListEndpointDeliveries pages an endpoint's deliveries newest first, each with its attempts.
+   *
+   * @generated from rpc switchyard.webhooks.v1.WebhookService.ListEndpointDeliveries
+   */
+  listEndpointDeliveries: {
+    methodKind: "unary";
+    input: typeof ListEndpointDeliveriesRequestSchema;
+    output: typeof ListEndpointDeliveriesResponseSchema;
   },
   /**
    * RecordEvents takes events from the outbox of the service that made them (its relay): each is

@@ -40,7 +40,24 @@ export type AttemptVerdict =
   /** Given up; the endpoint is disabled when nothing was delivered to it for `disableAfterMs`. */
   | { kind: "failed"; disableAfterMs: number };
 
+/** A delivery as an endpoint's list shows it, with its attempts (oldest first). */
+export interface DeliveryRecord {
+  id: string;
+  eventId: string;
+  eventType: string;
+  status: "pending" | "delivered" | "failed";
+  createdAt: Date;
+  nextAttemptAt: Date;
+  attempts: AttemptRecord[];
+}
+
 export interface DeliveriesStore {
+  /** An endpoint's deliveries, newest first (keyset on created_at, id), each with its attempts. */
+  listDeliveries(
+    endpointId: string,
+    after: { createdAt: Date; id: string } | undefined,
+    limit: number,
+  ): Promise<DeliveryRecord[]>;
   /**
    * Records the event, once by its id, and — in the same transaction, when it is new — a delivery to
    * each enabled endpoint of its tenant that asked for its type. Returns whether it was new.

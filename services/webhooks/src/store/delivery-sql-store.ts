@@ -2,8 +2,15 @@
 // claims are made one at a time (a transaction-scoped advisory lock: a claim takes milliseconds), so
 // the bound on an endpoint's deliveries in flight holds across every replica.
 import { newId } from "@switchyard/platform/ids.js";
-import type { SqlDatabase } from "@switchyard/platform/store";
-import type { AttemptRecord, AttemptVerdict, ClaimedDelivery, DeliveriesStore, NewEvent } from "./delivery-port.js";
+import { KeysetPageQuery, type SqlDatabase } from "@switchyard/platform/store";
+import type {
+  AttemptRecord,
+  AttemptVerdict,
+  ClaimedDelivery,
+  DeliveriesStore,
+  DeliveryRecord,
+  NewEvent,
+} from "./delivery-port.js";
 
 interface ClaimedRow {
   id: string;
@@ -41,8 +48,64 @@ FROM chosen, events ev, endpoints e
 WHERE d.id = chosen.id AND ev.id = d.event_id AND e.id = d.endpoint_id
 RETURNING d.id, d.tenant_id, d.endpoint_id, e.url, d.event_id, ev.body, d.attempts, d.first_attempt_at`;
 
+const DELIVERIES_PAGE = new KeysetPageQuery({
+  select: `SELECT id, event_id, (SELECT type FROM events WHERE events.id = deliveries.event_id) AS event_type,
+           status, created_at, next_attempt_at FROM deliveries`,
+  where: "endpoint_id = $1",
+  order: "newest first",
+});
+
+interface DeliveryRow {
+  id: string;
+  event_id: string;
+  event_type: string;
+  status: DeliveryRecord["status"];
+  created_at: Date;
+  next_attempt_at: Date;
+}
+
+interface AttemptRow {
+  delivery_id: string;
+  attempted_at: Date;
+  status: number | null;
+  latency_ms: number;
+  excerpt: string;
+  error: string;
+}
+
 export class SqlDeliveriesStore implements DeliveriesStore {
   constructor(private readonly db: SqlDatabase) {}
+
+  async listDeliveries(
+    endpointId: string,
+    after: { createdAt: Date; id: string } | undefined,
+    limit: number,
+  ): Promise<DeliveryRecord[]> {
+    const rows = await DELIVERIES_PAGE.rows<DeliveryRow>(this.db, [endpointId], { after, limit });
+    if (rows.length === 0) return [];
+    const attempts = await this.db.query<AttemptRow>(
+      `SELECT delivery_id, attempted_at, status, latency_ms, excerpt, error FROM delivery_attempts
+       WHERE delivery_id = ANY($1::text[]) ORDER BY id`,
+      [rows.map((r) => r.id)],
+    );
+    return rows.map((r) => ({
+      id: r.id,
+      eventId: r.event_id,
+      eventType: r.event_type,
+      status: r.status,
+      createdAt: r.created_at,
+      nextAttemptAt: r.next_attempt_at,
+      attempts: attempts.rows
+        .filter((a) => a.delivery_id === r.id)
+        .map((a) => ({
+          attemptedAt: a.attempted_at,
+          status: a.status ?? undefined,
+          latencyMs: Number(a.latency_ms),
+          excerpt: a.excerpt,
+          error: a.error === "" ? undefined : a.error,
+        })),
+    }));
+  }
 
   recordEvent(event: NewEvent): Promise<boolean> {
     return this.db.transaction(async (tx) => {
