@@ -138,6 +138,7 @@ describe("API versions", () => {
         "listWebhookEndpointDeliveries",
         "listWebhookEndpoints",
         "rotateWebhookEndpointSecret",
+        "sendWebhookTestEvent",
         "updateWebhookEndpoint",
       ]);
       expect([...v1.keys()].filter((id) => !v2.has(id))).to.deep.equal([]);

@@ -283,6 +283,33 @@ describe("e2e: webhook endpoints through the gateway", function () {
     }
   });
 
+  it("sends a test event on request: signed, listed among the deliveries; a disabled endpoint is refused", async () => {
+    const hook = await startReceiver();
+    try {
+      const made = await api.post("/v2/webhook-endpoints", {
+        token: alice,
+        key: newKey(),
+        json: { url: hook.url, event_types: ["order.shipped"] },
+      });
+      const id = made.json.id as string;
+      const sent = await api.post(`/v2/webhook-endpoints/${id}/test-events`, { token: alice });
+      expect(sent.status, sent.text).to.equal(202);
+      expect(sent.json).to.include({ event_type: "webhook.test", status: "pending" });
+      for (let i = 0; i < 100 && hook.received.length === 0; i++) await sleep(50);
+      const event = new Webhook(made.json.secret as string).verify(hook.received[0]!.body, hook.received[0]!.headers);
+      expect(event).to.include({ id: sent.json.event_id, type: "webhook.test", tenant_id: "acme" });
+      expect((event as { data: unknown }).data).to.deep.equal({ endpoint_id: id });
+      const [listed] = await api.listAll(`/v2/webhook-endpoints/${id}/deliveries`, alice);
+      expect(listed).to.include({ id: sent.json.id, status: "delivered" });
+      expectError(await api.post(`/v2/webhook-endpoints/${id}/test-events`, { token: bob }), 403, "ROLE_REQUIRED");
+      expectError(await api.post(`/v2/webhook-endpoints/${id}/test-events`, { token: carol }), 404, "NOT_FOUND");
+      await api.request("PATCH", `/v2/webhook-endpoints/${id}`, { token: alice, json: { enabled: false } });
+      expectError(await api.post(`/v2/webhook-endpoints/${id}/test-events`, { token: alice }), 409, "INVALID_STATE");
+    } finally {
+      await hook.close();
+    }
+  });
+
   it("is v2's alone: there is no /v1/webhook-endpoints", async () => {
     expect((await api.get("/v1/webhook-endpoints", { token: alice })).status).to.equal(404);
   });

@@ -69,6 +69,15 @@ export const webhookRoutes: RouteGroup = {
       return { status: 204 };
     },
 
+    async sendWebhookTestEvent(ctx) {
+      const { delivery } = await ctx.upstreams.webhooks.sendTestEvent(
+        { endpointId: endpointId(ctx) },
+        ctx.callOptions(),
+      );
+      // Accepted: the delivery is made by the workers, as every other (its attempts show in the list).
+      return { status: 202, body: webhookDeliveryJson(delivery!) };
+    },
+
     async listWebhookEndpointDeliveries(ctx) {
       const res = await ctx.upstreams.webhooks.listEndpointDeliveries(
         {

@@ -28,3 +28,17 @@ export function eventPayload(event: Event): string {
     data: dataOf(event.resource),
   });
 }
+
+/** A test event's payload: its data names the endpoint it was sent to. */
+export function testEventPayload(
+  event: { id: string; tenantId: string; occurredAt: Date },
+  endpointId: string,
+): string {
+  return JSON.stringify({
+    id: event.id,
+    type: "webhook.test",
+    timestamp: event.occurredAt.toISOString(),
+    tenant_id: event.tenantId,
+    data: { endpoint_id: endpointId },
+  });
+}

@@ -9,7 +9,7 @@ import { authentication, callerOf, idempotencyKeys, serviceCallerOf, USERS } fro
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Authenticator, CallPolicy, ServiceInterceptor } from "@switchyard/platform/grpc";
 import { requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
-import { isIdOf } from "@switchyard/platform/ids.js";
+import { isIdOf, newId } from "@switchyard/platform/ids.js";
 import { decodeCursor, pageOf, pageSizeOf } from "@switchyard/platform/paging.js";
 import type { DestinationPolicy } from "./domain/destinations.js";
 import {
@@ -18,9 +18,15 @@ import {
   validateEndpointUrl,
   validateEventTypes,
 } from "./domain/endpoints.js";
-import { checkProducedEvent, EVENT_TYPES_BY_PRODUCER, MAX_EVENTS_PER_CALL } from "./domain/events.js";
+import {
+  checkProducedEvent,
+  EVENT_TYPES_BY_PRODUCER,
+  MAX_EVENTS_PER_CALL,
+  requireEnabled,
+  TEST_EVENT_TYPE,
+} from "./domain/events.js";
 import { newEndpointSecret } from "./endpoint-secrets.js";
-import { eventPayload } from "./event-payload.js";
+import { eventPayload, testEventPayload } from "./event-payload.js";
 import { deliveryToProto, endpointToProto } from "./proto-mapping.js";
 import type { DeliveriesStore } from "./store/delivery-port.js";
 import type { EndpointRecord, WebhooksStore } from "./store/port.js";
@@ -45,6 +51,7 @@ export const webhooksCallPolicy: CallPolicy<typeof WebhookService> = {
   deleteEndpoint: USERS,
   rotateEndpointSecret: USERS,
   listEndpointDeliveries: USERS,
+  sendTestEvent: USERS,
   recordEvents: { services: Object.keys(EVENT_TYPES_BY_PRODUCER) },
 };
 
@@ -148,6 +155,20 @@ export function webhookHandlers({
         await store.rotateSecret(caller.tenantId, endpointIdOf(req.endpointId), secret, PREVIOUS_SECRET_VALID_MS),
       );
       return { endpoint: endpointToProto(endpoint), secret };
+    },
+
+    async sendTestEvent(req, ctx) {
+      const caller = admin(callerOf(ctx));
+      const endpoint = found(await store.getEndpoint(caller.tenantId, endpointIdOf(req.endpointId)));
+      requireEnabled(endpoint);
+      const event = { id: newId("evt"), tenantId: caller.tenantId, occurredAt: new Date() };
+      const delivery = await deliveries.recordEventFor(endpoint.id, {
+        ...event,
+        type: TEST_EVENT_TYPE,
+        body: testEventPayload(event, endpoint.id),
+      });
+      onRecorded?.();
+      return { delivery: deliveryToProto(delivery) };
     },
 
     async listEndpointDeliveries(req, ctx) {

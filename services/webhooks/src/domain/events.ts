@@ -39,3 +39,15 @@ export function checkProducedEvent(
   if (!event.occurred) throw new DomainError("INVALID_REQUEST", "an event has its occur_time");
   return type;
 }
+
+/** The type of the event an admin sends an endpoint to try it (never made by a producer). */
+export const TEST_EVENT_TYPE = "webhook.test";
+
+/** Only an enabled endpoint is sent anything, a test too. */
+export function requireEnabled(endpoint: { enabled: boolean }): void {
+  if (!endpoint.enabled)
+    throw new DomainError(
+      "INVALID_STATE",
+      "the endpoint is disabled: enable it (PATCH enabled: true) to send it events",
+    );
+}

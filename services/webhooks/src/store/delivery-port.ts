@@ -63,6 +63,8 @@ export interface DeliveriesStore {
    * each enabled endpoint of its tenant that asked for its type. Returns whether it was new.
    */
   recordEvent(event: NewEvent): Promise<boolean>;
+  /** Records an event for one endpoint alone (a test), with its delivery, whatever types the endpoint asked for. */
+  recordEventFor(endpointId: string, event: NewEvent): Promise<DeliveryRecord>;
   /**
    * Leases up to `limit` due deliveries to `holder` for `leaseMs` (one holder at a time per delivery;
    * a lease that ran out — its holder died mid-attempt — is taken again), never more than

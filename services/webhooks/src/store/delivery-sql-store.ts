@@ -129,6 +129,33 @@ export class SqlDeliveriesStore implements DeliveriesStore {
     });
   }
 
+  recordEventFor(endpointId: string, event: NewEvent): Promise<DeliveryRecord> {
+    return this.db.transaction(async (tx) => {
+      await tx.query(`INSERT INTO events (id, tenant_id, type, body, occurred_at) VALUES ($1, $2, $3, $4, $5)`, [
+        event.id,
+        event.tenantId,
+        event.type,
+        event.body,
+        event.occurredAt,
+      ]);
+      const { rows } = await tx.query<DeliveryRow>(
+        `INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id) VALUES ($1, $2, $3, $4)
+         RETURNING id, event_id, $5::text AS event_type, status, created_at, next_attempt_at`,
+        [newId("whd"), event.tenantId, endpointId, event.id, event.type],
+      );
+      const r = rows[0]!;
+      return {
+        id: r.id,
+        eventId: r.event_id,
+        eventType: r.event_type,
+        status: r.status,
+        createdAt: r.created_at,
+        nextAttemptAt: r.next_attempt_at,
+        attempts: [],
+      };
+    });
+  }
+
   claimDue(holder: string, options: { limit: number; perEndpoint: number; leaseMs: number }) {
     return this.db.transaction(async (tx) => {
       await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [
