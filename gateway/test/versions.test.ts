@@ -137,6 +137,7 @@ describe("API versions", () => {
         "getWebhookEndpoint",
         "listWebhookEndpointDeliveries",
         "listWebhookEndpoints",
+        "redeliverWebhookDelivery",
         "rotateWebhookEndpointSecret",
         "sendWebhookTestEvent",
         "updateWebhookEndpoint",

@@ -168,7 +168,7 @@ describe("e2e: API versions", function () {
         .map((p) => p.replace("/v2/", "/v1/"))
         .sort(),
     ).to.deep.equal(Object.keys(v1.json.paths).sort());
-    expect(v2Paths.filter((p) => p.startsWith("/v2/webhook-endpoints"))).to.have.length(5);
+    expect(v2Paths.filter((p) => p.startsWith("/v2/webhook-endpoints"))).to.have.length(6);
     const versions = await env.api.get("/versions");
     expect(versions.status).to.equal(200);
     expect(versions.json.versions).to.deep.equal([

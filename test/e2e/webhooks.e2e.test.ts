@@ -301,6 +301,32 @@ describe("e2e: webhook endpoints through the gateway", function () {
       expect((event as { data: unknown }).data).to.deep.equal({ endpoint_id: id });
       const [listed] = await api.listAll(`/v2/webhook-endpoints/${id}/deliveries`, alice);
       expect(listed).to.include({ id: sent.json.id, status: "delivered" });
+
+      // Sent again on request: the same event (webhook-id), a second attempt in its list.
+      const again = await api.post(`/v2/webhook-endpoints/${id}/deliveries/${sent.json.id}/redeliveries`, {
+        token: alice,
+      });
+      expect(again.status, again.text).to.equal(202);
+      expect(again.json).to.include({ id: sent.json.id, status: "pending" });
+      for (let i = 0; i < 100 && hook.received.length < 2; i++) await sleep(50);
+      expect(hook.received.map((g) => g.headers["webhook-id"])).to.deep.equal([sent.json.event_id, sent.json.event_id]);
+      for (let i = 0; i < 100; i++) {
+        const [now] = await api.listAll(`/v2/webhook-endpoints/${id}/deliveries`, alice);
+        if (now.attempts.length === 2) break;
+        await sleep(50);
+      }
+      const [twice] = await api.listAll(`/v2/webhook-endpoints/${id}/deliveries`, alice);
+      expect([twice.status, twice.attempts.length]).to.deep.equal(["delivered", 2]);
+      expectError(
+        await api.post(`/v2/webhook-endpoints/${id}/deliveries/whd_nonsense/redeliveries`, { token: alice }),
+        404,
+        "NOT_FOUND",
+      );
+      expectError(
+        await api.post(`/v2/webhook-endpoints/${id}/deliveries/${sent.json.id}/redeliveries`, { token: carol }),
+        404,
+        "NOT_FOUND",
+      );
       expectError(await api.post(`/v2/webhook-endpoints/${id}/test-events`, { token: bob }), 403, "ROLE_REQUIRED");
       expectError(await api.post(`/v2/webhook-endpoints/${id}/test-events`, { token: carol }), 404, "NOT_FOUND");
       await api.request("PATCH", `/v2/webhook-endpoints/${id}`, { token: alice, json: { enabled: false } });

@@ -78,6 +78,14 @@ export const webhookRoutes: RouteGroup = {
       return { status: 202, body: webhookDeliveryJson(delivery!) };
     },
 
+    async redeliverWebhookDelivery(ctx) {
+      const { delivery } = await ctx.upstreams.webhooks.redeliver(
+        { endpointId: endpointId(ctx), deliveryId: ctx.params.delivery_id as string },
+        ctx.callOptions(),
+      );
+      return { status: 202, body: webhookDeliveryJson(delivery!) };
+    },
+
     async listWebhookEndpointDeliveries(ctx) {
       const res = await ctx.upstreams.webhooks.listEndpointDeliveries(
         {

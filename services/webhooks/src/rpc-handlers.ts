@@ -52,6 +52,7 @@ export const webhooksCallPolicy: CallPolicy<typeof WebhookService> = {
   rotateEndpointSecret: USERS,
   listEndpointDeliveries: USERS,
   sendTestEvent: USERS,
+  redeliver: USERS,
   recordEvents: { services: Object.keys(EVENT_TYPES_BY_PRODUCER) },
 };
 
@@ -167,6 +168,18 @@ export function webhookHandlers({
         type: TEST_EVENT_TYPE,
         body: testEventPayload(event, endpoint.id),
       });
+      onRecorded?.();
+      return { delivery: deliveryToProto(delivery) };
+    },
+
+    async redeliver(req, ctx) {
+      const caller = admin(callerOf(ctx));
+      const endpoint = found(await store.getEndpoint(caller.tenantId, endpointIdOf(req.endpointId)));
+      requireEnabled(endpoint);
+      const delivery = isIdOf("whd", req.deliveryId)
+        ? await deliveries.redeliver(endpoint.id, req.deliveryId)
+        : undefined;
+      if (!delivery) throw fail("NOT_FOUND", "delivery not found");
       onRecorded?.();
       return { delivery: deliveryToProto(delivery) };
     },

@@ -65,6 +65,8 @@ export interface DeliveriesStore {
   recordEvent(event: NewEvent): Promise<boolean>;
   /** Records an event for one endpoint alone (a test), with its delivery, whatever types the endpoint asked for. */
   recordEventFor(endpointId: string, event: NewEvent): Promise<DeliveryRecord>;
+  /** Makes one of the endpoint's deliveries due now again, with a new span of retries; undefined when there is none. */
+  redeliver(endpointId: string, deliveryId: string): Promise<DeliveryRecord | undefined>;
   /**
    * Leases up to `limit` due deliveries to `holder` for `leaseMs` (one holder at a time per delivery;
    * a lease that ran out — its holder died mid-attempt — is taken again), never more than

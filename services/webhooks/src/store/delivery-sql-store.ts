@@ -48,9 +48,10 @@ FROM chosen, events ev, endpoints e
 WHERE d.id = chosen.id AND ev.id = d.event_id AND e.id = d.endpoint_id
 RETURNING d.id, d.tenant_id, d.endpoint_id, e.url, d.event_id, ev.body, d.attempts, d.first_attempt_at`;
 
+const DELIVERY_COLUMNS = `id, event_id, (SELECT type FROM events WHERE events.id = deliveries.event_id) AS event_type,
+  status, created_at, next_attempt_at`;
 const DELIVERIES_PAGE = new KeysetPageQuery({
-  select: `SELECT id, event_id, (SELECT type FROM events WHERE events.id = deliveries.event_id) AS event_type,
-           status, created_at, next_attempt_at FROM deliveries`,
+  select: `SELECT ${DELIVERY_COLUMNS} FROM deliveries`,
   where: "endpoint_id = $1",
   order: "newest first",
 });
@@ -81,7 +82,11 @@ export class SqlDeliveriesStore implements DeliveriesStore {
     after: { createdAt: Date; id: string } | undefined,
     limit: number,
   ): Promise<DeliveryRecord[]> {
-    const rows = await DELIVERIES_PAGE.rows<DeliveryRow>(this.db, [endpointId], { after, limit });
+    return this.withAttempts(await DELIVERIES_PAGE.rows<DeliveryRow>(this.db, [endpointId], { after, limit }));
+  }
+
+  /** The deliveries with their attempts, oldest first: one statement for any number of them. */
+  private async withAttempts(rows: DeliveryRow[]): Promise<DeliveryRecord[]> {
     if (rows.length === 0) return [];
     const attempts = await this.db.query<AttemptRow>(
       `SELECT delivery_id, attempted_at, status, latency_ms, excerpt, error FROM delivery_attempts
@@ -154,6 +159,17 @@ export class SqlDeliveriesStore implements DeliveriesStore {
         attempts: [],
       };
     });
+  }
+
+  async redeliver(endpointId: string, deliveryId: string): Promise<DeliveryRecord | undefined> {
+    const { rows } = await this.db.query<DeliveryRow>(
+      `UPDATE deliveries SET status = 'pending', next_attempt_at = ${NOW}, first_attempt_at = NULL,
+         lease_holder = NULL, lease_expires_at = NULL
+       WHERE id = $1 AND endpoint_id = $2
+       RETURNING ${DELIVERY_COLUMNS}`,
+      [deliveryId, endpointId],
+    );
+    return (await this.withAttempts(rows))[0];
   }
 
   claimDue(holder: string, options: { limit: number; perEndpoint: number; leaseMs: number }) {
