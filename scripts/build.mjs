@@ -21,6 +21,7 @@ export const ENTRIES = {
   payments: "services/payments/src/main.ts",
   orders: "services/orders/src/main.ts",
   content: "services/content/src/main.ts",
+  webhooks: "services/webhooks/src/main.ts",
   gateway: "gateway/src/main.ts",
   start: "scripts/start.ts",
   admin: "scripts/admin.ts",

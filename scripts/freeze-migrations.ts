@@ -12,7 +12,7 @@ import { pathToFileURL } from "node:url";
 import type { Migration } from "@switchyard/platform/store";
 
 const ROOT = new URL("..", import.meta.url).pathname;
-const SERVICES = ["identity", "payments", "orders", "content"] as const;
+const SERVICES = ["identity", "payments", "orders", "content", "webhooks"] as const;
 export const FIXTURE = join(ROOT, "test", "fixtures", "previous-release-migrations.json");
 
 const rev = process.argv[2];
@@ -24,10 +24,13 @@ const commit = execFileSync("git", ["rev-parse", `${rev}^{commit}`], { cwd: ROOT
 const services: Record<string, Migration[]> = {};
 for (const service of SERVICES) {
   const dir = join(ROOT, "services", service, "src", "store");
-  const source = execFileSync("git", ["show", `${commit}:services/${service}/src/store/migrations.ts`], {
-    cwd: ROOT,
-    encoding: "utf8",
-  });
+  const path = `services/${service}/src/store/migrations.ts`;
+  // A service newer than that release had no migrations then.
+  if (!execFileSync("git", ["ls-tree", "--name-only", commit, path], { cwd: ROOT, encoding: "utf8" }).trim()) {
+    services[service] = [];
+    continue;
+  }
+  const source = execFileSync("git", ["show", `${commit}:${path}`], { cwd: ROOT, encoding: "utf8" });
   // Beside the current file, so its imports resolve as they did (the constants it names must not have
   // changed since: the test then finds the current list's first entries equal to these).
   const copy = join(dir, `.migrations-${commit.slice(0, 12)}.ts`);

@@ -1,4 +1,4 @@
-// Starts the mesh as separate processes (identity, payments, orders, content, gateway), waits until every part is
+// Starts the mesh as separate processes (identity, payments, orders, content, webhooks, gateway), waits until every part is
 // healthy, and stops it cleanly. `npm start`, the end-to-end tests and the benchmark all use it.
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -18,6 +18,7 @@ export const SERVICES = {
   payments: "dist/payments.js",
   orders: "dist/orders.js",
   content: "dist/content.js",
+  webhooks: "dist/webhooks.js",
   gateway: "dist/gateway.js",
 } as const;
 export type ServiceName = keyof typeof SERVICES;
@@ -225,20 +226,34 @@ export async function startMesh(options: MeshOptions): Promise<Mesh> {
     PAYMENTS_ADDRESS: address("payments"),
     ORDERS_ADDRESS: address("orders"),
     CONTENT_ADDRESS: address("content"),
+    WEBHOOKS_ADDRESS: address("webhooks"),
+    // Partners' endpoints on this machine (loopback, plain http): a local mesh's receivers are. deploy/
+    // allows neither.
+    WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8,::1/128",
+    WEBHOOK_ALLOW_PLAIN_HTTP: "true",
     IDENTITY_DEMO_DATA: options.demoData ? "true" : "false",
     CONTENT_DEMO_DATA: options.demoData ? "true" : "false",
     // The demo's catalog belongs to acme: its admin (alice) may import into it.
     ...(options.demoData ? { CATALOG_OWNER_TENANT: "acme" } : {}),
     ...options.env,
   };
-  // The own credentials of orders and the gateway at identity, made for this mesh and given only to
-  // identity and to the one each belongs to.
+  // The own credentials of orders, the gateway and payments at identity, made for this mesh and given
+  // only to identity and to the one each belongs to.
   const ordersSecret = randomBytes(32).toString("base64url");
   const gatewaySecret = randomBytes(32).toString("base64url");
+  const paymentsSecret = randomBytes(32).toString("base64url");
   const credentialsFor: Partial<Record<ServiceName, NodeJS.ProcessEnv>> = {
-    identity: { IDENTITY_SERVICE_CREDENTIALS: `orders:${ordersSecret},gateway:${gatewaySecret}` },
+    identity: {
+      IDENTITY_SERVICE_CREDENTIALS: `orders:${ordersSecret},gateway:${gatewaySecret},payments:${paymentsSecret}`,
+    },
     orders: { ORDERS_SERVICE_SECRET: ordersSecret },
+    payments: { PAYMENTS_SERVICE_SECRET: paymentsSecret },
     gateway: { GATEWAY_SERVICE_SECRET: gatewaySecret },
+    // On a database server the webhooks service seals its secrets under a key: one for this mesh's life
+    // (embedded storage, which npm start keeps across starts, keeps them as they are).
+    webhooks: {
+      ...(baseEnv.DATABASE_URL ? { WEBHOOK_SECRET_ENCRYPTION_KEY: randomBytes(32).toString("base64") } : {}),
+    },
   };
   const logs: string[] = [];
   const logsByProcess = new Map<string, string[]>();

@@ -12,6 +12,7 @@ import { identityMigrations } from "@switchyard/identity/store/migrations.js";
 import { paymentsMigrations } from "@switchyard/payments/store/migrations.js";
 import { ordersMigrations } from "@switchyard/orders/store/migrations.js";
 import { contentMigrations } from "@switchyard/content/store/migrations.js";
+import { webhooksMigrations } from "@switchyard/webhooks/store/migrations.js";
 
 export const EXIT_OK = 0;
 /** The migration failed: one line on stderr says why; nothing of the failed migration was kept. */
@@ -25,6 +26,7 @@ export const SERVICE_MIGRATIONS: Readonly<Record<string, readonly Migration[]>> 
   payments: paymentsMigrations,
   orders: ordersMigrations,
   content: contentMigrations,
+  webhooks: webhooksMigrations,
 };
 
 export const USAGE = `Usage: node dist/migrate.js <service>        (${Object.keys(SERVICE_MIGRATIONS).join(", ")})

@@ -1,7 +1,8 @@
 // `npm run openapi:v2`: writes gateway/openapi/v2.yaml from v1.yaml. While v1 is served, the two
 // differ only by what this file changes — the breaking changes of v2 (a user's full_name becomes
 // name {given, family}; a query parameter an operation does not declare is refused, where v1 ignores
-// it) and the /v2 prefix — so every additive change to v1 reaches v2 by running it
+// it), the /v2 prefix, and the resources only v2 has (v2-only/webhooks.yaml: webhook endpoints,
+// made after v1's deprecation) — so every additive change to v1 reaches v2 by running it
 // again (a test fails when v2.yaml is stale). Once v1 is removed, v2.yaml is edited directly and this
 // goes.
 import { readFileSync, writeFileSync } from "node:fs";
@@ -9,6 +10,8 @@ import { fileURLToPath } from "node:url";
 import { parse, stringify } from "yaml";
 
 const V1 = fileURLToPath(new URL("../gateway/openapi/v1.yaml", import.meta.url));
+/** What v2 has and v1 never will: new resources made after v1's deprecation (webhook endpoints). */
+const V2_ONLY = fileURLToPath(new URL("../gateway/openapi/v2-only/webhooks.yaml", import.meta.url));
 export const V2_PATH = fileURLToPath(new URL("../gateway/openapi/v2.yaml", import.meta.url));
 
 type Json = Record<string, any>;
@@ -18,8 +21,9 @@ const V2_VERSIONS = `- **Versions**: this is v2. \`GET /versions\` lists the pub
   replaced by \`name: {given, family}\` (on \`User\` and \`UserCreate\`) — the whole name is the parts
   joined by a space, and a user created through v1 with a whole name has all of it as \`given\` and an
   empty \`family\` — and a query parameter an operation does not declare is refused (v1 ignores it).
-  Every other route is identical to v1's. Internal consumers may instead ask for v2 by media type on
-  the /v1 paths (\`Accept: application/vnd.api.v2+json\`).
+  Every other route of v1 is identical in v2, and v2 alone has the webhook endpoints
+  (\`/v2/webhook-endpoints\`, made after v1's deprecation). Internal consumers may instead ask for v2
+  by media type on the /v1 paths (\`Accept: application/vnd.api.v2+json\`).
 `;
 
 const V2_UNKNOWN_QUERY = `- **Query parameters an operation does not declare** are refused: **400** \`INVALID_REQUEST\` naming
@@ -38,7 +42,7 @@ function rebase(value: unknown): unknown {
   return value;
 }
 
-export function v2Document(v1Text: string): string {
+export function v2Document(v1Text: string, v2OnlyText = readFileSync(V2_ONLY, "utf8")): string {
   const v1 = parse(v1Text) as Json;
   const versions = /- \*\*Versions\*\*:[\s\S]*?(?=\n- \*\*)/;
   const unknownQuery = /- \*\*Query parameters an operation does not declare\*\*[\s\S]*?(?=\n- \*\*)/;
@@ -75,7 +79,13 @@ export function v2Document(v1Text: string): string {
     );
     schema.required = (schema.required as string[]).map((r) => (r === "full_name" ? "name" : r));
   }
-  return `# Generated from v1.yaml by scripts/openapi-v2.ts (npm run openapi:v2): do not edit while v1 is served.\n${stringify(doc, { lineWidth: 0 })}`;
+  // v2's own resources, after v1's (their paths are /v2 already).
+  const v2Only = parse(v2OnlyText) as Json;
+  doc.tags = [...(doc.tags as Json[]), ...(v2Only.tags as Json[])];
+  doc.paths = { ...(doc.paths as Json), ...(v2Only.paths as Json) };
+  for (const [kind, entries] of Object.entries(v2Only.components as Json))
+    (doc.components as Json)[kind] = { ...((doc.components as Json)[kind] as Json), ...(entries as Json) };
+  return `# Generated from v1.yaml and v2-only/webhooks.yaml by scripts/openapi-v2.ts (npm run openapi:v2): do not edit while v1 is served.\n${stringify(doc, { lineWidth: 0 })}`;
 }
 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {

@@ -10,11 +10,13 @@ const startSettings = {
   payments: setting("PAYMENTS_PORT", parse.port, "payments' gRPC port", 50052),
   orders: setting("ORDERS_PORT", parse.port, "orders' gRPC port", 50053),
   content: setting("CONTENT_PORT", parse.port, "content's gRPC port", 50054),
+  webhooks: setting("WEBHOOKS_PORT", parse.port, "webhooks' gRPC port", 50055),
   gateway: setting("GATEWAY_PORT", parse.port, "the public API's port", 8080),
   identityMetrics: setting("IDENTITY_METRICS_PORT", parse.port, "identity's metrics port", 9461),
   paymentsMetrics: setting("PAYMENTS_METRICS_PORT", parse.port, "payments' metrics port", 9462),
   ordersMetrics: setting("ORDERS_METRICS_PORT", parse.port, "orders' metrics port", 9463),
   contentMetrics: setting("CONTENT_METRICS_PORT", parse.port, "content's metrics port", 9464),
+  webhooksMetrics: setting("WEBHOOKS_METRICS_PORT", parse.port, "webhooks' metrics port", 9465),
 };
 
 /**
@@ -80,6 +82,7 @@ export async function runSwitchyard(stopAsked: string | undefined): Promise<void
       payments: config.payments,
       orders: config.orders,
       content: config.content,
+      webhooks: config.webhooks,
       gateway: config.gateway,
     },
     // Prometheus metrics: the gateway at :8080/metrics, each service on its own port.
@@ -88,6 +91,7 @@ export async function runSwitchyard(stopAsked: string | undefined): Promise<void
       payments: config.paymentsMetrics,
       orders: config.ordersMetrics,
       content: config.contentMetrics,
+      webhooks: config.webhooksMetrics,
     },
     // Embedded storage always: a DATABASE_URL exported in the shell is not where demo data goes.
     // Server reflection for grpcurl and buf curl: a local convenience, off everywhere else (deploy/).
@@ -109,8 +113,10 @@ export async function runSwitchyard(stopAsked: string | undefined): Promise<void
 
   const users = DEMO_USERS.map((u) => `${u.email} (${u.role}, tenant ${u.tenantId})`).join(", ");
   const { ports, metricsPorts, gatewayUrl } = mesh;
-  const servicePorts = `identity :${ports.identity}, payments :${ports.payments}, orders :${ports.orders}, content :${ports.content}`;
-  const servicesMetrics = (["identity", "payments", "orders", "content"] as const).map((n) => metricsPorts[n][0]);
+  const servicePorts = `identity :${ports.identity}, payments :${ports.payments}, orders :${ports.orders}, content :${ports.content}, webhooks :${ports.webhooks}`;
+  const servicesMetrics = (["identity", "payments", "orders", "content", "webhooks"] as const).map(
+    (n) => metricsPorts[n][0],
+  );
   const metrics = `metrics at ${gatewayUrl}/metrics and :${servicesMetrics.join(", :")}/metrics`;
   const traces = process.env.OTEL_EXPORTER_OTLP_ENDPOINT
     ? `; traces to ${process.env.OTEL_EXPORTER_OTLP_ENDPOINT}`

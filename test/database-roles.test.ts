@@ -14,7 +14,7 @@ import { contentMigrations } from "@switchyard/content/store/migrations.js";
 
 const run = promisify(execFile);
 const SCRIPT = fileURLToPath(new URL("../deploy/postgres/roles.sql", import.meta.url));
-const SERVICES = ["identity", "payments", "orders", "content"] as const;
+const SERVICES = ["identity", "payments", "orders", "content", "webhooks"] as const;
 
 describe("database roles (deploy/postgres/roles.sql, PostgreSQL server)", function () {
   this.timeout(60_000);

@@ -17,6 +17,7 @@ import { identitySettings } from "@switchyard/identity";
 import { paymentsSettings } from "@switchyard/payments";
 import { ordersSettings } from "@switchyard/orders";
 import { contentSettings } from "@switchyard/content";
+import { webhooksSettings } from "@switchyard/webhooks";
 import { gatewaySettings } from "@switchyard/gateway";
 import { grpcTlsSettings, otlpEndpointSetting, type Setting } from "@switchyard/platform/config.js";
 import { GATEWAY_SERVICE, OPERATOR_SERVICE } from "@switchyard/platform/caller.js";
@@ -52,7 +53,7 @@ function filesUnder(dir: string): string[] {
 // ---- the processes, described by the code --------------------------------------------------------
 
 type Spec = Record<string, Setting<unknown>>;
-type Name = "identity" | "payments" | "orders" | "content" | "gateway";
+type Name = "identity" | "payments" | "orders" | "content" | "webhooks" | "gateway";
 
 interface Process {
   name: Name;
@@ -71,7 +72,7 @@ const PROCESSES: Process[] = [
     settings: paymentsSettings,
     probes: "grpc",
     hasDatabase: true,
-    calls: ["identity"],
+    calls: ["identity", "webhooks"],
     usesRedis: false,
   },
   {
@@ -79,7 +80,7 @@ const PROCESSES: Process[] = [
     settings: ordersSettings,
     probes: "grpc",
     hasDatabase: true,
-    calls: ["identity", "payments", "content"],
+    calls: ["identity", "payments", "content", "webhooks"],
     usesRedis: false,
   },
   {
@@ -91,11 +92,19 @@ const PROCESSES: Process[] = [
     usesRedis: false,
   },
   {
+    name: "webhooks",
+    settings: webhooksSettings,
+    probes: "grpc",
+    hasDatabase: true,
+    calls: ["identity"],
+    usesRedis: false,
+  },
+  {
     name: "gateway",
     settings: gatewaySettings,
     probes: "http",
     hasDatabase: false,
-    calls: ["identity", "payments", "orders", "content"],
+    calls: ["identity", "payments", "orders", "content", "webhooks"],
     usesRedis: true,
   },
 ];
@@ -1044,6 +1053,7 @@ describe("deploy/ (Kubernetes)", function () {
             payments: 50052,
             orders: 50053,
             content: 50054,
+            webhooks: 50055,
             redis: 6379,
             postgres: 5432,
             metrics: 9464,
@@ -1069,6 +1079,7 @@ describe("deploy/ (Kubernetes)", function () {
             "prometheus→payments:9464",
             "prometheus→orders:9464",
             "prometheus→content:9464",
+            "prometheus→webhooks:9464",
           ]);
           const actual: string[] = [];
           for (const [from, fromPod] of Object.entries(pods)) {
@@ -1113,7 +1124,15 @@ describe("deploy/ (Kubernetes)", function () {
             expect(allows(policies, pod, dbAddress, 5432, "TCP", ns), `${name} → PostgreSQL`).to.equal(
               service && overlayName === "production",
             );
-            expect(allows(policies, pod, internet, 443, "TCP", ns), `${name} → the internet`).to.equal(false);
+            // Partners' endpoints: webhooks alone, https alone, public addresses alone.
+            expect(allows(policies, pod, internet, 443, "TCP", ns), `${name} → the internet`).to.equal(
+              name === "webhooks",
+            );
+            expect(allows(policies, pod, internet, 80, "TCP", ns), `${name} → the internet, plain http`).to.equal(
+              false,
+            );
+            for (const inward of ["10.1.2.3", "169.254.169.254", "172.20.0.1", "192.168.0.1", "100.64.0.1"])
+              expect(allows(policies, pod, { ip: inward }, 443, "TCP", ns), `${name} → ${inward}`).to.equal(false);
             if (overlayName === "production") {
               expect(allows(policies, pod, internet, 5432, "TCP", ns), `${name} → PostgreSQL elsewhere`).to.equal(
                 false,
@@ -1521,7 +1540,15 @@ describe("deploy/ (Kubernetes)", function () {
       expect(secret?.name, "from a Secret").to.equal("switchyard-service-credentials");
       expect([clients?.name, gateway?.name], "the same Secret").to.deep.equal([secret?.name, secret?.name]);
       expect(new Set([clients?.key, secret?.key, gateway?.key]).size, "a key each").to.equal(3);
-      for (const p of PROCESSES.filter((q) => !["orders", "identity", "gateway"].includes(q.name))) {
+      const payments = manifestOf(
+        o,
+        PROCESSES.find((p) => p.name === "payments")!,
+      ).env.get(paymentsSettings.serviceSecret.env)?.valueFrom?.secretKeyRef;
+      expect([payments?.name, new Set([clients?.key, secret?.key, gateway?.key, payments?.key]).size]).to.deep.equal([
+        secret?.name,
+        4,
+      ]);
+      for (const p of PROCESSES.filter((q) => !["orders", "identity", "gateway", "payments"].includes(q.name))) {
         const refs = [...manifestOf(o, p).env.values()].map((e) => e.valueFrom?.secretKeyRef?.name);
         expect(refs, `${p.name} reads no service credential`).to.not.include(secret?.name);
       }

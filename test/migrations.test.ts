@@ -219,7 +219,10 @@ describe("migrations", function () {
             `${service} migration ${m.version} shipped: never edit it, add the next`,
           ).to.deep.equal({ version: m.version, name: m.name, sql: m.sql }),
         );
-        expect(previousReleaseOf(migrations), "the store tests' upgraded target finds it").to.equal(previous);
+        // A service new in this release has nothing to upgrade from: its store tests start fresh.
+        expect(previousReleaseOf(migrations), "the store tests' upgraded target finds it").to.equal(
+          previous.length > 0 ? previous : undefined,
+        );
       });
     }
   });

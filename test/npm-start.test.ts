@@ -170,7 +170,7 @@ describe("npm start stops, however it is stopped", function () {
       () => `the ready line: ${text()}`,
     );
     const m =
-      /http:\/\/127\.0\.0\.1:(\d+)\/docs .*identity :(\d+), payments :(\d+), orders :(\d+), content :(\d+); metrics at \S+ and :(\d+), :(\d+), :(\d+), :(\d+)\/metrics/.exec(
+      /http:\/\/127\.0\.0\.1:(\d+)\/docs .*identity :(\d+), payments :(\d+), orders :(\d+), content :(\d+), webhooks :(\d+); metrics at \S+ and :(\d+), :(\d+), :(\d+), :(\d+), :(\d+)\/metrics/.exec(
         line,
       );
     expect(m, line).to.not.equal(null);

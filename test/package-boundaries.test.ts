@@ -10,7 +10,7 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url));
 type Contents = Record<string, { sources: string[]; imports: string[] }>;
 // Read when the tests run: mocha loads test files before its global setup builds dist/.
 let bundles: Contents = {};
-const SERVICES = ["identity", "payments", "orders", "content"] as const;
+const SERVICES = ["identity", "payments", "orders", "content", "webhooks"] as const;
 const DATABASE_PACKAGES = ["pg", "@electric-sql/pglite"];
 const bundle = (name: string) => {
   const b = bundles[`${name}.js`];
@@ -39,7 +39,7 @@ describe("package boundaries (what each bundle holds)", () => {
       "database drivers",
     ).to.deep.equal([]);
     expect(
-      sources.filter((s) => /^services\/(identity|payments|orders|content)\//.test(s)),
+      sources.filter((s) => /^services\/(identity|payments|orders|content|webhooks)\//.test(s)),
       "a service's code",
     ).to.deep.equal([]);
     expect(
@@ -53,7 +53,8 @@ describe("package boundaries (what each bundle holds)", () => {
     expect(
       sources.filter(
         (s) =>
-          s.startsWith("services/platform/src/store/") || /^services\/(identity|payments|orders|content)\//.test(s),
+          s.startsWith("services/platform/src/store/") ||
+          /^services\/(identity|payments|orders|content|webhooks)\//.test(s),
       ),
     ).to.deep.equal([]);
     expect(imports.map(packageOf).filter((p) => DATABASE_PACKAGES.includes(p))).to.deep.equal([]);

@@ -3,7 +3,7 @@
 --
 --   psql "$ADMIN_URL" -v ON_ERROR_STOP=1 \
 --     -v identity_password="$(openssl rand -base64 24)" -v payments_password="…" \
---     -v orders_password="…" -v content_password="…" \
+--     -v orders_password="…" -v content_password="…" -v webhooks_password="…" \
 --     -f deploy/postgres/roles.sql
 --
 -- Each service's DATABASE_URL then names its own role (postgres://switchyard_identity:…@host/db).
@@ -15,10 +15,12 @@
 \if :{?payments_role} \else \set payments_role switchyard_payments \endif
 \if :{?orders_role} \else \set orders_role switchyard_orders \endif
 \if :{?content_role} \else \set content_role switchyard_content \endif
+\if :{?webhooks_role} \else \set webhooks_role switchyard_webhooks \endif
 \if :{?identity_schema} \else \set identity_schema identity \endif
 \if :{?payments_schema} \else \set payments_schema payments \endif
 \if :{?orders_schema} \else \set orders_schema orders \endif
 \if :{?content_schema} \else \set content_schema content \endif
+\if :{?webhooks_schema} \else \set webhooks_schema webhooks \endif
 
 SELECT current_database() AS db \gset
 
@@ -55,3 +57,11 @@ GRANT CONNECT ON DATABASE :"db" TO :"content_role";
 CREATE SCHEMA IF NOT EXISTS :"content_schema" AUTHORIZATION :"content_role";
 ALTER SCHEMA :"content_schema" OWNER TO :"content_role";
 REVOKE ALL ON SCHEMA :"content_schema" FROM PUBLIC;
+
+-- webhooks
+SELECT format('CREATE ROLE %I LOGIN', :'webhooks_role') WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = :'webhooks_role') \gexec
+ALTER ROLE :"webhooks_role" WITH LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD :'webhooks_password';
+GRANT CONNECT ON DATABASE :"db" TO :"webhooks_role";
+CREATE SCHEMA IF NOT EXISTS :"webhooks_schema" AUTHORIZATION :"webhooks_role";
+ALTER SCHEMA :"webhooks_schema" OWNER TO :"webhooks_role";
+REVOKE ALL ON SCHEMA :"webhooks_schema" FROM PUBLIC;

@@ -54,7 +54,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
   // One document per published version, each driving its own routes; one router over all of them.
   const versions = publishedVersions(config.v1SunsetAt);
   const apis = new Map<number, ApiDocument>(versions.map((v) => [v.major, loadApiDocument(servedApiPath(v.major))]));
-  const routes = new Map([...apis.values()].flatMap((a) => [...bindRoutes(a.operations)]));
+  // Over every published document at once: an operation of one version alone (v2's webhook endpoints) has its handler too.
+  const routes = bindRoutes([...apis.values()].flatMap((a) => a.operations));
   const router = new Router([...apis.values()].flatMap((a) => a.operations));
   const deprecations = deprecatedOperations(versions, (major) => representationsOf(apis.get(major)!));
   const deprecatedUsage = new DeprecatedRouteUsage(logger, config.deprecationLogIntervalMs);
@@ -70,6 +71,7 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
       payments: config.paymentsAddress,
       orders: config.ordersAddress,
       content: config.contentAddress,
+      webhooks: config.webhooksAddress,
     },
     tls,
   );

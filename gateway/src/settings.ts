@@ -35,6 +35,7 @@ export const gatewaySettings = {
   paymentsAddress: setting("PAYMENTS_ADDRESS", parse.address, "payments service", "127.0.0.1:50052"),
   ordersAddress: setting("ORDERS_ADDRESS", parse.address, "orders service", "127.0.0.1:50053"),
   contentAddress: setting("CONTENT_ADDRESS", parse.address, "content service", "127.0.0.1:50054"),
+  webhooksAddress: setting("WEBHOOKS_ADDRESS", parse.address, "webhooks service", "127.0.0.1:50055"),
   rateLimit: setting(
     "GATEWAY_RATE_LIMIT",
     parse.int(1, 1_000_000),

@@ -130,7 +130,19 @@ describe("API versions", () => {
     it("deprecates exactly the v1 operations whose representation changed in v2: the user routes", () => {
       const v1 = representationsOf(loadApiDocument(openApiPath(1)));
       const v2 = representationsOf(loadApiDocument(openApiPath(2)));
-      expect([...v1.keys()].sort()).to.deep.equal([...v2.keys()].sort());
+      // v2 has every operation of v1, and the ones made after v1's deprecation (webhook endpoints).
+      expect([...v2.keys()].filter((id) => !v1.has(id)).sort()).to.deep.equal([
+        "createWebhookEndpoint",
+        "deleteWebhookEndpoint",
+        "getWebhookEndpoint",
+        "listWebhookEndpointDeliveries",
+        "listWebhookEndpoints",
+        "redeliverWebhookDelivery",
+        "rotateWebhookEndpointSecret",
+        "sendWebhookTestEvent",
+        "updateWebhookEndpoint",
+      ]);
+      expect([...v1.keys()].filter((id) => !v2.has(id))).to.deep.equal([]);
       const changed = [...v1]
         .filter(([id, r]) => v2.get(id) !== r)
         .map(([id]) => id)

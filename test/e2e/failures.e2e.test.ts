@@ -92,7 +92,13 @@ describe("e2e: failures of single processes", function () {
       expect(ready.status, "one service down does not take the edge out of rotation").to.equal(200);
       expect(await ready.json()).to.deep.equal({
         status: "ready",
-        upstreams: { identity: "SERVING", payments: "UNREACHABLE", orders: "SERVING", content: "SERVING" },
+        upstreams: {
+          identity: "SERVING",
+          payments: "UNREACHABLE",
+          orders: "SERVING",
+          content: "SERVING",
+          webhooks: "SERVING",
+        },
       });
       const users = await api.get("/v1/tenants/acme/users", { token: alice });
       expect(users.status, users.text).to.equal(200);

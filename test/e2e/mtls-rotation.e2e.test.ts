@@ -28,10 +28,11 @@ import type { ServiceName } from "../../scripts/mesh.js";
 import { ALICE, startE2eMesh, type E2eMesh } from "../support/http.js";
 import { TestCa, tlsEnv, writeMountedSecret, type Issued } from "../support/pki.js";
 
-const PROCESSES: ServiceName[] = ["identity", "payments", "orders", "content", "gateway"];
+const PROCESSES: ServiceName[] = ["identity", "payments", "orders", "content", "webhooks", "gateway"];
 /** The service credentials at identity, known here so that a test can hold orders' own token. */
 const ORDERS_SECRET = randomBytes(32).toString("base64url");
 const GATEWAY_SECRET = randomBytes(32).toString("base64url");
+const PAYMENTS_SECRET = randomBytes(32).toString("base64url");
 const RELOAD_MS = 200;
 const CONNECTION_AGE_MS = 1_500;
 const spiffe = (service: string) => `spiffe://switchyard/${service}`;
@@ -117,10 +118,14 @@ describe("e2e: mutual TLS between every process, and a rotation of every certifi
         ...Object.fromEntries(PROCESSES.map((p) => [p, tlsEnv(dirOf(p))])),
         identity: {
           ...tlsEnv(dirOf("identity")),
-          IDENTITY_SERVICE_CREDENTIALS: `orders:${ORDERS_SECRET},gateway:${GATEWAY_SECRET}`,
+          IDENTITY_SERVICE_CREDENTIALS: `orders:${ORDERS_SECRET},gateway:${GATEWAY_SECRET},payments:${PAYMENTS_SECRET}`,
         },
         orders: { ...tlsEnv(dirOf("orders")), ORDERS_SERVICE_SECRET: ORDERS_SECRET },
-        payments: { ...tlsEnv(dirOf("payments")), GRPC_HEALTH_PORT: String(paymentsHealthPort) },
+        payments: {
+          ...tlsEnv(dirOf("payments")),
+          GRPC_HEALTH_PORT: String(paymentsHealthPort),
+          PAYMENTS_SERVICE_SECRET: PAYMENTS_SECRET,
+        },
         gateway: { ...tlsEnv(dirOf("gateway")), GATEWAY_SERVICE_SECRET: GATEWAY_SECRET },
       },
     });

@@ -160,11 +160,15 @@ describe("e2e: API versions", function () {
     expect(v1.json.info.version).to.match(/^1\./);
     expect(v2.json.info.version).to.match(/^2\./);
     expect(Object.keys(v2.json.paths).every((p: string) => p.startsWith("/v2/"))).to.equal(true);
+    // v2 has every path of v1, and its own since v1's deprecation: the webhook endpoints.
+    const v2Paths = Object.keys(v2.json.paths as object);
     expect(
-      Object.keys(v2.json.paths)
-        .map((p: string) => p.replace("/v2/", "/v1/"))
+      v2Paths
+        .filter((p) => !p.startsWith("/v2/webhook-endpoints"))
+        .map((p) => p.replace("/v2/", "/v1/"))
         .sort(),
     ).to.deep.equal(Object.keys(v1.json.paths).sort());
+    expect(v2Paths.filter((p) => p.startsWith("/v2/webhook-endpoints"))).to.have.length(6);
     const versions = await env.api.get("/versions");
     expect(versions.status).to.equal(200);
     expect(versions.json.versions).to.deep.equal([

@@ -234,7 +234,7 @@ export async function startE2eMesh(
   let mesh: Mesh;
   try {
     // Embedded databases initialised once per test run, not once per process of every mesh.
-    await seedPgliteDataDirs(dataDir, ["identity", "payments", "orders", "content"]);
+    await seedPgliteDataDirs(dataDir, ["identity", "payments", "orders", "content", "webhooks"]);
     mesh = await startMesh({
       dataDir,
       demoData: true,

@@ -6,7 +6,7 @@ import {
   type ImportJob,
   type Post,
 } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
-import { isoTime } from "./time.js";
+import { isoTime } from "@switchyard/platform/representations/time.js";
 
 /** The entity tag travels in the ETag header, not in the body. */
 export function documentJson(d: Document) {

@@ -5,7 +5,7 @@ import {
   type Session,
   type User,
 } from "@switchyard/gen/switchyard/identity/v1/identity_pb.js";
-import { isoTime } from "./time.js";
+import { isoTime } from "@switchyard/platform/representations/time.js";
 
 export function roleName(role: Role): "admin" | "member" {
   return role === Role.ADMIN ? "admin" : "member";

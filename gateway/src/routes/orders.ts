@@ -5,7 +5,7 @@ import { errorInfoOf } from "@switchyard/platform/errors.js";
 import { edgeError } from "../runtime/errors.js";
 import { created, type RouteContext, type RouteGroup } from "../runtime/route.js";
 import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
-import { discountJson, itemJson, orderJson, shipmentJson } from "../representations/orders.js";
+import { discountJson, itemJson, orderJson, shipmentJson } from "@switchyard/platform/representations/orders.js";
 
 interface ItemBody {
   sku: string;

@@ -1,7 +1,7 @@
 // /v1/payments…: payments and refunds, translated to PaymentService calls.
 import { created, type RouteGroup } from "../runtime/route.js";
 import { cursorParam, listResult, pageSizeParam } from "../runtime/pagination.js";
-import { paymentJson, refundJson } from "../representations/payments.js";
+import { paymentJson, refundJson } from "@switchyard/platform/representations/payments.js";
 
 interface PaymentBody {
   amount: number;

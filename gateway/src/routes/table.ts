@@ -6,8 +6,9 @@ import { identityRoutes } from "./identity.js";
 import { paymentRoutes } from "./payments.js";
 import { orderRoutes } from "./orders.js";
 import { contentRoutes } from "./content.js";
+import { webhookRoutes } from "./webhooks.js";
 
-const ROUTE_GROUPS: RouteGroup[] = [identityRoutes, paymentRoutes, orderRoutes, contentRoutes];
+const ROUTE_GROUPS: RouteGroup[] = [identityRoutes, paymentRoutes, orderRoutes, contentRoutes, webhookRoutes];
 
 /** Operations the edge answers itself, without a handler. */
 export const OPENAPI_DOCUMENT_OPERATION = "getOpenApiDocument";
@@ -18,7 +19,7 @@ export interface BoundRoute {
   upstream: UpstreamName;
 }
 
-/** Every operation of the document has exactly one handler, and every handler an operation. */
+/** Every operation of the documents (every published version's) has exactly one handler, and every handler an operation. */
 export function bindRoutes(
   operations: CompiledOperation[],
   groups: RouteGroup[] = ROUTE_GROUPS,

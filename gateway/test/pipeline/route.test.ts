@@ -19,7 +19,7 @@ describe("pipeline: route and version", () => {
   deprecatedUsage.count = (tenant, route, verified = true) => void usage.push({ tenant, route, verified });
   const routeAndVersion = routeStage({
     router: new Router(operations),
-    routes: new Map([...apis.values()].flatMap((a) => [...bindRoutes(a.operations)])),
+    routes: bindRoutes(operations),
     publishedMajors: versions.map((v) => v.major),
     deprecations: deprecatedOperations(versions, (major) => representationsOf(apis.get(major)!)),
     deprecatedUsage,

@@ -23,7 +23,7 @@ import { identityHandlers, operatorHandlers } from "./rpc-handlers.js";
 import { seedDemoData } from "./demo-data.js";
 import { parseServiceClients } from "./service-clients.js";
 import { SERVICE_TOKEN_TTL_SECONDS } from "./domain/tokens.js";
-import { parseEncryptionKey } from "./key-encryption.js";
+import { parseEncryptionKey } from "@switchyard/platform/sealing.js";
 import { RotatingKeyRing } from "./signing-keys.js";
 import { identityMigrations } from "./store/migrations.js";
 import { SqlIdentityStore } from "./store/sql-store.js";

@@ -9,8 +9,10 @@ import { exportJWK, generateKeyPair, importJWK, SignJWT, type JWK } from "jose";
 import type { Logger } from "@switchyard/platform/logger.js";
 import { TOKEN_ALGORITHM } from "@switchyard/platform/caller.js";
 import { planRotation, signingKeyOf, type RotationSettings } from "./domain/key-rotation.js";
-import { isSealed, seal, unseal } from "./key-encryption.js";
+import { isSealed, seal, unseal, type SealedKind } from "@switchyard/platform/sealing.js";
 import type { IdentityStore, SigningKeyChange, SigningKeyRecord } from "./store/port.js";
+
+const SIGNING_KEY: SealedKind = { what: "signing key", keySetting: "SIGNING_KEY_ENCRYPTION_KEY" };
 
 export interface KeyRing {
   sign(claims: Record<string, unknown>): Promise<string>;
@@ -114,7 +116,7 @@ export class RotatingKeyRing implements KeyRing {
     if (isSealed(privateJwk)) {
       if (!this.options.encryptionKey)
         throw new Error(`signing key ${record.kid} is sealed, and SIGNING_KEY_ENCRYPTION_KEY is not set`);
-      privateJwk = unseal(privateJwk, record.kid, this.options.encryptionKey);
+      privateJwk = unseal(privateJwk, record.kid, this.options.encryptionKey, SIGNING_KEY);
     }
     return {
       kid: record.kid,

@@ -9,11 +9,13 @@ import { createLogger } from "@switchyard/platform/logger.js";
 import type { SqlDatabase } from "@switchyard/platform/store";
 import { forEachDatabase } from "../../platform/test/support/databases.js";
 import { planRotation, signingKeyOf } from "../src/domain/key-rotation.js";
-import { isSealed, parseEncryptionKey, seal, unseal } from "../src/key-encryption.js";
+import { isSealed, parseEncryptionKey, seal, unseal } from "@switchyard/platform/sealing.js";
 import { identityConfigFrom } from "../src/service.js";
 import { RotatingKeyRing } from "../src/signing-keys.js";
 import { identityMigrations } from "../src/store/migrations.js";
 import { SqlIdentityStore } from "../src/store/sql-store.js";
+
+const KIND = { what: "signing key", keySetting: "SIGNING_KEY_ENCRYPTION_KEY" };
 
 const HOUR = 3_600_000;
 const settings = { rotationMs: 24 * HOUR, publishLeadMs: 10 * 60_000, tokenTtlMs: 15 * 60_000 };
@@ -56,9 +58,9 @@ describe("key sealing", () => {
     const sealed = seal('{"d":"secret"}', "kid-1", key);
     expect(isSealed(sealed)).to.equal(true);
     expect(sealed).to.not.include("secret");
-    expect(unseal(sealed, "kid-1", key)).to.equal('{"d":"secret"}');
-    expect(() => unseal(sealed, "kid-2", key), "moved to another row").to.throw(/another key/);
-    expect(() => unseal(sealed, "kid-1", randomBytes(32))).to.throw(/another key/);
+    expect(unseal(sealed, "kid-1", key, KIND)).to.equal('{"d":"secret"}');
+    expect(() => unseal(sealed, "kid-2", key, KIND), "moved to another row").to.throw(/another key/);
+    expect(() => unseal(sealed, "kid-1", randomBytes(32), KIND)).to.throw(/another key/);
   });
   it("reads the key from base64 of exactly 32 bytes", () => {
     expect(parseEncryptionKey(key.toString("base64")).equals(key)).to.equal(true);

@@ -5,6 +5,7 @@ import { hostname } from "node:os";
 import { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
+import { WebhookService } from "@switchyard/gen/switchyard/webhooks/v1/webhooks_pb.js";
 import { loadConfig, parse, serviceSettings, setting, type ConfigOf } from "@switchyard/platform/config.js";
 import type { Logger } from "@switchyard/platform/logger.js";
 import { createServiceClient } from "@switchyard/platform/grpc";
@@ -14,6 +15,9 @@ import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { registration } from "@switchyard/platform/server.js";
 import { serviceCredentialsFromIdentity } from "@switchyard/platform/service-credentials.js";
 import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
+import { webhookRelay } from "@switchyard/platform/webhook-relay.js";
+import type { OutboxRelay } from "@switchyard/platform/outbox-relay.js";
+import { orderResourceOf } from "./partner-events.js";
 import { orderHandlers, ordersInterceptors } from "./rpc-handlers.js";
 import { OrderEvents } from "./events.js";
 import { ordersMigrations } from "./store/migrations.js";
@@ -34,6 +38,12 @@ export const ordersSettings = {
     "127.0.0.1:50052",
   ),
   contentAddress: setting("CONTENT_ADDRESS", parse.address, "content service (catalog prices)", "127.0.0.1:50054"),
+  webhooksAddress: setting(
+    "WEBHOOKS_ADDRESS",
+    parse.address,
+    "webhooks service (the outbox's events are relayed to it)",
+    "127.0.0.1:50055",
+  ),
   serviceSecret: setting(
     "ORDERS_SERVICE_SECRET",
     parse.secretMatching(/^[\x21-\x7e]{32,}$/, "a secret of at least 32 visible ASCII characters"),
@@ -61,6 +71,7 @@ export interface OrdersRuntime extends ServiceRuntime {
 
 export async function startOrdersService(config: OrdersConfig, logger: Logger): Promise<OrdersRuntime> {
   let reconciler: Reconciler | undefined;
+  let relay: OutboxRelay | undefined;
   let events: OrderEvents | undefined;
   const runtime = await startServiceRuntime({
     name: "orders",
@@ -72,15 +83,19 @@ export async function startOrdersService(config: OrdersConfig, logger: Logger): 
       identity: { address: config.identityAddress, serves: [IdentityService] },
       payments: { address: config.paymentsAddress, serves: [PaymentService] },
       content: { address: config.contentAddress, serves: [ContentService] },
+      webhooks: { address: config.webhooksAddress, serves: [WebhookService] },
     },
     build: async ({ db, channels }) => {
       const store = new SqlOrdersStore(db);
       events = new OrderEvents(store);
       await events.start();
+      const credentials = serviceCredentialsFromIdentity(channels.identity, ORDERS_CLIENT_ID, config.serviceSecret);
+      // Its events, at least once, to the webhooks service.
+      relay = webhookRelay(db, { channel: channels.webhooks, credentials }, orderResourceOf, logger);
       const steps = new MoneySteps({
         store,
         payments: createServiceClient(PaymentService, channels.payments),
-        credentials: serviceCredentialsFromIdentity(channels.identity, ORDERS_CLIENT_ID, config.serviceSecret),
+        credentials,
         logger,
         faults: new Faults(config.faults, logger),
         // A step's key is computed once, when its intent is recorded, and kept with the step: no replica
@@ -108,11 +123,13 @@ export async function startOrdersService(config: OrdersConfig, logger: Logger): 
           purge();
           trust.follower.stop();
           await reconciler?.stop();
+          await relay?.stop();
           await events?.stop();
         },
       };
     },
   });
   reconciler!.start();
+  relay!.start();
   return { ...runtime, events: events!, reconciler: reconciler! };
 }

@@ -292,6 +292,44 @@ export const moneyStepMismatches = new Counter({
   registers: [registry],
 });
 
+// ---- events for partners (webhooks) ----------------------------------------------------------------------
+
+export const webhookDeliveries = new Counter({
+  name: "switchyard_webhook_deliveries_total",
+  help: "Webhook delivery attempts, by what followed: delivered (a 2xx), retried (tried again later), failed (given up after 3 days)",
+  labelNames: ["outcome"] as const,
+  registers: [registry],
+});
+
+export const webhookAttemptDuration = new LabeledHistogram({
+  name: "switchyard_webhook_attempt_duration_seconds",
+  help: "Webhook delivery attempts, from sending to the answer read (or the 10 s timeout), by result: 2xx, other_status, no_answer",
+  labelNames: ["result"] as const,
+  buckets: LATENCY_BUCKETS,
+  registry,
+});
+
+const outboxes = new Set<() => Date | undefined>();
+/** Reports when the oldest event a relay has not handed on yet was recorded; returns the unreport. */
+export function reportOutbox(oldestUnrelayed: () => Date | undefined): () => void {
+  outboxes.add(oldestUnrelayed);
+  return () => outboxes.delete(oldestUnrelayed);
+}
+new Gauge({
+  name: "switchyard_outbox_oldest_unrelayed_age_seconds",
+  help: "How long the oldest event for partners has waited in the process's outbox to be relayed to the webhooks service (0: none waits)",
+  registers: [registry],
+  collect() {
+    const now = Date.now();
+    let age = 0;
+    for (const oldest of outboxes) {
+      const at = oldest();
+      if (at) age = Math.max(age, (now - at.getTime()) / 1000);
+    }
+    this.set(age);
+  },
+});
+
 // ---- per process ----------------------------------------------------------------------------------------
 
 let processLabelled = false;

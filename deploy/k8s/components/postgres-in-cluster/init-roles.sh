@@ -4,4 +4,5 @@
 psql -v ON_ERROR_STOP=1 --username "$POSTGRES_USER" --dbname "$POSTGRES_DB" \
   -v identity_password="$IDENTITY_DB_PASSWORD" -v payments_password="$PAYMENTS_DB_PASSWORD" \
   -v orders_password="$ORDERS_DB_PASSWORD" -v content_password="$CONTENT_DB_PASSWORD" \
+  -v webhooks_password="$WEBHOOKS_DB_PASSWORD" \
   -f /etc/switchyard/postgres/roles.sql

@@ -25,12 +25,16 @@ export interface TestIdentity {
   runtime: IdentityRuntime;
   /** Call options presenting a token of the named service in `service-authorization`. */
   asService(name: "operator" | "orders"): Promise<{ headers: Record<string, string> }>;
+  /** Call options with the token of a demo user (demoData), e.g. "alice@acme.test" of tenant acme. */
+  login(email: string): Promise<{ headers: { authorization: string } }>;
   /** Everything identity logged so far (JSON lines, from debug up). */
   logs(): string;
   stop(): Promise<void>;
 }
 
-export async function startTestIdentity(options: { databaseUrl?: string | undefined } = {}): Promise<TestIdentity> {
+export async function startTestIdentity(
+  options: { databaseUrl?: string | undefined; demoData?: boolean } = {},
+): Promise<TestIdentity> {
   const dataDir = mkdtempSync(join(tmpdir(), "switchyard-identity-"));
   if (!options.databaseUrl) await seedPgliteDataDirs(dataDir, ["identity"]);
   const schema = `identity_${randomBytes(4).toString("hex")}`;
@@ -51,6 +55,8 @@ export async function startTestIdentity(options: { databaseUrl?: string | undefi
       IDENTITY_DB_SCHEMA: schema,
       IDENTITY_SERVICE_CREDENTIALS: `orders:${ordersSecret},operator:${operatorSecret}`,
       SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
+      // Into a test server's fresh schema on purpose (refused there unless forced).
+      ...(options.demoData ? { IDENTITY_DEMO_DATA: "true", DEMO_DATA_FORCE: "true" } : {}),
       // The test shares this event loop: no shedding on it (tested on its own).
       SHED_EVENT_LOOP_DELAY_MS: "0",
     }),
@@ -72,6 +78,11 @@ export async function startTestIdentity(options: { databaseUrl?: string | undefi
         clientSecret: name === "operator" ? operatorSecret : ordersSecret,
       });
       return { headers: { [SERVICE_AUTHORIZATION]: `Bearer ${accessToken}` } };
+    },
+    async login(email) {
+      const tenantId = email.split("@")[1]!.split(".")[0]!;
+      const { accessToken } = await identity.createSession({ tenantId, email, password: "demo-password" });
+      return { headers: { authorization: `Bearer ${accessToken}` } };
     },
     logs: () => lines.join(""),
     async stop() {

@@ -1,4 +1,9 @@
-import { IDEMPOTENCY_PRINCIPAL_SQL, IDEMPOTENCY_TABLE_SQL, type Migration } from "@switchyard/platform/store";
+import {
+  IDEMPOTENCY_PRINCIPAL_SQL,
+  IDEMPOTENCY_TABLE_SQL,
+  OUTBOX_TABLE_SQL,
+  type Migration,
+} from "@switchyard/platform/store";
 
 // Never edit a migration that has shipped: add the next version.
 export const ordersMigrations: Migration[] = [
@@ -100,5 +105,10 @@ CREATE TRIGGER orders_status_announced AFTER INSERT OR UPDATE OF status ON order
     version: 4,
     name: "idempotency keys scoped by principal",
     sql: IDEMPOTENCY_PRINCIPAL_SQL,
+  },
+  {
+    version: 5,
+    name: "outbox of events for partners (order.paid, order.shipped, order.cancelled)",
+    sql: OUTBOX_TABLE_SQL,
   },
 ];

@@ -3,6 +3,7 @@
 // allowed it, and its outcome with the status change it brings.
 import { DomainError } from "@switchyard/platform/domain-error.js";
 import {
+  appendEvent,
   findIdempotentResult,
   jsonResultCodec,
   KeysetPageQuery,
@@ -16,6 +17,7 @@ import type { Keyset } from "@switchyard/platform/paging.js";
 import type { NewItem } from "../domain/orders.js";
 import type { OrderStatus } from "../domain/state-machine.js";
 import type { StepKind, StepState } from "../domain/steps.js";
+import { statusEventOf } from "../partner-events.js";
 import type {
   DiscountRecord,
   ItemRecord,
@@ -176,6 +178,14 @@ async function reread(tx: SqlExecutor, id: bigint): Promise<OrderRecord> {
   return (await one(tx, rows[0]))!;
 }
 
+/** Rereads an order whose status just changed in `tx`, and records the event that reports it there. */
+async function rereadChanged(tx: SqlExecutor, id: bigint): Promise<OrderRecord> {
+  const order = await reread(tx, id);
+  const event = statusEventOf(order);
+  if (event) await appendEvent(tx, event);
+  return order;
+}
+
 /** Bumps the order's version (and sets the given columns) inside the caller's transaction. */
 async function touch(tx: SqlExecutor, id: bigint, set = "", params: unknown[] = []): Promise<void> {
   await tx.query(`UPDATE orders SET ${set}version = version + 1, updated_at = ${NOW} WHERE id = $1`, [id, ...params]);
@@ -307,7 +317,7 @@ export class SqlOrdersStore implements OrdersStore {
             action.shipment.trackingNumber,
           ]);
         }
-        return { order: await reread(tx, id) };
+        return { order: await rereadChanged(tx, id) };
       }
       const { rows: attempts } = await tx.query<{ n: number }>(
         `SELECT COALESCE(max(attempt), 0)::integer + 1 AS n FROM order_steps WHERE order_id = $1 AND kind = $2`,
@@ -351,11 +361,14 @@ export class SqlOrdersStore implements OrdersStore {
       );
       if (settled.rowCount === 0) return undefined;
       // Nothing else changed the order's status while the step was unsettled: every action refuses then.
-      if (!outcome.moved) await touch(tx, step.orderId);
-      else if (step.kind === "charge")
+      if (!outcome.moved) {
+        await touch(tx, step.orderId);
+        return reread(tx, step.orderId);
+      }
+      if (step.kind === "charge")
         await touch(tx, step.orderId, "status = 'paid', payment_id = $2, ", [outcome.paymentId ?? ""]);
       else await touch(tx, step.orderId, "status = 'cancelled', refund_id = $2, ", [outcome.refundId ?? ""]);
-      return reread(tx, step.orderId);
+      return rereadChanged(tx, step.orderId);
     });
   }
 

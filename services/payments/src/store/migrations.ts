@@ -1,4 +1,9 @@
-import { IDEMPOTENCY_PRINCIPAL_SQL, IDEMPOTENCY_TABLE_SQL, type Migration } from "@switchyard/platform/store";
+import {
+  IDEMPOTENCY_PRINCIPAL_SQL,
+  IDEMPOTENCY_TABLE_SQL,
+  OUTBOX_TABLE_SQL,
+  type Migration,
+} from "@switchyard/platform/store";
 
 // Never edit a migration that has shipped: add the next version.
 export const paymentsMigrations: Migration[] = [
@@ -41,5 +46,10 @@ CREATE INDEX payments_by_owner ON payments (tenant_id, owner_user_id, created_at
     version: 3,
     name: "idempotency keys scoped by principal",
     sql: IDEMPOTENCY_PRINCIPAL_SQL,
+  },
+  {
+    version: 4,
+    name: "outbox of events for partners (payment.succeeded, refund.succeeded)",
+    sql: OUTBOX_TABLE_SQL,
   },
 ];

@@ -1,7 +1,9 @@
-// PaymentsStore on the PostgreSQL-family adapter. The idempotency key and the write it guards
-// commit in one transaction (runIdempotent); refunds lock their payment row first.
+// PaymentsStore on the PostgreSQL-family adapter. The idempotency key, the write it guards and the
+// event reporting it to partners commit in one transaction (runIdempotent, appendEvent); refunds
+// lock their payment row first.
 import { DomainError } from "@switchyard/platform/domain-error.js";
 import {
+  appendEvent,
   jsonResultCodec,
   KeysetPageQuery,
   resolveIdempotencyKey,
@@ -13,6 +15,7 @@ import {
 import { newId } from "@switchyard/platform/ids.js";
 import type { Keyset } from "@switchyard/platform/paging.js";
 import type { NewPayment } from "../domain/payments.js";
+import { paymentSucceeded, refundSucceeded } from "../partner-events.js";
 import type { PaymentRecord, PaymentsStore, RefundRecord } from "./port.js";
 
 interface PaymentRow {
@@ -96,7 +99,9 @@ export class SqlPaymentsStore implements PaymentsStore {
           payment.reference,
         ],
       );
-      return toPayment(rows[0]!);
+      const created = toPayment(rows[0]!);
+      await appendEvent(tx, paymentSucceeded(created));
+      return created;
     });
   }
 
@@ -144,7 +149,9 @@ export class SqlPaymentsStore implements PaymentsStore {
           `INSERT INTO refunds (id, tenant_id, payment_id, amount, currency, reason) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${REFUND_COLUMNS}`,
           [newId("re"), tenantId, payment.id, amount, payment.currency, refund.reason],
         );
-        return toRefund(rows[0]!);
+        const created = toRefund(rows[0]!);
+        await appendEvent(tx, refundSucceeded(created));
+        return created;
       },
     );
   }

@@ -8,3 +8,4 @@ export { DEFAULT_POOL_MAX } from "./postgres-database.js";
 export { PGLITE_SETTINGS } from "./pglite-database.js";
 export * from "./idempotency.js";
 export { KeysetPageQuery, type KeysetOrder, type KeysetPage, type KeysetPageSpec } from "./keyset-page.js";
+export * from "./outbox.js";

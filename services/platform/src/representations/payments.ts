@@ -1,4 +1,5 @@
-// Public representations of payments and refunds.
+// Public representations of payments and refunds (the API's JSON): the gateway answers with them, and
+// the webhooks service sends them as events' data.
 import { PaymentStatus, type Payment, type Refund } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { isoTime } from "./time.js";
 

@@ -1,4 +1,5 @@
-// Public representations of orders and what lies beneath them.
+// Public representations of orders and what lies beneath them (the API's JSON): the gateway answers
+// with them, and the webhooks service sends them as events' data.
 import {
   OrderStatus,
   OrderStep,

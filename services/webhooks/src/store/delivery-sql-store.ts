@@ -1,0 +1,230 @@
+// DeliveriesStore on the PostgreSQL-family adapter. An event and its deliveries commit together;
+// claims are made one at a time (a transaction-scoped advisory lock: a claim takes milliseconds), so
+// the bound on an endpoint's deliveries in flight holds across every replica.
+import { newId } from "@switchyard/platform/ids.js";
+import { KeysetPageQuery, type SqlDatabase } from "@switchyard/platform/store";
+import type {
+  AttemptRecord,
+  AttemptVerdict,
+  ClaimedDelivery,
+  DeliveriesStore,
+  DeliveryRecord,
+  NewEvent,
+} from "./delivery-port.js";
+
+interface ClaimedRow {
+  id: string;
+  tenant_id: string;
+  endpoint_id: string;
+  url: string;
+  event_id: string;
+  body: string;
+  attempts: number;
+  first_attempt_at: Date | null;
+}
+
+const NOW = "clock_timestamp()";
+const ms = (param: string) => `${param}::bigint * interval '1 millisecond'`;
+
+// The due deliveries of enabled endpoints, ranked per endpoint; taken while the endpoint's leases in
+// flight plus the rank stay within the bound.
+const CLAIM = `
+WITH in_flight AS (
+  SELECT endpoint_id, count(*) AS n FROM deliveries
+  WHERE status = 'pending' AND lease_expires_at > ${NOW} GROUP BY endpoint_id
+), due AS (
+  SELECT d.id, d.endpoint_id, d.next_attempt_at,
+         row_number() OVER (PARTITION BY d.endpoint_id ORDER BY d.next_attempt_at, d.id) AS rank
+  FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id AND e.enabled
+  WHERE d.status = 'pending' AND d.next_attempt_at <= ${NOW}
+    AND (d.lease_expires_at IS NULL OR d.lease_expires_at <= ${NOW})
+), chosen AS (
+  SELECT due.id FROM due LEFT JOIN in_flight f ON f.endpoint_id = due.endpoint_id
+  WHERE due.rank + COALESCE(f.n, 0) <= $3
+  ORDER BY due.next_attempt_at, due.id LIMIT $2
+)
+UPDATE deliveries d SET lease_holder = $1, lease_expires_at = ${NOW} + ${ms("$4")}
+FROM chosen, events ev, endpoints e
+WHERE d.id = chosen.id AND ev.id = d.event_id AND e.id = d.endpoint_id
+RETURNING d.id, d.tenant_id, d.endpoint_id, e.url, d.event_id, ev.body, d.attempts, d.first_attempt_at`;
+
+const DELIVERY_COLUMNS = `id, event_id, (SELECT type FROM events WHERE events.id = deliveries.event_id) AS event_type,
+  status, created_at, next_attempt_at`;
+const DELIVERIES_PAGE = new KeysetPageQuery({
+  select: `SELECT ${DELIVERY_COLUMNS} FROM deliveries`,
+  where: "endpoint_id = $1",
+  order: "newest first",
+});
+
+interface DeliveryRow {
+  id: string;
+  event_id: string;
+  event_type: string;
+  status: DeliveryRecord["status"];
+  created_at: Date;
+  next_attempt_at: Date;
+}
+
+interface AttemptRow {
+  delivery_id: string;
+  attempted_at: Date;
+  status: number | null;
+  latency_ms: number;
+  excerpt: string;
+  error: string;
+}
+
+export class SqlDeliveriesStore implements DeliveriesStore {
+  constructor(private readonly db: SqlDatabase) {}
+
+  async listDeliveries(
+    endpointId: string,
+    after: { createdAt: Date; id: string } | undefined,
+    limit: number,
+  ): Promise<DeliveryRecord[]> {
+    return this.withAttempts(await DELIVERIES_PAGE.rows<DeliveryRow>(this.db, [endpointId], { after, limit }));
+  }
+
+  /** The deliveries with their attempts, oldest first: one statement for any number of them. */
+  private async withAttempts(rows: DeliveryRow[]): Promise<DeliveryRecord[]> {
+    if (rows.length === 0) return [];
+    const attempts = await this.db.query<AttemptRow>(
+      `SELECT delivery_id, attempted_at, status, latency_ms, excerpt, error FROM delivery_attempts
+       WHERE delivery_id = ANY($1::text[]) ORDER BY id`,
+      [rows.map((r) => r.id)],
+    );
+    return rows.map((r) => ({
+      id: r.id,
+      eventId: r.event_id,
+      eventType: r.event_type,
+      status: r.status,
+      createdAt: r.created_at,
+      nextAttemptAt: r.next_attempt_at,
+      attempts: attempts.rows
+        .filter((a) => a.delivery_id === r.id)
+        .map((a) => ({
+          attemptedAt: a.attempted_at,
+          status: a.status ?? undefined,
+          latencyMs: Number(a.latency_ms),
+          excerpt: a.excerpt,
+          error: a.error === "" ? undefined : a.error,
+        })),
+    }));
+  }
+
+  recordEvent(event: NewEvent): Promise<boolean> {
+    return this.db.transaction(async (tx) => {
+      const inserted = await tx.query(
+        `INSERT INTO events (id, tenant_id, type, body, occurred_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`,
+        [event.id, event.tenantId, event.type, event.body, event.occurredAt],
+      );
+      if (inserted.rowCount !== 1) return false;
+      const { rows } = await tx.query<{ id: string }>(
+        `SELECT id FROM endpoints WHERE tenant_id = $1 AND enabled AND $2 = ANY (event_types)`,
+        [event.tenantId, event.type],
+      );
+      for (const endpoint of rows)
+        await tx.query(`INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id) VALUES ($1, $2, $3, $4)`, [
+          newId("whd"),
+          event.tenantId,
+          endpoint.id,
+          event.id,
+        ]);
+      return true;
+    });
+  }
+
+  recordEventFor(endpointId: string, event: NewEvent): Promise<DeliveryRecord> {
+    return this.db.transaction(async (tx) => {
+      await tx.query(`INSERT INTO events (id, tenant_id, type, body, occurred_at) VALUES ($1, $2, $3, $4, $5)`, [
+        event.id,
+        event.tenantId,
+        event.type,
+        event.body,
+        event.occurredAt,
+      ]);
+      const { rows } = await tx.query<DeliveryRow>(
+        `INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id) VALUES ($1, $2, $3, $4)
+         RETURNING id, event_id, $5::text AS event_type, status, created_at, next_attempt_at`,
+        [newId("whd"), event.tenantId, endpointId, event.id, event.type],
+      );
+      const r = rows[0]!;
+      return {
+        id: r.id,
+        eventId: r.event_id,
+        eventType: r.event_type,
+        status: r.status,
+        createdAt: r.created_at,
+        nextAttemptAt: r.next_attempt_at,
+        attempts: [],
+      };
+    });
+  }
+
+  async redeliver(endpointId: string, deliveryId: string): Promise<DeliveryRecord | undefined> {
+    const { rows } = await this.db.query<DeliveryRow>(
+      `UPDATE deliveries SET status = 'pending', next_attempt_at = ${NOW}, first_attempt_at = NULL,
+         lease_holder = NULL, lease_expires_at = NULL
+       WHERE id = $1 AND endpoint_id = $2
+       RETURNING ${DELIVERY_COLUMNS}`,
+      [deliveryId, endpointId],
+    );
+    return (await this.withAttempts(rows))[0];
+  }
+
+  claimDue(holder: string, options: { limit: number; perEndpoint: number; leaseMs: number }) {
+    return this.db.transaction(async (tx) => {
+      await tx.query(`SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, [
+        `switchyard.webhooks.claim.${this.db.schema}`,
+      ]);
+      const { rows } = await tx.query<ClaimedRow>(CLAIM, [holder, options.limit, options.perEndpoint, options.leaseMs]);
+      return rows.map((r): ClaimedDelivery => ({
+        id: r.id,
+        tenantId: r.tenant_id,
+        endpointId: r.endpoint_id,
+        url: r.url,
+        eventId: r.event_id,
+        body: r.body,
+        attempts: Number(r.attempts),
+        firstAttemptAt: r.first_attempt_at ?? undefined,
+      }));
+    });
+  }
+
+  finishAttempt(delivery: ClaimedDelivery, holder: string, attempt: AttemptRecord, verdict: AttemptVerdict) {
+    return this.db.transaction(async (tx) => {
+      await tx.query(
+        `INSERT INTO delivery_attempts (delivery_id, attempted_at, status, latency_ms, excerpt, error) VALUES ($1, $2, $3, $4, $5, $6)`,
+        [
+          delivery.id,
+          attempt.attemptedAt,
+          attempt.status ?? null,
+          attempt.latencyMs,
+          attempt.excerpt,
+          attempt.error ?? "",
+        ],
+      );
+      const status = verdict.kind === "retry" ? "pending" : verdict.kind;
+      const changed = await tx.query(
+        `UPDATE deliveries SET status = $3, attempts = attempts + 1, first_attempt_at = COALESCE(first_attempt_at, $4),
+           last_attempt_at = $4, next_attempt_at = COALESCE($5, next_attempt_at), lease_holder = NULL, lease_expires_at = NULL
+         WHERE id = $1 AND lease_holder = $2 AND status = 'pending'`,
+        [delivery.id, holder, status, attempt.attemptedAt, verdict.kind === "retry" ? verdict.at : null],
+      );
+      if (changed.rowCount !== 1 || verdict.kind !== "failed") return { endpointDisabled: false };
+      // Nothing delivered to it for that long, and this one failed for good: the endpoint is disabled, saying why.
+      const disabled = await tx.query(
+        `UPDATE endpoints SET enabled = false, disabled_reason = $2, updated_at = date_trunc('milliseconds', ${NOW})
+         WHERE id = $1 AND enabled AND created_at < ${NOW} - ${ms("$3")}
+           AND NOT EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = $1 AND status = 'delivered'
+                             AND last_attempt_at > ${NOW} - ${ms("$3")})`,
+        [
+          delivery.endpointId,
+          `every delivery failed for ${Math.round(verdict.disableAfterMs / 3_600_000)} hours; enable it again once it answers`,
+          verdict.disableAfterMs,
+        ],
+      );
+      return { endpointDisabled: disabled.rowCount === 1 };
+    });
+  }
+}
