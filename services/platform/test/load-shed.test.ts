@@ -19,6 +19,17 @@ function block(ms: number): void {
   }
 }
 
+/** An echo server that sheds once its event loop lags `thresholdMs` (as a service's does). */
+const echoServerShedding = (thresholdMs: number) =>
+  startGrpcServer({
+    name: "shed",
+    host: "127.0.0.1",
+    port: 0,
+    services: [registration(EchoService, echoImpl())],
+    logger: createLogger("test", "silent"),
+    shedEventLoopDelayMs: thresholdMs,
+  });
+
 describe("event-loop-delay guard", function () {
   this.timeout(20_000);
 
@@ -46,14 +57,7 @@ describe("event-loop-delay guard", function () {
   });
 
   it("answers UNAVAILABLE / LOAD_SHED over gRPC, and health still answers", async () => {
-    const server = await startGrpcServer({
-      name: "shed",
-      host: "127.0.0.1",
-      port: 0,
-      services: [registration(EchoService, echoImpl())],
-      logger: createLogger("test", "silent"),
-      shedEventLoopDelayMs: 50,
-    });
+    const server = await echoServerShedding(50);
     const channel = openChannel(`127.0.0.1:${server.port}`);
     try {
       const echo = createServiceClient(EchoService, channel);
@@ -75,15 +79,8 @@ describe("event-loop-delay guard", function () {
   });
 
   it("sheds the least valuable first: sheddable from half the threshold, critical only from twice it", async () => {
-    const server = await startGrpcServer({
-      name: "shed",
-      host: "127.0.0.1",
-      port: 0,
-      services: [registration(EchoService, echoImpl())],
-      logger: createLogger("test", "silent"),
-      // Sheddable calls shed from 100 ms of lag, default ones from 200 ms, critical ones from 400 ms.
-      shedEventLoopDelayMs: 200,
-    });
+    // Sheddable calls shed from 100 ms of lag, default ones from 200 ms, critical ones from 400 ms.
+    const server = await echoServerShedding(200);
     const channel = openChannel(`127.0.0.1:${server.port}`);
     const asked = (priority: string) =>
       createServiceClient(EchoService, channel)
