@@ -83,6 +83,8 @@ export function v2Document(v1Text: string, v2OnlyText = readFileSync(V2_ONLY, "u
   const v2Only = parse(v2OnlyText) as Json;
   doc.tags = [...(doc.tags as Json[]), ...(v2Only.tags as Json[])];
   doc.paths = { ...(doc.paths as Json), ...(v2Only.paths as Json) };
+  // What the tenant's endpoints receive (OpenAPI 3.1 `webhooks`): v2 only too.
+  doc.webhooks = v2Only.webhooks;
   for (const [kind, entries] of Object.entries(v2Only.components as Json))
     (doc.components as Json)[kind] = { ...((doc.components as Json)[kind] as Json), ...(entries as Json) };
   return `# Generated from v1.yaml and v2-only/webhooks.yaml by scripts/openapi-v2.ts (npm run openapi:v2): do not edit while v1 is served.\n${stringify(doc, { lineWidth: 0 })}`;

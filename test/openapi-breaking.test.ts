@@ -106,4 +106,35 @@ describe("OpenAPI breaking-change check", () => {
       expect(found.join("\n")).to.match(expected);
     });
   }
+
+  describe("the webhooks (v2: what partners' endpoints receive)", () => {
+    const v2 = () =>
+      parse(readFileSync(new URL("../gateway/openapi/v2.yaml", import.meta.url), "utf8")) as Record<string, any>;
+    const found = (change: (d: Record<string, any>) => void) => {
+      const next = v2();
+      change(next);
+      return breakingChanges(v2(), next).map((b) => `${b.where}: ${b.what}`);
+    };
+
+    it("lets a new event type and a new payload field through", () => {
+      expect(
+        found((d) => {
+          d.webhooks["order.refunded"] = d.webhooks["order.cancelled"];
+          d.components.schemas.PaymentSucceededEvent.properties.livemode = { type: "boolean" };
+        }),
+      ).to.deep.equal([]);
+    });
+
+    it("names an event no longer sent, a payload field removed and a resource's field removed", () => {
+      expect(found((d) => delete d.webhooks["refund.succeeded"])).to.deep.equal([
+        "webhook refund.succeeded: webhook removed",
+      ]);
+      expect(found((d) => delete d.components.schemas.OrderPaidEvent.properties.tenant_id).join("\n")).to.match(
+        /webhook order\.paid.*tenant_id: field removed/,
+      );
+      expect(found((d) => delete d.components.schemas.Refund.properties.amount).join("\n")).to.match(
+        /webhook refund\.succeeded.*amount: field removed/,
+      );
+    });
+  });
 });

@@ -230,5 +230,28 @@ export function breakingChanges(oldDoc: Json, newDoc: Json): Break[] {
       }
     }
   }
+  breakingWebhookChanges(oldDoc, newDoc, out);
   return out;
+}
+
+/**
+ * The webhooks (OpenAPI 3.1 `webhooks`): what partners' endpoints receive. The body is ours to send
+ * and theirs to read, so it is held to what a response is held to; an event no longer sent is removed.
+ */
+function breakingWebhookChanges(oldDoc: Json, newDoc: Json, out: Break[]): void {
+  const newHooks = (newDoc.webhooks ?? {}) as Json;
+  for (const [name, rawOldItem] of Object.entries((oldDoc.webhooks ?? {}) as Json)) {
+    for (const method of METHODS) {
+      const oldOp = (rawOldItem as Json)[method] as Json | undefined;
+      if (!oldOp) continue;
+      const where = `webhook ${name}`;
+      const newOp = (newHooks[name] as Json | undefined)?.[method] as Json | undefined;
+      if (!newOp) {
+        out.push({ where, what: "webhook removed" });
+        continue;
+      }
+      const oldBody = deref(oldDoc, oldOp.requestBody).content;
+      compareContent(oldDoc, newDoc, oldBody, deref(newDoc, newOp.requestBody).content, where, "response", out);
+    }
+  }
 }

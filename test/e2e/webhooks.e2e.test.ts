@@ -9,6 +9,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Webhook } from "standardwebhooks";
 import { startReceiver } from "../../services/webhooks/test/support/receiver.js";
 import { ALICE, BOB, CAROL, expectError, newKey, startE2eMesh, type Api, type E2eMesh } from "../support/http.js";
+import { documentedPayloadProblems } from "../support/webhook-payloads.js";
 
 const ENDPOINT_KEYS = [
   "created_at",
@@ -206,7 +207,9 @@ describe("e2e: webhook endpoints through the gateway", function () {
         "refund.succeeded",
       ]);
       expect(new Set(acme.received.map((g) => g.headers["webhook-id"])).size, "each event once").to.equal(6);
+      const problems = documentedPayloadProblems();
       for (const e of events) {
+        expect(problems(e), `${e.type}: as the v2 document's webhooks say`).to.deep.equal([]);
         expect(e.id).to.equal(acme.received[events.indexOf(e)]!.headers["webhook-id"]);
         expect(e.tenant_id).to.equal("acme");
         expect(Date.parse(e.timestamp as string)).to.be.greaterThan(0);
@@ -299,6 +302,7 @@ describe("e2e: webhook endpoints through the gateway", function () {
       const event = new Webhook(made.json.secret as string).verify(hook.received[0]!.body, hook.received[0]!.headers);
       expect(event).to.include({ id: sent.json.event_id, type: "webhook.test", tenant_id: "acme" });
       expect((event as { data: unknown }).data).to.deep.equal({ endpoint_id: id });
+      expect(documentedPayloadProblems()(event as { type: string }), "as documented").to.deep.equal([]);
       const [listed] = await api.listAll(`/v2/webhook-endpoints/${id}/deliveries`, alice);
       expect(listed).to.include({ id: sent.json.id, status: "delivered" });
 
