@@ -448,7 +448,7 @@ describe("observability (real mesh, tracing on)", function () {
   it("every metric the Grafana dashboard and the alert rules name exists in a live scrape", async () => {
     const scrapes = [
       await (await fetch(`${e2e.mesh.gatewayUrl}/metrics`)).text(),
-      ...(await Promise.all((["identity", "payments", "orders", "content"] as const).map(metricsOf))),
+      ...(await Promise.all((["identity", "payments", "orders", "content", "webhooks"] as const).map(metricsOf))),
     ];
     const families = new Map<string, string>();
     for (const s of scrapes) for (const [n, t] of declared(s)) families.set(n, t);
