@@ -340,6 +340,55 @@ describe("e2e: webhook endpoints through the gateway", function () {
     }
   });
 
+  it("a receiver that never answers and one that sends 10 MB back delay no other endpoint: each payment reaches it within seconds", async function () {
+    this.timeout(60_000);
+    // Never answers: each attempt holds its connection until the 10 s timeout.
+    const stuck = await startReceiver(() => {});
+    // Answers 200 with 10 MB: at most 64 KiB of it is read.
+    const huge = await startReceiver((_req, res) => {
+      res.writeHead(200, { "content-type": "text/plain" });
+      res.end(Buffer.alloc(10 * 1024 * 1024, "x"));
+    });
+    const good = await startReceiver();
+    const ids: string[] = [];
+    try {
+      for (const receiver of [stuck, huge, good]) {
+        const made = await api.post("/v2/webhook-endpoints", {
+          token: alice,
+          key: newKey(),
+          json: { url: receiver.url, event_types: ["payment.succeeded"] },
+        });
+        expect(made.status, made.text).to.equal(201);
+        ids.push(made.json.id as string);
+      }
+      const paid: string[] = [];
+      for (let i = 0; i < 8; i++) {
+        const payment = await api.post("/v2/payments", {
+          token: alice,
+          key: newKey(),
+          json: { amount: 100 + i, currency: "EUR", source: "tok_visa" },
+        });
+        expect(payment.status, payment.text).to.equal(201);
+        paid.push(payment.json.id as string);
+      }
+      const started = Date.now();
+      const reached = () => new Set(good.received.map((g) => (JSON.parse(g.body) as { data: { id: string } }).data.id));
+      while (Date.now() - started < 8_000 && !paid.every((id) => reached().has(id))) await sleep(50);
+      expect(
+        [...reached()].filter((id) => paid.includes(id)).sort(),
+        "every payment at the good endpoint",
+      ).to.deep.equal([...paid].sort());
+      expect(Date.now() - started, "long before the stuck endpoint's attempts time out").to.be.below(8_000);
+      expect(stuck.received.length, "the stuck endpoint holds at most 4 attempts at a time").to.be.at.most(4);
+      // The huge answer does not hold its endpoint either: its deliveries are done.
+      for (let i = 0; i < 100 && huge.received.length < 8; i++) await sleep(50);
+      expect(huge.received.length).to.equal(8);
+    } finally {
+      for (const id of ids) await api.delete(`/v2/webhook-endpoints/${id}`, { token: alice });
+      await Promise.all([stuck.close(), huge.close(), good.close()]);
+    }
+  });
+
   it("is v2's alone: there is no /v1/webhook-endpoints", async () => {
     expect((await api.get("/v1/webhook-endpoints", { token: alice })).status).to.equal(404);
   });

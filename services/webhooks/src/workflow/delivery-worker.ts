@@ -37,6 +37,10 @@ export class DeliveryWorker {
   private stopped = false;
   private running: Promise<void> | undefined;
   private wake: (() => void) | undefined;
+  /** Something to look at came while no pause was waiting (an event, an attempt's end): do not pause. */
+  private woken = false;
+  /** The attempts under way on this replica (at most `concurrency`). */
+  private readonly inFlight = new Set<Promise<void>>();
 
   constructor(
     private readonly deps: DeliveryWorkerDeps,
@@ -49,7 +53,7 @@ export class DeliveryWorker {
 
   /** Looks for due deliveries now (an event was just recorded). */
   poke(): void {
-    this.wake?.();
+    this.rouse();
   }
 
   async stop(): Promise<void> {
@@ -60,33 +64,69 @@ export class DeliveryWorker {
 
   /** One round: claims what is due and attempts it; returns how many deliveries it attempted. */
   async runOnce(): Promise<number> {
-    const claimed = await this.deps.store.claimDue(this.options.holder, {
-      limit: this.options.concurrency,
-      perEndpoint: this.options.perEndpoint,
-      leaseMs: this.options.leaseMs,
-    });
+    const claimed = await this.claim(this.options.concurrency);
     await Promise.all(claimed.map((d) => this.deliver(d)));
     return claimed.length;
   }
 
+  private claim(limit: number): Promise<ClaimedDelivery[]> {
+    return this.deps.store.claimDue(this.options.holder, {
+      limit,
+      perEndpoint: this.options.perEndpoint,
+      leaseMs: this.options.leaseMs,
+    });
+  }
+
+  /**
+   * A pool, not rounds: each attempt that ends frees its place for the next due delivery at once, so
+   * an endpoint that never answers holds its own places (at most `perEndpoint`) until its attempts time
+   * out, and nobody else's.
+   */
   private async loop(): Promise<void> {
     while (!this.stopped) {
-      let attempted = 0;
-      try {
-        attempted = await this.runOnce();
-      } catch (err) {
-        this.deps.logger.warn({ message: String(err) }, "could not claim webhook deliveries; trying again");
+      const free = this.options.concurrency - this.inFlight.size;
+      let claimed: ClaimedDelivery[] = [];
+      if (free > 0) {
+        try {
+          claimed = await this.claim(free);
+        } catch (err) {
+          this.deps.logger.warn({ message: String(err) }, "could not claim webhook deliveries; trying again");
+        }
       }
-      if (attempted === 0 && !this.stopped)
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, this.options.pollMs);
-          timer.unref();
-          this.wake = () => {
-            clearTimeout(timer);
-            resolve();
-          };
+      for (const delivery of claimed) {
+        const attempt: Promise<void> = this.deliver(delivery).finally(() => {
+          this.inFlight.delete(attempt);
+          this.rouse();
         });
+        this.inFlight.add(attempt);
+      }
+      // Nothing due (or no place free): wait for the poll, a new event, or an attempt that ends.
+      if ((claimed.length === 0 || claimed.length === free) && !this.stopped) await this.pause();
     }
+    await Promise.all(this.inFlight);
+  }
+
+  private rouse(): void {
+    this.woken = true;
+    this.wake?.();
+  }
+
+  private pause(): Promise<void> {
+    if (this.woken) {
+      this.woken = false;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.wake = undefined;
+        this.woken = false;
+        resolve();
+      };
+      const timer = setTimeout(done, this.options.pollMs);
+      timer.unref();
+      this.wake = done;
+    });
   }
 
   private async deliver(delivery: ClaimedDelivery): Promise<void> {
