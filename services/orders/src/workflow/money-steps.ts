@@ -77,6 +77,16 @@ const OPERATION: Record<StepKind, KeyedOperation> = {
   refund: KeyedOperation.CREATE_REFUND,
 };
 
+/**
+ * The deadline of a step's call to payments, taken when the call is made: what the call has left once
+ * its intent is recorded, less the margin to settle and answer in. (Taken before the intent's
+ * transaction, the margin would go to that transaction under load, and the caller's deadline would
+ * pass while the step settles: 504 instead of the refusal the step came to.)
+ */
+function callTimeoutMs(ctx: HandlerContext): number {
+  return stepCallMs(downstreamTimeoutMs(ctx.timeoutMs()));
+}
+
 export class MoneySteps {
   private readonly faults: Faults;
 
@@ -128,7 +138,7 @@ export class MoneySteps {
           ownerUserId: order.userId,
           reference: orderReference(order.id),
         },
-        { ...downstreamOptions(caller, ctx, serviceToken), timeoutMs: callMs },
+        { ...downstreamOptions(caller, ctx, serviceToken), timeoutMs: callTimeoutMs(ctx) },
       )) as { payment: Payment });
     } catch (err) {
       const settled = await this.afterFailedCall(step!, err);
@@ -185,7 +195,7 @@ export class MoneySteps {
           refundRemaining: true,
           reason: "order cancelled",
         },
-        { ...downstreamOptions(caller, ctx, serviceToken), timeoutMs: callMs },
+        { ...downstreamOptions(caller, ctx, serviceToken), timeoutMs: callTimeoutMs(ctx) },
       )) as { refund: Refund });
     } catch (err) {
       if (err instanceof ConnectError && errorInfoOf(err)?.reason === "NOTHING_TO_REFUND") {
