@@ -41,6 +41,7 @@ import { formatSummary, formatSummaryByRuntime, NO_TARGET, type RuntimeSummary, 
 import { benchRuntimes, runOn, SUMMARY_FILE_ENV } from "./runtimes.js";
 import { writeFile } from "node:fs/promises";
 import { CLOSED_LOOP_CONNECTIONS, CLOSED_LOOP_SHED_TARGET, measureClosedLoops } from "./load/closed-loop-mix.js";
+import { formatPriority, measurePriority, prioritySummaryRows, type PriorityResult } from "./priority.js";
 import { edgeCatalogSummaryRow, formatEdgeCatalog, measureEdgeCatalog, type EdgeCatalogResult } from "./edge-cache.js";
 import { NODE_FLAGS } from "../scripts/mesh.js";
 import { prepareReferenceData, startSameWorkReference, type ReferenceData } from "./same-work-reference.js";
@@ -74,6 +75,7 @@ const extra: {
   requestCost?: (RequestCostResult | { engine: string; error: string })[];
   scaleOut?: ScaleOutResult | { error: string };
   edgeCatalog?: EdgeCatalogResult | { error: string };
+  priority?: PriorityResult | { error: string };
 } = {};
 
 // BENCH_SECONDS / BENCH_WARMUP_SECONDS shorten a run while developing; the defaults are the benchmark.
@@ -1112,6 +1114,7 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
       pass: d.pass,
     });
   rows.push(edgeCatalogSummaryRow(extra.edgeCatalog));
+  rows.push(...prioritySummaryRows(extra.priority));
   rows.push(...sizingRows());
   return rows;
 }
@@ -1179,9 +1182,10 @@ type Section =
   | "baseline"
   | "cost"
   | "scaleout"
-  | "edgecache";
+  | "edgecache"
+  | "priority";
 const BENCH_MODES: Record<string, Section[]> = {
-  all: ["library", "paths", "rest", "cost", "scaleout", "edgecache"],
+  all: ["library", "paths", "rest", "cost", "scaleout", "edgecache", "priority"],
   library: ["library"],
   http: ["paths", "rest", "cost", "scaleout"],
   sizing: ["cost", "scaleout"],
@@ -1193,6 +1197,7 @@ const BENCH_MODES: Record<string, Section[]> = {
   overload: ["overload"],
   baseline: ["baseline"],
   edgecache: ["edgecache"],
+  priority: ["priority"],
 };
 
 async function main(): Promise<number> {
@@ -1294,10 +1299,16 @@ async function main(): Promise<number> {
     console.error("I. the catalog from the gateway's edge cache against raw node:http");
     extra.edgeCatalog = await measureEdgeCatalog(load).catch((err: unknown) => ({ error: message(err) }));
   }
+  if (runs("priority")) {
+    console.error("P. priority: sheddable reads at 3× beside critical writes, priorities off and on");
+    const starts = Number(process.env.BENCH_PRIORITY_STARTS ?? 2);
+    extra.priority = await measurePriority(settings.seconds, starts).catch((err: unknown) => ({ error: message(err) }));
+  }
   console.log("");
   printReport(settings, library, http);
   printExtra(http);
   console.log(formatEdgeCatalog(extra.edgeCatalog).join("\n"));
+  console.log(["", "P. Priority under overload", ...formatPriority(extra.priority)].join("\n"));
   console.log(tracingCost(http).join("\n"));
   const againstRef = baselineRef ? againstBaseline(http, baselineRef) : [];
   if (againstRef.length > 0) console.log(againstRef.join("\n"));
@@ -1315,6 +1326,7 @@ async function main(): Promise<number> {
   if (extra.footprint && "error" in extra.footprint) failed.push({ label: "footprint" });
   if (extra.liveFeed && "error" in extra.liveFeed) failed.push({ label: "live feed" });
   if (extra.edgeCatalog && "error" in extra.edgeCatalog) failed.push({ label: "edge cache catalog" });
+  if (extra.priority && "error" in extra.priority) failed.push({ label: "priority" });
   for (const r of extra.requestCost ?? []) {
     if ("error" in r) failed.push({ label: `cost per request (${r.engine})` });
     else

@@ -144,7 +144,8 @@ export async function startGateway(config: GatewayConfig, logger: Logger): Promi
     maxStreamsPerCaller: config.maxStreamsPerCaller,
     deadlineMs: config.deadlineMs,
     maxDeadlineMs: config.maxDeadlineMs,
-    onShed: () => gatewayShed.inc(),
+    onShed: (priority) => gatewayShed.inc({ priority }),
+    priorities: config.priorities,
   });
   const serveApi = apiPipeline({
     policy,

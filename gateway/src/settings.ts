@@ -159,6 +159,12 @@ export const gatewaySettings = {
     parse.secretMatching(/^[\x21-\x7e]{32,}$/, "a secret of at least 32 visible ASCII characters"),
     "the secret the gateway presents to identity for its own service token (its entry gateway:<secret> in identity's IDENTITY_SERVICE_CREDENTIALS): it vouches for the client addresses the gateway forwards",
   ),
+  priorities: setting(
+    "GATEWAY_PRIORITIES",
+    parse.bool,
+    "shed by each operation's x-switchyard-priority under overload, and send it to the services (false: every request is default, as a comparison)",
+    true,
+  ),
   edgeCache: setting(
     "GATEWAY_EDGE_CACHE",
     parse.bool,

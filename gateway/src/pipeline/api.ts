@@ -5,7 +5,7 @@
 // — each a function of its own module called with the request's ApiExchange: nothing is made per
 // stage or per request beyond that object and the route's call options.
 import { wantsEventStream } from "../runtime/streams.js";
-import { asksForLaterPage, requestPriority } from "../runtime/priority.js";
+import { asksForLaterPage } from "../runtime/priority.js";
 import { OPENAPI_DOCUMENT_OPERATION } from "../routes/table.js";
 import { ApiExchange, type ApiRequest } from "./api-exchange.js";
 import type { Answers } from "./answer.js";
@@ -78,7 +78,7 @@ export function apiPipeline({
       }
 
       x.liveStream = wantsEventStream(x.operation, req.headers.accept);
-      x.priority = requestPriority(x.operation, { pagesOn: asksForLaterPage(x.search), eventStream: x.liveStream });
+      x.priority = policy.priority(x.operation, { pagesOn: asksForLaterPage(x.search), eventStream: x.liveStream });
       const refused = await policy.enter(x);
       if (refused !== undefined) {
         req.resume();

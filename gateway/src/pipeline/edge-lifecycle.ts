@@ -60,7 +60,7 @@ export interface LifecycleStages {
 export function edgeLifecycle({ admission, quota, takeStreamSlot, added }: LifecycleStages): EdgeLifecycle {
   /** Admitted or not: the quota settled (429 before 503), the shed, then the rest. */
   function admitted(call: EdgeCall, decision: RateDecision): HttpError | undefined | Promise<HttpError | undefined> {
-    const refusal = quota.settle(call, decision) ?? (call.release === undefined ? admission.shed() : undefined);
+    const refusal = quota.settle(call, decision) ?? (call.release === undefined ? admission.shed(call) : undefined);
     return refusal ?? rest(call, 0);
   }
 

@@ -3,9 +3,12 @@
 // identify → admit → quota → (shed) → stream slot → deadline → upstream metadata — and one lifecycle
 // (edge-lifecycle.ts) that runs them and gives back what a call holds. Each front says the refusals
 // in its own protocol.
+import type { Priority } from "@switchyard/platform/priority.js";
 import type { TokenVerifier } from "@switchyard/platform/auth.js";
 import type { ServiceCredentials } from "@switchyard/platform/service-credentials.js";
 import type { AdaptiveConcurrencyLimit } from "../runtime/concurrency-limit.js";
+import type { CompiledOperation } from "../runtime/openapi.js";
+import { requestPriority, type RequestShape } from "../runtime/priority.js";
 import type { RateLimiter } from "../runtime/rate-limit.js";
 import type { StreamSlots } from "../runtime/streams.js";
 import { admissionStage } from "./admit.js";
@@ -31,12 +34,16 @@ export interface EdgePolicyOptions {
   deadlineMs: number;
   maxDeadlineMs: number;
   /** Counted when the concurrency limit sheds. */
-  onShed(): void;
+  onShed(priority: Priority): void;
   /** Stages every admitted call also enters, on both fronts, after the shed and before its stream slot. */
   stages?: readonly EdgeStage[];
+  /** Shed and call by each operation's priority (default true; false: every call is default). */
+  priorities?: boolean;
 }
 
 export interface EdgePolicy extends EdgeLifecycle {
+  /** What a request of this operation and shape is shed as, and sent upstream with (runtime/priority.ts). */
+  priority(operation: Pick<CompiledOperation, "priority">, shape: RequestShape): Priority;
   identify: Identify;
   deadline: Deadline;
   upstreamMetadata: UpstreamMetadata;
@@ -51,6 +58,7 @@ export function edgePolicy(options: EdgePolicyOptions): EdgePolicy {
       takeStreamSlot: streamSlotStage(options.streamSlots, options.maxStreamsPerCaller),
       added: options.stages ?? [],
     }),
+    priority: options.priorities === false ? () => "default" : requestPriority,
     identify: identifyStage(options.verifier),
     deadline: deadlineStage(options.deadlineMs, options.maxDeadlineMs),
     upstreamMetadata: upstreamMetadataStage(options.ownCredentials),

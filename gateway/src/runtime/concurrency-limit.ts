@@ -44,6 +44,15 @@
 // whole gradient (at most half) on the next ones. It grows back to the initial limit as soon as a
 // window is within the target, and is forgotten (back to at least the initial limit) once nothing
 // has been in flight for `idleResetMs`.
+//
+// Priority (issue 46): the limit is the lowest priority's — the lowest that arrived lately — and only
+// its requests teach it. While it sheds, each priority above it is cut off a quarter of the limit
+// higher (of the initial limit, while the limit is lower): a flood of what can wait is shed first,
+// and default and critical requests still find places beside it. A load of one priority alone is limited exactly as without
+// priorities. Teaching the limit with the lowest priority alone keeps a mix of kinds from moving it:
+// a few heavy critical writes would otherwise raise the median latency above the target and cut
+// the limit — and the mesh's goodput with it — to the minimum.
+import type { Priority } from "@switchyard/platform/priority.js";
 
 export interface ConcurrencyLimitOptions {
   /** The limit at start, after an idle period, and the level it grows back to whenever latency is within the target. */
@@ -99,6 +108,11 @@ const WINDOWS_WITHOUT_SHED_TO_STOP = 10;
 const GROWTH_MARGIN = 0.25;
 /** The best completion rate fades by this factor a window (half-life ~14 s), so it follows an upstream that got slower. */
 const PEAK_COMPLETIONS_FADE = 0.995;
+/** While shedding, each priority above the lowest is cut off this share of the limit (of the initial limit while lower) higher. */
+const PRIORITY_SHARE = 0.25;
+const PRIORITY_RANK: Record<Priority, number> = { sheddable: 0, default: 1, critical: 2 };
+/** A priority counts as arriving for this many windows after its last request. */
+const PRIORITY_MEMORY_WINDOWS = 10;
 
 function percentileOf(values: number[], p: number): number {
   // A typed array sorts numerically without a comparator call per comparison (once per window, on the hot path).
@@ -155,6 +169,14 @@ export class AdaptiveConcurrencyLimit {
   private windowsAboveTarget = 0;
   private windowsAtMinimum = 0;
   private lastProbeAt = -Infinity;
+  /** Requests in flight, by priority. */
+  private readonly inflightBy: Record<Priority, number> = { sheddable: 0, default: 0, critical: 0 };
+  /** When a request of each priority last asked for a place. */
+  private readonly lastArrival: Record<Priority, number> = {
+    sheddable: -Infinity,
+    default: -Infinity,
+    critical: -Infinity,
+  };
   private readonly buffer: number;
   private readonly percentile: number;
   private readonly windowMs: number;
@@ -183,6 +205,36 @@ export class AdaptiveConcurrencyLimit {
   /** The requests admitted at once now: while shedding the gradient's limit and the backlog allowed beyond it, else the maximum. */
   get limit(): number {
     return this.overloaded ? this.sheddingLimit + this.backlogAllowance : this.options.maxLimit;
+  }
+
+  /** The requests in flight beyond which one of this priority is shed: the limit for the lowest priority arriving, a share more for each above it. */
+  limitFor(priority: Priority, now = this.now()): number {
+    if (!this.overloaded) return this.limit;
+    const steps = PRIORITY_RANK[priority] - PRIORITY_RANK[this.lowestArriving(now)];
+    if (steps <= 0) return this.limit;
+    const reserve = Math.max(this.options.initialLimit, this.sheddingLimit) * PRIORITY_SHARE;
+    return this.limit + steps * Math.max(this.options.minLimit, Math.floor(reserve));
+  }
+
+  /**
+   * What a request of this priority is counted against its limit: the requests in flight of its own
+   * priority and of those below it — those above it are beyond its limit —, each lower one only up to
+   * its own limit (the many admitted before shedding began take no place from a higher priority).
+   */
+  private inflightAtOrBelow(priority: Priority, now: number): number {
+    const { sheddable, default: normal, critical } = this.inflightBy;
+    if (priority === "sheddable") return sheddable;
+    const below = Math.min(sheddable, this.limitFor("sheddable", now));
+    if (priority === "default") return normal + below;
+    return critical + Math.min(normal + below, this.limitFor("default", now));
+  }
+
+  /** The lowest priority that arrived within the last PRIORITY_MEMORY_WINDOWS windows (default before any). */
+  private lowestArriving(now: number): Priority {
+    const since = now - PRIORITY_MEMORY_WINDOWS * this.windowMs;
+    if (this.lastArrival.sheddable >= since) return "sheddable";
+    if (this.lastArrival.default >= since || this.lastArrival.critical < since) return "default";
+    return "critical";
   }
 
   /**
@@ -221,9 +273,10 @@ export class AdaptiveConcurrencyLimit {
   }
 
   /** A release function to call when the request ends, or undefined when it must be shed. */
-  tryAcquire(): Release | undefined {
+  tryAcquire(priority: Priority = "default"): Release | undefined {
     const now = this.now();
     this.windowArrivals++;
+    this.lastArrival[priority] = now;
     if (this.inflightCount === 0 && this.idleSince !== undefined && now - this.idleSince >= this.idleResetMs)
       this.forget();
     if (this.probe && now >= this.probe.endsBy) this.endProbe(now);
@@ -232,12 +285,13 @@ export class AdaptiveConcurrencyLimit {
       this.overloaded = true;
       this.windowsWithoutShed = 0;
     }
-    if (this.inflightCount >= this.limit) {
+    if (this.inflightAtOrBelow(priority, now) >= this.limitFor(priority, now)) {
       this.windowShed = true;
       this.lastShedAt = now;
       return undefined;
     }
     this.inflightCount++;
+    this.inflightBy[priority]++;
     this.idleSince = undefined;
     if (this.inflightCount > this.windowPeakInflight) this.windowPeakInflight = this.inflightCount;
     const admittedWith = this.inflightCount;
@@ -252,11 +306,13 @@ export class AdaptiveConcurrencyLimit {
       released = true;
       const quiet = quietAtStart && crowded === this.crowded;
       this.inflightCount--;
+      this.inflightBy[priority]--;
       this.windowCompletions++;
       if (this.inflightCount < this.windowLowInflight) this.windowLowInflight = this.inflightCount;
       const end = this.now();
       if (this.inflightCount === 0) this.idleSince = end;
-      if (!sample) return;
+      // Only the lowest priority arriving teaches the limit (see the top of the file).
+      if (!sample || priority !== this.lowestArriving(end)) return;
       const rtt = end - started;
       if (quiet) this.recordQuiet(rtt, end);
       if (this.probe) {

@@ -10,7 +10,7 @@ import { ADDRESS, record } from "./fixtures.js";
 describe("pipeline: admit", () => {
   let limiter: RateLimiter;
   let concurrency: AdaptiveConcurrencyLimit;
-  let sheds = 0;
+  let sheds: string[] = [];
   let admission: ReturnType<typeof admissionStage>;
   const call = () => Object.assign(new EdgeCall(ADDRESS, record(), {}), { quotaKey: `addr:${ADDRESS}` });
 
@@ -22,8 +22,8 @@ describe("pipeline: admit", () => {
     });
     // A fixed limit of one request at a time.
     concurrency = new AdaptiveConcurrencyLimit({ initialLimit: 1, minLimit: 1, maxLimit: 1 });
-    sheds = 0;
-    admission = admissionStage(concurrency, quotaStage(limiter, 5, 600), () => sheds++);
+    sheds = [];
+    admission = admissionStage(concurrency, quotaStage(limiter, 5, 600), (priority) => sheds.push(priority));
   });
   afterEach(() => limiter.close());
 
@@ -44,16 +44,17 @@ describe("pipeline: admit", () => {
       expect(c.release, "no place").to.equal(undefined);
       expect(decision.headers["x-ratelimit-remaining"], "the quota as it stands").to.equal("4");
     }
-    expect(sheds, "counted only when the shed is answered").to.equal(0);
+    expect(sheds, "counted only when the shed is answered").to.deep.equal([]);
   });
 
-  it("sheds with 503 LOAD_SHED and Retry-After, counted each time, one refusal for all", () => {
-    const first = admission.shed();
+  it("sheds with 503 LOAD_SHED and Retry-After, counted each time by priority, one refusal for all", () => {
+    const first = admission.shed(call());
     expect(first.status).to.equal(503);
     expect(first.code).to.equal("LOAD_SHED");
     expect(first.headers["retry-after"]).to.equal("1");
-    expect(admission.shed()).to.equal(first);
-    expect(sheds).to.equal(2);
+    const sheddable = Object.assign(call(), { priority: "sheddable" as const });
+    expect(admission.shed(sheddable)).to.equal(first);
+    expect(sheds).to.deep.equal(["default", "sheddable"]);
   });
 
   it("gives a place back once, however often asked", async () => {

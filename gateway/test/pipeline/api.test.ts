@@ -67,9 +67,21 @@ describe("pipeline: the API's stages composed", () => {
     concurrency = sampledLimit(1, (sample) => samples.push(sample));
     failures = new FailureLog(logger);
     usage = new DeprecatedRouteUsage(logger, 60_000);
-    const policy = testPolicy({ verifier, concurrency, rateLimiter, rateLimit: QUOTA, onShed: () => sheds++ });
+    server = await serving();
+  });
+
+  /** The pipeline over the test parts, listening; `priorities: false` as GATEWAY_PRIORITIES=false. */
+  async function serving(priorities?: boolean) {
+    const policy = testPolicy({
+      verifier,
+      concurrency,
+      rateLimiter,
+      rateLimit: QUOTA,
+      onShed: () => sheds++,
+      ...(priorities === undefined ? {} : { priorities }),
+    });
     const serveApi = testApiPipeline({ policy, verifier, routes, failures, usage });
-    server = await listening((req, res) => {
+    return listening((req, res) => {
       const record = observeRequest(req, res, { trustedProxyHops: 0, logger, accessLog: false });
       const [pathname = "", search = ""] = (req.url ?? "/").split("?");
       void serveApi({
@@ -82,7 +94,7 @@ describe("pipeline: the API's stages composed", () => {
         search,
       });
     });
-  });
+  }
   afterEach(async () => {
     await server.close();
     await rateLimiter.close();
@@ -203,6 +215,23 @@ describe("pipeline: the API's stages composed", () => {
     expect(await sent("/v1/posts?cursor=abc")).to.equal("sheddable");
     expect(await sent("/v1/posts"), "a first page is default").to.equal(undefined);
     expect(await sent("/v1/orders/1/cancel", { method: "POST" })).to.equal("critical");
+  });
+
+  it("with priorities off (GATEWAY_PRIORITIES=false) sends every call as default, a critical route's too", async () => {
+    await server.close();
+    server = await serving(false);
+    for (const [path, method] of [
+      ["/v1/orders/1/cancel", "POST"],
+      ["/v1/catalog/items", "GET"],
+    ] as const) {
+      seen = [];
+      const res = await fetch(`${server.base}${path}`, { method, headers: { authorization: ALICE } });
+      await res.body?.cancel();
+      await settled();
+      expect(seen, path).to.have.length(1);
+      const headers = seen[0]!.callOptions().headers as Record<string, string> | undefined;
+      expect(headers?.["x-switchyard-priority"], path).to.equal(undefined);
+    }
   });
 
   it("answers the OpenAPI document itself, drawing on the quota without taking a place", async () => {

@@ -27,8 +27,8 @@ import type { Upstreams } from "../../src/upstreams.js";
 export function sampledLimit(places: number, onSample: (sample: boolean) => void): AdaptiveConcurrencyLimit {
   const concurrency = new AdaptiveConcurrencyLimit({ initialLimit: places, minLimit: places, maxLimit: places });
   const acquire = concurrency.tryAcquire.bind(concurrency);
-  concurrency.tryAcquire = (): Release | undefined => {
-    const release = acquire();
+  concurrency.tryAcquire = (priority): Release | undefined => {
+    const release = acquire(priority);
     return release && ((sample) => (onSample(sample), release(sample)));
   };
   return concurrency;
@@ -42,6 +42,7 @@ export interface TestPolicyParts {
   rateLimit: number;
   onShed?: () => void;
   stages?: readonly EdgeStage[];
+  priorities?: boolean;
 }
 
 /** The edge's policy over test parts: one live stream per caller, a 1 s deadline (2 s at most). */
@@ -52,6 +53,7 @@ export function testPolicy({
   rateLimit,
   onShed,
   stages,
+  priorities,
 }: TestPolicyParts): EdgePolicy {
   return edgePolicy({
     verifier,
@@ -66,6 +68,7 @@ export function testPolicy({
     maxDeadlineMs: 2_000,
     onShed: onShed ?? (() => {}),
     ...(stages ? { stages } : {}),
+    ...(priorities === undefined ? {} : { priorities }),
   });
 }
 

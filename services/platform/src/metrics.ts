@@ -42,7 +42,8 @@ export const gatewayLiveResubscriptions = new Counter({
 
 export const gatewayShed = new Counter({
   name: "switchyard_gateway_shed_total",
-  help: "Requests the gateway's adaptive concurrency limit shed at once (503 LOAD_SHED)",
+  help: "Requests the gateway's adaptive concurrency limit shed at once (503 LOAD_SHED), by the request's priority",
+  labelNames: ["priority"] as const,
   registers: [registry],
 });
 
