@@ -63,6 +63,13 @@ import {
 import { availableParallelism } from "node:os";
 import { pinGeneratorAndMesh, type Pinning } from "./pinning.js";
 import { BEFORE_OBSERVABILITY, prepareBaseline, type Baseline, type BaselineFixture } from "./baseline.js";
+import {
+  formatWebhooks,
+  measureWebhooks,
+  webhooksBenchCounts,
+  webhooksSummaryRows,
+  type WebhooksBenchResult,
+} from "./webhooks.js";
 
 /** Extra sections: a store read alone, overload, feed paging at depth, startup and memory, the live feed, cost per request and scale-out. */
 const extra: {
@@ -74,6 +81,7 @@ const extra: {
   requestCost?: (RequestCostResult | { engine: string; error: string })[];
   scaleOut?: ScaleOutResult | { error: string };
   edgeCatalog?: EdgeCatalogResult | { error: string };
+  webhooks?: WebhooksBenchResult | { error: string };
 } = {};
 
 // BENCH_SECONDS / BENCH_WARMUP_SECONDS shorten a run while developing; the defaults are the benchmark.
@@ -1112,6 +1120,7 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
       pass: d.pass,
     });
   rows.push(edgeCatalogSummaryRow(extra.edgeCatalog));
+  rows.push(...webhooksSummaryRows(extra.webhooks));
   rows.push(...sizingRows());
   return rows;
 }
@@ -1168,7 +1177,7 @@ function sizingRows(): SummaryRow[] {
 
 const fmt = (ms: number | undefined) => (ms === undefined || Number.isNaN(ms) ? "–" : ms.toFixed(1)).padStart(6);
 
-/** What each BENCH_ONLY value runs: A; B and C; D, F and E; G and H; I; one comparison of B alone; C, G, H or I alone. */
+/** What each BENCH_ONLY value runs: A; B and C; D, F and E; G and H; I; J; one comparison of B alone; C, G, H, I or J alone. */
 type Section =
   | "library"
   | "paths"
@@ -1179,9 +1188,10 @@ type Section =
   | "baseline"
   | "cost"
   | "scaleout"
-  | "edgecache";
+  | "edgecache"
+  | "webhooks";
 const BENCH_MODES: Record<string, Section[]> = {
-  all: ["library", "paths", "rest", "cost", "scaleout", "edgecache"],
+  all: ["library", "paths", "rest", "cost", "scaleout", "edgecache", "webhooks"],
   library: ["library"],
   http: ["paths", "rest", "cost", "scaleout"],
   sizing: ["cost", "scaleout"],
@@ -1193,6 +1203,7 @@ const BENCH_MODES: Record<string, Section[]> = {
   overload: ["overload"],
   baseline: ["baseline"],
   edgecache: ["edgecache"],
+  webhooks: ["webhooks"],
 };
 
 async function main(): Promise<number> {
@@ -1294,10 +1305,18 @@ async function main(): Promise<number> {
     console.error("I. the catalog from the gateway's edge cache against raw node:http");
     extra.edgeCatalog = await measureEdgeCatalog(load).catch((err: unknown) => ({ error: message(err) }));
   }
+  if (runs("webhooks")) {
+    console.error("J. webhooks: commit → first attempt, and one replica's delivery rate");
+    extra.webhooks = await measureWebhooks(webhooksBenchCounts(process.env)).catch((err: unknown) => {
+      if (interrupted) throw err;
+      return { error: message(err) };
+    });
+  }
   console.log("");
   printReport(settings, library, http);
   printExtra(http);
   console.log(formatEdgeCatalog(extra.edgeCatalog).join("\n"));
+  console.log(formatWebhooks(extra.webhooks).join("\n"));
   console.log(tracingCost(http).join("\n"));
   const againstRef = baselineRef ? againstBaseline(http, baselineRef) : [];
   if (againstRef.length > 0) console.log(againstRef.join("\n"));
@@ -1315,6 +1334,7 @@ async function main(): Promise<number> {
   if (extra.footprint && "error" in extra.footprint) failed.push({ label: "footprint" });
   if (extra.liveFeed && "error" in extra.liveFeed) failed.push({ label: "live feed" });
   if (extra.edgeCatalog && "error" in extra.edgeCatalog) failed.push({ label: "edge cache catalog" });
+  if (extra.webhooks && "error" in extra.webhooks) failed.push({ label: "webhooks" });
   for (const r of extra.requestCost ?? []) {
     if ("error" in r) failed.push({ label: `cost per request (${r.engine})` });
     else
