@@ -215,4 +215,38 @@ forEachDatabase("outbox relay", (dbs) => {
       await Promise.all([a.stop(), b.stop()]);
     }
   });
+
+  it("a holder whose process dies (its connections gone, its lease kept) is replaced within the lease (a server)", async function () {
+    // On PGlite the database dies with the process that holds it: two replicas share a server only.
+    if (!dbs.target.sharedOpens) this.skip();
+    const ttlMs = 900;
+    const sent = { a: [] as string[], b: [] as string[] };
+    const a = leased(db, "a", async (events) => void sent.a.push(...events.map((e) => e.id)), ttlMs);
+    const b = leased(replicaDb, "b", async (events) => void sent.b.push(...events.map((e) => e.id)), ttlMs);
+    a.start();
+    await until("a to take the lease", () => a.relaying);
+    b.start();
+    try {
+      const before = await append(3);
+      await until("a to relay the first events", async () => (await unrelayedEvents(db, 10)).length === 0);
+      // As kill -9 leaves it: a's connections closed by the server's side, nothing let go.
+      await db.close();
+      const killedAt = Date.now();
+      const later: string[] = [];
+      for (let i = 0; i < 3; i++)
+        later.push(
+          (
+            await replicaDb.transaction((tx) =>
+              appendEvent(tx, { type: "t.x", tenantId: "acme", resource: randomBytes(8) }),
+            )
+          ).id,
+        );
+      await until("b to relay what came after", () => later.every((id) => sent.b.includes(id)));
+      expect(Date.now() - killedAt).to.be.below(2 * ttlMs + 500);
+      expect(sent.b, "b sends what a had not relayed, and only that").to.deep.equal(later);
+      expect(sent.a).to.deep.equal(before);
+    } finally {
+      await Promise.all([a.stop(), b.stop()]);
+    }
+  });
 });
