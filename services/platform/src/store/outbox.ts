@@ -55,9 +55,9 @@ const toEvent = (r: EventRow): OutboxEvent => ({
   occurredAt: r.occurred_at,
 });
 
+const OUTBOX_CHANNEL_SUFFIX = "_outbox";
 /** The channel `appendEvent` notifies in `schema` (the service's: its search_path). */
 export const outboxChannel = (schema: string): string => `${schema}${OUTBOX_CHANNEL_SUFFIX}`;
-const OUTBOX_CHANNEL_SUFFIX = "_outbox";
 
 /**
  * Records an event on `tx`: the transaction that makes the change it reports. The NOTIFY rides in the
