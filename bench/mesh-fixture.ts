@@ -26,6 +26,10 @@ export interface MeshFixture {
   readonly databaseApplications: Record<ServiceName, string> | undefined;
   /** What the mesh's processes wrote (for a failed scenario's report). */
   readonly logs: string[];
+  /** Stops one process (SIGTERM) and waits for it to exit. */
+  stopService(name: ServiceName): Promise<void>;
+  /** Starts a stopped process again, with the same settings and port, and waits until it serves. */
+  restartService(name: ServiceName): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -157,6 +161,11 @@ export async function startMeshFixture({
       processes: Object.fromEntries(all.map(([n, r]) => [replicaName(n, r), m.process(n, r).pid])),
       databaseApplications,
       logs: m.logs,
+      stopService: (name) => m.stopService(name),
+      restartService: async (name) => {
+        await m.restartService(name);
+        track(m.process(name));
+      },
       stop,
     };
   } catch (err) {

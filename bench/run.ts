@@ -64,6 +64,13 @@ import {
 import { availableParallelism } from "node:os";
 import { pinGeneratorAndMesh, type Pinning } from "./pinning.js";
 import { BEFORE_OBSERVABILITY, prepareBaseline, type Baseline, type BaselineFixture } from "./baseline.js";
+import {
+  formatWebhooks,
+  measureWebhooks,
+  webhooksBenchCounts,
+  webhooksSummaryRows,
+  type WebhooksBenchResult,
+} from "./webhooks.js";
 
 /** Extra sections: a store read alone, overload, feed paging at depth, startup and memory, the live feed, cost per request and scale-out. */
 const extra: {
@@ -76,6 +83,7 @@ const extra: {
   scaleOut?: ScaleOutResult | { error: string };
   edgeCatalog?: EdgeCatalogResult | { error: string };
   priority?: PriorityResult | { error: string };
+  webhooks?: WebhooksBenchResult | { error: string };
 } = {};
 
 // BENCH_SECONDS / BENCH_WARMUP_SECONDS shorten a run while developing; the defaults are the benchmark.
@@ -1115,6 +1123,7 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
     });
   rows.push(edgeCatalogSummaryRow(extra.edgeCatalog));
   rows.push(...prioritySummaryRows(extra.priority));
+  rows.push(...webhooksSummaryRows(extra.webhooks));
   rows.push(...sizingRows());
   return rows;
 }
@@ -1171,7 +1180,7 @@ function sizingRows(): SummaryRow[] {
 
 const fmt = (ms: number | undefined) => (ms === undefined || Number.isNaN(ms) ? "–" : ms.toFixed(1)).padStart(6);
 
-/** What each BENCH_ONLY value runs: A; B and C; D, F and E; G and H; I; one comparison of B alone; C, G, H or I alone. */
+/** What each BENCH_ONLY value runs: A; B and C; D, F and E; G and H; I; J; one comparison of B alone; C, G, H, I or J alone. */
 type Section =
   | "library"
   | "paths"
@@ -1183,9 +1192,10 @@ type Section =
   | "cost"
   | "scaleout"
   | "edgecache"
-  | "priority";
+  | "priority"
+  | "webhooks";
 const BENCH_MODES: Record<string, Section[]> = {
-  all: ["library", "paths", "rest", "cost", "scaleout", "edgecache", "priority"],
+  all: ["library", "paths", "rest", "cost", "scaleout", "edgecache", "priority", "webhooks"],
   library: ["library"],
   http: ["paths", "rest", "cost", "scaleout"],
   sizing: ["cost", "scaleout"],
@@ -1198,6 +1208,7 @@ const BENCH_MODES: Record<string, Section[]> = {
   baseline: ["baseline"],
   edgecache: ["edgecache"],
   priority: ["priority"],
+  webhooks: ["webhooks"],
 };
 
 async function main(): Promise<number> {
@@ -1304,11 +1315,19 @@ async function main(): Promise<number> {
     const starts = Number(process.env.BENCH_PRIORITY_STARTS ?? 2);
     extra.priority = await measurePriority(settings.seconds, starts).catch((err: unknown) => ({ error: message(err) }));
   }
+  if (runs("webhooks")) {
+    console.error("J. webhooks: commit → first attempt, and one replica's delivery rate");
+    extra.webhooks = await measureWebhooks(webhooksBenchCounts(process.env)).catch((err: unknown) => {
+      if (interrupted) throw err;
+      return { error: message(err) };
+    });
+  }
   console.log("");
   printReport(settings, library, http);
   printExtra(http);
   console.log(formatEdgeCatalog(extra.edgeCatalog).join("\n"));
   console.log(["", "P. Priority under overload", ...formatPriority(extra.priority)].join("\n"));
+  console.log(formatWebhooks(extra.webhooks).join("\n"));
   console.log(tracingCost(http).join("\n"));
   const againstRef = baselineRef ? againstBaseline(http, baselineRef) : [];
   if (againstRef.length > 0) console.log(againstRef.join("\n"));
@@ -1327,6 +1346,7 @@ async function main(): Promise<number> {
   if (extra.liveFeed && "error" in extra.liveFeed) failed.push({ label: "live feed" });
   if (extra.edgeCatalog && "error" in extra.edgeCatalog) failed.push({ label: "edge cache catalog" });
   if (extra.priority && "error" in extra.priority) failed.push({ label: "priority" });
+  if (extra.webhooks && "error" in extra.webhooks) failed.push({ label: "webhooks" });
   for (const r of extra.requestCost ?? []) {
     if ("error" in r) failed.push({ label: `cost per request (${r.engine})` });
     else

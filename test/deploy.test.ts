@@ -1174,8 +1174,16 @@ describe("deploy/ (Kubernetes)", function () {
           )
             ? 1
             : 0;
-          budget += (autoscaler.spec.maxReplicas + surge) * (pool + listens);
-          rows.push(`${p.name} ${autoscaler.spec.maxReplicas + surge}×(${pool}+${listens})`);
+          // The replica relaying its outbox (one at a time, by lease) LISTENs for its commits: one more
+          // connection for the service, unless each replica has its LISTEN connection already.
+          const relayListens =
+            listens === 0 && read(join(ROOT, "services", p.name, "src", "service.ts")).includes("webhookRelay(")
+              ? 1
+              : 0;
+          budget += (autoscaler.spec.maxReplicas + surge) * (pool + listens) + relayListens;
+          rows.push(
+            `${p.name} ${autoscaler.spec.maxReplicas + surge}×(${pool}+${listens})${relayListens ? " + 1" : ""}`,
+          );
         }
         expect(budget, `${rows.join(" + ")} + 4 reserved ≤ ${limit}`).to.be.at.most(limit);
         if (overlayName === "local") {

@@ -15,7 +15,7 @@ import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { registration } from "@switchyard/platform/server.js";
 import { serviceCredentialsFromIdentity } from "@switchyard/platform/service-credentials.js";
 import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
-import { webhookRelay } from "@switchyard/platform/webhook-relay.js";
+import { webhookRelay, webhookRelaySettings } from "@switchyard/platform/webhook-relay.js";
 import type { OutboxRelay } from "@switchyard/platform/outbox-relay.js";
 import { orderResourceOf } from "./partner-events.js";
 import { orderHandlers, ordersInterceptors } from "./rpc-handlers.js";
@@ -56,6 +56,7 @@ export const ordersSettings = {
     5_000,
   ),
   idempotencyKeyTtlHours: idempotencyKeyTtlSetting,
+  ...webhookRelaySettings,
   faults: faultsSetting(ORDERS_FAULT_POINTS),
 };
 export type OrdersConfig = ConfigOf<typeof ordersSettings>;
@@ -91,7 +92,11 @@ export async function startOrdersService(config: OrdersConfig, logger: Logger): 
       await events.start();
       const credentials = serviceCredentialsFromIdentity(channels.identity, ORDERS_CLIENT_ID, config.serviceSecret);
       // Its events, at least once, to the webhooks service.
-      relay = webhookRelay(db, { channel: channels.webhooks, credentials }, orderResourceOf, logger);
+      relay = webhookRelay(db, { channel: channels.webhooks, credentials }, orderResourceOf, {
+        logger,
+        pollMs: config.outboxPollMs,
+        leaseMs: config.outboxLeaseMs,
+      });
       const steps = new MoneySteps({
         store,
         payments: createServiceClient(PaymentService, channels.payments),

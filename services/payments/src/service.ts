@@ -16,7 +16,7 @@ import { Faults, faultsSetting } from "@switchyard/platform/faults.js";
 import { verifierFromIdentity } from "@switchyard/platform/identity-keys.js";
 import { registration } from "@switchyard/platform/server.js";
 import { serviceCredentialsFromIdentity } from "@switchyard/platform/service-credentials.js";
-import { webhookRelay } from "@switchyard/platform/webhook-relay.js";
+import { webhookRelay, webhookRelaySettings } from "@switchyard/platform/webhook-relay.js";
 import { paymentResourceOf } from "./partner-events.js";
 import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
 import { PAYMENTS_FAULT_POINTS, paymentHandlers, paymentsInterceptors } from "./rpc-handlers.js";
@@ -38,6 +38,7 @@ export const paymentsSettings = {
     "the secret payments presents to identity for its own service token (listed in identity's IDENTITY_SERVICE_CREDENTIALS), with which it relays its events to the webhooks service; unset: only its certificate (mutual TLS) vouches for it",
   ),
   idempotencyKeyTtlHours: idempotencyKeyTtlSetting,
+  ...webhookRelaySettings,
   faults: faultsSetting(PAYMENTS_FAULT_POINTS),
 };
 export type PaymentsConfig = ConfigOf<typeof paymentsSettings>;
@@ -66,7 +67,11 @@ export function startPaymentsService(config: PaymentsConfig, logger: Logger): Pr
         config.serviceSecret === undefined
           ? undefined
           : serviceCredentialsFromIdentity(channels.identity, "payments", config.serviceSecret);
-      const relay = webhookRelay(db, { channel: channels.webhooks, credentials }, paymentResourceOf, logger);
+      const relay = webhookRelay(db, { channel: channels.webhooks, credentials }, paymentResourceOf, {
+        logger,
+        pollMs: config.outboxPollMs,
+        leaseMs: config.outboxLeaseMs,
+      });
       relay.start();
       return {
         services: [

@@ -2,18 +2,33 @@
 // unrelayed events is sent, and marked relayed only once the receiver took it — a crash, a failed
 // call or a lost answer leaves them unrelayed, to be sent again (the receiver records each event
 // once, by its id). No transaction is held across the call: embedded PGlite runs one at a time.
-// Replicas relaying at the same moment may send an event twice; the receiver absorbs that too.
+// It wakes on the NOTIFY of a committed append (`appendEvent`); the poll is only a safety net. One
+// replica relays at a time, the holder of a lease it renews; a killed holder's lease runs out and
+// another replica takes it. The lease saves work, it is not what makes relaying correct: a holder
+// stalled past its lease may still send a batch the next one sends too, which the receiver absorbs.
 import type { Logger } from "./logger.js";
 import { reportOutbox } from "./metrics.js";
-import { markEventsRelayed, unrelayedEvents, type OutboxEvent } from "./store/outbox.js";
+import { releaseLease, takeLease } from "./store/leases.js";
+import { markEventsRelayed, outboxChannel, unrelayedEvents, type OutboxEvent } from "./store/outbox.js";
 import type { SqlDatabase } from "./store/engine.js";
 
+export interface OutboxRelayLease {
+  /** The lease's name in the service's `leases` table. */
+  name: string;
+  /** Who holds it (this replica). */
+  holder: string;
+  /** How long a taken lease lasts: a killed holder's replacement starts relaying within about this long. */
+  ttlMs: number;
+}
+
 export interface OutboxRelayOptions {
-  /** How often the outbox is looked at while it is empty. */
+  /** How often the outbox is looked at without a notification (a safety net: a commit wakes the relay). */
   pollMs: number;
   /** The most events one call hands on. */
   batch: number;
   logger: Logger;
+  /** Relay only while holding this lease; unset: relay always (a relay known to be the only one). */
+  lease?: OutboxRelayLease;
 }
 
 const MOST_BACK_OFF_MS = 5_000;
@@ -22,11 +37,17 @@ export class OutboxRelay {
   private stopped = false;
   private running: Promise<void> | undefined;
   private wake: (() => void) | undefined;
+  /** A notification came while no pause was waiting (during a batch): do not pause. */
+  private woken = false;
   /** Ends a hand-over in flight when the relay stops: a stopping service does not wait for the receiver. */
   private readonly stopping = new AbortController();
   /** The oldest event seen waiting, while it waits (the outbox's lag, a metric). */
   private oldestUnrelayed: Date | undefined;
   private unreport: (() => void) | undefined;
+  private unlisten: (() => Promise<void>) | undefined;
+  /** Whether this replica holds the lease, as of `leaseCheckedAt` (Date.now()). */
+  private holding = false;
+  private leaseCheckedAt = -Infinity;
 
   constructor(
     private readonly db: SqlDatabase,
@@ -47,6 +68,11 @@ export class OutboxRelay {
     this.unreport?.();
   }
 
+  /** Whether this replica relays now (holds the lease, or needs none). */
+  get relaying(): boolean {
+    return this.options.lease === undefined || this.holding;
+  }
+
   /** Hands on one batch; returns how many events it relayed. */
   async runOnce(): Promise<number> {
     const events = await unrelayedEvents(this.db, this.options.batch);
@@ -62,28 +88,97 @@ export class OutboxRelay {
     return events.length;
   }
 
+  /**
+   * Takes or renews the lease when a third of its time has passed since it was last looked at (so a
+   * holder renews well before it runs out, and a waiting replica tries that often), and says whether
+   * this replica holds it.
+   */
+  private async holdsLease(): Promise<boolean> {
+    const lease = this.options.lease;
+    if (!lease) return true;
+    const now = Date.now();
+    if (now - this.leaseCheckedAt < lease.ttlMs / 3) return this.holding;
+    const held = await takeLease(this.db, lease.name, lease.holder, lease.ttlMs);
+    this.leaseCheckedAt = now;
+    if (held !== this.holding)
+      this.options.logger.info({ lease: lease.name }, held ? "relaying the outbox (lease taken)" : "outbox lease lost");
+    this.holding = held;
+    // Another replica reports the outbox's age.
+    if (!held) this.oldestUnrelayed = undefined;
+    return held;
+  }
+
   private async loop(): Promise<void> {
+    const lease = this.options.lease;
+    // Awake often enough to renew the lease in time, or to try for it.
+    const idleMs = lease ? Math.min(this.options.pollMs, lease.ttlMs / 3) : this.options.pollMs;
     let backOff = 0;
     while (!this.stopped) {
-      let wait = this.options.pollMs;
+      let wait = idleMs;
       try {
-        const relayed = await this.runOnce();
+        const holding = await this.holdsLease();
+        await this.listenWhile(holding);
+        const relayed = holding ? await this.runOnce() : 0;
         backOff = 0;
         // A full batch: more may be waiting.
         if (relayed === this.options.batch) continue;
       } catch (err) {
-        backOff = Math.min(MOST_BACK_OFF_MS, Math.max(this.options.pollMs, backOff * 2));
+        backOff = Math.min(MOST_BACK_OFF_MS, Math.max(idleMs, backOff * 2));
         wait = backOff;
         this.options.logger.warn({ message: String(err), retryInMs: wait }, "could not relay outbox events; retrying");
       }
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, wait);
-        timer.unref();
-        this.wake = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
+      if (!this.stopped) await this.pause(wait);
     }
+    await this.listenWhile(false).catch(() => {});
+    // Let go at once: another replica takes over without waiting for the lease to run out.
+    if (lease && this.holding) await releaseLease(this.db, lease.name, lease.holder).catch(() => {});
+    this.holding = false;
+  }
+
+  /**
+   * Only the relaying replica listens (on a server, one connection per process carries its LISTENs):
+   * listening first, then reading, so an event committed in between is in one or the other. A lost
+   * LISTEN connection (onResync) means notifications may be lost: the outbox is read at once. Not
+   * listening leaves the poll, so a failure to listen is only a warning.
+   */
+  private async listenWhile(holding: boolean): Promise<void> {
+    if (holding && !this.unlisten) {
+      try {
+        this.unlisten = await this.db.listen(
+          outboxChannel(this.db.schema),
+          () => this.rouse(),
+          () => this.rouse(),
+        );
+      } catch (err) {
+        this.options.logger.warn({ message: String(err) }, "could not LISTEN for outbox events; polling");
+      }
+    } else if (!holding && this.unlisten) {
+      const unlisten = this.unlisten;
+      this.unlisten = undefined;
+      await unlisten();
+    }
+  }
+
+  private rouse(): void {
+    this.woken = true;
+    this.wake?.();
+  }
+
+  private pause(ms: number): Promise<void> {
+    if (this.woken) {
+      this.woken = false;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.wake = undefined;
+        this.woken = false;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      timer.unref();
+      this.wake = done;
+    });
   }
 }

@@ -1,11 +1,14 @@
 // The outbox on every store adapter: an event appended in a transaction exists exactly when that
-// transaction commits; unrelayed events come oldest first, and marking them relayed is idempotent.
+// transaction commits (and only then notifies the schema's outbox channel); unrelayed events come
+// oldest first, and marking them relayed is idempotent.
 import { expect } from "chai";
 import { randomBytes } from "node:crypto";
+import { setTimeout as sleep } from "node:timers/promises";
 import {
   OUTBOX_TABLE_SQL,
   appendEvent,
   markEventsRelayed,
+  outboxChannel,
   unrelayedEvents,
   type Migration,
   type SqlDatabase,
@@ -56,5 +59,28 @@ forEachDatabase("outbox of events", (dbs) => {
     await markEventsRelayed(db, [ids[0]!, ids[2]!]);
     await markEventsRelayed(db, []);
     expect((await unrelayedEvents(db, 10)).map((e) => e.type)).to.deep.equal(["a.two"]);
+  });
+
+  it("notifies the schema's outbox channel when the append commits, never when it is rolled back", async () => {
+    const heard: string[] = [];
+    const stop = await db.listen(outboxChannel(db.schema), (payload) => heard.push(payload));
+    try {
+      await db
+        .transaction(async (tx) => {
+          await appendEvent(tx, event("order.paid"));
+          throw new Error("the change failed");
+        })
+        .catch(() => {});
+      await sleep(200);
+      expect(heard, "nothing for a rolled-back append").to.deep.equal([]);
+      await db.transaction(async (tx) => {
+        await appendEvent(tx, event("order.paid"));
+        await appendEvent(tx, event("order.shipped"));
+      });
+      for (let i = 0; i < 100 && heard.length === 0; i++) await sleep(20);
+      expect(heard, "one notification for the transaction").to.deep.equal([""]);
+    } finally {
+      await stop();
+    }
   });
 });

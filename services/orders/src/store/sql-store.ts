@@ -7,7 +7,9 @@ import {
   findIdempotentResult,
   jsonResultCodec,
   KeysetPageQuery,
+  releaseLease,
   runIdempotent,
+  takeLease,
   type KeyedRequest,
   type SqlDatabase,
   type SqlExecutor,
@@ -385,18 +387,12 @@ export class SqlOrdersStore implements OrdersStore {
     return rows.map(toStep);
   }
 
-  async takeLease(name: string, holder: string, ttlMs: number): Promise<boolean> {
-    const { rowCount } = await this.db.query(
-      `INSERT INTO leases (name, holder, expires_at) VALUES ($1, $2, clock_timestamp() + $3::bigint * interval '1 millisecond')
-       ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at
-       WHERE leases.holder = EXCLUDED.holder OR leases.expires_at < clock_timestamp()`,
-      [name, holder, ttlMs],
-    );
-    return rowCount === 1;
+  takeLease(name: string, holder: string, ttlMs: number): Promise<boolean> {
+    return takeLease(this.db, name, holder, ttlMs);
   }
 
-  async releaseLease(name: string, holder: string): Promise<void> {
-    await this.db.query(`DELETE FROM leases WHERE name = $1 AND holder = $2`, [name, holder]);
+  releaseLease(name: string, holder: string): Promise<void> {
+    return releaseLease(this.db, name, holder);
   }
 
   watchStatusChanges(

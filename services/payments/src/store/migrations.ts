@@ -1,6 +1,7 @@
 import {
   IDEMPOTENCY_PRINCIPAL_SQL,
   IDEMPOTENCY_TABLE_SQL,
+  LEASES_TABLE_SQL,
   OUTBOX_TABLE_SQL,
   type Migration,
 } from "@switchyard/platform/store";
@@ -51,5 +52,10 @@ CREATE INDEX payments_by_owner ON payments (tenant_id, owner_user_id, created_at
     version: 4,
     name: "outbox of events for partners (payment.succeeded, refund.succeeded)",
     sql: OUTBOX_TABLE_SQL,
+  },
+  {
+    version: 5,
+    name: "leases (one replica relays the outbox at a time)",
+    sql: LEASES_TABLE_SQL,
   },
 ];

@@ -9,3 +9,4 @@ export { PGLITE_SETTINGS } from "./pglite-database.js";
 export * from "./idempotency.js";
 export { KeysetPageQuery, type KeysetOrder, type KeysetPage, type KeysetPageSpec } from "./keyset-page.js";
 export * from "./outbox.js";
+export * from "./leases.js";

@@ -3,6 +3,8 @@
 // its event, one that is rolled back — by an error, or a process killed before COMMIT — never does.
 // An event holds the changed resource as the service's proto message (encoded): the public v2 JSON
 // is rendered from it where the event leaves the mesh, by the code that renders the API's answers.
+// Appending one also NOTIFYs the schema's outbox channel, delivered when (and only if) the transaction
+// commits: the relay wakes on it instead of polling.
 import { newId } from "../ids.js";
 import type { SqlExecutor } from "./engine.js";
 
@@ -53,10 +55,20 @@ const toEvent = (r: EventRow): OutboxEvent => ({
   occurredAt: r.occurred_at,
 });
 
-/** Records an event on `tx`: the transaction that makes the change it reports. */
+const OUTBOX_CHANNEL_SUFFIX = "_outbox";
+/** The channel `appendEvent` notifies in `schema` (the service's: its search_path). */
+export const outboxChannel = (schema: string): string => `${schema}${OUTBOX_CHANNEL_SUFFIX}`;
+
+/**
+ * Records an event on `tx`: the transaction that makes the change it reports. The NOTIFY rides in the
+ * same statement (no extra round trip); PostgreSQL folds a transaction's identical ones into one.
+ */
 export async function appendEvent(tx: SqlExecutor, event: NewEvent): Promise<OutboxEvent> {
   const { rows } = await tx.query<EventRow>(
-    `INSERT INTO outbox_events (id, tenant_id, type, resource) VALUES ($1, $2, $3, $4) RETURNING ${EVENT_COLUMNS}`,
+    `WITH appended AS (
+       INSERT INTO outbox_events (id, tenant_id, type, resource) VALUES ($1, $2, $3, $4) RETURNING ${EVENT_COLUMNS}
+     )
+     SELECT ${EVENT_COLUMNS}, pg_notify(current_schema() || '${OUTBOX_CHANNEL_SUFFIX}', '')::text AS notified FROM appended`,
     [newId("evt"), event.tenantId, event.type, event.resource],
   );
   return toEvent(rows[0]!);
