@@ -221,7 +221,7 @@ describe("webhook delivery", function () {
     const first = new Date("2026-01-01T00:00:00Z");
     it("back off exponentially from 30 s to at most 6 h apart, each wait between half and all of its step", () => {
       const at = (attempts: number, random: number) =>
-        nextAttemptAt(first, first, attempts, () => random)!.getTime() - first.getTime();
+        nextAttemptAt(first, first, attempts, { random: () => random })!.getTime() - first.getTime();
       expect([at(1, 0), at(1, 0.5)]).to.deep.equal([FIRST_RETRY_MS / 2, FIRST_RETRY_MS * 0.75]);
       expect(at(1, 0.999999)).to.be.within(FIRST_RETRY_MS - 1, FIRST_RETRY_MS);
       expect(at(2, 0)).to.equal(FIRST_RETRY_MS);

@@ -220,11 +220,16 @@ export class SqlDeliveriesStore implements DeliveriesStore {
                              AND last_attempt_at > ${NOW} - ${ms("$3")})`,
         [
           delivery.endpointId,
-          `every delivery failed for ${Math.round(verdict.disableAfterMs / 3_600_000)} hours; enable it again once it answers`,
+          `every delivery failed for ${spoken(verdict.disableAfterMs)}; enable it again once it answers`,
           verdict.disableAfterMs,
         ],
       );
       return { endpointDisabled: disabled.rowCount === 1 };
     });
   }
+}
+
+/** A give-up period as the endpoint's reason says it: in hours (72), or seconds when shorter (the tests' schedules). */
+function spoken(ms: number): string {
+  return ms >= 3_600_000 ? `${Math.round(ms / 3_600_000)} hours` : `${Math.round(ms / 1000)} s`;
 }
