@@ -267,7 +267,8 @@ forEachDatabase("webhook deliveries", (dbs) => {
         );
       // 40, 80, 160, then 320 ms steps: at least 1 + 2,500 / (320 + 1,000) attempts, at most 4 + 2,500 / 160.
       expect(at.length).to.be.within(3, 20);
-      expect(at[at.length - 1]! - at[0]!, "all within the give-up period").to.be.at.most(schedule.giveUpAfterMs);
+      // Each due within the give-up period (an attempt is due no later), made at most the same slack after.
+      expect(at[at.length - 1]! - at[0]!, "within the give-up period").to.be.at.most(schedule.giveUpAfterMs + 1_000);
       const disabled = (await endpoints.getEndpoint(tenant, id))!;
       expect([disabled.enabled, disabled.disabledReason]).to.deep.equal([
         false,
