@@ -1133,6 +1133,27 @@ describe("deploy/ (Kubernetes)", function () {
             );
             for (const inward of ["10.1.2.3", "169.254.169.254", "172.20.0.1", "192.168.0.1", "100.64.0.1"])
               expect(allows(policies, pod, { ip: inward }, 443, "TCP", ns), `${name} → ${inward}`).to.equal(false);
+            // IPv6: a public address on 443 as IPv4's; nothing inward, however it is written.
+            expect(allows(policies, pod, { ip: "2606:4700::1111" }, 443, "TCP", ns), `${name} → public IPv6`).to.equal(
+              name === "webhooks",
+            );
+            expect(allows(policies, pod, { ip: "2606:4700::1111" }, 80, "TCP", ns), `${name} → IPv6 :80`).to.equal(
+              false,
+            );
+            for (const inward of [
+              "::1",
+              "::",
+              "fc00::1",
+              "fd00:ec2::254",
+              "fe80::1",
+              "ff02::1",
+              "::ffff:10.0.0.1",
+              "::ffff:127.0.0.1",
+              "64:ff9b::a00:1",
+              "2002:a00:1::1",
+              "2001::a00:1",
+            ])
+              expect(allows(policies, pod, { ip: inward }, 443, "TCP", ns), `${name} → ${inward}`).to.equal(false);
             if (overlayName === "production") {
               expect(allows(policies, pod, internet, 5432, "TCP", ns), `${name} → PostgreSQL elsewhere`).to.equal(
                 false,

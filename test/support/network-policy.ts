@@ -2,6 +2,7 @@
 // direction is open in that direction; one selected by any is closed but for what some rule of those
 // policies allows (rules add up, nothing subtracts). A connection needs the source's egress and the
 // destination's ingress. Pods are modelled by namespace and labels, outside addresses by IP.
+import ipaddr from "ipaddr.js";
 
 export type Labels = Record<string, string>;
 export interface Pod {
@@ -69,12 +70,11 @@ function ipToNumber(ip: string): number {
   return parts.reduce((n, p) => n * 256 + p, 0);
 }
 
+/** Whether an address (IPv4 or IPv6) lies in a CIDR of the same family. */
 export function inCidr(ip: string, cidr: string): boolean {
-  const [base = "", bits = "32"] = cidr.split("/");
-  const size = 2 ** (32 - Number(bits));
-  const start = Math.floor(ipToNumber(base) / size) * size;
-  const n = ipToNumber(ip);
-  return n >= start && n < start + size;
+  const address = ipaddr.parse(ip);
+  const [network, bits] = ipaddr.parseCIDR(cidr);
+  return address.kind() === network.kind() && address.match(network, bits);
 }
 
 /** The first address of a CIDR past its network address (an address inside it). */

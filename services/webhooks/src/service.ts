@@ -19,14 +19,17 @@ import { parseEncryptionKey } from "@switchyard/platform/sealing.js";
 import { registration } from "@switchyard/platform/server.js";
 import { startServiceRuntime, type ServiceRuntime } from "@switchyard/platform/service-runtime.js";
 import { parseNetworks } from "./domain/destinations.js";
+import { RETRY_SCHEDULE } from "./domain/retries.js";
 import { SecretBox } from "./endpoint-secrets.js";
 import { webhookHandlers, webhooksInterceptors } from "./rpc-handlers.js";
 import { webhooksMigrations } from "./store/migrations.js";
 import { SqlWebhooksStore } from "./store/sql-store.js";
 import { SqlDeliveriesStore } from "./store/delivery-sql-store.js";
-import { attemptDelivery } from "./workflow/attempt.js";
+import { ATTEMPT_LIMITS, attemptDelivery } from "./workflow/attempt.js";
 import { DeliveryWorker } from "./workflow/delivery-worker.js";
 import { resolveWithSystemDns, type ResolveName } from "./workflow/destination-check.js";
+
+const DAY_MS = 24 * 3_600_000;
 
 export const webhooksSettings = {
   ...serviceSettings("WEBHOOKS", 50055),
@@ -49,17 +52,64 @@ export const webhooksSettings = {
     "let endpoints be http:// (a local mesh, the tests); false = https only",
     false,
   ),
+  // The back-off, the give-up period, the lease and the poll: issue 45's values by default; the tests
+  // compress them to watch an hour of retries, or a dead replica's lease running out, in seconds.
+  retryFirstMs: setting(
+    "WEBHOOK_RETRY_FIRST_MS",
+    parse.int(1, DAY_MS),
+    "the first retry's back-off step in ms; each later one doubles (each wait drawn between half and all of its step)",
+    RETRY_SCHEDULE.firstRetryMs,
+  ),
+  retryLongestMs: setting(
+    "WEBHOOK_RETRY_LONGEST_MS",
+    parse.int(1, 7 * DAY_MS),
+    "the longest back-off step in ms",
+    RETRY_SCHEDULE.longestWaitMs,
+  ),
+  giveUpAfterMs: setting(
+    "WEBHOOK_GIVE_UP_AFTER_MS",
+    parse.int(1, 30 * DAY_MS),
+    "ms after its first attempt a delivery is failed for good, and an endpoint that delivered nothing in them disabled",
+    RETRY_SCHEDULE.giveUpAfterMs,
+  ),
+  attemptTimeoutMs: setting(
+    "WEBHOOK_ATTEMPT_TIMEOUT_MS",
+    parse.int(100, 60_000),
+    "an attempt ends after this many ms whatever the receiver does",
+    ATTEMPT_LIMITS.timeoutMs,
+  ),
+  leaseMs: setting(
+    "WEBHOOK_LEASE_MS",
+    parse.int(200, 3_600_000),
+    "how long a replica holds a delivery it claimed (longer than an attempt's timeout): a killed replica's deliveries are claimed again after it",
+    60_000,
+  ),
+  pollMs: setting(
+    "WEBHOOK_POLL_MS",
+    parse.int(10, 60_000),
+    "how often each replica looks for due deliveries while none are found (a new event wakes it at once)",
+    1_000,
+  ),
 };
 export type WebhooksConfig = ConfigOf<typeof webhooksSettings>;
 export type WebhooksRuntime = ServiceRuntime;
 
 export function webhooksConfigFrom(env: NodeJS.ProcessEnv): WebhooksConfig {
   const config = loadConfig(webhooksSettings, env);
+  const problems: string[] = [];
   // On a database server the secrets are never stored in the clear.
   if (config.databaseUrl && !config.secretEncryptionKey)
-    throw new ConfigError([
+    problems.push(
       "WEBHOOK_SECRET_ENCRYPTION_KEY is required with DATABASE_URL (32 bytes in base64, e.g. openssl rand -base64 32)",
-    ]);
+    );
+  // A live holder must never lose its lease mid-attempt: that would send the delivery twice at once.
+  if (config.leaseMs <= config.attemptTimeoutMs)
+    problems.push(
+      `WEBHOOK_LEASE_MS (${config.leaseMs}) must be longer than WEBHOOK_ATTEMPT_TIMEOUT_MS (${config.attemptTimeoutMs})`,
+    );
+  if (config.retryLongestMs < config.retryFirstMs)
+    problems.push("WEBHOOK_RETRY_LONGEST_MS must be at least WEBHOOK_RETRY_FIRST_MS");
+  if (problems.length > 0) throw new ConfigError(problems);
   return config;
 }
 
@@ -81,20 +131,26 @@ export function startWebhooksService(
       const store = new SqlWebhooksStore(db, new SecretBox(config.secretEncryptionKey));
       const destinations = { allowPlainHttp: config.allowPlainHttp, allowedNetworks: config.allowedNetworks };
       const deliveries = new SqlDeliveriesStore(db);
-      // Every replica delivers: each delivery by lease, a minute (past an attempt's 10 s) per claim.
+      const limits = { ...ATTEMPT_LIMITS, timeoutMs: config.attemptTimeoutMs };
+      // Every replica delivers: each delivery by lease (by default a minute, past an attempt's 10 s).
       const worker = new DeliveryWorker(
         {
           store: deliveries,
           secrets: (tenantId, endpointId) => store.signingSecrets(tenantId, endpointId),
-          attempt: (delivery) => attemptDelivery(delivery, { destinations, resolve }),
+          attempt: (delivery) => attemptDelivery(delivery, { destinations, resolve, limits }),
           logger,
+          retries: {
+            firstRetryMs: config.retryFirstMs,
+            longestWaitMs: config.retryLongestMs,
+            giveUpAfterMs: config.giveUpAfterMs,
+          },
         },
         {
           holder: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`,
-          pollMs: 1_000,
+          pollMs: config.pollMs,
           concurrency: 32,
           perEndpoint: 4,
-          leaseMs: 60_000,
+          leaseMs: config.leaseMs,
         },
       );
       worker.start();

@@ -17,6 +17,7 @@ import { SqlDeliveriesStore } from "../src/store/delivery-sql-store.js";
 import { webhooksMigrations } from "../src/store/migrations.js";
 import { SqlWebhooksStore } from "../src/store/sql-store.js";
 import { attemptDelivery } from "../src/workflow/attempt.js";
+import { retryStep, type RetrySchedule } from "../src/domain/retries.js";
 import { DeliveryWorker } from "../src/workflow/delivery-worker.js";
 import { startReceiver } from "./support/receiver.js";
 
@@ -226,6 +227,55 @@ forEachDatabase("webhook deliveries", (dbs) => {
       const enabled = (await endpoints.updateEndpoint(tenant, id, { enabled: true }))!;
       expect([enabled.enabled, enabled.disabledReason]).to.deep.equal([true, ""]);
     } finally {
+      await hook.close();
+    }
+  });
+  it("on a compressed schedule, in real time: retries back off within their jitter, then the delivery fails and the endpoint is disabled, saying why", async () => {
+    const tenant = newTenant();
+    const hook = await startReceiver((_req, res) => void res.writeHead(500).end());
+    // 3 days compressed 100,000 times: 30 s → 0.3 ms would be below the poll; 40 ms doubling to 320 ms, for 2.5 s.
+    const schedule: RetrySchedule = { firstRetryMs: 40, longestWaitMs: 320, giveUpAfterMs: 2_500 };
+    const running = new DeliveryWorker(
+      {
+        store: deliveries,
+        secrets: (tenantId, endpointId) => endpoints.signingSecrets(tenantId, endpointId),
+        attempt: (d) => attemptDelivery(d, { destinations: LOOPBACK, resolve: async () => [] }),
+        logger,
+        retries: schedule,
+      },
+      { holder: "compressed", pollMs: 10, concurrency: 4, perEndpoint: 4, leaseMs: 30_000 },
+    );
+    try {
+      const { id } = await endpoint(tenant, hook.url);
+      await db.query(`UPDATE endpoints SET created_at = clock_timestamp() - interval '1 hour' WHERE id = $1`, [id]);
+      const e = event(tenant);
+      await deliveries.recordEvent(e);
+      running.start();
+      for (let i = 0; i < 200 && (await deliveryOf(e.id))[0]?.status !== "failed"; i++)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      // As the service recorded them: each attempt's time, taken as it began.
+      const [listed] = await deliveries.listDeliveries(id, undefined, 1);
+      const at = listed!.attempts.map((a) => a.attemptedAt.getTime());
+      expect(listed!.status).to.equal("failed");
+      expect(at.length, "every attempt reached the receiver").to.equal(hook.received.length);
+      // Each wait at least half its step; at most all of it and then recording the attempt, the poll and a
+      // claim (a second on a loaded machine; an embedded database's first queries are slow).
+      for (let n = 1; n < at.length; n++)
+        expect(at[n]! - at[n - 1]!, `wait ${n}`).to.be.within(
+          retryStep(n, schedule) / 2 - 1,
+          retryStep(n, schedule) + 1_000,
+        );
+      // 40, 80, 160, then 320 ms steps: at least 1 + 2,500 / (320 + 1,000) attempts, at most 4 + 2,500 / 160.
+      expect(at.length).to.be.within(3, 20);
+      // Each due within the give-up period (an attempt is due no later), made at most the same slack after.
+      expect(at[at.length - 1]! - at[0]!, "within the give-up period").to.be.at.most(schedule.giveUpAfterMs + 1_000);
+      const disabled = (await endpoints.getEndpoint(tenant, id))!;
+      expect([disabled.enabled, disabled.disabledReason]).to.deep.equal([
+        false,
+        "every delivery failed for 3 s; enable it again once it answers",
+      ]);
+    } finally {
+      await running.stop();
       await hook.close();
     }
   });

@@ -195,13 +195,33 @@ describe("webhook delivery", function () {
         await hook.close();
       }
     });
+    it("checks IPv6 at the connection too: a name resolving to ::1 is refused unless ::1 is allowed, then reached over IPv6", async () => {
+      const hook = await receiver((_req, res) => res.writeHead(200).end(), "::1");
+      try {
+        const resolve = async (hostname: string) => (hostname === "v6.example" ? ["::1"] : []);
+        const byName = { url: `http://v6.example:${hook.port}/hook`, headers: {}, body: "{}" };
+        for (const url of [byName.url, hook.url, `http://[::ffff:127.0.0.1]:${hook.port}/hook`]) {
+          const refused = await attemptDelivery({ ...byName, url }, { destinations: CLOSED, resolve, limits: SHORT });
+          expect(refused.error, url).to.match(/^destination refused: /);
+        }
+        expect(hook.connections(), "no connection to a refused address").to.equal(0);
+        const v6Loopback = { allowPlainHttp: true, allowedNetworks: parseNetworks("::1/128") };
+        expect(await attemptDelivery(byName, { destinations: v6Loopback, resolve, limits: SHORT })).to.include({
+          delivered: true,
+          status: 200,
+        });
+        expect(hook.connections()).to.equal(1);
+      } finally {
+        await hook.close();
+      }
+    });
   });
 
   describe("retries", () => {
     const first = new Date("2026-01-01T00:00:00Z");
     it("back off exponentially from 30 s to at most 6 h apart, each wait between half and all of its step", () => {
       const at = (attempts: number, random: number) =>
-        nextAttemptAt(first, first, attempts, () => random)!.getTime() - first.getTime();
+        nextAttemptAt(first, first, attempts, { random: () => random })!.getTime() - first.getTime();
       expect([at(1, 0), at(1, 0.5)]).to.deep.equal([FIRST_RETRY_MS / 2, FIRST_RETRY_MS * 0.75]);
       expect(at(1, 0.999999)).to.be.within(FIRST_RETRY_MS - 1, FIRST_RETRY_MS);
       expect(at(2, 0)).to.equal(FIRST_RETRY_MS);

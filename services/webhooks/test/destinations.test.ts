@@ -38,6 +38,22 @@ describe("webhook destinations", () => {
     ["192.0.2.1", "reserved"],
     ["64:ff9b::a00:1", "rfc6052"],
     ["2002:a00:1::", "6to4"],
+    // IPv6 every way an attacker writes an inward address (issue 45, "attack it").
+    ["fc00::1", "uniqueLocal"],
+    ["fdff:ffff::1", "uniqueLocal"],
+    ["febf:ffff::1", "linkLocal"],
+    ["ff00::1", "multicast"],
+    ["ff0e::1", "multicast"],
+    ["::ffff:10.0.0.1", "private"],
+    ["::ffff:169.254.169.254", "linkLocal"],
+    ["64:ff9b:1::a00:1", "rfc6052"],
+    ["2002:c0a8:101::1", "6to4"],
+    ["2001::a00:1", "teredo"],
+    ["2001:db8::1", "reserved"],
+    ["::a00:1", "notGlobalUnicast"],
+    ["::7f00:1", "notGlobalUnicast"],
+    ["fec0::1", "deprecatedSiteLocal"],
+    ["4000::1", "notGlobalUnicast"],
   ];
   for (const [address, range] of inward)
     it(`refuses ${address} (${range})`, () => {
@@ -45,7 +61,7 @@ describe("webhook destinations", () => {
     });
 
   it("takes public unicast addresses, v4 and v6", () => {
-    for (const address of ["8.8.8.8", "93.184.216.34", "2606:4700:4700::1111", "::ffff:8.8.8.8"])
+    for (const address of ["8.8.8.8", "93.184.216.34", "2606:4700:4700::1111", "2606:4700::1111", "::ffff:8.8.8.8"])
       expect(addressRefusal(address, CLOSED_POLICY), address).to.equal(undefined);
   });
 
@@ -81,6 +97,10 @@ describe("webhook destinations", () => {
       "https://0x7f.1/",
       "https://[::1]/",
       "https://[::ffff:169.254.169.254]/",
+      "https://[::]/",
+      "https://[fd00:ec2::254]/",
+      "https://[::ffff:a00:1]/",
+      "https://[64:ff9b::a00:1]/",
       "https://10.1/",
     ])
       expect(
@@ -94,6 +114,12 @@ describe("webhook destinations", () => {
     expect(
       refusal(() => checkResolvedAddresses("inward.example", ["93.184.216.34", "10.0.0.1"], CLOSED_POLICY)),
     ).to.match(/resolves to a private address/);
+    expect(refusal(() => checkResolvedAddresses("v6-loopback.example", ["::1"], CLOSED_POLICY))).to.match(
+      /resolves to a loopback address/,
+    );
+    expect(
+      refusal(() => checkResolvedAddresses("v6-metadata.example", ["2606:4700::1111", "fd00:ec2::254"], CLOSED_POLICY)),
+    ).to.match(/resolves to a uniqueLocal address/);
     checkResolvedAddresses("example.com", ["93.184.216.34", "2606:2800:220:1::"], CLOSED_POLICY);
   });
 

@@ -22,6 +22,8 @@ const NAMES: Record<string, string[]> = {
   "rebinding.example": ["93.184.216.34", "10.0.0.1"],
   "inward.example": ["10.0.0.1"],
   "metadata.example": ["169.254.169.254"],
+  "v6-loopback.example": ["::1"],
+  "v6-metadata.example": ["fd00:ec2::254"],
 };
 const resolve = async (hostname: string) => NAMES[hostname] ?? [];
 
@@ -116,6 +118,9 @@ for (const engine of serviceEngines()) {
         "https://127.0.0.1/",
         "https://169.254.169.254/latest/meta-data/",
         "https://[::1]:8443/",
+        "https://[::1]/",
+        "https://v6-loopback.example/",
+        "https://v6-metadata.example/",
         "https://inward.example/",
         "https://rebinding.example/",
         "https://metadata.example/",
@@ -126,6 +131,9 @@ for (const engine of serviceEngines()) {
         expect(answer, url).to.include({ code: Code.InvalidArgument, reason: "RULE_VIOLATION" });
       }
       expect((await failure(create("https://inward.example/"))).message).to.match(/resolves to a private address/);
+      expect((await failure(create("https://v6-loopback.example/"))).message).to.match(
+        /resolves to a loopback address/,
+      );
       const made = await create("https://partner.example/ok");
       expect(
         await failure(webhooks.updateEndpoint({ endpointId: made.endpoint!.id, url: "https://10.0.0.8/" }, alice)),

@@ -31,7 +31,10 @@ export function parseNetworks(raw: string): AllowedNetwork[] {
  * Why an address may not be a destination (e.g. "loopback"), or undefined when it may. An IPv4
  * address written as IPv6 (::ffff:a.b.c.d) is judged as the IPv4 address it is; every special range
  * (private, link-local — cloud metadata at 169.254.169.254 among them —, carrier-grade NAT, multicast,
- * reserved, translation prefixes that embed another address…) is refused, only plain unicast passes.
+ * reserved, translation prefixes that embed another address…) is refused, only plain unicast passes —
+ * for IPv6 only global unicast (2000::/3): the rest of that space is unassigned or, like the deprecated
+ * IPv4-compatible ::a.b.c.d written in hex (::a00:1), a way to name an inward address that no range
+ * of the library's covers.
  */
 export function addressRefusal(address: string, policy: DestinationPolicy): string | undefined {
   if (!ipaddr.isValid(address)) return "not an IP address";
@@ -41,8 +44,11 @@ export function addressRefusal(address: string, policy: DestinationPolicy): stri
   );
   if (allowed) return undefined;
   const range = parsed.range();
-  return range === "unicast" ? undefined : range;
+  if (range !== "unicast") return range;
+  return parsed.kind() === "ipv6" && !parsed.match(GLOBAL_UNICAST_V6) ? "notGlobalUnicast" : undefined;
 }
+
+const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR("2000::/3");
 
 /** An IP literal in a URL's host ([::1] written with brackets), or undefined for a name. */
 export function literalAddressOf(hostname: string): string | undefined {

@@ -63,4 +63,11 @@ CREATE TABLE delivery_attempts (
 );
 CREATE INDEX delivery_attempts_by_delivery ON delivery_attempts (delivery_id, id);`,
   },
+  {
+    version: 3,
+    name: "indexes a claim reads: each endpoint's pending deliveries in order, the leases in flight",
+    sql: `
+CREATE INDEX deliveries_pending_by_endpoint ON deliveries (endpoint_id, next_attempt_at, id) WHERE status = 'pending';
+CREATE INDEX deliveries_leased ON deliveries (lease_expires_at) WHERE status = 'pending';`,
+  },
 ];

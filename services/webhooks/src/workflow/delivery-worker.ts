@@ -6,7 +6,7 @@
 // out, and sent again (at least once; receivers deduplicate by the event id, `webhook-id`).
 import type { Logger } from "@switchyard/platform/logger.js";
 import { webhookAttemptDuration, webhookDeliveries } from "@switchyard/platform/metrics.js";
-import { GIVE_UP_AFTER_MS, nextAttemptAt } from "../domain/retries.js";
+import { nextAttemptAt, RETRY_SCHEDULE, type RetrySchedule } from "../domain/retries.js";
 import { signedHeaders } from "../domain/signatures.js";
 import type { SigningSecrets } from "../store/port.js";
 import type { AttemptVerdict, ClaimedDelivery, DeliveriesStore } from "../store/delivery-port.js";
@@ -31,6 +31,8 @@ export interface DeliveryWorkerDeps {
   logger: Logger;
   /** In [0, 1): the back-off's jitter. */
   random?: () => number;
+  /** The back-off and give-up period (the defaults: 30 s doubling to 6 h, for 3 days). */
+  retries?: RetrySchedule;
 }
 
 export class DeliveryWorker {
@@ -163,12 +165,11 @@ export class DeliveryWorker {
 
   private verdictOf(delivery: ClaimedDelivery, attemptedAt: Date, outcome: AttemptOutcome): AttemptVerdict {
     if (outcome.delivered) return { kind: "delivered" };
-    const next = nextAttemptAt(
-      delivery.firstAttemptAt ?? attemptedAt,
-      attemptedAt,
-      delivery.attempts + 1,
-      this.deps.random,
-    );
-    return next ? { kind: "retry", at: next } : { kind: "failed", disableAfterMs: GIVE_UP_AFTER_MS };
+    const schedule = this.deps.retries ?? RETRY_SCHEDULE;
+    const next = nextAttemptAt(delivery.firstAttemptAt ?? attemptedAt, attemptedAt, delivery.attempts + 1, {
+      schedule,
+      ...(this.deps.random ? { random: this.deps.random } : {}),
+    });
+    return next ? { kind: "retry", at: next } : { kind: "failed", disableAfterMs: schedule.giveUpAfterMs };
   }
 }

@@ -1,4 +1,4 @@
-// A partner's receiver for the tests, on 127.0.0.1: it answers each request with `respond` once the
+// A partner's receiver for the tests, on 127.0.0.1 (or ::1): it answers each request with `respond` once the
 // body is read, keeps what it received (headers as strings, as a verifier takes them) and counts the
 // connections made to it.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -19,6 +19,7 @@ export interface TestReceiver {
 
 export async function startReceiver(
   respond: (req: IncomingMessage, res: ServerResponse) => void = (_req, res) => void res.writeHead(204).end(),
+  host: "127.0.0.1" | "::1" = "127.0.0.1",
 ): Promise<TestReceiver> {
   const received: Received[] = [];
   let connections = 0;
@@ -34,10 +35,10 @@ export async function startReceiver(
     });
   });
   server.on("connection", () => connections++);
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
   const port = (server.address() as AddressInfo).port;
   return {
-    url: `http://127.0.0.1:${port}/hook`,
+    url: `http://${host === "::1" ? "[::1]" : host}:${port}/hook`,
     port,
     received,
     connections: () => connections,
