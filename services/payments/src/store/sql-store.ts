@@ -45,6 +45,15 @@ const PAYMENT_COLUMNS =
 const CREATE_PAYMENT = "payments.create";
 const CREATE_REFUND = "refunds.create";
 const REFUND_COLUMNS = "id, tenant_id, payment_id, amount, currency, reason, created_at";
+// Each statement's text is made once, here: a text made per call is a new string every time, which
+// every lookup by text (its SQL verb for the metrics, its prepared statement) must hash again — the
+// largest of payments' own costs on a read (issue 46).
+const INSERT_PAYMENT = `INSERT INTO payments (id, tenant_id, amount, currency, source, owner_user_id, reference) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${PAYMENT_COLUMNS}`;
+const PAYMENT_BY_ID = `SELECT ${PAYMENT_COLUMNS} FROM payments WHERE id = $1 AND tenant_id = $2`;
+const LOCK_PAYMENT_BY_ID = `${PAYMENT_BY_ID} FOR UPDATE`;
+const ADD_REFUNDED = "UPDATE payments SET amount_refunded = amount_refunded + $1 WHERE id = $2";
+const INSERT_REFUND = `INSERT INTO refunds (id, tenant_id, payment_id, amount, currency, reason) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${REFUND_COLUMNS}`;
+const REFUND_BY_ID = `SELECT ${REFUND_COLUMNS} FROM refunds WHERE id = $1 AND payment_id = $2 AND tenant_id = $3`;
 // One statement for both: `$2 IS NULL` lets the admins' list and a member's share a plan shape.
 const PAYMENTS_PAGE = new KeysetPageQuery({
   select: `SELECT ${PAYMENT_COLUMNS} FROM payments`,
@@ -87,18 +96,15 @@ export class SqlPaymentsStore implements PaymentsStore {
 
   createPayment(tenantId: string, idempotency: KeyedRequest<PaymentRecord>, payment: NewPayment) {
     return runIdempotent(this.db, { tenantId, operation: CREATE_PAYMENT, ...idempotency }, paymentCodec, async (tx) => {
-      const { rows } = await tx.query<PaymentRow>(
-        `INSERT INTO payments (id, tenant_id, amount, currency, source, owner_user_id, reference) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING ${PAYMENT_COLUMNS}`,
-        [
-          newId("pay"),
-          tenantId,
-          payment.amount,
-          payment.currency,
-          payment.source,
-          payment.ownerUserId,
-          payment.reference,
-        ],
-      );
+      const { rows } = await tx.query<PaymentRow>(INSERT_PAYMENT, [
+        newId("pay"),
+        tenantId,
+        payment.amount,
+        payment.currency,
+        payment.source,
+        payment.ownerUserId,
+        payment.reference,
+      ]);
       const created = toPayment(rows[0]!);
       await appendEvent(tx, paymentSucceeded(created));
       return created;
@@ -106,10 +112,7 @@ export class SqlPaymentsStore implements PaymentsStore {
   }
 
   async getPayment(tenantId: string, id: string): Promise<PaymentRecord | undefined> {
-    const { rows } = await this.db.query<PaymentRow>(
-      `SELECT ${PAYMENT_COLUMNS} FROM payments WHERE id = $1 AND tenant_id = $2`,
-      [id, tenantId],
-    );
+    const { rows } = await this.db.query<PaymentRow>(PAYMENT_BY_ID, [id, tenantId]);
     return rows[0] && toPayment(rows[0]);
   }
 
@@ -134,21 +137,19 @@ export class SqlPaymentsStore implements PaymentsStore {
       { tenantId, operation: CREATE_REFUND, ...idempotency },
       refundCodec,
       async (tx: SqlExecutor) => {
-        const locked = await tx.query<PaymentRow>(
-          `SELECT ${PAYMENT_COLUMNS} FROM payments WHERE id = $1 AND tenant_id = $2 FOR UPDATE`,
-          [refund.paymentId, tenantId],
-        );
+        const locked = await tx.query<PaymentRow>(LOCK_PAYMENT_BY_ID, [refund.paymentId, tenantId]);
         const payment = locked.rows[0] && toPayment(locked.rows[0]);
         if (!payment) throw new DomainError("NOT_FOUND", "payment not found");
         const amount = decide(payment);
-        await tx.query(`UPDATE payments SET amount_refunded = amount_refunded + $1 WHERE id = $2`, [
-          amount,
+        await tx.query(ADD_REFUNDED, [amount, payment.id]);
+        const { rows } = await tx.query<RefundRow>(INSERT_REFUND, [
+          newId("re"),
+          tenantId,
           payment.id,
+          amount,
+          payment.currency,
+          refund.reason,
         ]);
-        const { rows } = await tx.query<RefundRow>(
-          `INSERT INTO refunds (id, tenant_id, payment_id, amount, currency, reason) VALUES ($1, $2, $3, $4, $5, $6) RETURNING ${REFUND_COLUMNS}`,
-          [newId("re"), tenantId, payment.id, amount, payment.currency, refund.reason],
-        );
         const created = toRefund(rows[0]!);
         await appendEvent(tx, refundSucceeded(created));
         return created;
@@ -165,10 +166,7 @@ export class SqlPaymentsStore implements PaymentsStore {
   }
 
   async getRefund(tenantId: string, paymentId: string, refundId: string): Promise<RefundRecord | undefined> {
-    const { rows } = await this.db.query<RefundRow>(
-      `SELECT ${REFUND_COLUMNS} FROM refunds WHERE id = $1 AND payment_id = $2 AND tenant_id = $3`,
-      [refundId, paymentId, tenantId],
-    );
+    const { rows } = await this.db.query<RefundRow>(REFUND_BY_ID, [refundId, paymentId, tenantId]);
     return rows[0] && toRefund(rows[0]);
   }
 
