@@ -230,6 +230,9 @@ forEachDatabase("webhook deliveries", (dbs) => {
       await hook.close();
     }
   });
+  /** How late an attempt may be made on a loaded machine (a full test run beside it). */
+  const SLACK_MS = 2_500;
+
   it("on a compressed schedule, in real time: retries back off within their jitter, then the delivery fails and the endpoint is disabled, saying why", async () => {
     const tenant = newTenant();
     const hook = await startReceiver((_req, res) => void res.writeHead(500).end());
@@ -259,16 +262,17 @@ forEachDatabase("webhook deliveries", (dbs) => {
       expect(listed!.status).to.equal("failed");
       expect(at.length, "every attempt reached the receiver").to.equal(hook.received.length);
       // Each wait at least half its step; at most all of it and then recording the attempt, the poll and a
-      // claim (a second on a loaded machine; an embedded database's first queries are slow).
+      // claim (SLACK: seconds on a machine busy with a whole test run; an embedded database's first
+      // queries are slow).
       for (let n = 1; n < at.length; n++)
         expect(at[n]! - at[n - 1]!, `wait ${n}`).to.be.within(
           retryStep(n, schedule) / 2 - 1,
-          retryStep(n, schedule) + 1_000,
+          retryStep(n, schedule) + SLACK_MS,
         );
-      // 40, 80, 160, then 320 ms steps: at least 1 + 2,500 / (320 + 1,000) attempts, at most 4 + 2,500 / 160.
-      expect(at.length).to.be.within(3, 20);
+      // 40, 80, 160, then 320 ms steps: at least 1 + 2,500 / (320 + SLACK) attempts, at most 4 + 2,500 / 160.
+      expect(at.length).to.be.within(2, 20);
       // Each due within the give-up period (an attempt is due no later), made at most the same slack after.
-      expect(at[at.length - 1]! - at[0]!, "within the give-up period").to.be.at.most(schedule.giveUpAfterMs + 1_000);
+      expect(at[at.length - 1]! - at[0]!, "within the give-up period").to.be.at.most(schedule.giveUpAfterMs + SLACK_MS);
       const disabled = (await endpoints.getEndpoint(tenant, id))!;
       expect([disabled.enabled, disabled.disabledReason]).to.deep.equal([
         false,
