@@ -1,8 +1,8 @@
 // Deliveries on every store adapter, to real HTTP receivers: an event is recorded once and delivered
 // to each endpoint that asked for its type, signed (verified with the standardwebhooks package); a
 // failing endpoint is tried again later with the same webhook-id; a lease that ran out (its holder
-// died mid-attempt) is claimed again while a live one never is; a slow endpoint holds up only itself;
-// and a delivery failing for 3 days fails for good and disables an endpoint that delivered nothing.
+// died mid-attempt) is claimed again while a live one never is; replicas claiming at once keep one
+// holder per delivery and the bound per endpoint; a slow endpoint holds up only itself; and a delivery failing for 3 days fails for good and disables an endpoint that delivered nothing.
 import { expect } from "chai";
 import { randomBytes, randomUUID } from "node:crypto";
 import { Webhook } from "standardwebhooks";
@@ -202,6 +202,55 @@ forEachDatabase("webhook deliveries", (dbs) => {
       await slow.close();
       await fast.close();
     }
+  });
+
+  it("keeps one holder per delivery and the bound per endpoint while replicas claim at once", async () => {
+    // Replicas: opens of one place (separate pools on the server; PGlite has one connection).
+    const place = dbs.place();
+    const opens = [await place.open(webhooksMigrations)];
+    if (dbs.target.sharedOpens) opens.push(await place.open(webhooksMigrations));
+    const replicas = [0, 1, 2, 3].map((i) => new SqlDeliveriesStore(opens[i % opens.length]!));
+    const placeEndpoints = new SqlWebhooksStore(opens[0]!, new SecretBox(randomBytes(32)));
+    const tenant = newTenant();
+    for (let i = 0; i < 3; i++)
+      await placeEndpoints.createEndpoint(
+        tenant,
+        { principal: "user:1", key: randomUUID(), requestHash: "h" },
+        { url: `https://hook-${i}.example.com/`, eventTypes: ["payment.succeeded"], secret: newEndpointSecret() },
+      );
+    for (let i = 0; i < 20; i++) await replicas[0]!.recordEvent(event(tenant));
+    const bound = { limit: 3, perEndpoint: 2, leaseMs: 30_000 };
+    const done = new Set<string>();
+    for (let round = 0; round < 10; round++) {
+      const claims = await Promise.all(replicas.map((r, i) => r.claimDue(`replica-${i}`, bound)));
+      const ids = claims.flat().map((d) => d.id);
+      expect(new Set(ids).size, `round ${round}: held twice`).to.equal(ids.length);
+      expect(
+        ids.filter((id) => done.has(id)),
+        `round ${round}: delivered already`,
+      ).to.deep.equal([]);
+      const { rows } = await opens[0]!.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM deliveries WHERE lease_expires_at > clock_timestamp() GROUP BY endpoint_id`,
+      );
+      expect(
+        rows.map((r) => r.n),
+        `round ${round}: in flight per endpoint`,
+      ).to.deep.equal([2, 2, 2]);
+      await Promise.all(
+        claims.flatMap((claimed, i) =>
+          claimed.map((d) =>
+            replicas[i]!.finishAttempt(
+              d,
+              `replica-${i}`,
+              { attemptedAt: new Date(), status: 204, latencyMs: 1, excerpt: "", error: undefined },
+              { kind: "delivered" },
+            ),
+          ),
+        ),
+      );
+      ids.forEach((id) => done.add(id));
+    }
+    expect(done.size, "every delivery, once").to.equal(60);
   });
 
   it("fails a delivery for good after 3 days, and disables an endpoint that delivered nothing in them, saying why", async () => {
