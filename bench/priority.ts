@@ -22,7 +22,7 @@ export const CRITICAL_OK_TARGET = 0.99;
 /** The sheddable reads' rate, × the capacity measured for them alone on the same mesh. */
 export const SHEDDABLE_FACTOR = 3;
 /** Critical writers, each sending its next payment when the last is answered. */
-export const CRITICAL_WRITERS = Number(process.env.BENCH_PRIORITY_WRITERS ?? 8);
+export const CRITICAL_WRITERS = Number(process.env.BENCH_PRIORITY_WRITERS ?? 2);
 const CAPACITY_CONNECTIONS = 32;
 const OPEN_LOOP_SOCKETS = 256;
 /** Payments created first, so that the pages past the first exist. */

@@ -111,6 +111,12 @@ const PEAK_COMPLETIONS_FADE = 0.995;
 /** While shedding, each priority above the lowest is cut off this share of the limit (of the initial limit while lower) higher. */
 const PRIORITY_SHARE = 0.25;
 const PRIORITY_RANK: Record<Priority, number> = { sheddable: 0, default: 1, critical: 2 };
+/** Each priority and those above it: whose counts an admission of it raises. */
+const PRIORITIES_UP_FROM: Record<Priority, readonly Priority[]> = {
+  sheddable: ["sheddable", "default", "critical"],
+  default: ["default", "critical"],
+  critical: ["critical"],
+};
 /** A priority counts as arriving for this many windows after its last request. */
 const PRIORITY_MEMORY_WINDOWS = 10;
 
@@ -142,7 +148,7 @@ export class AdaptiveConcurrencyLimit {
   private probe: Probe | undefined;
   private probes = 0;
   /** Counts admissions that took the in-flight count above `minLimit`: a request during which it did not change stayed quiet. */
-  private crowded = 0;
+  private readonly crowded: Record<Priority, number> = { sheddable: 0, default: 0, critical: 0 };
   private quietSamples: number[] = [];
   private idleSince: number | undefined;
   private windowStartedAt: number | undefined;
@@ -214,6 +220,18 @@ export class AdaptiveConcurrencyLimit {
     if (steps <= 0) return this.limit;
     const reserve = Math.max(this.options.initialLimit, this.sheddingLimit) * PRIORITY_SHARE;
     return this.limit + steps * Math.max(this.options.minLimit, Math.floor(reserve));
+  }
+
+  /** Requests in flight of this priority and those below it. */
+  private countOf(priority: Priority): number {
+    const { sheddable, default: normal } = this.inflightBy;
+    if (priority === "sheddable") return sheddable;
+    return priority === "default" ? normal + sheddable : this.inflightCount;
+  }
+
+  /** Requests in flight of the lowest priority arriving and those below it: what the limit limits. */
+  private lowestCount(now: number): number {
+    return this.countOf(this.lowestArriving(now));
   }
 
   /**
@@ -293,23 +311,27 @@ export class AdaptiveConcurrencyLimit {
     this.inflightCount++;
     this.inflightBy[priority]++;
     this.idleSince = undefined;
-    if (this.inflightCount > this.windowPeakInflight) this.windowPeakInflight = this.inflightCount;
-    const admittedWith = this.inflightCount;
+    const lowest = this.lowestCount(now);
+    if (lowest > this.windowPeakInflight) this.windowPeakInflight = lowest;
+    // What the limit learns is about the requests it limits: those of this priority and below (the
+    // priorities above are beyond it). Alone, that is every request.
+    const admittedWith = this.countOf(priority);
     const quietAtStart = admittedWith <= this.options.minLimit;
-    if (!quietAtStart) this.crowded++;
-    const crowded = this.crowded;
+    for (const p of PRIORITIES_UP_FROM[priority]) if (this.countOf(p) > this.options.minLimit) this.crowded[p]++;
+    const crowded = this.crowded[priority];
     const probe = this.probe?.id;
     const started = now;
     let released = false;
     return (sample) => {
       if (released) return;
       released = true;
-      const quiet = quietAtStart && crowded === this.crowded;
+      const quiet = quietAtStart && crowded === this.crowded[priority];
       this.inflightCount--;
       this.inflightBy[priority]--;
       this.windowCompletions++;
-      if (this.inflightCount < this.windowLowInflight) this.windowLowInflight = this.inflightCount;
       const end = this.now();
+      const lowest = this.lowestCount(end);
+      if (lowest < this.windowLowInflight) this.windowLowInflight = lowest;
       if (this.inflightCount === 0) this.idleSince = end;
       // Only the lowest priority arriving teaches the limit (see the top of the file).
       if (!sample || priority !== this.lowestArriving(end)) return;
@@ -336,8 +358,8 @@ export class AdaptiveConcurrencyLimit {
     this.samples = [];
     this.admittedWith = [];
     this.windowStartedAt = undefined;
-    this.windowPeakInflight = this.inflightCount;
-    this.windowLowInflight = this.inflightCount;
+    this.windowPeakInflight = this.lowestCount(this.now());
+    this.windowLowInflight = this.windowPeakInflight;
     this.windowShed = false;
     this.windowArrivals = 0;
     this.windowCompletions = 0;
@@ -446,7 +468,7 @@ export class AdaptiveConcurrencyLimit {
     this.lastProbeAt = now;
     const limit = Math.max(
       this.options.minLimit,
-      Math.floor(Math.min(this.limitValue, this.inflightCount) * PROBE_FRACTION),
+      Math.floor(Math.min(this.limitValue, this.lowestCount(now)) * PROBE_FRACTION),
     );
     const endsBy = now + Math.max(PROBE_MAX_WINDOWS * this.windowMs, 4 * rttBefore);
     this.probe = { id: ++this.probes, limit, rttBefore, admittedWithBefore, endsBy, samples: [], admittedWith: [] };
