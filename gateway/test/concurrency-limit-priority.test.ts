@@ -189,10 +189,12 @@ describe("adaptive concurrency limit by priority", () => {
   });
 
   it("a fixed limit (GATEWAY_CONCURRENCY_* all equal) is a hard cap: every priority is shed alike at it", () => {
-    const fixed = new AdaptiveConcurrencyLimit({ initialLimit: 4, minLimit: 4, maxLimit: 4 });
-    for (let i = 0; i < 4; i++) expect(fixed.tryAcquire("sheddable"), `place ${i + 1}`).to.be.a("function");
-    for (const priority of ["sheddable", "default", "critical"] as const)
-      expect(fixed.tryAcquire(priority), priority).to.equal(undefined);
+    for (const filler of ["sheddable", "default", "critical"] as const) {
+      const fixed = new AdaptiveConcurrencyLimit({ initialLimit: 4, minLimit: 4, maxLimit: 4 });
+      for (let i = 0; i < 4; i++) expect(fixed.tryAcquire(filler), `${filler} place ${i + 1}`).to.be.a("function");
+      for (const priority of ["sheddable", "default", "critical"] as const)
+        expect(fixed.tryAcquire(priority), `${priority} beside 4 ${filler}`).to.equal(undefined);
+    }
   });
 
   it("one priority alone is limited exactly as without priorities", () => {

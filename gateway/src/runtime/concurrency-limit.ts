@@ -303,7 +303,9 @@ export class AdaptiveConcurrencyLimit {
       this.overloaded = true;
       this.windowsWithoutShed = 0;
     }
-    if (this.inflightAtOrBelow(priority, now) >= this.limitFor(priority, now)) {
+    // Until it sheds, the limit is a cap on every request in flight (a fixed limit is always one).
+    const counted = this.overloaded ? this.inflightAtOrBelow(priority, now) : this.inflightCount;
+    if (counted >= this.limitFor(priority, now)) {
       this.windowShed = true;
       this.lastShedAt = now;
       return undefined;
