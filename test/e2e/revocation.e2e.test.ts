@@ -134,7 +134,7 @@ describe("e2e: revocation in seconds", function () {
     expect(out.status, out.text).to.equal(204);
     await refusedEverywhereWithin(bob.token, bob.userId, started);
     expect(await within(feed.ended, "the SSE feed ends")).to.equal("ended");
-    expect(feed.text()).to.match(
+    expect(feed.text(), `the feed's text: ${JSON.stringify(feed.text())}`).to.match(
       /event: error\ndata: \{"error":"the live feed ended: [^"]*revoked[^"]*","code":"UNAUTHENTICATED"\}/,
     );
     expect(await within(watch.ended, "the gRPC watch ends"), "WatchPosts ends UNAUTHENTICATED").to.equal(
