@@ -240,13 +240,15 @@ export async function startE2eMesh(
       demoData: true,
       output: "collect",
       // Tests make many requests with one token, some in bursts, and fail logins on purpose, all from
-      // 127.0.0.1: a quota, a concurrency limit and a login throttle that never bite, except in the
-      // tests of rate limits, shedding and login throttling.
+      // 127.0.0.1: a quota, a concurrency limit, a login throttle and services' event-loop shedding
+      // that never bite, except in the tests of rate limits, shedding and login throttling (a full
+      // parallel run once lagged payments' loop past the half threshold at which it sheds a later page).
       env: {
         DATABASE_URL: "",
         LOG_LEVEL: "info",
         GATEWAY_RATE_LIMIT: "1000000",
         LOGIN_FAILURES_ALLOWED: "1000",
+        SHED_EVENT_LOOP_DELAY_MS: "0",
         GATEWAY_RATE_LIMIT_PREFIX: redisPrefixes[0],
         LOGIN_THROTTLE_PREFIX: redisPrefixes[1],
         ...NO_SHEDDING,
