@@ -21,8 +21,8 @@ import type { SummaryRow } from "./summary.js";
 export const CRITICAL_OK_TARGET = 0.99;
 /** The sheddable reads' rate, × the capacity measured for them alone on the same mesh. */
 export const SHEDDABLE_FACTOR = 3;
-/** Critical writers, each sending its next payment when the last is answered. */
-export const CRITICAL_WRITERS = Number(process.env.BENCH_PRIORITY_WRITERS ?? 2);
+/** Critical writers, each sending its next payment when the last is answered (BENCH_PRIORITY_WRITERS). */
+export const CRITICAL_WRITERS = 2;
 const CAPACITY_CONNECTIONS = 32;
 const OPEN_LOOP_SOCKETS = 256;
 /** Payments created first, so that the pages past the first exist. */
@@ -54,6 +54,8 @@ export interface PriorityRun {
 
 export interface PriorityResult {
   runs: PriorityRun[];
+  /** The critical writers beside the flood. */
+  writers: number;
   /** With priorities on: the lowest critical 2xx share of its runs. */
   criticalOkShare: number;
   /** Goodput with priorities on ÷ goodput off (means over the runs). */
@@ -62,14 +64,14 @@ export interface PriorityResult {
 }
 
 /** Closed-loop critical writers: POST /v1/payments with a fresh Idempotency-Key each, any status counted. */
-function criticalWriters(mesh: MeshFixture, seconds: number): Promise<CriticalLoopResult> {
+function criticalWriters(mesh: MeshFixture, seconds: number, writers: number): Promise<CriticalLoopResult> {
   const statusCodes: Record<string, number> = {};
   const latencies = new Latencies();
   return new Promise((resolve, reject) => {
     const instance = autocannon(
       {
         url: `${mesh.gatewayUrl}/v1/payments`,
-        connections: CRITICAL_WRITERS,
+        connections: writers,
         pipelining: 1,
         duration: seconds,
         timeout: 10,
@@ -141,7 +143,7 @@ async function shedByPriority(gatewayUrl: string): Promise<Record<string, number
 }
 
 /** One run on a mesh of its own. */
-export async function measurePriorityRun(priorities: boolean, seconds: number): Promise<PriorityRun> {
+export async function measurePriorityRun(priorities: boolean, seconds: number, writers: number): Promise<PriorityRun> {
   const mesh = await startMeshFixture({ limit: "adaptive", env: { GATEWAY_PRIORITIES: String(priorities) } });
   const pinning = pinGeneratorAndMesh(Object.values(mesh.processes));
   try {
@@ -154,7 +156,7 @@ export async function measurePriorityRun(priorities: boolean, seconds: number): 
     await measureOpenLoop(page, { rate: capacity.reqPerSec * 0.3, seconds: 5, sockets: OPEN_LOOP_SOCKETS });
     const [sheddable, critical] = await Promise.all([
       measureOpenLoop(page, { rate, seconds, sockets: OPEN_LOOP_SOCKETS }),
-      criticalWriters(mesh, seconds),
+      criticalWriters(mesh, seconds, writers),
     ]);
     const gatewayShed = await shedByPriority(mesh.gatewayUrl);
     const criticalOk = Object.entries(critical.statusCodes)
@@ -178,25 +180,36 @@ export async function measurePriorityRun(priorities: boolean, seconds: number): 
 const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / Math.max(1, values.length);
 
 /** `starts` runs with priorities off and as many on, alternating. */
-export async function measurePriority(seconds: number, starts: number): Promise<PriorityResult> {
+export async function measurePriority(
+  seconds: number,
+  starts: number,
+  writers = CRITICAL_WRITERS,
+): Promise<PriorityResult> {
   const runs: PriorityRun[] = [];
   for (let i = 0; i < starts; i++)
     for (const priorities of [false, true]) {
       console.error(`  priority: run ${i + 1} of ${starts}, priorities ${priorities ? "on" : "off"} …`);
-      runs.push(await measurePriorityRun(priorities, seconds));
+      runs.push(await measurePriorityRun(priorities, seconds, writers));
     }
   const on = runs.filter((r) => r.priorities);
   const off = runs.filter((r) => !r.priorities);
   const criticalOkShare = Math.min(...on.map((r) => r.critical.okShare));
   const goodputRatio = mean(on.map((r) => r.goodputPerSec)) / mean(off.map((r) => r.goodputPerSec));
-  return { runs, criticalOkShare, goodputRatio, pass: criticalOkShare >= CRITICAL_OK_TARGET && goodputRatio >= 1 };
+  return {
+    runs,
+    writers,
+    criticalOkShare,
+    goodputRatio,
+    pass: criticalOkShare >= CRITICAL_OK_TARGET && goodputRatio >= 1,
+  };
 }
 
 const pct = (share: number) => `${(share * 100).toFixed(1)} %`;
 
 export function formatPriority(result: PriorityResult | { error: string } | undefined): string[] {
+  const writers = result && "writers" in result ? result.writers : CRITICAL_WRITERS;
   const out = [
-    `  sheddable payment-list pages (a cursor) at ${SHEDDABLE_FACTOR}× their capacity, open loop, beside ${CRITICAL_WRITERS} closed-loop critical payment writers; generator and mesh on a core each:`,
+    `  sheddable payment-list pages (a cursor) at ${SHEDDABLE_FACTOR}× their capacity, open loop, beside ${writers} closed-loop critical payment writers; generator and mesh on a core each:`,
   ];
   if (!result) return [...out, "  not run this time (BENCH_ONLY)"];
   if ("error" in result) return [...out, `  FAILED: ${result.error}`];

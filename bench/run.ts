@@ -41,7 +41,13 @@ import { formatSummary, formatSummaryByRuntime, NO_TARGET, type RuntimeSummary, 
 import { benchRuntimes, runOn, SUMMARY_FILE_ENV } from "./runtimes.js";
 import { writeFile } from "node:fs/promises";
 import { CLOSED_LOOP_CONNECTIONS, CLOSED_LOOP_SHED_TARGET, measureClosedLoops } from "./load/closed-loop-mix.js";
-import { formatPriority, measurePriority, prioritySummaryRows, type PriorityResult } from "./priority.js";
+import {
+  CRITICAL_WRITERS,
+  formatPriority,
+  measurePriority,
+  prioritySummaryRows,
+  type PriorityResult,
+} from "./priority.js";
 import { edgeCatalogSummaryRow, formatEdgeCatalog, measureEdgeCatalog, type EdgeCatalogResult } from "./edge-cache.js";
 import { NODE_FLAGS } from "../scripts/mesh.js";
 import { prepareReferenceData, startSameWorkReference, type ReferenceData } from "./same-work-reference.js";
@@ -1313,7 +1319,10 @@ async function main(): Promise<number> {
   if (runs("priority")) {
     console.error("P. priority: sheddable reads at 3× beside critical writes, priorities off and on");
     const starts = Number(process.env.BENCH_PRIORITY_STARTS ?? 2);
-    extra.priority = await measurePriority(settings.seconds, starts).catch((err: unknown) => ({ error: message(err) }));
+    const writers = Number(process.env.BENCH_PRIORITY_WRITERS ?? CRITICAL_WRITERS);
+    extra.priority = await measurePriority(settings.seconds, starts, writers).catch((err: unknown) => ({
+      error: message(err),
+    }));
   }
   if (runs("webhooks")) {
     console.error("J. webhooks: commit → first attempt, and one replica's delivery rate");

@@ -215,8 +215,13 @@ export class AdaptiveConcurrencyLimit {
 
   /** The requests in flight beyond which one of this priority is shed: the limit for the lowest priority arriving, a share more for each above it. */
   limitFor(priority: Priority, now = this.now()): number {
+    return this.limitAbove(priority, this.lowestArriving(now));
+  }
+
+  /** limitFor, with the lowest priority arriving already read (once per request). */
+  private limitAbove(priority: Priority, lowest: Priority): number {
     if (!this.overloaded) return this.limit;
-    const steps = PRIORITY_RANK[priority] - PRIORITY_RANK[this.lowestArriving(now)];
+    const steps = PRIORITY_RANK[priority] - PRIORITY_RANK[lowest];
     if (steps <= 0) return this.limit;
     const reserve = Math.max(this.options.initialLimit, this.sheddingLimit) * PRIORITY_SHARE;
     return this.limit + steps * Math.max(this.options.minLimit, Math.floor(reserve));
@@ -229,22 +234,17 @@ export class AdaptiveConcurrencyLimit {
     return priority === "default" ? normal + sheddable : this.inflightCount;
   }
 
-  /** Requests in flight of the lowest priority arriving and those below it: what the limit limits. */
-  private lowestCount(now: number): number {
-    return this.countOf(this.lowestArriving(now));
-  }
-
   /**
    * What a request of this priority is counted against its limit: the requests in flight of its own
    * priority and of those below it — those above it are beyond its limit —, each lower one only up to
    * its own limit (the many admitted before shedding began take no place from a higher priority).
    */
-  private inflightAtOrBelow(priority: Priority, now: number): number {
+  private inflightAtOrBelow(priority: Priority, lowest: Priority): number {
     const { sheddable, default: normal, critical } = this.inflightBy;
     if (priority === "sheddable") return sheddable;
-    const below = Math.min(sheddable, this.limitFor("sheddable", now));
+    const below = Math.min(sheddable, this.limitAbove("sheddable", lowest));
     if (priority === "default") return normal + below;
-    return critical + Math.min(normal + below, this.limitFor("default", now));
+    return critical + Math.min(normal + below, this.limitAbove("default", lowest));
   }
 
   /** The lowest priority that arrived within the last PRIORITY_MEMORY_WINDOWS windows (default before any). */
@@ -303,9 +303,10 @@ export class AdaptiveConcurrencyLimit {
       this.overloaded = true;
       this.windowsWithoutShed = 0;
     }
+    const lowestArriving = this.lowestArriving(now);
     // Until it sheds, the limit is a cap on every request in flight (a fixed limit is always one).
-    const counted = this.overloaded ? this.inflightAtOrBelow(priority, now) : this.inflightCount;
-    if (counted >= this.limitFor(priority, now)) {
+    const counted = this.overloaded ? this.inflightAtOrBelow(priority, lowestArriving) : this.inflightCount;
+    if (counted >= this.limitAbove(priority, lowestArriving)) {
       this.windowShed = true;
       this.lastShedAt = now;
       return undefined;
@@ -313,8 +314,9 @@ export class AdaptiveConcurrencyLimit {
     this.inflightCount++;
     this.inflightBy[priority]++;
     this.idleSince = undefined;
-    const lowest = this.lowestCount(now);
-    if (lowest > this.windowPeakInflight) this.windowPeakInflight = lowest;
+    // The peak and the low count the requests the limit limits: the lowest priority arriving and below.
+    const limited = this.countOf(lowestArriving);
+    if (limited > this.windowPeakInflight) this.windowPeakInflight = limited;
     // What the limit learns is about the requests it limits: those of this priority and below (the
     // priorities above are beyond it). Alone, that is every request.
     const admittedWith = this.countOf(priority);
@@ -332,11 +334,12 @@ export class AdaptiveConcurrencyLimit {
       this.inflightBy[priority]--;
       this.windowCompletions++;
       const end = this.now();
-      const lowest = this.lowestCount(end);
-      if (lowest < this.windowLowInflight) this.windowLowInflight = lowest;
+      const lowestNow = this.lowestArriving(end);
+      const limitedNow = this.countOf(lowestNow);
+      if (limitedNow < this.windowLowInflight) this.windowLowInflight = limitedNow;
       if (this.inflightCount === 0) this.idleSince = end;
       // Only the lowest priority arriving teaches the limit (see the top of the file).
-      if (!sample || priority !== this.lowestArriving(end)) return;
+      if (!sample || priority !== lowestNow) return;
       const rtt = end - started;
       if (quiet) this.recordQuiet(rtt, end);
       if (this.probe) {
@@ -360,7 +363,7 @@ export class AdaptiveConcurrencyLimit {
     this.samples = [];
     this.admittedWith = [];
     this.windowStartedAt = undefined;
-    this.windowPeakInflight = this.lowestCount(this.now());
+    this.windowPeakInflight = this.countOf(this.lowestArriving(this.now()));
     this.windowLowInflight = this.windowPeakInflight;
     this.windowShed = false;
     this.windowArrivals = 0;
@@ -470,7 +473,7 @@ export class AdaptiveConcurrencyLimit {
     this.lastProbeAt = now;
     const limit = Math.max(
       this.options.minLimit,
-      Math.floor(Math.min(this.limitValue, this.lowestCount(now)) * PROBE_FRACTION),
+      Math.floor(Math.min(this.limitValue, this.countOf(this.lowestArriving(now))) * PROBE_FRACTION),
     );
     const endsBy = now + Math.max(PROBE_MAX_WINDOWS * this.windowMs, 4 * rttBefore);
     this.probe = { id: ++this.probes, limit, rttBefore, admittedWithBefore, endsBy, samples: [], admittedWith: [] };

@@ -5,15 +5,13 @@
 import { expect } from "chai";
 import type { CallOptions } from "@connectrpc/connect";
 import { PRIORITY_HEADER } from "@switchyard/platform/priority.js";
-import { ServiceCredentials } from "@switchyard/platform/service-credentials.js";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { TokenVerifier } from "@switchyard/platform/auth.js";
 import { rpcProxy } from "../../src/rpc/front.js";
-import { edgePolicy } from "../../src/pipeline/edge-policy.js";
+import { testPolicy } from "../pipeline/composed.js";
 import { AdaptiveConcurrencyLimit } from "../../src/runtime/concurrency-limit.js";
 import { createRateLimiter, type RateLimiter } from "../../src/runtime/rate-limit.js";
-import { StreamSlots } from "../../src/runtime/streams.js";
 import type { Upstreams } from "../../src/upstreams.js";
 
 describe("browser proxy (/rpc): a client's own priority header", () => {
@@ -33,19 +31,7 @@ describe("browser proxy (/rpc): a client's own priority header", () => {
         return { document: { id: "doc_x", title: "t", body: "b", etag: '"e"' } };
       },
     };
-    const policy = edgePolicy({
-      verifier: {} as TokenVerifier,
-      ownCredentials: new ServiceCredentials(() => Promise.reject(new Error("not asked for content's calls"))),
-      rateLimiter,
-      rateLimit: 1000,
-      rateWindowSeconds: 600,
-      concurrency,
-      streamSlots: new StreamSlots(1),
-      maxStreamsPerCaller: 1,
-      deadlineMs: 1_000,
-      maxDeadlineMs: 1_000,
-      onShed: () => {},
-    });
+    const policy = testPolicy({ verifier: {} as TokenVerifier, rateLimiter, rateLimit: 1000, concurrency });
     const rpc = rpcProxy({
       upstreams: { identity: {}, payments: {}, orders: {}, content } as unknown as Upstreams,
       policy,

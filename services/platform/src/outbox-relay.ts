@@ -11,6 +11,7 @@ import { reportOutbox } from "./metrics.js";
 import { releaseLease, takeLease } from "./store/leases.js";
 import { markEventsRelayed, outboxChannel, unrelayedEvents, type OutboxEvent } from "./store/outbox.js";
 import type { SqlDatabase } from "./store/engine.js";
+import { WakeSignal } from "./wake-signal.js";
 
 export interface OutboxRelayLease {
   /** The lease's name in the service's `leases` table. */
@@ -36,9 +37,8 @@ const MOST_BACK_OFF_MS = 5_000;
 export class OutboxRelay {
   private stopped = false;
   private running: Promise<void> | undefined;
-  private wake: (() => void) | undefined;
-  /** A notification came while no pause was waiting (during a batch): do not pause. */
-  private woken = false;
+  /** The pause between rounds, which a notification (or a stop) cuts short. */
+  private readonly wakeSignal = new WakeSignal();
   /** Ends a hand-over in flight when the relay stops: a stopping service does not wait for the receiver. */
   private readonly stopping = new AbortController();
   /** The oldest event seen waiting, while it waits (the outbox's lag, a metric). */
@@ -63,7 +63,7 @@ export class OutboxRelay {
   async stop(): Promise<void> {
     this.stopped = true;
     this.stopping.abort();
-    this.wake?.();
+    this.wakeSignal.rouse();
     await this.running;
     this.unreport?.();
   }
@@ -127,7 +127,7 @@ export class OutboxRelay {
         wait = backOff;
         this.options.logger.warn({ message: String(err), retryInMs: wait }, "could not relay outbox events; retrying");
       }
-      if (!this.stopped) await this.pause(wait);
+      if (!this.stopped) await this.wakeSignal.pause(wait);
     }
     await this.listenWhile(false).catch(() => {});
     // Let go at once: another replica takes over without waiting for the lease to run out.
@@ -146,8 +146,8 @@ export class OutboxRelay {
       try {
         this.unlisten = await this.db.listen(
           outboxChannel(this.db.schema),
-          () => this.rouse(),
-          () => this.rouse(),
+          () => this.wakeSignal.rouse(),
+          () => this.wakeSignal.rouse(),
         );
       } catch (err) {
         this.options.logger.warn({ message: String(err) }, "could not LISTEN for outbox events; polling");
@@ -157,28 +157,5 @@ export class OutboxRelay {
       this.unlisten = undefined;
       await unlisten();
     }
-  }
-
-  private rouse(): void {
-    this.woken = true;
-    this.wake?.();
-  }
-
-  private pause(ms: number): Promise<void> {
-    if (this.woken) {
-      this.woken = false;
-      return Promise.resolve();
-    }
-    return new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.wake = undefined;
-        this.woken = false;
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      timer.unref();
-      this.wake = done;
-    });
   }
 }

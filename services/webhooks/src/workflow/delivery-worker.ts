@@ -6,6 +6,7 @@
 // out, and sent again (at least once; receivers deduplicate by the event id, `webhook-id`).
 import type { Logger } from "@switchyard/platform/logger.js";
 import { webhookAttemptDuration, webhookDeliveries } from "@switchyard/platform/metrics.js";
+import { WakeSignal } from "@switchyard/platform/wake-signal.js";
 import { nextAttemptAt, RETRY_SCHEDULE, type RetrySchedule } from "../domain/retries.js";
 import { signedHeaders } from "../domain/signatures.js";
 import type { SigningSecrets } from "../store/port.js";
@@ -38,9 +39,8 @@ export interface DeliveryWorkerDeps {
 export class DeliveryWorker {
   private stopped = false;
   private running: Promise<void> | undefined;
-  private wake: (() => void) | undefined;
-  /** Something to look at came while no pause was waiting (an event, an attempt's end): do not pause. */
-  private woken = false;
+  /** The pause between claims, which an event, an attempt's end or a stop cuts short. */
+  private readonly wakeSignal = new WakeSignal();
   /** The attempts under way on this replica (at most `concurrency`). */
   private readonly inFlight = new Set<Promise<void>>();
 
@@ -55,12 +55,12 @@ export class DeliveryWorker {
 
   /** Looks for due deliveries now (an event was just recorded). */
   poke(): void {
-    this.rouse();
+    this.wakeSignal.rouse();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    this.wake?.();
+    this.wakeSignal.rouse();
     await this.running;
   }
 
@@ -98,37 +98,15 @@ export class DeliveryWorker {
       for (const delivery of claimed) {
         const attempt: Promise<void> = this.deliver(delivery).finally(() => {
           this.inFlight.delete(attempt);
-          this.rouse();
+          this.wakeSignal.rouse();
         });
         this.inFlight.add(attempt);
       }
       // Nothing due (or no place free): wait for the poll, a new event, or an attempt that ends.
-      if ((claimed.length === 0 || claimed.length === free) && !this.stopped) await this.pause();
+      if ((claimed.length === 0 || claimed.length === free) && !this.stopped)
+        await this.wakeSignal.pause(this.options.pollMs);
     }
     await Promise.all(this.inFlight);
-  }
-
-  private rouse(): void {
-    this.woken = true;
-    this.wake?.();
-  }
-
-  private pause(): Promise<void> {
-    if (this.woken) {
-      this.woken = false;
-      return Promise.resolve();
-    }
-    return new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.wake = undefined;
-        this.woken = false;
-        resolve();
-      };
-      const timer = setTimeout(done, this.options.pollMs);
-      timer.unref();
-      this.wake = done;
-    });
   }
 
   private async deliver(delivery: ClaimedDelivery): Promise<void> {
