@@ -253,7 +253,13 @@ const COMPARISON = {
   starts: Number(process.env.BENCH_COMPARE_STARTS ?? 4),
   rounds: Number(process.env.BENCH_COMPARE_ROUNDS ?? 6),
   sliceSeconds: 2,
-  warmupSeconds: 2,
+  // Every side is loaded this long before its slices are measured, so that each is compared warm. The
+  // mesh has far more code than a reference to compile to its fast tiers: measured here in 2 s slices
+  // of a fresh mesh (GET /v1/payments/{id}, gateway + payments CPU per request), Node 20 settled after
+  // ~6 s (437 → 245 µs) and Node 24 after ~10 s (442 → 255 µs), while the reference is warm within 2 s.
+  // With 2 s, Node 24's comparisons measured the mesh while it was still warming up (0.71 instead of
+  // ~0.95). BENCH_COMPARE_WARMUP_SECONDS.
+  warmupSeconds: Number(process.env.BENCH_COMPARE_WARMUP_SECONDS ?? 12),
   connections: settings.inFlight,
   // A payment read is measured after payment reads, a document read after document reads (the
   // edge cache's burst of document reads leaves the gateway's heap to the slice after it): load/interleaved.ts.

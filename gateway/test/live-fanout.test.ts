@@ -152,6 +152,19 @@ describe("gateway: shared live streams (fan-out)", () => {
     expect(fanout.size).to.equal(0);
   });
 
+  it("tells a subscriber whose token the upstream refused what it said (revoked), when no other subscriber's token is good — before the edge's own watch of that token does", async () => {
+    const fanout = new LiveFanout(logger, POLICY);
+    const upstream = simulatedUpstream();
+    const sub = await fanout.join("posts/acme", credential("logged-out"), upstream.open);
+    const f = follow(sub);
+    upstream.opened[0]!.events.fail(fail("UNAUTHENTICATED", "the token was revoked (logged out)"));
+    let ended: unknown;
+    await f.ended.catch((err: unknown) => (ended = err));
+    expect(String(ended)).to.match(/the token was revoked \(logged out\)/);
+    expect(ConnectError.from(ended).code).to.equal(Code.Unauthenticated);
+    expect(fanout.size).to.equal(0);
+  });
+
   it("closes the upstream stream when its last subscriber leaves; the next subscriber opens a new one", async () => {
     const fanout = new LiveFanout(logger, POLICY);
     const upstream = simulatedUpstream();

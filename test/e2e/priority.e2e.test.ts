@@ -37,14 +37,18 @@ describe("e2e: the gateway sheds by priority", function () {
 
   it("a flood of sheddable pages from several users is shed; every critical payment beside it is created", async () => {
     const tokens = [await env.api.login(ALICE), await env.api.login(BOB)];
-    for (let i = 0; i < 12; i++) {
-      const res = await env.api.post("/v1/payments", { token: tokens[0]!, key: newKey(), json: PAYMENT });
-      expect(res.status, res.text).to.equal(201);
+    // Each user's own second page: a cursor is its caller's alone.
+    const cursors: string[] = [];
+    for (const token of tokens) {
+      for (let i = 0; i < 8; i++) {
+        const res = await env.api.post("/v1/payments", { token, key: newKey(), json: PAYMENT });
+        expect(res.status, res.text).to.equal(201);
+      }
+      const first = await env.api.get("/v1/payments?limit=5", { token });
+      cursors.push(encodeURIComponent(String(first.json.next_cursor)));
     }
-    const first = await env.api.get("/v1/payments?limit=5", { token: tokens[0]! });
-    const cursor = String(first.json.next_cursor);
     const pageOf = (i: number) =>
-      fetch(`${env.mesh.gatewayUrl}/v1/payments?limit=5&cursor=${encodeURIComponent(cursor)}`, {
+      fetch(`${env.mesh.gatewayUrl}/v1/payments?limit=5&cursor=${cursors[i % tokens.length]!}`, {
         // A page past the first is sheddable; the client's own claim to be critical changes nothing.
         headers: { authorization: `Bearer ${tokens[i % tokens.length]!}`, "x-switchyard-priority": "critical" },
       });
@@ -74,7 +78,10 @@ describe("e2e: the gateway sheds by priority", function () {
     const writes = Object.values(critical).reduce((a, b) => a + b, 0);
     expect(writes, "critical writes were made throughout").to.be.greaterThan(WRITERS);
     expect(critical, "every critical write answered 201").to.deep.equal({ 201: writes });
-    expect(flood[503] ?? 0, `the flood is shed: ${JSON.stringify(flood)}`).to.be.greaterThan(0);
+    expect(Object.keys(flood), `the flood is answered or shed: ${JSON.stringify(flood)}`).to.have.members([
+      "200",
+      "503",
+    ]);
     const sheds = await gatewaySheds();
     expect(sheds.sheddable ?? 0, "shed at the gateway as sheddable").to.be.greaterThan(0);
     expect(sheds.critical ?? 0, "no critical request shed at the gateway").to.equal(0);

@@ -291,18 +291,27 @@ export class LiveFanout {
 
   private async run(key: string, stream: SharedStream, open: OpenShared): Promise<void> {
     const { signal } = stream.controller;
-    const refused = new Set<string>();
+    /** The tokens the upstream refused (by authorization header), with what it said. */
+    const refused = new Map<string, unknown>();
     const reopening = new Reopening(this.policy, signal);
     try {
       for (;;) {
         const credential = this.credentialFor(stream, refused);
         if (!credential) {
-          // A subscriber whose own token ran out is told so — the upstream may end the stream a moment
-          // before the edge's own watch of that token does; the others, that nobody's token is good.
+          // A subscriber whose own token the upstream refused (revoked) is told what it said, one whose
+          // token ran out that it expired — the upstream may end the stream a moment before the edge's
+          // own watch of that token does —; the others, that nobody's token is good.
           const now = Date.now() / 1000;
           const expired = fail("UNAUTHENTICATED", "the token has expired");
           const noneGood = fail("UNAUTHENTICATED", "no subscriber of the live feed holds a token that is still good");
-          this.close(key, stream, noneGood, (s) => (s.credential.expiresAt <= now ? expired : noneGood));
+          this.close(
+            key,
+            stream,
+            noneGood,
+            (s) =>
+              refused.get(s.credential.headers.authorization ?? "") ??
+              (s.credential.expiresAt <= now ? expired : noneGood),
+          );
           return;
         }
         const attempt = reopening.attempt();
@@ -321,7 +330,7 @@ export class LiveFanout {
           if (signal.aborted) return; // the last subscriber left
           if (ConnectError.from(err).code === Code.Unauthenticated) {
             // That subscriber's token is no longer good upstream: go on with another's, after the last event.
-            refused.add(credential.headers.authorization ?? "");
+            refused.set(credential.headers.authorization ?? "", err);
             continue;
           }
           try {
@@ -372,7 +381,7 @@ export class LiveFanout {
   }
 
   /** The credential of the subscriber whose token stays good longest, among those not refused. */
-  private credentialFor(stream: SharedStream, refused: ReadonlySet<string>): LiveCredential | undefined {
+  private credentialFor(stream: SharedStream, refused: ReadonlyMap<string, unknown>): LiveCredential | undefined {
     const now = Date.now() / 1000;
     let best: LiveCredential | undefined;
     for (const { credential } of stream.subscribers) {
