@@ -11,10 +11,16 @@
 // killed replica dropped are retried within the budget, not piled onto it. Two payments processes
 // share one PostgreSQL server (embedded storage is one process's own), so that part needs DATABASE_URL.
 import { expect } from "chai";
-import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
-import pg from "pg";
-import { ALICE, BOB, newKey, startE2eMesh, type E2eMesh } from "../support/http.js";
+import {
+  ALICE,
+  BOB,
+  newKey,
+  startE2eMesh,
+  startE2eMeshOnServer,
+  type E2eMesh,
+  type ServerE2eMesh,
+} from "../support/http.js";
 
 /** A small adaptive limit: overload begins at 16 in flight (the limit and the backlog beyond it). */
 const SMALL_LIMIT = {
@@ -106,15 +112,13 @@ describe("e2e: the gateway sheds by priority", function () {
   });
 });
 
-const SCHEMA_SERVICES = ["identity", "payments", "orders", "content", "webhooks"] as const;
 const KILL_FLOOD_MS = 4_500;
 const KILL_PAYMENT = { amount: 990, currency: "EUR", source: "tok_priority_kill" };
 
 describe("e2e: priority while a payments replica is killed mid-flood", function () {
   this.timeout(120_000);
   const url = process.env.DATABASE_URL;
-  const prefix = `t_${randomBytes(4).toString("hex")}`;
-  let env: E2eMesh;
+  let env: ServerE2eMesh;
 
   before(async function () {
     if (!url) {
@@ -123,14 +127,8 @@ describe("e2e: priority while a payments replica is killed mid-flood", function 
       );
       return this.skip();
     }
-    env = await startE2eMesh("priority-replicas", {
+    env = await startE2eMeshOnServer("priority-replicas", url, {
       replicas: { payments: 2 },
-      env: {
-        DATABASE_URL: url,
-        ...Object.fromEntries(SCHEMA_SERVICES.map((s) => [`${s.toUpperCase()}_DB_SCHEMA`, `${prefix}_${s}`])),
-        SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
-        DEMO_DATA_FORCE: "true",
-      },
       // Every answered call is logged at debug level: which replica served it.
       envFor: { payments: { LOG_LEVEL: "debug" }, gateway: SMALL_LIMIT },
     });
@@ -138,11 +136,6 @@ describe("e2e: priority while a payments replica is killed mid-flood", function 
 
   after(async () => {
     await env?.stop();
-    if (!url) return;
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-    for (const s of SCHEMA_SERVICES) await admin.query(`DROP SCHEMA IF EXISTS ${prefix}_${s} CASCADE`);
-    await admin.end();
   });
 
   /** Calls of a method that payments replica `replica` has answered so far. */

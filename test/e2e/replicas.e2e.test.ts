@@ -5,7 +5,6 @@
 // gateway runs its DEFAULT adaptive concurrency limit: a replica going away under load is not an
 // overload, and costs no shed answer either.
 import { expect } from "chai";
-import { randomBytes } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { create } from "@bufbuild/protobuf";
@@ -16,15 +15,12 @@ import {
   type TrackOrdersRequest,
 } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { createServiceClient, openChannel } from "@switchyard/platform/grpc";
-import { ALICE, DEMO_PASSWORD, newKey, startE2eMesh, type E2eMesh } from "../support/http.js";
-
-const SCHEMA_SERVICES = ["identity", "payments", "orders", "content"] as const;
+import { ALICE, DEMO_PASSWORD, newKey, startE2eMeshOnServer, type ServerE2eMesh } from "../support/http.js";
 
 describe("e2e: replicas (two payments, two orders) on one PostgreSQL server", function () {
   this.timeout(120_000);
   const url = process.env.DATABASE_URL;
-  const prefix = `t_${randomBytes(4).toString("hex")}`;
-  let env: E2eMesh;
+  let env: ServerE2eMesh;
   let token = "";
   let paymentId = "";
 
@@ -33,14 +29,8 @@ describe("e2e: replicas (two payments, two orders) on one PostgreSQL server", fu
       console.log("  (replicas suite skipped: DATABASE_URL is not set — replicas share a PostgreSQL server)");
       return this.skip();
     }
-    env = await startE2eMesh("replicas", {
+    env = await startE2eMeshOnServer("replicas", url, {
       replicas: { payments: 2, orders: 2 },
-      env: {
-        DATABASE_URL: url,
-        ...Object.fromEntries(SCHEMA_SERVICES.map((s) => [`${s.toUpperCase()}_DB_SCHEMA`, `${prefix}_${s}`])),
-        SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
-        DEMO_DATA_FORCE: "true",
-      },
       // Every answered call is logged at debug level: which replica served it.
       envFor: {
         payments: { LOG_LEVEL: "debug" },
@@ -63,11 +53,6 @@ describe("e2e: replicas (two payments, two orders) on one PostgreSQL server", fu
 
   after(async () => {
     await env?.stop();
-    if (!url) return;
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-    for (const s of SCHEMA_SERVICES) await admin.query(`DROP SCHEMA IF EXISTS ${prefix}_${s} CASCADE`);
-    await admin.end();
   });
 
   /** GetPayment calls each payments replica has answered so far. */
@@ -188,7 +173,7 @@ describe("e2e: replicas (two payments, two orders) on one PostgreSQL server", fu
     await admin.connect();
     try {
       const { rows } = await admin.query<{ holder: string }>(
-        `SELECT holder FROM ${prefix}_orders.leases WHERE name = 'orders.reconciler' AND expires_at > now()`,
+        `SELECT holder FROM ${env.schemaOf("orders")}.leases WHERE name = 'orders.reconciler' AND expires_at > now()`,
       );
       expect(rows.length, "one live reconciler lease").to.equal(1);
       const ports = env.mesh.replicaPorts.orders.map(String);

@@ -6,15 +6,13 @@
 // and is delivered. The replica holding an attempt killed (SIGKILL) mid-attempt: the other claims the
 // delivery once the lease runs out and delivers it. Invariants are read from the API's delivery lists.
 import { expect } from "chai";
-import { randomBytes } from "node:crypto";
 import type { ServerResponse } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { Webhook } from "standardwebhooks";
 import { startReceiver, type TestReceiver } from "../../services/webhooks/test/support/receiver.js";
-import { ALICE, newKey, startE2eMesh, type Api, type E2eMesh } from "../support/http.js";
+import { ALICE, newKey, startE2eMeshOnServer, type Api, type ServerE2eMesh } from "../support/http.js";
 
-const SCHEMA_SERVICES = ["identity", "payments", "orders", "content", "webhooks"] as const;
 /** Issue 45's schedule (30 s doubling to 6 h, for 3 days) compressed 200 times: an hour is 18 s. */
 const COMPRESSION = 200;
 const FIRST_RETRY_MS = 30_000 / COMPRESSION;
@@ -27,8 +25,7 @@ const paymentOf = (body: string) => (JSON.parse(body) as { data: { id: string } 
 describe("e2e: webhook delivery attacked (two replicas, a compressed schedule)", function () {
   this.timeout(120_000);
   const url = process.env.DATABASE_URL;
-  const prefix = `t_${randomBytes(4).toString("hex")}`;
-  let env: E2eMesh;
+  let env: ServerE2eMesh;
   let api: Api;
   let alice: string;
 
@@ -38,13 +35,9 @@ describe("e2e: webhook delivery attacked (two replicas, a compressed schedule)",
       console.log("  (webhook attacks skipped: DATABASE_URL is not set — the replicas share a PostgreSQL server)");
       return this.skip();
     }
-    env = await startE2eMesh("webhooks-attacks", {
+    env = await startE2eMeshOnServer("webhooks-attacks", url, {
       replicas: { webhooks: 2 },
       env: {
-        DATABASE_URL: url,
-        ...Object.fromEntries(SCHEMA_SERVICES.map((s) => [`${s.toUpperCase()}_DB_SCHEMA`, `${prefix}_${s}`])),
-        SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
-        DEMO_DATA_FORCE: "true",
         // Two replicas polling every 50 ms on a loaded 2-core machine: an event loop's delay is not this
         // test's subject, so no service sheds on it (the delivery lists read here would be refused).
         SHED_EVENT_LOOP_DELAY_MS: "0",
@@ -67,11 +60,6 @@ describe("e2e: webhook delivery attacked (two replicas, a compressed schedule)",
   after(async function () {
     this.timeout(60_000);
     await env?.stop();
-    if (!url) return;
-    const admin = new pg.Client({ connectionString: url });
-    await admin.connect();
-    for (const s of SCHEMA_SERVICES) await admin.query(`DROP SCHEMA IF EXISTS ${prefix}_${s} CASCADE`);
-    await admin.end();
   });
 
   const register = async (receiver: TestReceiver) => {
@@ -183,7 +171,7 @@ describe("e2e: webhook delivery attacked (two replicas, a compressed schedule)",
       const eventId = hook.received[0]!.headers["webhook-id"]!;
       // Who holds it: the lease names the replica's process (host:pid:…).
       const { rows } = await admin.query<{ lease_holder: string }>(
-        `SELECT lease_holder FROM ${prefix}_webhooks.deliveries WHERE event_id = $1`,
+        `SELECT lease_holder FROM ${env.schemaOf("webhooks")}.deliveries WHERE event_id = $1`,
         [eventId],
       );
       const pid = Number(rows[0]!.lease_holder.split(":")[1]);
@@ -216,7 +204,7 @@ describe("e2e: webhook delivery attacked (two replicas, a compressed schedule)",
       expect(delivery.attempts.map((a: { status_code: number }) => a.status_code)).to.deep.equal([204]);
       expect(Date.parse(delivery.attempts[0].attempted_at)).to.be.at.least(killedAt - 50);
       const { rows: after } = await admin.query<{ attempts: number; lease_holder: string | null }>(
-        `SELECT attempts, lease_holder FROM ${prefix}_webhooks.deliveries WHERE event_id = $1`,
+        `SELECT attempts, lease_holder FROM ${env.schemaOf("webhooks")}.deliveries WHERE event_id = $1`,
         [eventId],
       );
       expect(after[0]).to.deep.equal({ attempts: 1, lease_holder: null });

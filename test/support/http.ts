@@ -1,11 +1,12 @@
 // Helpers for the end-to-end tests: one mesh per file over real HTTP (global fetch), a recording
 // JSON client, logins for the demo users, and the error-envelope assertion every test leans on.
 import { expect } from "chai";
-import { randomUUID } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import pg from "pg";
 import { NO_SHEDDING, SERVICES, startMesh, type Mesh, type MeshOptions, type ServiceName } from "../../scripts/mesh.js";
 import { seedPgliteDataDirs } from "../../services/platform/test/support/databases.js";
 import { forgetRedisKeys } from "./redis-keys.js";
@@ -278,6 +279,51 @@ export async function startE2eMesh(
         // A login's known address lives 30 days: a shared Redis keeps none of this mesh's counters.
         const redisUrl = extra.env?.REDIS_URL ?? process.env.REDIS_URL;
         if (redisUrl) await forgetRedisKeys(redisUrl, redisPrefixes).catch(() => {});
+      }
+    },
+  };
+}
+
+/** The services that keep data, each in a schema of its own on a shared PostgreSQL server. */
+const SCHEMA_SERVICES = ["identity", "payments", "orders", "content", "webhooks"] as const;
+
+export interface ServerE2eMesh extends E2eMesh {
+  /** A service's schema on the server (`<prefix>_<service>`), for a test that reads its tables. */
+  schemaOf(service: (typeof SCHEMA_SERVICES)[number]): string;
+}
+
+/**
+ * A mesh whose services keep their data in fresh schemas of one PostgreSQL server — so that replicas
+ * of a service share it (embedded storage is one process's own) — with demo data, dropped at stop.
+ */
+export async function startE2eMeshOnServer(
+  name: string,
+  databaseUrl: string,
+  extra: Parameters<typeof startE2eMesh>[1] = {},
+): Promise<ServerE2eMesh> {
+  const prefix = `t_${randomBytes(4).toString("hex")}`;
+  const schemaOf = (service: string) => `${prefix}_${service}`;
+  const env = await startE2eMesh(name, {
+    ...extra,
+    env: {
+      DATABASE_URL: databaseUrl,
+      ...Object.fromEntries(SCHEMA_SERVICES.map((s) => [`${s.toUpperCase()}_DB_SCHEMA`, schemaOf(s)])),
+      SIGNING_KEY_ENCRYPTION_KEY: randomBytes(32).toString("base64"),
+      DEMO_DATA_FORCE: "true",
+      ...extra.env,
+    },
+  });
+  return {
+    ...env,
+    schemaOf,
+    async stop() {
+      await env.stop();
+      const admin = new pg.Client({ connectionString: databaseUrl });
+      await admin.connect();
+      try {
+        for (const s of SCHEMA_SERVICES) await admin.query(`DROP SCHEMA IF EXISTS ${schemaOf(s)} CASCADE`);
+      } finally {
+        await admin.end();
       }
     },
   };
