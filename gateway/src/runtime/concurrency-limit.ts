@@ -234,6 +234,11 @@ export class AdaptiveConcurrencyLimit {
     return priority === "default" ? normal + sheddable : this.inflightCount;
   }
 
+  /** Requests in flight of the lowest priority arriving and those below it: what the limit limits. */
+  private lowestCount(now: number): number {
+    return this.countOf(this.lowestArriving(now));
+  }
+
   /**
    * What a request of this priority is counted against its limit: the requests in flight of its own
    * priority and of those below it — those above it are beyond its limit —, each lower one only up to
@@ -363,7 +368,7 @@ export class AdaptiveConcurrencyLimit {
     this.samples = [];
     this.admittedWith = [];
     this.windowStartedAt = undefined;
-    this.windowPeakInflight = this.countOf(this.lowestArriving(this.now()));
+    this.windowPeakInflight = this.lowestCount(this.now());
     this.windowLowInflight = this.windowPeakInflight;
     this.windowShed = false;
     this.windowArrivals = 0;
@@ -473,7 +478,7 @@ export class AdaptiveConcurrencyLimit {
     this.lastProbeAt = now;
     const limit = Math.max(
       this.options.minLimit,
-      Math.floor(Math.min(this.limitValue, this.countOf(this.lowestArriving(now))) * PROBE_FRACTION),
+      Math.floor(Math.min(this.limitValue, this.lowestCount(now)) * PROBE_FRACTION),
     );
     const endsBy = now + Math.max(PROBE_MAX_WINDOWS * this.windowMs, 4 * rttBefore);
     this.probe = { id: ++this.probes, limit, rttBefore, admittedWithBefore, endsBy, samples: [], admittedWith: [] };
