@@ -677,13 +677,14 @@ describe("deploy/ (Kubernetes)", function () {
             if (min >= 2) expect(budget.spec.maxUnavailable).to.be.lessThan(min);
           });
 
-          it("runs its compiled bundle: node --enable-source-maps --no-allocation-site-pretenuring dist/<name>.js, from this overlay's image", () => {
+          it("runs its compiled bundle: node --enable-source-maps --no-allocation-site-pretenuring --no-memory-reducer dist/<name>.js, from this overlay's image", () => {
             const o = overlay(overlayName);
             const { container } = manifestOf(o, p);
             expect([...(container.command ?? []), ...(container.args ?? [])]).to.deep.equal([
               "node",
               "--enable-source-maps",
               "--no-allocation-site-pretenuring",
+              "--no-memory-reducer",
               `dist/${p.name}.js`,
             ]);
             const images = new Set(
@@ -1732,6 +1733,7 @@ describe("deploy/ (Kubernetes)", function () {
         "node",
         "--enable-source-maps",
         "--no-allocation-site-pretenuring",
+        "--no-memory-reducer",
         "dist/identity.js",
       ]);
     });
