@@ -12,7 +12,7 @@ import { randomBytes } from "node:crypto";
 import { request, type ClientRequest, type IncomingMessage } from "node:http";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Health, HealthCheckResponse_ServingStatus as Status } from "@switchyard/gen/health/v1/health_pb.js";
-import { createServiceClient, openChannel } from "@switchyard/platform/grpc";
+import { createServiceClient, openChannel, RETRY_BUDGET } from "@switchyard/platform/grpc";
 import { LIVENESS } from "@switchyard/platform/server.js";
 import { startPostgresServer, type PostgresServer } from "../../services/platform/test/support/postgres-server.js";
 import { startRedisServer, type RedisServer } from "../support/redis-server.js";
@@ -643,7 +643,12 @@ describe("e2e: platform faults (a PostgreSQL server and a Redis of its own)", fu
         await sleep(5);
       }
     });
-    await sleep(500);
+    // A read cut by its replica's death is retried within the gateway's retry budget toward payments
+    // (gRFC A6): every UNAVAILABLE answer costs a token, every answered call earns a tenth of one, and
+    // nothing is retried at half or less. The database outage above spent it (each STORE_UNAVAILABLE
+    // counts), so the readers first earn it back — from empty, maxTokens ÷ tokenRatio answers fill it.
+    const refill = RETRY_BUDGET.maxTokens / RETRY_BUDGET.tokenRatio;
+    await until(`${refill} reads answered (the retry budget full again)`, async () => statuses.length >= refill);
     await Promise.all([0, 1].map((replica) => env.mesh.stopService("payments", "SIGKILL", replica)));
     // Down for a while, as a node's restart would leave them: every read in that time waits.
     await sleep(1_000);
