@@ -49,6 +49,11 @@ function attributeValue(v: Record<string, unknown>): unknown {
   return v.stringValue ?? v.intValue ?? v.boolValue ?? v.doubleValue;
 }
 
+/** Whether a trace holds a server span of a service, named as given. */
+function hasServerSpan(trace: Span[], service: string, name: RegExp): boolean {
+  return trace.some((s) => s.service === service && s.kind === SERVER && name.test(s.name));
+}
+
 /** An OTLP/HTTP (JSON) trace receiver: POST /v1/traces. */
 async function startReceiver(): Promise<{ server: Server; port: number; spans: Span[] }> {
   const spans: Span[] = [];
@@ -169,7 +174,12 @@ describe("observability (real mesh, tracing on)", function () {
         (s) => s.service === "gateway" && s.kind === SERVER && s.attributes["switchyard.request_id"] === requestId,
       );
       trace = root ? receiver.spans.filter((s) => s.traceId === root.traceId) : [];
-      if (trace.some((s) => s.service === "payments" && s.kind === SERVER && s.name.endsWith("/CreatePayment"))) break;
+      // Each process exports on its own schedule: wait for every hop's server span, not just one.
+      if (
+        hasServerSpan(trace, "orders", /OrderService\/PayOrder$/) &&
+        hasServerSpan(trace, "payments", /PaymentService\/CreatePayment$/)
+      )
+        break;
       await sleep(100);
     }
     const byId = new Map(trace.map((s) => [s.spanId, s]));
@@ -246,7 +256,9 @@ describe("observability (real mesh, tracing on)", function () {
     const until = Date.now() + 15_000;
     while (Date.now() < until) {
       trace = receiver.spans.filter((s) => s.traceId === traceId);
-      if (trace.some((s) => s.service === "orders" && s.kind === SERVER)) break;
+      // The gateway's span ends last and its process exports apart from orders': wait for both.
+      if (hasServerSpan(trace, "gateway", /^POST /) && hasServerSpan(trace, "orders", /OrderService\/CreateOrder$/))
+        break;
       await sleep(100);
     }
     const root = trace.find((s) => s.service === "gateway" && s.kind === SERVER);
