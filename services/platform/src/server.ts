@@ -24,6 +24,10 @@ import { onEveryConnection, policePings, type PingPolicy } from "./grpc/connecti
 import type { DeadlineLimits } from "./grpc/deadline-policy.js";
 import type { PeerIdentity } from "./grpc/call-policy.js";
 import { watchLauncher } from "./launcher.js";
+import { installCallTables } from "./grpc/call-tables.js";
+
+// The server's HTTP/2 sessions too: without it each call's objects outlive the call (grpc/call-tables.ts).
+installCallTables();
 
 export interface ServiceRegistration {
   readonly service: DescService;

@@ -22,12 +22,14 @@ import { errorInfoOf, fail } from "../errors.js";
 import { MAX_MESSAGE_BYTES } from "../message-limits.js";
 import { clientTelemetry, type ClientCallTelemetry } from "./telemetry.js";
 import { installAsyncResourceBind } from "./async-resource-bind.js";
+import { installCallTables } from "./call-tables.js";
 import type { ChannelSecurity } from "./tls.js";
 import { RETRY_BUDGET, retryBudgetOf } from "./retry-budget.js";
 
-// Every process that calls over HTTP/2 loads this module: without it each call's objects outlive the call
-// (see async-resource-bind.ts).
+// Every process that calls over HTTP/2 loads this module: without these each call's objects outlive the
+// call (see async-resource-bind.ts and call-tables.ts).
 installAsyncResourceBind();
+installCallTables();
 
 /** A stream that fails before its first message (a call refused before it was sent). */
 // eslint-disable-next-line require-yield -- it fails at once, by design
