@@ -154,6 +154,9 @@ describe("e2e: priority while a payments replica is killed mid-flood", function 
     const until = performance.now() + KILL_FLOOD_MS;
     const flood: Record<number, number> = {};
     const writes: Record<number, number> = {};
+    /** Writes begun after the kill and created. */
+    let createdAfterKill = 0;
+    let killed = false;
     /** Writes answered with something else than 201: their key and body, retried below. */
     const unsettled: { key: string; status: number; text: string }[] = [];
     const flooding = Array.from({ length: FLOOD }, async (_, i) => {
@@ -168,14 +171,17 @@ describe("e2e: priority while a payments replica is killed mid-flood", function 
     const writing = Array.from({ length: WRITERS }, async (_, i) => {
       while (performance.now() < until) {
         const key = newKey();
+        const begunAfterKill = killed;
         const res = await env.api.post("/v1/payments", { token: tokens[i % tokens.length]!, key, json: KILL_PAYMENT });
         writes[res.status] = (writes[res.status] ?? 0) + 1;
+        if (begunAfterKill && res.status === 201) createdAfterKill++;
         if (res.status !== 201) unsettled.push({ key, status: res.status, text: res.text });
       }
     });
     // The kill comes once the flood has overloaded the gateway.
     await sleep(KILL_FLOOD_MS / 3);
     await env.mesh.stopService("payments", "SIGKILL", 1);
+    killed = true;
     await Promise.all([...flooding, ...writing]);
 
     const sheds = await gatewaySheds(env.mesh.gatewayUrl);
@@ -186,8 +192,10 @@ describe("e2e: priority while a payments replica is killed mid-flood", function 
     expect(sheds.sheddable ?? 0, "shed at the gateway as sheddable").to.be.greaterThan(0);
     expect(sheds.critical ?? 0, "no critical request shed at the gateway").to.equal(0);
     const written = Object.values(writes).reduce((a, b) => a + b, 0);
-    expect(writes[201] ?? 0, `critical writes went on after the kill: ${JSON.stringify(writes)}`).to.be.greaterThan(
-      WRITERS * 2,
+    // Counted by when a write began, not by how many there were: on a busy CI machine the whole mesh
+    // runs slow (6 writes in all in one run), but each writer's next write still goes through.
+    expect(createdAfterKill, `critical writes went on after the kill: ${JSON.stringify(writes)}`).to.be.at.least(
+      WRITERS,
     );
     // Only a write in flight on the killed replica may fail — at most one per writer — and it is said
     // to be unknown (the replica may have committed it), never shed.
