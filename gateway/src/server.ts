@@ -5,6 +5,7 @@
 import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Logger } from "@switchyard/platform/logger.js";
+import { warnIfCallTablesMissing } from "@switchyard/platform/grpc";
 import { REQUEST_ID_HEADER } from "@switchyard/platform/request-id.js";
 import { closeConnectionsLingering } from "./runtime/lingering-close.js";
 import { edgeError } from "./runtime/errors.js";
@@ -125,6 +126,7 @@ export async function listenEdge({
     else server.listen(port, host, () => resolve());
   });
   const boundPort = (server.address() as AddressInfo).port;
+  warnIfCallTablesMissing(logger);
   logger.info({ port: boundPort }, "gateway listening");
 
   return {

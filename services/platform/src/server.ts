@@ -24,7 +24,7 @@ import { onEveryConnection, policePings, type PingPolicy } from "./grpc/connecti
 import type { DeadlineLimits } from "./grpc/deadline-policy.js";
 import type { PeerIdentity } from "./grpc/call-policy.js";
 import { watchLauncher } from "./launcher.js";
-import { installCallTables } from "./grpc/call-tables.js";
+import { installCallTables, warnIfCallTablesMissing } from "./grpc/call-tables.js";
 
 // The server's HTTP/2 sessions too: without it each call's objects outlive the call (grpc/call-tables.ts).
 installCallTables();
@@ -335,6 +335,7 @@ export async function startGrpcServer(options: GrpcServerOptions): Promise<Runni
     storeReady = ready;
     publishReadiness();
   };
+  warnIfCallTablesMissing(options.logger);
   options.logger.info({ port }, `${options.name} listening`);
   return { port, health, serve, setStoreReady, shutdown };
 }

@@ -2,11 +2,14 @@
 // what Node's Map and Set did for Node's HTTP/2 session and grpc-js's transport, and keeping calls from
 // being promoted once a full GC has run (a real HTTP/2 client and server in a child process).
 import { expect } from "chai";
+import * as grpc from "@grpc/grpc-js";
 import { execFile } from "node:child_process";
 import { connect, createServer, type Http2Server, type ServerHttp2Session } from "node:http2";
+import { createRequire } from "node:module";
 import type { AddressInfo } from "node:net";
 import { promisify } from "node:util";
-import { installCallTables, Members, StreamsById } from "../src/grpc/call-tables.js";
+import { TcpGate } from "./support/tcp-gate.js";
+import { installCallTables, Members, StreamsById, warnIfCallTablesMissing } from "../src/grpc/call-tables.js";
 
 const LOOP = new URL("./support/http2-call-loop.ts", import.meta.url).pathname;
 
@@ -38,6 +41,17 @@ describe("call tables (HTTP/2 sessions and grpc-js transports)", () => {
   it("are installed on this runtime, for both, once", () => {
     expect(installCallTables()).to.deep.equal({ sessions: true, transports: true });
     expect(installCallTables()).to.deep.equal({ sessions: true, transports: true });
+  });
+
+  it("a process says at start which of them it could not install, and nothing when both are", () => {
+    const said: [object, string][] = [];
+    const logger = { warn: (fields: object, line: string) => said.push([fields, line]) } as never;
+    warnIfCallTablesMissing(logger);
+    expect(said).to.deep.equal([]);
+    warnIfCallTablesMissing(logger, { sessions: true, transports: false });
+    expect(said).to.have.length(1);
+    expect(said[0]![0]).to.deep.include({ callTables: { sessions: true, transports: false } });
+    expect(said[0]![1]).to.match(/^call tables not installed in grpc-js's transports: /);
   });
 
   it("StreamsById: get, set, delete and size as a Map; forEach in id order, a stream deleting itself on the way", () => {
@@ -143,6 +157,95 @@ describe("call tables (HTTP/2 sessions and grpc-js transports)", () => {
       await closed;
       expect(hanging.destroyed).to.equal(true);
       expect((tables.streams as StreamsById<unknown>).size).to.equal(0);
+    });
+  });
+
+  describe("in grpc-js's transports", () => {
+    const require = createRequire(import.meta.url);
+    type Transport = { activeCalls: { size: number } };
+    const connector = (
+      require("@grpc/grpc-js/build/src/transport.js") as {
+        Http2SubchannelConnector: { prototype: { connect(...args: unknown[]): Promise<Transport> } };
+      }
+    ).Http2SubchannelConnector.prototype;
+    let installedConnect: typeof connector.connect;
+    const transports: Transport[] = [];
+    let server: grpc.Server;
+    let release: (() => void) | undefined;
+    let gate: TcpGate;
+
+    before(async () => {
+      installCallTables();
+      // Wraps the installed connect to see the transports it hands out (undone in after()).
+      installedConnect = connector.connect;
+      connector.connect = function (this: unknown, ...args: unknown[]) {
+        return installedConnect.apply(this, args).then((transport) => (transports.push(transport), transport));
+      };
+      server = new grpc.Server();
+      server.register<Buffer, Buffer>(
+        "/t.T/Echo",
+        ((call, callback) => {
+          if (call.request.toString() === "hold") release = () => callback(null, call.request);
+          else callback(null, call.request);
+        }) satisfies grpc.handleUnaryCall<Buffer, Buffer>,
+        (b: Buffer) => b,
+        (b: Buffer) => b,
+        "unary",
+      );
+      const port = await new Promise<number>((resolve, reject) =>
+        server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (err, p) =>
+          err ? reject(err) : resolve(p),
+        ),
+      );
+      // The client goes through a gate, which can cut its connection as a peer that went away would.
+      gate = await TcpGate.before(`127.0.0.1:${port}`);
+    });
+    after(async () => {
+      connector.connect = installedConnect;
+      await gate.close();
+      server.forceShutdown();
+    });
+
+    it("keep each call in the platform's table while it runs, and a transport that dies still ends the calls it held", async () => {
+      const client = new grpc.Client(gate.address, grpc.credentials.createInsecure());
+      const echo = (body: string) =>
+        new Promise<string>((resolve, reject) =>
+          client.makeUnaryRequest<Buffer, Buffer>(
+            "/t.T/Echo",
+            (b) => b,
+            (b) => b,
+            Buffer.from(body),
+            (err, reply) => (err ? reject(err) : resolve(reply!.toString())),
+          ),
+        );
+      try {
+        const replies = await Promise.all(Array.from({ length: 200 }, (_, n) => echo(`m${n}`)));
+        expect(replies).to.deep.equal(Array.from({ length: 200 }, (_, n) => `m${n}`));
+        expect(transports, "one transport, made by the installed connector").to.have.length(1);
+        const calls = transports[0]!.activeCalls;
+        expect(calls).to.be.instanceOf(Members);
+        expect(calls.size).to.equal(0);
+
+        const held = echo("hold");
+        while (!release) await new Promise((resolve) => setTimeout(resolve, 5));
+        expect(calls.size, "the held call").to.equal(1);
+        release();
+        expect(await held).to.equal("hold");
+        expect(calls.size).to.equal(0);
+
+        release = undefined;
+        const dying = echo("hold").then(
+          () => undefined,
+          (err: grpc.ServiceError) => err.code,
+        );
+        while (!release) await new Promise((resolve) => setTimeout(resolve, 5));
+        // The connection drops: grpc-js ends every call in the transport's table (handleDisconnect).
+        gate.shut();
+        expect(await dying).to.equal(grpc.status.UNAVAILABLE);
+        expect(calls.size).to.equal(0);
+      } finally {
+        client.close();
+      }
     });
   });
 

@@ -19,6 +19,7 @@ import { createRequire } from "node:module";
 import { connect } from "node:http2";
 import { Duplex } from "node:stream";
 import { types } from "node:util";
+import type { Logger } from "../logger.js";
 
 type Visit<K, V> = (value: V, key: K, table: unknown) => void;
 
@@ -54,10 +55,7 @@ export class StreamsById<V> {
 
   /** In id order (the order streams were opened); the callback may delete (a destroyed stream leaves). */
   forEach(visit: Visit<number, V>): void {
-    for (const key of Object.keys(this.#byId)) {
-      const value = this.#byId[Number(key)];
-      if (value !== undefined) visit(value, Number(key), this);
-    }
+    for (const [id, value] of this) visit(value, id, this);
   }
 
   *[Symbol.iterator](): IterableIterator<[number, V]> {
@@ -222,4 +220,20 @@ let installed: { sessions: boolean; transports: boolean } | undefined;
 export function installCallTables(): { sessions: boolean; transports: boolean } {
   installed ??= { sessions: installSessionTables(), transports: installTransportTables() };
   return installed;
+}
+
+/**
+ * Says at start, once, what Node or grpc-js no longer has for the tables to replace: without a table its
+ * calls are promoted after the first full GC (more CPU per call), which nothing else would show.
+ */
+export function warnIfCallTablesMissing(
+  logger: Pick<Logger, "warn">,
+  { sessions, transports } = installCallTables(),
+): void {
+  if (sessions && transports) return;
+  const missing = [sessions ? [] : ["Node's HTTP/2 sessions"], transports ? [] : ["grpc-js's transports"]].flat();
+  logger.warn(
+    { callTables: { sessions, transports }, node: process.versions.node },
+    `call tables not installed in ${missing.join(" and ")}: their internals changed; calls may be promoted after a full GC (docs/operations.md#node-flags)`,
+  );
 }

@@ -3,6 +3,7 @@
 // by its call policy, its Idempotency-Key rules), status details, health.
 export * from "./client.js";
 export { RETRY_BUDGET } from "./retry-budget.js";
+export { warnIfCallTablesMissing } from "./call-tables.js";
 export * from "./handler-context.js";
 export * from "./authentication.js";
 export {
