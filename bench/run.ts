@@ -11,6 +11,7 @@ import { killAll, startServer, type ServerProcess } from "./processes.js";
 import {
   printReport,
   READ_PATH_TARGET,
+  SAME_WORK_TARGET,
   writeResults,
   type HttpOutcome,
   type LibraryOutcome,
@@ -1018,6 +1019,18 @@ function summaryRows(http: HttpOutcome[]): SummaryRow[] {
       pass: ratio !== undefined && ratio >= READ_PATH_TARGET,
     });
   }
+  // Issue 46: every read path on both engines at ≥ 0.9 of its reference, on one runtime at least
+  // (the summary by runtime says on which). The figure is the lowest of them.
+  const ratios = sameWorkRatios(http).map((r) => r.ratio);
+  const lowest = ratios.some((r) => r === undefined) ? undefined : Math.min(...(ratios as number[]));
+  rows.push({
+    issue: "#46",
+    figure: "same-work: the lowest read path ÷ its reference, PGlite and PostgreSQL server",
+    value: lowest === undefined ? undefined : fixed(lowest),
+    target: `≥ ${SAME_WORK_TARGET}`,
+    pass: lowest !== undefined && lowest >= SAME_WORK_TARGET,
+    onAnyRuntime: true,
+  });
   const o = extra.overload;
   const ok = o && !("error" in o) ? o : undefined;
   const admitted = ok?.overload.byStatus["200"];

@@ -12,6 +12,11 @@ export interface SummaryRow {
   /** The target, or NO_TARGET for a figure reported for its own sake (sizing, scale-out). */
   target: string;
   pass: boolean | undefined;
+  /**
+   * A target met when it is met on any one runtime (issue 46's same-work ratio: on at least one of the
+   * two): the summary by runtime ends with which runtimes meet it.
+   */
+  onAnyRuntime?: boolean;
 }
 
 export const NO_TARGET = "no target";
@@ -63,5 +68,29 @@ export function formatSummaryByRuntime(summaries: RuntimeSummary[]): string {
     "Summary, by runtime —",
     ...summaries.map(({ runtime, rows }) => `  ${runtime}: ${"error" in rows ? rows.error : tally(rows)}`),
     ...formatTable(["issue", "figure", "runtime", "measured", "target", "verdict"], [...byFigure.values()].flat()),
+    ...onAnyRuntimeVerdicts(summaries),
   ].join("\n");
+}
+
+/** For each figure whose target one runtime is enough to meet: on which runtimes it is met, if any. */
+function onAnyRuntimeVerdicts(summaries: RuntimeSummary[]): string[] {
+  const byFigure = new Map<string, { row: SummaryRow; metOn: string[]; measuredOn: number }>();
+  for (const { runtime, rows } of summaries) {
+    if ("error" in rows) continue;
+    for (const r of rows.filter((row) => row.onAnyRuntime)) {
+      const key = `${r.issue} ${r.figure}`;
+      const entry = byFigure.get(key) ?? byFigure.set(key, { row: r, metOn: [], measuredOn: 0 }).get(key)!;
+      if (r.value !== undefined) entry.measuredOn++;
+      if (r.value !== undefined && r.pass) entry.metOn.push(runtime);
+    }
+  }
+  return [...byFigure.values()].map(({ row, metOn, measuredOn }) => {
+    const verdict =
+      metOn.length > 0
+        ? `PASS, on ${metOn.join(" and on ")}`
+        : measuredOn === 0
+          ? "not measured"
+          : `MISS, on each of the ${measuredOn} runtime${measuredOn === 1 ? "" : "s"} measured`;
+    return `  ${row.issue} ${row.figure}, ${row.target} on one runtime: ${verdict}`;
+  });
 }

@@ -27,6 +27,35 @@ describe("bench: the summary by runtime", () => {
     ]);
   });
 
+  it("ends with the runtimes that meet a target one runtime is enough for, or that none does", () => {
+    const anyRuntime = (value: string | undefined, pass: boolean | undefined): SummaryRow => ({
+      ...row("lowest read ÷ reference", value, pass),
+      issue: "#46",
+      target: "≥ 0.9",
+      onAnyRuntime: true,
+    });
+    const verdictOf = (summaries: Parameters<typeof formatSummaryByRuntime>[0]) =>
+      formatSummaryByRuntime(summaries).split("\n").at(-1)!.trim();
+    expect(
+      verdictOf([
+        { runtime: "Node 20.20.2", rows: [anyRuntime("0.91", true)] },
+        { runtime: "Node 24.18.1 (the image's)", rows: [anyRuntime("0.83", false)] },
+      ]),
+    ).to.equal("#46 lowest read ÷ reference, ≥ 0.9 on one runtime: PASS, on Node 20.20.2");
+    expect(
+      verdictOf([
+        { runtime: "Node 20.20.2", rows: [anyRuntime("0.85", false)] },
+        { runtime: "Node 24.18.1 (the image's)", rows: [anyRuntime("0.82", false)] },
+      ]),
+    ).to.equal("#46 lowest read ÷ reference, ≥ 0.9 on one runtime: MISS, on each of the 2 runtimes measured");
+    expect(
+      verdictOf([
+        { runtime: "Node 20.20.2", rows: [anyRuntime(undefined, false)] },
+        { runtime: "Node 24.18.1 (the image's)", rows: { error: "its run ended without a summary (code 1)" } },
+      ]),
+    ).to.equal("#46 lowest read ÷ reference, ≥ 0.9 on one runtime: not measured");
+  });
+
   it("says which runtime's run ended without a summary", () => {
     const table = formatSummaryByRuntime([
       { runtime: "Node 24.18.1 (the image's)", rows: { error: "its run ended without a summary (code 1)" } },
