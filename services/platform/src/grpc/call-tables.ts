@@ -223,8 +223,9 @@ export function installCallTables(): { sessions: boolean; transports: boolean } 
 }
 
 /**
- * Says at start, once, what Node or grpc-js no longer has for the tables to replace: without a table its
- * calls are promoted after the first full GC (more CPU per call), which nothing else would show.
+ * Says, as a process starts listening, what Node or grpc-js no longer has for the tables to replace:
+ * without a table its calls are promoted after the first full GC (more CPU per call), which nothing else
+ * would show. Silent when both are installed.
  */
 export function warnIfCallTablesMissing(
   logger: Pick<Logger, "warn">,
