@@ -193,7 +193,8 @@ describe("e2e: priority while a payments replica is killed mid-flood", function 
     expect(sheds.critical ?? 0, "no critical request shed at the gateway").to.equal(0);
     const written = Object.values(writes).reduce((a, b) => a + b, 0);
     // Counted by when a write began, not by how many there were: on a busy CI machine the whole mesh
-    // runs slow (6 writes in all in one run), but each writer's next write still goes through.
+    // runs slow (6 writes in all in one run), but writes begun after the kill still go through — at
+    // least as many as there are writers.
     expect(createdAfterKill, `critical writes went on after the kill: ${JSON.stringify(writes)}`).to.be.at.least(
       WRITERS,
     );

@@ -52,6 +52,8 @@ describe("call tables (HTTP/2 sessions and grpc-js transports)", () => {
     expect(said).to.have.length(1);
     expect(said[0]![0]).to.deep.include({ callTables: { sessions: true, transports: false } });
     expect(said[0]![1]).to.match(/^call tables not installed in grpc-js's transports: /);
+    warnIfCallTablesMissing(logger, { sessions: false, transports: false });
+    expect(said[1]![1]).to.match(/^call tables not installed in Node's HTTP\/2 sessions and grpc-js's transports: /);
   });
 
   it("StreamsById: get, set, delete and size as a Map; forEach in id order, a stream deleting itself on the way", () => {

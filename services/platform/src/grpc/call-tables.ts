@@ -232,7 +232,7 @@ export function warnIfCallTablesMissing(
   { sessions, transports } = installCallTables(),
 ): void {
   if (sessions && transports) return;
-  const missing = [sessions ? [] : ["Node's HTTP/2 sessions"], transports ? [] : ["grpc-js's transports"]].flat();
+  const missing = [!sessions && "Node's HTTP/2 sessions", !transports && "grpc-js's transports"].filter(Boolean);
   logger.warn(
     { callTables: { sessions, transports }, node: process.versions.node },
     `call tables not installed in ${missing.join(" and ")}: their internals changed; calls may be promoted after a full GC (docs/operations.md#node-flags)`,
