@@ -342,7 +342,10 @@ export function startProcessMetrics(service: string): void {
   if (processLabelled) return;
   processLabelled = true;
   registry.setDefaultLabels({ service });
-  collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 20 });
+  // The lag metrics' sampler wakes the process every `eventLoopMonitoringPrecision` ms, idle or not
+  // (as the load-shedding guard's, load-shed.ts): 50 ms, not 20, still resolves the 200 ms the alerts
+  // watch, with 20 wake-ups a second instead of 50 in every process.
+  collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 50 });
 }
 
 /** The status class label of an HTTP status: 2xx, 3xx, 4xx, 5xx. */

@@ -8,7 +8,7 @@ import { errorInfoOf } from "@switchyard/platform/errors.js";
 import { createLogger } from "@switchyard/platform/logger.js";
 import { createServiceClient, openChannel } from "@switchyard/platform/grpc";
 import { echoImpl, EchoService } from "@switchyard/platform/echo.js";
-import { EventLoopGuard } from "@switchyard/platform/load-shed.js";
+import { EventLoopGuard, sampleEveryMs } from "@switchyard/platform/load-shed.js";
 import { PRIORITY_HEADER } from "@switchyard/platform/priority.js";
 import { registration, startGrpcServer } from "@switchyard/platform/server.js";
 
@@ -51,6 +51,32 @@ describe("event-loop-delay guard", function () {
       expect(() => guard.admit()).to.throw(ConnectError, /overloaded/);
       await sleep(650);
       expect(() => guard.admit()).to.not.throw();
+    } finally {
+      guard.stop();
+    }
+  });
+
+  it("samples the loop a tenth of its threshold apart, within 10–50 ms (an idle service is not woken 100 times a second)", () => {
+    expect(sampleEveryMs(500)).to.equal(50);
+    expect(sampleEveryMs(200)).to.equal(20);
+    expect(sampleEveryMs(50)).to.equal(10);
+    expect(sampleEveryMs(5)).to.equal(10);
+    expect(sampleEveryMs(10_000)).to.equal(50);
+  });
+
+  it("at the default threshold (500 ms, sampled every 50 ms) still sees a saturated loop and sheds sheddable calls, not critical ones", async () => {
+    const guard = new EventLoopGuard(500, 500);
+    try {
+      await sleep(550);
+      // Busy across whole windows, the loop turning only every 350 ms: a lag between half the threshold and all of it.
+      for (let i = 0; i < 5; i++) {
+        block(350);
+        await sleep(1);
+      }
+      expect(guard.lag).to.be.greaterThan(250);
+      expect(() => guard.admit("sheddable")).to.throw(ConnectError, /overloaded/);
+      // Critical calls bear twice the threshold: a loop 350 ms behind (and what a busy CI machine adds) still admits them.
+      expect(() => guard.admit("critical")).to.not.throw();
     } finally {
       guard.stop();
     }
