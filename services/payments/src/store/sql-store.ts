@@ -111,9 +111,9 @@ export class SqlPaymentsStore implements PaymentsStore {
     });
   }
 
-  async getPayment(tenantId: string, id: string): Promise<PaymentRecord | undefined> {
-    const { rows } = await this.db.query<PaymentRow>(PAYMENT_BY_ID, [id, tenantId]);
-    return rows[0] && toPayment(rows[0]);
+  // A plain promise chain, not an async function: every read of a payment runs it (see loadPayment).
+  getPayment(tenantId: string, id: string): Promise<PaymentRecord | undefined> {
+    return this.db.query<PaymentRow>(PAYMENT_BY_ID, [id, tenantId]).then(({ rows }) => rows[0] && toPayment(rows[0]));
   }
 
   async listPayments(
