@@ -181,7 +181,7 @@ describe("e2e: priority while a payments replica is killed mid-flood", function 
         const res = await env.api.post("/v1/payments", { token: tokens[i % tokens.length]!, key, json: KILL_PAYMENT });
         writes[res.status] = (writes[res.status] ?? 0) + 1;
         if (begunAfterKill && res.status === 201) {
-          createdAfterKill[i]++;
+          createdAfterKill[i] = (createdAfterKill[i] ?? 0) + 1;
           wroteAfterKill = true;
         }
         if (res.status !== 201) unsettled.push({ key, status: res.status, text: res.text });
