@@ -261,6 +261,12 @@ const COMPARISON = {
   // With 2 s, Node 24's comparisons measured the mesh while it was still warming up (0.71 instead of
   // ~0.95). BENCH_COMPARE_WARMUP_SECONDS.
   warmupSeconds: Number(process.env.BENCH_COMPARE_WARMUP_SECONDS ?? 12),
+  // And every slice follows 1 s of its own load, not measured: the reference's R slices otherwise always
+  // followed its own R+ load, while half of the mesh's followed 4 s of idle. Measured (2026-11-29, Node
+  // 20, a 2 s slice after 4 s idle ÷ the 2 s slice right after it; 8 and 12 pairs): the mesh 0.94 on
+  // PGlite and 0.86 on the PostgreSQL server, the reference 0.98 and 0.90 — so the order alone cost the
+  // mesh ~3 % and ~7 % against a reference always measured loaded. BENCH_COMPARE_LEAD_IN_SECONDS (0: none).
+  leadInSeconds: Number(process.env.BENCH_COMPARE_LEAD_IN_SECONDS ?? 1),
   connections: settings.inFlight,
   // A payment read is measured after payment reads, a document read after document reads (the
   // edge cache's burst of document reads leaves the gateway's heap to the slice after it): load/interleaved.ts.

@@ -29,6 +29,13 @@ export interface InterleavedOptions {
   rounds: number;
   sliceSeconds: number;
   warmupSeconds: number;
+  /**
+   * Each slice is preceded by this much load of its own target, not measured, so that every side is
+   * measured loaded, as the slice before it left it or not. Without it a side with several targets
+   * (the reference's R and R+, one set of processes) has its slices follow its own load, while a side
+   * with one (the mesh) has half of its slices follow seconds of idle. Default 0.
+   */
+  leadInSeconds?: number;
   connections: number;
   /** Called before each start, for progress lines. */
   onStart?: (start: number) => void;
@@ -89,6 +96,7 @@ export async function measureInterleaved(
         for (const slot of slots) await fire(slot.http, options.connections, options.warmupSeconds);
         for (let round = 0; round < options.rounds; round++) {
           for (const slot of round % 2 === 0 ? slots : [...slots].reverse()) {
+            if (options.leadInSeconds) await fire(slot.http, options.connections, options.leadInSeconds);
             const cpu = watchCpu(slot.processes);
             const r = await fire(slot.http, options.connections, options.sliceSeconds);
             const use = cpu();
