@@ -66,7 +66,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 /**
  * Loads every target of every setup in turn. Keys of the result: `<setup>/<target>`. Every start
  * brings up all setups (one after the other, in the opposite order from the start before), warms
- * each target, then runs `rounds` slices of each.
+ * each target, then runs `rounds` slices of each, each after its lead-in (`leadInSeconds`) when one is set.
  */
 export async function measureInterleaved(
   setups: Record<string, () => Promise<Setup>>,
