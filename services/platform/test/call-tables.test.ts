@@ -259,7 +259,10 @@ describe("call tables (HTTP/2 sessions and grpc-js transports)", () => {
     console.log(
       `      bytes promoted per request after a full GC: ${withTables.toFixed(0)} with the tables, ${withNodes.toFixed(0)} with Node's`,
     );
-    expect(withTables, "with the call tables").to.be.below(100);
+    // With the tables: ~4 bytes on Node 20 and 47–64 on Node 24, idle or beside two busy processes, but 111 once on
+    // Node 24 in CI beside the other test jobs. With Node's own: 1,150–1,800. The bounds leave room for the first, none for the second.
+    expect(withTables, "with the call tables").to.be.below(250);
+    expect(withTables, "with the call tables, against Node's in the same run").to.be.below(withNodes / 4);
     expect(withNodes, "with Node's Map and Set (the comparison can fail)").to.be.above(500);
   });
 });
