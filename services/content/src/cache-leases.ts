@@ -9,6 +9,7 @@
 // committed is visible to the wait, which then waits for that cache; a lease renewed after it answers
 // a required position at or past the change, and the cache serves only once it has applied that far.
 import type { CacheLogStore } from "./store/cache-log/port.js";
+import type { CallScope } from "@switchyard/platform/call-deadline.js";
 
 /** The wait looks again at least this often, in case an acknowledgement's notification was lost. */
 const RECHECK_MS = 100;
@@ -35,8 +36,12 @@ export class CacheLeases {
     for (const wake of this.waiting) wake();
   }
 
-  renew(subscriberId: string, appliedPosition: bigint): Promise<{ requiredPosition: bigint; extended: boolean }> {
-    return this.store.renewCacheLease(subscriberId, appliedPosition, this.leaseMs);
+  renew(
+    subscriberId: string,
+    appliedPosition: bigint,
+    call?: CallScope,
+  ): Promise<{ requiredPosition: bigint; extended: boolean }> {
+    return this.store.renewCacheLease(subscriberId, appliedPosition, this.leaseMs, call);
   }
 
   release(subscriberId: string): Promise<void> {

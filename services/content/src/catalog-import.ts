@@ -3,13 +3,14 @@
 // stored messages, a chunk at a time, with a catalog writer bound to the chunk's transaction.
 import type { ImportItemsRequest } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { catalogItemProblem, type CatalogItemInput } from "./domain/content.js";
+import type { CallScope } from "@switchyard/platform/call-deadline.js";
 
 export const MAX_IMPORT_ITEMS = 10_000;
 
 /** Where imported items are written: the store, or a transaction of it. */
 export interface CatalogWriter {
-  /** Creates or replaces by sku; true when it was created. */
-  upsertCatalogItem(item: CatalogItemInput): Promise<boolean>;
+  /** Creates or replaces by sku; true when it was created. `call`: the call it is done for, if any. */
+  upsertCatalogItem(item: CatalogItemInput, call?: CallScope): Promise<boolean>;
 }
 
 export interface ImportSummary {
@@ -22,6 +23,7 @@ export interface ImportSummary {
 export async function importCatalogItems(
   requests: AsyncIterable<Pick<ImportItemsRequest, "item">>,
   catalog: CatalogWriter,
+  call?: CallScope,
 ): Promise<ImportSummary> {
   let created = 0;
   let updated = 0;
@@ -44,7 +46,7 @@ export async function importCatalogItems(
       rejected.push({ index: i, sku: input.sku, reason: problem });
       continue;
     }
-    if (await catalog.upsertCatalogItem(input)) created++;
+    if (await catalog.upsertCatalogItem(input, call)) created++;
     else updated++;
   }
   return { created, updated, rejected };

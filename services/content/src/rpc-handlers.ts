@@ -7,7 +7,7 @@ import {
   type Post,
 } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
-import { ANYONE, authentication, callerOf, idempotencyKeys, USERS } from "@switchyard/platform/grpc";
+import { ANYONE, authentication, callerOf, callScopeOf, idempotencyKeys, USERS } from "@switchyard/platform/grpc";
 import type { Authenticator, CallPolicy, ServiceInterceptor } from "@switchyard/platform/grpc";
 import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { isIdOf } from "@switchyard/platform/ids.js";
@@ -123,7 +123,10 @@ export function contentHandlers({
         checkIfMatch(req.ifMatch, current);
         expected = current.version;
       }
-      const updated = await documents.updateDocument(caller.tenantId, current.id, text, expected);
+      const updated = await documents.updateDocument(caller.tenantId, current.id, text, {
+        expectedVersion: expected,
+        call: callScopeOf(ctx),
+      });
       // The version moved between our read and our write: another save won.
       if (!updated) throw fail("ETAG_MISMATCH", "the document changed while saving: fetch it again and reconcile");
       // No edge cache serves the old version once this answers.
@@ -133,7 +136,8 @@ export function contentHandlers({
 
     async createPost(req, ctx) {
       const caller = callerOf(ctx);
-      return { post: postToProto(await posts.createPost(caller.tenantId, caller.userId, validateText(req))) };
+      const post = await posts.createPost(caller.tenantId, caller.userId, validateText(req), callScopeOf(ctx));
+      return { post: postToProto(post) };
     },
 
     async getPost(req, ctx) {
@@ -221,7 +225,7 @@ export function contentHandlers({
     async importItems(requests, ctx) {
       const caller = callerOf(ctx);
       requireCatalogOwner(caller, catalogOwnerTenant);
-      const summary = await importCatalogItems(requests, catalog);
+      const summary = await importCatalogItems(requests, catalog, callScopeOf(ctx));
       // No edge cache serves a catalog page from before the import once this answers.
       await cacheLeases.applied();
       return summary;
@@ -246,6 +250,7 @@ export function contentHandlers({
         key: req.idempotencyKey,
         requestHash: linesFingerprint(lines),
         ownsUnscoped: () => true,
+        call: callScopeOf(ctx),
       };
       const { job, replayed } = await importJobs.createImportJob(caller.tenantId, caller.userId, key, lines);
       if (!replayed) importJobQueued?.();
@@ -285,13 +290,13 @@ export function contentHandlers({
       }
     },
 
-    async renewCacheLease(req) {
+    async renewCacheLease(req, ctx) {
       const { subscriberId, appliedPosition } = cacheLeaseRenewal(req);
       if (req.release) {
         await cacheLeases.release(subscriberId);
         return { leaseMs: 0, requiredPosition: 0n };
       }
-      const { requiredPosition, extended } = await cacheLeases.renew(subscriberId, appliedPosition);
+      const { requiredPosition, extended } = await cacheLeases.renew(subscriberId, appliedPosition, callScopeOf(ctx));
       return { leaseMs: extended ? cacheLeases.leaseMs : 0, requiredPosition };
     },
   };

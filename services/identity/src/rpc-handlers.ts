@@ -6,9 +6,9 @@ import { IdentityService } from "@switchyard/gen/switchyard/identity/v1/identity
 import type { OperatorService } from "@switchyard/gen/switchyard/identity/v1/operator_pb.js";
 import { timestampFromDate } from "@bufbuild/protobuf/wkt";
 import { fail } from "@switchyard/platform/errors.js";
-import type { Logger } from "@switchyard/platform/logger.js";
+import { callFields, type Logger } from "@switchyard/platform/logger.js";
 import { requireRole, requireTenant } from "@switchyard/platform/caller.js";
-import { callerOf, clientAddressOf, serviceCallerOf } from "@switchyard/platform/grpc";
+import { callerOf, callScopeOf, clientAddressOf, serviceCallerOf } from "@switchyard/platform/grpc";
 import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { decodeCursor, pageOf, pageSizeOf } from "@switchyard/platform/paging.js";
 import { validateNewTenant } from "./domain/tenants.js";
@@ -127,7 +127,7 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
       // Only one's own sessions, as for reading them. Logging out twice is done twice: 204 again.
       const found = SESSION_ID.test(req.sessionId) ? await store.getSession(req.tenantId, req.sessionId) : undefined;
       const session = ownSession(caller, found);
-      await store.revokeSession(req.tenantId, session.id);
+      await store.revokeSession(req.tenantId, session.id, callScopeOf(ctx));
       return {};
     },
 
@@ -225,7 +225,8 @@ export function identityHandlers(deps: IdentityDeps): ServiceImpl<typeof Identit
       const tenantId = tenantIdOf(req.tenantId);
       requireTenant(caller, tenantId);
       requireRole(caller, "admin");
-      if (!(await store.deleteUser(tenantId, userIdOf(req.userId)))) throw fail("NOT_FOUND", "user not found");
+      if (!(await store.deleteUser(tenantId, userIdOf(req.userId), callScopeOf(ctx))))
+        throw fail("NOT_FOUND", "user not found");
       return {};
     },
   };
@@ -242,6 +243,7 @@ export function operatorHandlers(deps: OperatorDeps): ServiceImpl<typeof Operato
       // Only the operator gets here (operatorCallPolicy).
       const { service } = serviceCallerOf(ctx);
       const valid = validateNewTenant(req);
+      const call = callScopeOf(ctx);
       const { tenant, admin } = await deps.store.createTenantWithAdmin(
         { id: valid.id, displayName: valid.displayName },
         {
@@ -251,10 +253,11 @@ export function operatorHandlers(deps: OperatorDeps): ServiceImpl<typeof Operato
           familyName: valid.admin.name.family,
           passwordHash: await hashPassword(valid.admin.password),
         },
+        call,
       );
       // The audit trail of who made which tenant: ids only, never the admin's email or password.
       deps.logger.info(
-        { tenantId: tenant.id, adminUserId: admin.id.toString(), by: service },
+        { ...callFields(call), tenantId: tenant.id, adminUserId: admin.id.toString(), by: service },
         "tenant created with its first admin",
       );
       return { tenant: tenantToProto(tenant), admin: userToProto(admin) };

@@ -14,7 +14,7 @@ import {
 import type { ContentService } from "@switchyard/gen/switchyard/content/v1/content_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
 import { principalOf, type Caller } from "@switchyard/platform/caller.js";
-import { authentication, callerOf, idempotencyKeys, USERS } from "@switchyard/platform/grpc";
+import { authentication, callerOf, callScopeOf, idempotencyKeys, USERS } from "@switchyard/platform/grpc";
 import type { Authenticator, CallPolicy, ServiceInterceptor } from "@switchyard/platform/grpc";
 import { AsyncQueue } from "@switchyard/platform/async-queue.js";
 import { requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
@@ -136,7 +136,7 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
         caller.tenantId,
         caller.userId,
         { currency: req.currency, note, items },
-        idempotency,
+        { idempotency, call: callScopeOf(ctx) },
       );
       return { order: orderToProto(outcome.result), replayed: outcome.replayed };
     },
@@ -151,9 +151,12 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
       if (req.status !== undefined) refuseStatusWrite();
       if (req.note === undefined) return { order: orderToProto(await load(caller, req.orderId)) };
       const note = validateNote(req.note);
-      const updated = await store.updateNote(caller.tenantId, orderIdOf(req.orderId), note, (o) => {
-        visibleOrder(caller, o);
-        guardNoStepInProgress(o);
+      const updated = await store.updateNote(caller.tenantId, orderIdOf(req.orderId), note, {
+        check: (o) => {
+          visibleOrder(caller, o);
+          guardNoStepInProgress(o);
+        },
+        call: callScopeOf(ctx),
       });
       return { order: orderToProto(updated) };
     },
@@ -189,10 +192,15 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
       const caller = callerOf(ctx);
       requireOrderAdmin(caller);
       const shipment = validateShipment({ carrier: req.carrier, trackingNumber: req.trackingNumber });
-      const { order } = await store.act(caller.tenantId, orderIdOf(req.orderId), (o) => {
-        guardNoStepInProgress(o);
-        return { kind: "transition", to: guardTransition("ship", o.status), shipment };
-      });
+      const { order } = await store.act(
+        caller.tenantId,
+        orderIdOf(req.orderId),
+        (o) => {
+          guardNoStepInProgress(o);
+          return { kind: "transition", to: guardTransition("ship", o.status), shipment };
+        },
+        callScopeOf(ctx),
+      );
       return { order: orderToProto(order), shipment: shipmentToProto(order.shipments[order.shipments.length - 1]!) };
     },
 
@@ -213,9 +221,12 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
         await catalogPrices(content, [requested.sku], caller, ctx),
         current.currency,
       );
-      const { order, item: added } = await store.addItem(caller.tenantId, current.id, item!, (o) => {
-        guardEdit(o);
-        guardRoomForItem(o.items);
+      const { order, item: added } = await store.addItem(caller.tenantId, current.id, item!, {
+        check: (o) => {
+          guardEdit(o);
+          guardRoomForItem(o.items);
+        },
+        call: callScopeOf(ctx),
       });
       return { item: itemToProto(added), order: orderToProto(order) };
     },
@@ -233,10 +244,13 @@ export function orderHandlers({ store, content, steps, events }: OrdersDeps): Se
         caller.tenantId,
         orderIdOf(req.orderId),
         { code, amount: req.amount },
-        (o) => {
-          guardEdit(o);
-          guardRoomForDiscount(o.discounts);
-          checkDiscount(totalsOf(o.items, o.discounts), req.amount);
+        {
+          check: (o) => {
+            guardEdit(o);
+            guardRoomForDiscount(o.discounts);
+            checkDiscount(totalsOf(o.items, o.discounts), req.amount);
+          },
+          call: callScopeOf(ctx),
         },
       );
       return { discount: discountToProto(discount), order: orderToProto(order) };

@@ -34,7 +34,11 @@ const bob: Caller = {
   expiresAt: 2_000_000_000,
   token: "t",
 };
-const ctx = { timeoutMs: () => 5_000, signal: new AbortController().signal } as unknown as HandlerContext;
+const ctx = {
+  timeoutMs: () => 5_000,
+  signal: new AbortController().signal,
+  requestHeader: new Headers(),
+} as unknown as HandlerContext;
 
 /** What the stand-in payments answers next. */
 interface Answers {

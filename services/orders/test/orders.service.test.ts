@@ -2,6 +2,7 @@
 // concurrency, prices from the catalog, who may do what, the money steps to payments (charge,
 // refund, deadline, payments away and back, a stall before or after payments commits), and TrackOrders.
 import { expect } from "chai";
+import pg from "pg";
 import { randomUUID } from "node:crypto";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Code, ConnectError, createClient } from "@connectrpc/connect";
@@ -109,6 +110,43 @@ for (const engine of serviceEngines()) {
         }
       });
     }
+
+    // The call's deadline reaches the store with the call (callScopeOf): its transaction's lock wait is
+    // bounded by it on the server, not left waiting after the caller was answered. (Embedded PGlite runs
+    // one statement at a time: there is no lock to wait on.)
+    if (engine.databaseUrl)
+      it("ends a change that waits on the order's lock at the call's deadline, on the database too", async () => {
+        const holder = new pg.Client(engine.databaseUrl);
+        await holder.connect();
+        try {
+          for (const [what, change] of [
+            [
+              "a note",
+              (orderId: bigint) => mesh.orders.updateOrder({ orderId, note: "late" }, { ...alice, timeoutMs: 500 }),
+            ],
+            ["a cancel", (orderId: bigint) => mesh.orders.cancelOrder({ orderId }, { ...alice, timeoutMs: 500 })],
+          ] as const) {
+            const order = await newOrder();
+            await holder.query("BEGIN");
+            await holder.query(`SELECT id FROM ${mesh.ordersSchema}.orders WHERE id = $1 FOR UPDATE`, [order.id]);
+            const started = Date.now();
+            expect((await failure(change(order.id))).code, what).to.equal(Code.DeadlineExceeded);
+            expect(Date.now() - started, what).to.be.below(2_000);
+            await sleep(300);
+            const { rows } = await holder.query<{ n: string }>(
+              `SELECT count(*) AS n FROM pg_stat_activity WHERE pg_backend_pid() = ANY(pg_blocking_pids(pid))`,
+            );
+            await holder.query("ROLLBACK");
+            expect(Number(rows[0]!.n), `${what}: nothing still waits for the lock`).to.equal(0);
+            const { order: after } = await mesh.orders.getOrder({ orderId: order.id }, alice);
+            expect(after!.status, what).to.equal(OrderStatus.PENDING);
+            expect(after!.note, what).to.equal(order.note);
+          }
+        } finally {
+          await holder.query("ROLLBACK").catch(() => undefined);
+          await holder.end();
+        }
+      });
 
     it("refuses an update that writes status, naming the actions", async () => {
       const order = await newOrder();

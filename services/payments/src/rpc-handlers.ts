@@ -4,7 +4,14 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { KeyedOperation, PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { fail } from "@switchyard/platform/errors.js";
 import { principalOf, servicePrincipal, type Caller } from "@switchyard/platform/caller.js";
-import { authentication, callerOf, idempotencyKeys, serviceCallerOf, USERS } from "@switchyard/platform/grpc";
+import {
+  authentication,
+  callerOf,
+  callScopeOf,
+  idempotencyKeys,
+  serviceCallerOf,
+  USERS,
+} from "@switchyard/platform/grpc";
 import type { Authenticator, CallPolicy, ServiceInterceptor } from "@switchyard/platform/grpc";
 import { Faults } from "@switchyard/platform/faults.js";
 import { requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
@@ -73,8 +80,8 @@ const keyOf = (r: { createdAt: Date; id: string }) => ({ createdAt: r.createdAt,
 export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps): ServiceImpl<typeof PaymentService> {
   /**
    * A payment the caller may see, or 404 (an id that cannot be one throws at once). A plain promise
-   * chain, as the store's read and getPayment: on Node 20, with the call scope's AsyncLocalStorage
-   * on, each async function layer of the service's hottest read costs a promise and its hooks more.
+   * chain, as the store's read and getPayment: each async function layer of the service's hottest
+   * read costs a promise more.
    */
   function loadPayment(caller: Caller, rawId: string): Promise<PaymentRecord> {
     return store.getPayment(caller.tenantId, paymentIdOf(rawId)).then((payment) => visiblePayment(caller, payment));
@@ -112,6 +119,7 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
         key: req.idempotencyKey,
         requestHash,
         ownsUnscoped: (p: PaymentRecord | undefined) => ownsUnscopedPayment(caller, p),
+        call: callScopeOf(ctx),
       };
       const outcome = await committing(() => store.createPayment(caller.tenantId, key, payment));
       return { payment: paymentToProto(outcome.result), replayed: outcome.replayed };
@@ -151,6 +159,7 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
         key: req.idempotencyKey,
         requestHash,
         ownsUnscoped: (r: RefundRecord | undefined) => ownsUnscopedRefund(caller, r),
+        call: callScopeOf(ctx),
       };
       const outcome = await committing(() =>
         store.createRefund(caller.tenantId, key, { paymentId, reason: refund.reason }, (payment) =>
@@ -197,6 +206,7 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
             principal,
             key: req.idempotencyKey,
             ownsUnscoped: (p) => ownsUnscopedPayment({ service }, p),
+            call: callScopeOf(ctx),
           });
           return {
             outcome:
@@ -210,6 +220,7 @@ export function paymentHandlers({ store, faults = new Faults() }: PaymentsDeps):
             principal,
             key: req.idempotencyKey,
             ownsUnscoped: (r) => ownsUnscopedRefund({ service }, r),
+            call: callScopeOf(ctx),
           });
           return {
             outcome:

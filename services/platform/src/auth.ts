@@ -6,8 +6,8 @@
 import { createLocalJWKSet, errors as joseErrors, jwtVerify, type JWK } from "jose";
 import type { HandlerContext } from "@connectrpc/connect";
 import { fail } from "./errors.js";
-import { downstreamTimeoutMs } from "./call-deadline.js";
-import { requestMetadataValue } from "./grpc/handler-context.js";
+import { downstreamTimeoutMs, passedOn } from "./call-deadline.js";
+import { callScopeOf, requestMetadataValue } from "./grpc/handler-context.js";
 import type { RevocationList } from "./revocations.js";
 import {
   SERVICE_AUTHORIZATION,
@@ -260,12 +260,15 @@ const USER_TOKEN: TokenKind = { audience: TOKEN_AUDIENCE, requiredClaims: ["sub"
 const SERVICE_TOKEN: TokenKind = { audience: SERVICE_TOKEN_AUDIENCE, requiredClaims: ["sub", "role", "exp"] };
 
 /**
- * Call options that carry the caller's credential and the remaining deadline downstream — and the
- * calling service's own token when it acts with its own authority too.
+ * Call options that carry the caller's credential, the remaining deadline, the request id and the
+ * priority downstream — and the calling service's own token when it acts with its own authority too.
  */
 export function downstreamOptions(caller: Caller, context: HandlerContext, serviceToken?: string) {
   const timeoutMs = downstreamTimeoutMs(context.timeoutMs());
-  const headers: Record<string, string> = { authorization: `Bearer ${caller.token}` };
+  const headers: Record<string, string> = {
+    ...passedOn(callScopeOf(context)),
+    authorization: `Bearer ${caller.token}`,
+  };
   if (serviceToken !== undefined) headers[SERVICE_AUTHORIZATION] = `Bearer ${serviceToken}`;
   return {
     signal: context.signal,

@@ -1,8 +1,11 @@
-// What a piece of work belongs to, wherever in a call's async chain it runs (AsyncLocalStorage): the
-// call's deadline — the store reads it to give its statements no more time than the caller has — its
-// request id, which log lines carry and outgoing calls pass on, and its priority, passed on too.
-import { AsyncLocalStorage } from "node:async_hooks";
-import type { Priority } from "./priority.js";
+// What a call is bounded by and known as, handed explicitly to the work done for it (a handler
+// gets it from its context: callScopeOf in grpc/handler-context.ts): its deadline — the store gives
+// the call's transactions no more time than that — its request id, which the log lines about it
+// carry and the calls it makes pass on, and its priority, passed on too. Explicit, not in an
+// AsyncLocalStorage: on Node 20 one in use runs a hook for every promise and async resource of the
+// process, measured at 7.5 µs of a payment read's ~110 in payments (docs/benchmarks.md).
+import { PRIORITY_HEADER, type Priority } from "./priority.js";
+import { REQUEST_ID_HEADER } from "./request-id.js";
 
 export interface CallScope {
   /** ms since the epoch; undefined (or not finite): no deadline. */
@@ -11,24 +14,21 @@ export interface CallScope {
   priority?: Priority | undefined;
 }
 
-const scopes = new AsyncLocalStorage<CallScope>();
-
-/** Runs `work` as part of a call that must be done by `deadlineAt` (ms since the epoch); undefined: no deadline. */
-export function withCallDeadline<T>(deadlineAt: number | undefined, work: () => T): T {
-  return withCallScope({ deadlineAt, requestId: undefined }, work);
+/** What is left of a call's time (ms; may be ≤ 0); undefined for work outside a call, or a call without a deadline. */
+export function remainingMs(call: CallScope | undefined, now = Date.now()): number | undefined {
+  const deadlineAt = call?.deadlineAt;
+  return deadlineAt === undefined || !Number.isFinite(deadlineAt) ? undefined : deadlineAt - now;
 }
 
-/** Runs `work` as part of a call with this deadline, request id and priority (each undefined: none). */
-export function withCallScope<T>({ deadlineAt, requestId, priority }: CallScope, work: () => T): T {
-  const finite = deadlineAt !== undefined && Number.isFinite(deadlineAt) ? deadlineAt : undefined;
-  if (finite === undefined && requestId === undefined && priority === undefined) return work();
-  return scopes.run({ deadlineAt: finite, requestId, priority }, work);
-}
-
-/** What is left of the current call's time (ms; may be ≤ 0), or undefined outside a call with a deadline. */
-export function remainingCallMs(now = Date.now()): number | undefined {
-  const deadlineAt = scopes.getStore()?.deadlineAt;
-  return deadlineAt === undefined ? undefined : deadlineAt - now;
+/**
+ * The metadata a call gives the calls it makes, beside their credentials: its request id, and its
+ * priority unless it is the default (none sent means default).
+ */
+export function passedOn(call: CallScope | undefined): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (call?.requestId !== undefined) headers[REQUEST_ID_HEADER] = call.requestId;
+  if (call?.priority !== undefined && call.priority !== "default") headers[PRIORITY_HEADER] = call.priority;
+  return headers;
 }
 
 /**
@@ -45,14 +45,4 @@ export const DOWNSTREAM_MARGIN_MS = 250;
 export function downstreamTimeoutMs(remainingMs: number | undefined): number | undefined {
   if (remainingMs === undefined) return undefined;
   return Math.max(0, Math.floor(remainingMs - Math.min(DOWNSTREAM_MARGIN_MS, remainingMs / 5)));
-}
-
-/** The request id of the call this work belongs to, if any. */
-export function currentRequestId(): string | undefined {
-  return scopes.getStore()?.requestId;
-}
-
-/** The priority of the call this work belongs to, if any. */
-export function currentPriority(): Priority | undefined {
-  return scopes.getStore()?.priority;
 }

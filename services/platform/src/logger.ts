@@ -1,8 +1,9 @@
 // Structured JSON logs (pino). Credentials never reach a log line: the redaction list covers
-// every place a token, password, hash, key or database URL could sit in a logged object. Every line
-// written within a call carries its request id (and trace id, with tracing on).
+// every place a token, password, hash, key or database URL could sit in a logged object. A line
+// about a call carries its request id (callFields: the call's scope is handed to the work done for
+// it, call-deadline.ts), and with tracing on, every line written within a span its trace id.
 import { pino, type Logger } from "pino";
-import { currentRequestId } from "./call-deadline.js";
+import type { CallScope } from "./call-deadline.js";
 import { activeTraceId } from "./tracing.js";
 
 export type { Logger };
@@ -44,15 +45,15 @@ export const REDACTED_PATHS = [
   '*["service-authorization"]',
 ];
 
-/** The ids of the call a line is written in: none outside a call. */
-function callIds(): Record<string, string> {
-  const requestId = currentRequestId();
+/** The fields that tie a line to the call it is about: its request id (none for work outside a call). */
+export function callFields(call: CallScope | undefined): { request_id?: string } {
+  return call?.requestId === undefined ? {} : { request_id: call.requestId };
+}
+
+/** The trace a line is written in, with tracing on. */
+function traceIds(): Record<string, string> {
   const traceId = activeTraceId();
-  if (requestId === undefined && traceId === undefined) return {};
-  const ids: Record<string, string> = {};
-  if (requestId !== undefined) ids.request_id = requestId;
-  if (traceId !== undefined) ids.trace_id = traceId;
-  return ids;
+  return traceId === undefined ? {} : { trace_id: traceId };
 }
 
 export function createLogger(service: string, level = "info", destination?: NodeJS.WritableStream): Logger {
@@ -63,7 +64,7 @@ export function createLogger(service: string, level = "info", destination?: Node
     redact: { paths: REDACTED_PATHS, censor: "[redacted]" },
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label: string) => ({ level: label }) },
-    mixin: callIds,
+    mixin: traceIds,
   };
   return destination ? pino(options, destination as never) : pino(options);
 }

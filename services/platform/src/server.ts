@@ -125,27 +125,32 @@ const SERVER_OPTIONS: ServerOptions = {
  */
 function callObserver(logger: Logger): RpcObserver {
   const answered = logger.isLevelEnabled("debug")
-    ? (method: DescMethod, ms: number) =>
+    ? (method: DescMethod, ms: number, requestId: string) =>
         logger.debug(
-          { rpc: `${method.parent.typeName}/${method.name}`, code: "OK", ms: Math.round(ms * 10) / 10 },
+          {
+            rpc: `${method.parent.typeName}/${method.name}`,
+            code: "OK",
+            ms: Math.round(ms * 10) / 10,
+            request_id: requestId,
+          },
           "rpc answered",
         )
     : undefined;
-  const failed = (err: unknown, method: DescMethod) => {
+  const failed = (err: unknown, method: DescMethod, requestId: string) => {
     const rpc = `${method.parent.typeName}/${method.name}`;
     if (err instanceof ConnectError && (err.code === Code.Canceled || err.code === Code.DeadlineExceeded)) {
       // Work stopped because the caller went away or its deadline passed: worth seeing in the log.
       logger.info(
-        { rpc, code: Code[err.code], message: err.rawMessage },
+        { rpc, code: Code[err.code], message: err.rawMessage, request_id: requestId },
         "rpc stopped: cancelled by the caller or past its deadline",
       );
     } else if (err instanceof ConnectError && err.code !== Code.Internal && err.code !== Code.Unknown) {
-      logger.debug({ rpc, code: Code[err.code], message: err.rawMessage }, "rpc failed");
+      logger.debug({ rpc, code: Code[err.code], message: err.rawMessage, request_id: requestId }, "rpc failed");
     } else {
       // Only message and stack: driver errors carry row data (a hash, an email) in other fields.
       const e =
         err instanceof Error ? { type: err.name, message: err.message, stack: err.stack } : { message: String(err) };
-      logger.error({ rpc, err: e }, "rpc failed with an internal error");
+      logger.error({ rpc, err: e, request_id: requestId }, "rpc failed with an internal error");
     }
   };
   return answered ? { failed, answered } : { failed };

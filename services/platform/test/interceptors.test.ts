@@ -9,14 +9,14 @@ import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
-import { currentRequestId, remainingCallMs } from "../src/call-deadline.js";
+import { passedOn, remainingMs } from "../src/call-deadline.js";
 import { DomainError } from "../src/domain-error.js";
 import { EchoService } from "../src/echo.js";
 import { errorInfoOf, fail } from "../src/errors.js";
 import { createLogger } from "../src/logger.js";
 import { registration, startGrpcServer } from "../src/server.js";
 import { createServiceClient, openChannel } from "../src/grpc/client.js";
-import { endCall, openCallContext, priorityOf, type ServerCallLike } from "../src/grpc/handler-context.js";
+import { callScopeOf, endCall, openCallContext, priorityOf, type ServerCallLike } from "../src/grpc/handler-context.js";
 import { PRIORITY_HEADER } from "../src/priority.js";
 import {
   composeChain,
@@ -24,7 +24,7 @@ import {
   type ServerCall,
   type ServiceInterceptor,
 } from "../src/grpc/interceptors/chain.js";
-import { admission, callScope, deadline, domainErrors } from "../src/grpc/interceptors/index.js";
+import { admission, deadline, domainErrors } from "../src/grpc/interceptors/index.js";
 import { idempotencyKeys, telemetry } from "../src/grpc/interceptors/index.js";
 
 class FakeCall extends EventEmitter implements ServerCallLike {
@@ -171,18 +171,19 @@ describe("interceptor: admission (load shedding)", () => {
   });
 });
 
-describe("interceptor: the call's scope (deadline and request id)", () => {
-  it("gives all the work beneath it the call's deadline and request id — the caller's, when well formed", async () => {
+describe("the call's scope (deadline, request id, priority)", () => {
+  it("is the call's deadline and request id — the caller's, when well formed — and what it passes on", () => {
     const fake = new FakeCall(Date.now() + 5_000);
     fake.metadata.set("x-request-id", "req-from-the-gateway");
-    const seen = await chainOf(unary, [callScope], async () => {
-      await sleep(1);
-      return { remaining: remainingCallMs(), requestId: currentRequestId() };
-    })(callOf(unary, {}, fake));
-    expect((seen as { remaining: number }).remaining).to.be.within(4_000, 5_000);
-    expect((seen as { requestId: string }).requestId).to.equal("req-from-the-gateway");
-    const made = (await chainOf(unary, [callScope], () => currentRequestId())(callOf(unary))) as string;
-    expect(made, "none sent: one is made").to.match(/^[0-9a-f-]{36}$/);
+    fake.metadata.set(PRIORITY_HEADER, "sheddable");
+    const scope = callScopeOf(callOf(unary, {}, fake).context);
+    expect(remainingMs(scope)).to.be.within(4_000, 5_000);
+    expect(scope.requestId).to.equal("req-from-the-gateway");
+    expect(passedOn(scope)).to.deep.equal({ "x-request-id": "req-from-the-gateway", [PRIORITY_HEADER]: "sheddable" });
+    const made = callScopeOf(callOf(unary).context);
+    expect(made.requestId, "none sent: one is made").to.match(/^[0-9a-f-]{36}$/);
+    expect(remainingMs(made), "no deadline sent").to.equal(undefined);
+    expect(passedOn(made), "default is not sent").to.deep.equal({ "x-request-id": made.requestId });
   });
 });
 
@@ -214,7 +215,7 @@ describe("interceptor: the call's scope — its priority, passed on", () => {
       services: [
         registration(EchoService, {
           async echo(_req, ctx) {
-            await backEcho.echo({ message: "onward" }, { timeoutMs: 2_000 });
+            await backEcho.echo({ message: "onward" }, { timeoutMs: 2_000, headers: passedOn(callScopeOf(ctx)) });
             return { message: priorityOf(ctx) };
           },
         } as Partial<ServiceImpl<typeof EchoService>> as ServiceImpl<typeof EchoService>),

@@ -1,8 +1,12 @@
-// Log lines never carry credentials, and lines written within a call carry its request id.
+// Log lines never carry credentials, and the lines about a call carry its request id.
 import { expect } from "chai";
 import { Writable } from "node:stream";
-import { createLogger } from "@switchyard/platform/logger.js";
-import { withCallScope } from "@switchyard/platform/call-deadline.js";
+import { Code, ConnectError, type ServiceImpl } from "@connectrpc/connect";
+import { callFields, createLogger } from "@switchyard/platform/logger.js";
+import { callScopeOf } from "@switchyard/platform/grpc";
+import { EchoService } from "@switchyard/platform/echo.js";
+import { registration, startGrpcServer } from "@switchyard/platform/server.js";
+import { createServiceClient, openChannel } from "@switchyard/platform/grpc/client.js";
 
 function capture() {
   const lines: string[] = [];
@@ -48,12 +52,39 @@ describe("logger", () => {
     expect(line).to.include("[redacted]");
   });
 
-  it("writes the request id of the call a line is written in", () => {
+  it("writes the request id of the call a line is about: the server's lines, and a handler's own", async () => {
     const { lines, stream } = capture();
-    const logger = createLogger("test", "info", stream);
-    withCallScope({ deadlineAt: undefined, requestId: "req-123" }, () => logger.info("inside"));
+    const logger = createLogger("test", "debug", stream);
+    const server = await startGrpcServer({
+      name: "logged",
+      host: "127.0.0.1",
+      port: 0,
+      logger,
+      services: [
+        registration(EchoService, {
+          echo(req, ctx) {
+            logger.info(callFields(callScopeOf(ctx)), "the handler's own line");
+            if (req.message === "fail") throw new ConnectError("boom", Code.Internal);
+            return { message: "ok" };
+          },
+        } as Partial<ServiceImpl<typeof EchoService>> as ServiceImpl<typeof EchoService>),
+      ],
+    });
+    const channel = openChannel(`127.0.0.1:${server.port}`);
+    try {
+      const echo = createServiceClient(EchoService, channel);
+      await echo.echo({ message: "ok" }, { headers: { "x-request-id": "req-answered" } });
+      await echo.echo({ message: "fail" }, { headers: { "x-request-id": "req-failed" } }).catch(() => undefined);
+    } finally {
+      channel.close();
+      await server.shutdown();
+    }
     logger.info("outside");
-    expect(JSON.parse(lines[0]!).request_id).to.equal("req-123");
-    expect(JSON.parse(lines[1]!).request_id).to.equal(undefined);
+    const parsed = lines.map((l) => JSON.parse(l) as { msg: string; request_id?: string });
+    const of = (msg: string) => parsed.filter((l) => l.msg === msg).map((l) => l.request_id);
+    expect(of("the handler's own line")).to.deep.equal(["req-answered", "req-failed"]);
+    expect(of("rpc answered")).to.deep.equal(["req-answered"]);
+    expect(of("rpc failed with an internal error")).to.deep.equal(["req-failed"]);
+    expect(of("outside")).to.deep.equal([undefined]);
   });
 });

@@ -8,7 +8,6 @@ import { expect } from "chai";
 import { connect, createServer, type AddressInfo, type Socket } from "node:net";
 import { DomainError } from "@switchyard/platform/domain-error.js";
 import { openSqlDatabase, type SqlDatabase } from "@switchyard/platform/store";
-import { withCallDeadline } from "@switchyard/platform/call-deadline.js";
 import { startPostgresServer, type PostgresServer, type StopMode } from "./support/postgres-server.js";
 
 const MIGRATIONS = [
@@ -163,10 +162,12 @@ describe("PostgreSQL adapter under server faults (a server of its own)", functio
       expect(took, "tried once more after a short pause, no longer").to.be.within(200, 1_500);
       // A call with too little time left is not kept waiting for a second try.
       const quick = Date.now();
-      const inCall = await withCallDeadline(Date.now() + 300, () => db.transaction((tx) => tx.query("SELECT 1"))).then(
-        () => "answered",
-        (err: unknown) => reasonOf(err),
-      );
+      const inCall = await db
+        .transaction((tx) => tx.query("SELECT 1"), { deadlineAt: Date.now() + 300, requestId: undefined })
+        .then(
+          () => "answered",
+          (err: unknown) => reasonOf(err),
+        );
       expect(inCall).to.equal("STORE_UNAVAILABLE");
       expect(Date.now() - quick).to.be.below(250);
     } finally {

@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { DomainError } from "@switchyard/platform/domain-error.js";
 import type { SqlDatabase } from "@switchyard/platform/store";
-import { withCallDeadline } from "@switchyard/platform/call-deadline.js";
+import type { CallScope } from "@switchyard/platform/call-deadline.js";
 import { TcpGate } from "./support/tcp-gate.js";
 import { serverSchemaSuite } from "./support/server-schema.js";
 
@@ -20,6 +20,9 @@ const reasonOf = (p: Promise<unknown>) =>
     (e: unknown) => (e instanceof DomainError ? e.reason : `not a DomainError: ${String(e)}`),
   );
 
+/** A call with `ms` left. */
+const callWithin = (ms: number): CallScope => ({ deadlineAt: Date.now() + ms, requestId: undefined });
+
 describe("database time bounds (PostgreSQL server)", function () {
   this.timeout(30_000);
   const { open } = serverSchemaSuite("database time bounds");
@@ -28,9 +31,7 @@ describe("database time bounds (PostgreSQL server)", function () {
     const db = await open();
     const marker = `sleepy_${randomBytes(4).toString("hex")}`;
     const started = Date.now();
-    const reason = await reasonOf(
-      withCallDeadline(Date.now() + 300, () => db.transaction((tx) => tx.query(`SELECT pg_sleep(5), '${marker}'`))),
-    );
+    const reason = await reasonOf(db.transaction((tx) => tx.query(`SELECT pg_sleep(5), '${marker}'`), callWithin(300)));
     expect(reason).to.equal("DEADLINE_EXCEEDED");
     expect(Date.now() - started).to.be.below(2_000);
     const running = await db.query<{ n: bigint }>(
@@ -53,9 +54,7 @@ describe("database time bounds (PostgreSQL server)", function () {
     await new Promise((r) => setTimeout(r, 100));
     const started = Date.now();
     const reason = await reasonOf(
-      withCallDeadline(Date.now() + 300, () =>
-        db.transaction((tx) => tx.query("UPDATE rows SET n = n + 1 WHERE id = 1")),
-      ),
+      db.transaction((tx) => tx.query("UPDATE rows SET n = n + 1 WHERE id = 1"), callWithin(300)),
     );
     expect(reason).to.equal("DEADLINE_EXCEEDED");
     expect(Date.now() - started).to.be.below(2_000);

@@ -5,7 +5,14 @@ import type { ServiceImpl } from "@connectrpc/connect";
 import { WebhookService } from "@switchyard/gen/switchyard/webhooks/v1/webhooks_pb.js";
 import { principalOf, type Caller } from "@switchyard/platform/caller.js";
 import { fail } from "@switchyard/platform/errors.js";
-import { authentication, callerOf, idempotencyKeys, serviceCallerOf, USERS } from "@switchyard/platform/grpc";
+import {
+  authentication,
+  callerOf,
+  callScopeOf,
+  idempotencyKeys,
+  serviceCallerOf,
+  USERS,
+} from "@switchyard/platform/grpc";
 import { timestampDate } from "@bufbuild/protobuf/wkt";
 import type { Authenticator, CallPolicy, ServiceInterceptor } from "@switchyard/platform/grpc";
 import { requestFingerprint } from "@switchyard/platform/idempotency-keys.js";
@@ -102,6 +109,7 @@ export function webhookHandlers({
         principal: principalOf(caller),
         key: req.idempotencyKey,
         requestHash: requestFingerprint({ url, eventTypes: JSON.stringify(eventTypes) }),
+        call: callScopeOf(ctx),
       };
       const outcome = await store.createEndpoint(caller.tenantId, key, {
         url,
@@ -163,11 +171,15 @@ export function webhookHandlers({
       const endpoint = found(await store.getEndpoint(caller.tenantId, endpointIdOf(req.endpointId)));
       requireEnabled(endpoint);
       const event = { id: newId("evt"), tenantId: caller.tenantId, occurredAt: new Date() };
-      const delivery = await deliveries.recordEventFor(endpoint.id, {
-        ...event,
-        type: TEST_EVENT_TYPE,
-        body: testEventPayload(event, endpoint.id),
-      });
+      const delivery = await deliveries.recordEventFor(
+        endpoint.id,
+        {
+          ...event,
+          type: TEST_EVENT_TYPE,
+          body: testEventPayload(event, endpoint.id),
+        },
+        callScopeOf(ctx),
+      );
       onRecorded?.();
       return { delivery: deliveryToProto(delivery) };
     },

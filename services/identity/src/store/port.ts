@@ -2,6 +2,7 @@
 // password hash, the risk score and the deletion state, and never leave the service as they are.
 import type { Role } from "@switchyard/platform/caller.js";
 import type { Keyset } from "@switchyard/platform/paging.js";
+import type { CallScope } from "@switchyard/platform/call-deadline.js";
 
 export interface TenantRecord {
   id: string;
@@ -62,6 +63,7 @@ export interface IdentityStore {
   createTenantWithAdmin(
     tenant: { id: string; displayName: string },
     admin: { email: string; fullName: string; givenName: string; familyName: string; passwordHash: string },
+    call?: CallScope,
   ): Promise<{ tenant: TenantRecord; admin: UserRecord }>;
   /** Active (not deleted) users only. */
   findUserByEmail(tenantId: string, email: string): Promise<UserRecord | undefined>;
@@ -79,13 +81,13 @@ export interface IdentityStore {
     passwordHash: string;
   }): Promise<UserRecord>;
   /** Soft delete, revoking every session of the user (announced like revokeSession); false when there was no such active user. */
-  deleteUser(tenantId: string, id: bigint): Promise<boolean>;
+  deleteUser(tenantId: string, id: bigint, call?: CallScope): Promise<boolean>;
   /** Replaces a user's password hash (a stronger hash of the same password). */
   updatePasswordHash(tenantId: string, id: bigint, passwordHash: string): Promise<void>;
   recordSession(session: { id: string; tenantId: string; userId: bigint; expiresAt: Date }): Promise<void>;
   getSession(tenantId: string, id: string): Promise<SessionRecord | undefined>;
   /** Revokes one session; announced on the revocation channel when it commits. False when it was revoked already. */
-  revokeSession(tenantId: string, id: string): Promise<boolean>;
+  revokeSession(tenantId: string, id: string, call?: CallScope): Promise<boolean>;
   /** The revoked sessions whose tokens have not expired. */
   liveRevocations(): Promise<RevocationRecord[]>;
   /**

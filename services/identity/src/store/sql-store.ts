@@ -3,6 +3,7 @@ import { DomainError } from "@switchyard/platform/domain-error.js";
 import type { Role } from "@switchyard/platform/caller.js";
 import { KeysetPageQuery, type SqlDatabase, type SqlExecutor } from "@switchyard/platform/store";
 import type { Keyset } from "@switchyard/platform/paging.js";
+import type { CallScope } from "@switchyard/platform/call-deadline.js";
 import type {
   IdentityStore,
   RevocationRecord,
@@ -154,6 +155,7 @@ export class SqlIdentityStore implements IdentityStore {
   createTenantWithAdmin(
     tenant: { id: string; displayName: string },
     admin: { email: string; fullName: string; givenName: string; familyName: string; passwordHash: string },
+    call?: CallScope,
   ): Promise<{ tenant: TenantRecord; admin: UserRecord }> {
     return this.db.transaction(async (tx) => {
       // A tenant made at the same moment by another call: this insert waits for it, then inserts nothing.
@@ -167,7 +169,7 @@ export class SqlIdentityStore implements IdentityStore {
         tenant: toTenant(rows[0]),
         admin: await insertUser(tx, { tenantId: tenant.id, role: "admin", ...admin }),
       };
-    });
+    }, call);
   }
 
   async updatePasswordHash(tenantId: string, id: bigint, passwordHash: string): Promise<void> {
@@ -178,7 +180,7 @@ export class SqlIdentityStore implements IdentityStore {
     ]);
   }
 
-  deleteUser(tenantId: string, id: bigint): Promise<boolean> {
+  deleteUser(tenantId: string, id: bigint, call?: CallScope): Promise<boolean> {
     return this.db.transaction(async (tx) => {
       const { rowCount } = await tx.query(
         `UPDATE users SET is_deleted = true, deleted_at = now() WHERE tenant_id = $1 AND id = $2 AND NOT is_deleted`,
@@ -192,10 +194,10 @@ export class SqlIdentityStore implements IdentityStore {
       );
       for (const r of revoked.rows) await this.announce(tx, { sessionId: r.id, expiresAt: r.expires_at });
       return true;
-    });
+    }, call);
   }
 
-  revokeSession(tenantId: string, id: string): Promise<boolean> {
+  revokeSession(tenantId: string, id: string, call?: CallScope): Promise<boolean> {
     return this.db.transaction(async (tx) => {
       const { rows } = await tx.query<{ id: string; expires_at: Date }>(
         `UPDATE sessions SET revoked_at = now() WHERE tenant_id = $1 AND id = $2 AND revoked_at IS NULL RETURNING id, expires_at`,
@@ -204,7 +206,7 @@ export class SqlIdentityStore implements IdentityStore {
       if (!rows[0]) return false;
       await this.announce(tx, { sessionId: rows[0].id, expiresAt: rows[0].expires_at });
       return true;
-    });
+    }, call);
   }
 
   /** Delivered to every listener when the transaction commits, never before. */

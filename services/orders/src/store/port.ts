@@ -1,6 +1,7 @@
 // What the orders service needs from storage.
 import type { IdempotentOutcome, KeyedRequest } from "@switchyard/platform/store";
 import type { Keyset } from "@switchyard/platform/paging.js";
+import type { CallScope } from "@switchyard/platform/call-deadline.js";
 import type { NewItem } from "../domain/orders.js";
 import type { OrderStatus } from "../domain/state-machine.js";
 import type { StepKind, StepState } from "../domain/steps.js";
@@ -87,12 +88,18 @@ export type OrderAction =
 export type StepOutcome =
   { moved: true; paymentId?: string; refundId?: string; note: string } | { moved: false; note: string };
 
+/** What a change of an order checks on the locked order (throws to refuse), and the call it is made for. */
+export interface ChangeGuard {
+  check(order: OrderRecord): void;
+  call?: CallScope | undefined;
+}
+
 export interface OrdersStore {
   createOrder(
     tenantId: string,
     userId: bigint,
     order: { currency: string; note: string; items: NewItem[] },
-    idempotency: KeyedRequest<OrderRecord> | undefined,
+    request?: { idempotency?: KeyedRequest<OrderRecord> | undefined; call?: CallScope | undefined },
   ): Promise<IdempotentOutcome<OrderRecord>>;
   /** The order an earlier create with this key made (replayed), if it is done; 422 for another request. */
   findCreatedOrder(tenantId: string, idempotency: KeyedRequest<OrderRecord>): Promise<OrderRecord | undefined>;
@@ -100,32 +107,34 @@ export interface OrdersStore {
   listUserOrders(tenantId: string, userId: bigint, after: Keyset | undefined, limit: number): Promise<OrderRecord[]>;
   /**
    * Under the order's row lock: `check` sees the order (and throws to refuse), then the change is
-   * made and the version bumped. Every change of an order goes through a lock like this one.
+   * made and the version bumped. Every change of an order goes through a lock like this one. `call`
+   * (here and below): the call the change is made for, whose deadline bounds its transaction.
    */
-  updateNote(tenantId: string, id: bigint, note: string, check: (order: OrderRecord) => void): Promise<OrderRecord>;
+  updateNote(tenantId: string, id: bigint, note: string, guard: ChangeGuard): Promise<OrderRecord>;
   addItem(
     tenantId: string,
     id: bigint,
     item: NewItem,
-    check: (order: OrderRecord) => void,
+    guard: ChangeGuard,
   ): Promise<{ order: OrderRecord; item: ItemRecord }>;
   addDiscount(
     tenantId: string,
     id: bigint,
     discount: { code: string; amount: bigint },
-    check: (order: OrderRecord) => void,
+    guard: ChangeGuard,
   ): Promise<{ order: OrderRecord; discount: DiscountRecord }>;
   /** A status change or the start of a money step, decided by `decide` on the locked order. */
   act(
     tenantId: string,
     id: bigint,
     decide: (order: OrderRecord) => OrderAction,
+    call?: CallScope,
   ): Promise<{ order: OrderRecord; step?: StepRecord }>;
   /**
    * Records a step's outcome and what it means for the order (a charge: paid; a refund: cancelled;
    * nothing moved: unchanged), once: undefined when the step was settled already.
    */
-  settleStep(step: StepRecord, outcome: StepOutcome): Promise<OrderRecord | undefined>;
+  settleStep(step: StepRecord, outcome: StepOutcome, call?: CallScope): Promise<OrderRecord | undefined>;
   getStep(id: bigint): Promise<StepRecord | undefined>;
   /** Unsettled steps whose deadline has passed, oldest deadline first. */
   dueSteps(limit: number): Promise<StepRecord[]>;

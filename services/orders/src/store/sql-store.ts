@@ -16,11 +16,13 @@ import {
 } from "@switchyard/platform/store";
 import { newId } from "@switchyard/platform/ids.js";
 import type { Keyset } from "@switchyard/platform/paging.js";
+import type { CallScope } from "@switchyard/platform/call-deadline.js";
 import type { NewItem } from "../domain/orders.js";
 import type { OrderStatus } from "../domain/state-machine.js";
 import type { StepKind, StepState } from "../domain/steps.js";
 import { statusEventOf } from "../partner-events.js";
 import type {
+  ChangeGuard,
   DiscountRecord,
   ItemRecord,
   OrderAction,
@@ -200,7 +202,7 @@ export class SqlOrdersStore implements OrdersStore {
     tenantId: string,
     userId: bigint,
     order: { currency: string; note: string; items: NewItem[] },
-    idempotency: KeyedRequest<OrderRecord> | undefined,
+    { idempotency, call }: { idempotency?: KeyedRequest<OrderRecord> | undefined; call?: CallScope | undefined } = {},
   ) {
     const work = async (tx: SqlExecutor) => {
       const { rows } = await tx.query<OrderRow>(
@@ -218,8 +220,8 @@ export class SqlOrdersStore implements OrdersStore {
       }
       return (await one(tx, created))!;
     };
-    if (!idempotency) return { result: await this.db.transaction(work), replayed: false };
-    return runIdempotent(this.db, { tenantId, operation: CREATE_ORDER, ...idempotency }, orderCodec, work);
+    if (!idempotency) return { result: await this.db.transaction(work, call), replayed: false };
+    return runIdempotent(this.db, { tenantId, operation: CREATE_ORDER, ...idempotency, call }, orderCodec, work);
   }
 
   findCreatedOrder(tenantId: string, idempotency: KeyedRequest<OrderRecord>) {
@@ -249,6 +251,7 @@ export class SqlOrdersStore implements OrdersStore {
     tenantId: string,
     id: bigint,
     work: (tx: SqlExecutor, order: OrderRecord) => Promise<T>,
+    call: CallScope | undefined,
   ): Promise<T> {
     return this.db.transaction(async (tx) => {
       const lock = await tx.query(`SELECT id FROM orders WHERE id = $1 AND tenant_id = $2 FOR UPDATE`, [id, tenantId]);
@@ -256,99 +259,115 @@ export class SqlOrdersStore implements OrdersStore {
       // Read after the lock is held, in a statement of its own: one that waited for the lock sees
       // what the holder committed (a step it started, too), never the snapshot it began with.
       return work(tx, await reread(tx, id));
-    });
+    }, call);
   }
 
-  updateNote(tenantId: string, id: bigint, note: string, check: (order: OrderRecord) => void): Promise<OrderRecord> {
-    return this.locked(tenantId, id, async (tx, order) => {
-      check(order);
-      await touch(tx, id, "note = $2, ", [note]);
-      return reread(tx, id);
-    });
+  updateNote(tenantId: string, id: bigint, note: string, { check, call }: ChangeGuard): Promise<OrderRecord> {
+    return this.locked(
+      tenantId,
+      id,
+      async (tx, order) => {
+        check(order);
+        await touch(tx, id, "note = $2, ", [note]);
+        return reread(tx, id);
+      },
+      call,
+    );
   }
 
-  addItem(tenantId: string, id: bigint, item: NewItem, check: (order: OrderRecord) => void) {
-    return this.locked(tenantId, id, async (tx, order) => {
-      check(order);
-      const { rows } = await tx.query<{
-        id: bigint;
-        sku: string;
-        quantity: bigint;
-        unit_price: bigint;
-        created_at: Date;
-      }>(
-        `INSERT INTO order_items (order_id, sku, quantity, unit_price) VALUES ($1, $2, $3, $4) RETURNING id, sku, quantity, unit_price, created_at`,
-        [id, item.sku, item.quantity, item.unitPrice],
-      );
-      await touch(tx, id);
-      return { order: await reread(tx, id), item: toItem(rows[0]!) };
-    });
+  addItem(tenantId: string, id: bigint, item: NewItem, { check, call }: ChangeGuard) {
+    return this.locked(
+      tenantId,
+      id,
+      async (tx, order) => {
+        check(order);
+        const { rows } = await tx.query<{
+          id: bigint;
+          sku: string;
+          quantity: bigint;
+          unit_price: bigint;
+          created_at: Date;
+        }>(
+          `INSERT INTO order_items (order_id, sku, quantity, unit_price) VALUES ($1, $2, $3, $4) RETURNING id, sku, quantity, unit_price, created_at`,
+          [id, item.sku, item.quantity, item.unitPrice],
+        );
+        await touch(tx, id);
+        return { order: await reread(tx, id), item: toItem(rows[0]!) };
+      },
+      call,
+    );
   }
 
-  addDiscount(
-    tenantId: string,
-    id: bigint,
-    discount: { code: string; amount: bigint },
-    check: (order: OrderRecord) => void,
-  ) {
-    return this.locked(tenantId, id, async (tx, order) => {
-      check(order);
-      const { rows } = await tx.query<{ id: bigint; code: string; amount: bigint; created_at: Date }>(
-        `INSERT INTO order_discounts (order_id, code, amount) VALUES ($1, $2, $3) RETURNING id, code, amount, created_at`,
-        [id, discount.code, discount.amount],
-      );
-      await touch(tx, id);
-      return { order: await reread(tx, id), discount: toDiscount(rows[0]!) };
-    });
+  addDiscount(tenantId: string, id: bigint, discount: { code: string; amount: bigint }, { check, call }: ChangeGuard) {
+    return this.locked(
+      tenantId,
+      id,
+      async (tx, order) => {
+        check(order);
+        const { rows } = await tx.query<{ id: bigint; code: string; amount: bigint; created_at: Date }>(
+          `INSERT INTO order_discounts (order_id, code, amount) VALUES ($1, $2, $3) RETURNING id, code, amount, created_at`,
+          [id, discount.code, discount.amount],
+        );
+        await touch(tx, id);
+        return { order: await reread(tx, id), discount: toDiscount(rows[0]!) };
+      },
+      call,
+    );
   }
 
   act(
     tenantId: string,
     id: bigint,
     decide: (order: OrderRecord) => OrderAction,
+    call?: CallScope,
   ): Promise<{ order: OrderRecord; step?: StepRecord }> {
-    return this.locked(tenantId, id, async (tx, order) => {
-      const action = decide(order);
-      if (action.kind === "transition") {
-        await touch(tx, id, "status = $2, ", [action.to]);
-        if (action.shipment) {
-          await tx.query(`INSERT INTO shipments (id, order_id, carrier, tracking_number) VALUES ($1, $2, $3, $4)`, [
-            newId("shp"),
-            id,
-            action.shipment.carrier,
-            action.shipment.trackingNumber,
-          ]);
+    return this.locked(
+      tenantId,
+      id,
+      async (tx, order) => {
+        const action = decide(order);
+        if (action.kind === "transition") {
+          await touch(tx, id, "status = $2, ", [action.to]);
+          if (action.shipment) {
+            await tx.query(`INSERT INTO shipments (id, order_id, carrier, tracking_number) VALUES ($1, $2, $3, $4)`, [
+              newId("shp"),
+              id,
+              action.shipment.carrier,
+              action.shipment.trackingNumber,
+            ]);
+          }
+          return { order: await rereadChanged(tx, id) };
         }
-        return { order: await rereadChanged(tx, id) };
-      }
-      const { rows: attempts } = await tx.query<{ n: number }>(
-        `SELECT COALESCE(max(attempt), 0)::integer + 1 AS n FROM order_steps WHERE order_id = $1 AND kind = $2`,
-        [id, action.step],
-      );
-      const attempt = Number(attempts[0]!.n);
-      // The deadline is the database's clock, like the reconciler's: replicas' clocks never meet.
-      const { rows } = await tx.query<StepRow>(
-        `INSERT INTO order_steps (order_id, tenant_id, kind, attempt, amount, currency, idempotency_key, payment_id, deadline_at)
+        const { rows: attempts } = await tx.query<{ n: number }>(
+          `SELECT COALESCE(max(attempt), 0)::integer + 1 AS n FROM order_steps WHERE order_id = $1 AND kind = $2`,
+          [id, action.step],
+        );
+        const attempt = Number(attempts[0]!.n);
+        // The deadline is the database's clock, like the reconciler's: replicas' clocks never meet.
+        const { rows } = await tx.query<StepRow>(
+          `INSERT INTO order_steps (order_id, tenant_id, kind, attempt, amount, currency, idempotency_key, payment_id, deadline_at)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp() + $9::bigint * interval '1 millisecond')
          RETURNING ${STEP_COLUMNS}`,
-        [
-          id,
-          tenantId,
-          action.step,
-          attempt,
-          action.amount,
-          action.currency,
-          action.keyFor(attempt),
-          action.paymentId,
-          action.deadlineMs,
-        ],
-      );
-      await touch(tx, id);
-      return { order: await reread(tx, id), step: toStep(rows[0]!) };
-    });
+          [
+            id,
+            tenantId,
+            action.step,
+            attempt,
+            action.amount,
+            action.currency,
+            action.keyFor(attempt),
+            action.paymentId,
+            action.deadlineMs,
+          ],
+        );
+        await touch(tx, id);
+        return { order: await reread(tx, id), step: toStep(rows[0]!) };
+      },
+      call,
+    );
   }
 
-  settleStep(step: StepRecord, outcome: StepOutcome): Promise<OrderRecord | undefined> {
+  settleStep(step: StepRecord, outcome: StepOutcome, call?: CallScope): Promise<OrderRecord | undefined> {
     return this.db.transaction(async (tx) => {
       const settled = await tx.query(
         `UPDATE order_steps SET state = $2, payment_id = COALESCE($3, payment_id), refund_id = COALESCE($4, refund_id), outcome = $5, settled_at = clock_timestamp()
@@ -371,7 +390,7 @@ export class SqlOrdersStore implements OrdersStore {
         await touch(tx, step.orderId, "status = 'paid', payment_id = $2, ", [outcome.paymentId ?? ""]);
       else await touch(tx, step.orderId, "status = 'cancelled', refund_id = $2, ", [outcome.refundId ?? ""]);
       return rereadChanged(tx, step.orderId);
-    });
+    }, call);
   }
 
   async getStep(id: bigint): Promise<StepRecord | undefined> {

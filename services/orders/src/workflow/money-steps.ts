@@ -23,11 +23,11 @@ import {
   type Refund,
 } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { errorInfoOf, fail } from "@switchyard/platform/errors.js";
-import type { Logger } from "@switchyard/platform/logger.js";
+import { callFields, type Logger } from "@switchyard/platform/logger.js";
 import { SERVICE_AUTHORIZATION, type Caller } from "@switchyard/platform/caller.js";
 import { downstreamOptions } from "@switchyard/platform/auth.js";
-import { downstreamTimeoutMs, remainingCallMs } from "@switchyard/platform/call-deadline.js";
-import type { Client } from "@switchyard/platform/grpc";
+import { downstreamTimeoutMs, passedOn, remainingMs, type CallScope } from "@switchyard/platform/call-deadline.js";
+import { callScopeOf, type Client } from "@switchyard/platform/grpc";
 import { Faults } from "@switchyard/platform/faults.js";
 import { moneyStepMismatches } from "@switchyard/platform/metrics.js";
 import type { ServiceCredentials } from "@switchyard/platform/service-credentials.js";
@@ -103,29 +103,35 @@ export class MoneySteps {
   ): Promise<{ order: OrderRecord; paymentId: string }> {
     const serviceToken = await this.deps.credentials.token();
     const callMs = stepCallMs(downstreamTimeoutMs(ctx.timeoutMs()));
-    const { order, step } = await this.deps.store.act(caller.tenantId, orderId, (o) => {
-      visibleOrder(caller, o);
-      guardNoStepInProgress(o);
-      guardTransition("pay", o.status);
-      const { total } = totalsOf(o.items, o.discounts);
-      if (total <= 0n)
-        throw fail("RULE_VIOLATION", "the order total is zero: there is nothing to pay", { field: "total" });
-      return {
-        kind: "step",
-        step: "charge",
-        amount: total,
-        currency: o.currency,
-        paymentId: "",
-        keyFor: (n) =>
-          stepIdempotencyKey(this.deps.stepKeySecret, {
-            tenantId: o.tenantId,
-            orderId: o.id,
-            kind: "charge",
-            attempt: n,
-          }),
-        deadlineMs: callMs + STEP_DEADLINE_SLACK_MS,
-      };
-    });
+    const call = callScopeOf(ctx);
+    const { order, step } = await this.deps.store.act(
+      caller.tenantId,
+      orderId,
+      (o) => {
+        visibleOrder(caller, o);
+        guardNoStepInProgress(o);
+        guardTransition("pay", o.status);
+        const { total } = totalsOf(o.items, o.discounts);
+        if (total <= 0n)
+          throw fail("RULE_VIOLATION", "the order total is zero: there is nothing to pay", { field: "total" });
+        return {
+          kind: "step",
+          step: "charge",
+          amount: total,
+          currency: o.currency,
+          paymentId: "",
+          keyFor: (n) =>
+            stepIdempotencyKey(this.deps.stepKeySecret, {
+              tenantId: o.tenantId,
+              orderId: o.id,
+              kind: "charge",
+              attempt: n,
+            }),
+          deadlineMs: callMs + STEP_DEADLINE_SLACK_MS,
+        };
+      },
+      call,
+    );
     this.faults.crashIfFires("orders.exit-after-intent");
     let payment: Payment;
     try {
@@ -141,13 +147,14 @@ export class MoneySteps {
         { ...downstreamOptions(caller, ctx, serviceToken), timeoutMs: callTimeoutMs(ctx) },
       )) as { payment: Payment });
     } catch (err) {
-      const settled = await this.afterFailedCall(step!, err);
+      const settled = await this.afterFailedCall(step!, err, call);
       return { order: settled, paymentId: settled.paymentId };
     }
     this.faults.crashIfFires("orders.exit-after-charge");
     const settled = await this.settle(
       step!,
-      this.believed(step!, order.userId, { case: "payment", value: payment }, "charged"),
+      this.believed(step!, order.userId, { case: "payment", value: payment }, { note: "charged", call }),
+      call,
     );
     if (settled.status !== "paid") throw notBelieved(step!);
     return { order: settled, paymentId: settled.paymentId };
@@ -161,28 +168,34 @@ export class MoneySteps {
   ): Promise<{ order: OrderRecord; refundId: string }> {
     const serviceToken = await this.deps.credentials.token();
     const callMs = stepCallMs(downstreamTimeoutMs(ctx.timeoutMs()));
-    const { order, step } = await this.deps.store.act(caller.tenantId, orderId, (o) => {
-      visibleOrder(caller, o);
-      guardNoStepInProgress(o);
-      const to = guardTransition("cancel", o.status);
-      if (o.status !== "paid") return { kind: "transition", to };
-      const { total } = totalsOf(o.items, o.discounts);
-      return {
-        kind: "step",
-        step: "refund",
-        amount: total,
-        currency: o.currency,
-        paymentId: o.paymentId,
-        keyFor: (n) =>
-          stepIdempotencyKey(this.deps.stepKeySecret, {
-            tenantId: o.tenantId,
-            orderId: o.id,
-            kind: "refund",
-            attempt: n,
-          }),
-        deadlineMs: callMs + STEP_DEADLINE_SLACK_MS,
-      };
-    });
+    const call = callScopeOf(ctx);
+    const { order, step } = await this.deps.store.act(
+      caller.tenantId,
+      orderId,
+      (o) => {
+        visibleOrder(caller, o);
+        guardNoStepInProgress(o);
+        const to = guardTransition("cancel", o.status);
+        if (o.status !== "paid") return { kind: "transition", to };
+        const { total } = totalsOf(o.items, o.discounts);
+        return {
+          kind: "step",
+          step: "refund",
+          amount: total,
+          currency: o.currency,
+          paymentId: o.paymentId,
+          keyFor: (n) =>
+            stepIdempotencyKey(this.deps.stepKeySecret, {
+              tenantId: o.tenantId,
+              orderId: o.id,
+              kind: "refund",
+              attempt: n,
+            }),
+          deadlineMs: callMs + STEP_DEADLINE_SLACK_MS,
+        };
+      },
+      call,
+    );
     if (!step) return { order: order, refundId: "" };
     this.faults.crashIfFires("orders.exit-after-intent");
     let refund: Refund;
@@ -200,21 +213,22 @@ export class MoneySteps {
     } catch (err) {
       if (err instanceof ConnectError && errorInfoOf(err)?.reason === "NOTHING_TO_REFUND") {
         return {
-          order: await this.settle(step, {
-            moved: true,
-            refundId: "",
-            note: "the payment had been refunded in full already",
-          }),
+          order: await this.settle(
+            step,
+            { moved: true, refundId: "", note: "the payment had been refunded in full already" },
+            call,
+          ),
           refundId: "",
         };
       }
-      const settled = await this.afterFailedCall(step, err);
+      const settled = await this.afterFailedCall(step, err, call);
       return { order: settled, refundId: settled.refundId };
     }
     this.faults.crashIfFires("orders.exit-after-refund");
     const settled = await this.settle(
       step,
-      this.believed(step, order.userId, { case: "refund", value: refund }, "refunded"),
+      this.believed(step, order.userId, { case: "refund", value: refund }, { note: "refunded", call }),
+      call,
     );
     if (settled.status !== "cancelled") throw notBelieved(step);
     return { order: settled, refundId: settled.refundId };
@@ -223,32 +237,32 @@ export class MoneySteps {
   /**
    * Settles an unsettled step by asking payments what happened under its key (the reconciler's
    * work, and the caller's own after a call whose answer it never got). Throws when payments cannot
-   * be asked now: the step stays unsettled for the next try.
+   * be asked now: the step stays unsettled for the next try. `call`: the caller's call, when it is
+   * the caller's own (the reconciler's work is no call's).
    */
-  async resolve(step: StepRecord): Promise<OrderRecord> {
+  async resolve(step: StepRecord, call?: CallScope): Promise<OrderRecord> {
     const serviceToken = await this.deps.credentials.token();
     const { outcome } = await this.deps.payments.resolveIdempotencyKey(
       { tenantId: step.tenantId, operation: OPERATION[step.kind], idempotencyKey: step.idempotencyKey },
       {
-        headers: { [SERVICE_AUTHORIZATION]: `Bearer ${serviceToken}` },
+        headers: { ...passedOn(call), [SERVICE_AUTHORIZATION]: `Bearer ${serviceToken}` },
         // Within a call, no longer than the call has left (it waits for a reachable payments replica
         // until then); the reconciler, outside any call, gives it its own bound.
-        timeoutMs: Math.min(RESOLVE_TIMEOUT_MS, downstreamTimeoutMs(remainingCallMs()) ?? RESOLVE_TIMEOUT_MS),
+        timeoutMs: Math.min(RESOLVE_TIMEOUT_MS, downstreamTimeoutMs(remainingMs(call)) ?? RESOLVE_TIMEOUT_MS),
       },
     );
     const found: StepOutcome =
       outcome.case === "payment" || outcome.case === "refund"
-        ? this.believed(
-            step,
-            (await this.current(step)).userId,
-            outcome,
-            `${outcome.case === "payment" ? "charged" : "refunded"} (settled by asking payments)`,
-          )
+        ? this.believed(step, (await this.current(step)).userId, outcome, {
+            note: `${outcome.case === "payment" ? "charged" : "refunded"} (settled by asking payments)`,
+            call,
+          })
         : { moved: false, note: "nothing was made under the key; the key is void (rolled back)" };
-    const settled = await this.deps.store.settleStep(step, found);
+    const settled = await this.deps.store.settleStep(step, found, call);
     if (!settled) return this.current(step);
     this.deps.logger.info(
       {
+        ...callFields(call),
         orderId: step.orderId.toString(),
         tenantId: step.tenantId,
         step: step.kind,
@@ -265,22 +279,26 @@ export class MoneySteps {
    * was; when that is unknown, payments is asked at once (the call is over on our side). Answers the
    * order when the money did move after all; throws the call's error otherwise.
    */
-  private async afterFailedCall(step: StepRecord, err: unknown): Promise<OrderRecord> {
+  private async afterFailedCall(step: StepRecord, err: unknown, call: CallScope): Promise<OrderRecord> {
     const error = ConnectError.from(err);
     if (movedNoMoney(error)) {
-      await this.settle(step, { moved: false, note: `payments refused: ${errorInfoOf(error)?.reason ?? error.code}` });
-      throw this.forTheUser(step, error);
+      await this.settle(
+        step,
+        { moved: false, note: `payments refused: ${errorInfoOf(error)?.reason ?? error.code}` },
+        call,
+      );
+      throw this.forTheUser(step, error, call);
     }
-    const settled = await this.resolve(step).catch((resolveErr: unknown) => {
+    const settled = await this.resolve(step, call).catch((resolveErr: unknown) => {
       this.deps.logger.warn(
-        { orderId: step.orderId.toString(), step: step.kind, message: String(resolveErr) },
+        { ...callFields(call), orderId: step.orderId.toString(), step: step.kind, message: String(resolveErr) },
         "could not settle an order's money step yet; the reconciler will",
       );
       return undefined;
     });
     if (settled && (step.kind === "charge" ? settled.status === "paid" : settled.status === "cancelled"))
       return settled;
-    throw this.forTheUser(step, error);
+    throw this.forTheUser(step, error, call);
   }
 
   /**
@@ -288,7 +306,12 @@ export class MoneySteps {
    * else (another amount, currency, reference or owner) is never believed: the step fails safe as
    * "nothing moved" (the order stays as it was, nothing is refunded), logged and counted.
    */
-  private believed(step: StepRecord, orderOwner: bigint, answer: Answer, note: string): StepOutcome {
+  private believed(
+    step: StepRecord,
+    orderOwner: bigint,
+    answer: Answer,
+    { note, call }: { note: string; call: CallScope | undefined },
+  ): StepOutcome {
     const mismatch =
       answer.case === "payment" ? chargeMismatch(step, orderOwner, answer.value) : refundMismatch(step, answer.value);
     if (mismatch === undefined)
@@ -298,6 +321,7 @@ export class MoneySteps {
     moneyStepMismatches.labels({ step: step.kind }).inc();
     this.deps.logger.error(
       {
+        ...callFields(call),
         orderId: step.orderId.toString(),
         tenantId: step.tenantId,
         step: step.kind,
@@ -317,7 +341,7 @@ export class MoneySteps {
    * A refusal as the user may see it: the key was orders' own, never the user's, so no refusal about
    * it is passed on as it stands (it would name a key the user never sent).
    */
-  private forTheUser(step: StepRecord, error: ConnectError): ConnectError {
+  private forTheUser(step: StepRecord, error: ConnectError, call: CallScope): ConnectError {
     switch (errorInfoOf(error)?.reason) {
       case "IDEMPOTENCY_KEY_VOIDED":
         return fail(
@@ -333,7 +357,12 @@ export class MoneySteps {
       case "IDEMPOTENCY_KEY_REUSED":
       case "IDEMPOTENCY_KEY_INVALID":
         this.deps.logger.error(
-          { orderId: step.orderId.toString(), step: step.kind, reason: errorInfoOf(error)?.reason },
+          {
+            ...callFields(call),
+            orderId: step.orderId.toString(),
+            step: step.kind,
+            reason: errorInfoOf(error)?.reason,
+          },
           "payments refused the key of an order's money step",
         );
         return fail("INTERNAL", `the ${STEP_NAMES[step.kind]} could not be made; nothing was moved`);
@@ -343,8 +372,8 @@ export class MoneySteps {
   }
 
   /** Records the outcome once; when someone else settled the step first, the order as it is now. */
-  private async settle(step: StepRecord, outcome: StepOutcome): Promise<OrderRecord> {
-    const order = await this.deps.store.settleStep(step, outcome);
+  private async settle(step: StepRecord, outcome: StepOutcome, call: CallScope): Promise<OrderRecord> {
+    const order = await this.deps.store.settleStep(step, outcome, call);
     return order ? order : this.current(step);
   }
 

@@ -95,7 +95,8 @@ export class SqlPaymentsStore implements PaymentsStore {
   constructor(private readonly db: SqlDatabase) {}
 
   createPayment(tenantId: string, idempotency: KeyedRequest<PaymentRecord>, payment: NewPayment) {
-    return runIdempotent(this.db, { tenantId, operation: CREATE_PAYMENT, ...idempotency }, paymentCodec, async (tx) => {
+    const scope = { tenantId, operation: CREATE_PAYMENT, ...idempotency };
+    return runIdempotent(this.db, scope, paymentCodec, async (tx) => {
       const { rows } = await tx.query<PaymentRow>(INSERT_PAYMENT, [
         newId("pay"),
         tenantId,

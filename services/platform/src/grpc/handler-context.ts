@@ -5,6 +5,7 @@ import type { PeerCertificate } from "node:tls";
 import type { Metadata } from "@grpc/grpc-js";
 import type { DescMethod, DescService } from "@bufbuild/protobuf";
 import { Code, ConnectError, createContextValues, type HandlerContext } from "@connectrpc/connect";
+import type { CallScope } from "../call-deadline.js";
 import { fail } from "../errors.js";
 import { acceptedRequestId, newRequestId, REQUEST_ID_HEADER } from "../request-id.js";
 import { PRIORITY_HEADER, priorityFrom, type Priority } from "../priority.js";
@@ -231,6 +232,11 @@ export function requestIdOf(context: HandlerContext): string {
 /** The call's priority (`default` when its caller sent none). */
 export function priorityOf(context: HandlerContext): Priority {
   return ownContext(context)?.priority ?? priorityFrom(context.requestHeader.get(PRIORITY_HEADER));
+}
+
+/** The call's deadline, request id and priority: what the work done for it is bounded by and passes on (call-deadline.ts). */
+export function callScopeOf(context: HandlerContext): CallScope {
+  return { deadlineAt: deadlineOf(context), requestId: requestIdOf(context), priority: priorityOf(context) };
 }
 
 /** Why the server ended the call early (endCall), if it did. */

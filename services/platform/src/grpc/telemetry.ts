@@ -1,13 +1,10 @@
-// Metrics, spans and the request id of the gRPC calls a process makes, made once here for every call:
+// Metrics and spans of the gRPC calls a process makes, made once here for every call:
 // the client calls into this, handlers never do. (Those of the calls it serves are the server chain's:
 // interceptors/telemetry.ts.)
 import { Metadata, status as GrpcStatus } from "@grpc/grpc-js";
 import type { DescMethod } from "@bufbuild/protobuf";
 import { ConnectError } from "@connectrpc/connect";
-import { currentPriority, currentRequestId } from "../call-deadline.js";
-import { PRIORITY_HEADER } from "../priority.js";
 import { rpcClientDuration } from "../metrics.js";
-import { REQUEST_ID_HEADER } from "../request-id.js";
 import { injectContext, SpanKind, SpanStatusCode, tracer, tracingEnabled, type Span } from "../tracing.js";
 
 /** The canonical gRPC code name of a call's outcome (OK for none). */
@@ -32,8 +29,8 @@ export interface ClientCallTelemetry {
 const NOTHING: ClientCallTelemetry = { end() {} };
 
 /**
- * An outgoing call: passes the request id and priority of the call it is made within (unless the caller set them)
- * and, when tracing, the trace context of a client span; unary calls are timed.
+ * An outgoing call: when tracing, the trace context of a client span; unary calls are timed. (The
+ * request id and priority of the call it is made for are the caller's to pass on: call-deadline.ts's passedOn.)
  */
 export function clientTelemetry(method: DescMethod) {
   const service = method.parent.typeName;
@@ -41,14 +38,6 @@ export function clientTelemetry(method: DescMethod) {
   const spanName = `${service}/${method.name}`;
   const byCode = new Map<string, { observe(v: number): void }>();
   return (metadata: Metadata): ClientCallTelemetry => {
-    if (metadata.get(REQUEST_ID_HEADER).length === 0) {
-      const requestId = currentRequestId();
-      if (requestId !== undefined) metadata.set(REQUEST_ID_HEADER, requestId);
-    }
-    if (metadata.get(PRIORITY_HEADER).length === 0) {
-      const priority = currentPriority();
-      if (priority !== undefined) metadata.set(PRIORITY_HEADER, priority);
-    }
     let span: Span | undefined;
     if (tracingEnabled()) {
       span = tracer().startSpan(spanName, {

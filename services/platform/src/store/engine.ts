@@ -1,6 +1,7 @@
 // What a service's store sees of its database, whichever engine runs it (embedded PGlite, or a
 // PostgreSQL server through `pg`): statements with `$n` parameters, scripts, transactions, LISTEN.
 // Both adapters implement SqlDatabase; the few rules they share are here too.
+import type { CallScope } from "../call-deadline.js";
 
 export interface SqlResult<R> {
   rows: R[];
@@ -16,8 +17,12 @@ export interface SqlExecutor {
 export interface SqlDatabase extends SqlExecutor {
   readonly engine: "pglite" | "postgres";
   readonly schema: string;
-  /** Runs `work` in one transaction: committed when it resolves, rolled back when it throws. */
-  transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T>;
+  /**
+   * Runs `work` in one transaction: committed when it resolves, rolled back when it throws. `call`:
+   * the call it is done for, if any — on a server, none of its statements or lock waits outlives that
+   * call's deadline (embedded PGlite runs one statement at a time and has no such bound).
+   */
+  transaction<T>(work: (tx: SqlExecutor) => Promise<T>, call?: CallScope): Promise<T>;
   /**
    * LISTEN on a channel: `handler` gets every NOTIFY payload (sent by any process on the same
    * database, after its transaction commits). Resolves to the function that stops listening.

@@ -5,6 +5,7 @@ import { DomainError } from "../domain-error.js";
 import { assertIdempotencyKey } from "../idempotency-keys.js";
 import { idempotentReplays } from "../metrics.js";
 import type { SqlDatabase, SqlExecutor } from "./engine.js";
+import type { CallScope } from "../call-deadline.js";
 import type { Logger } from "../logger.js";
 import { parse, setting } from "../config.js";
 
@@ -65,9 +66,11 @@ export interface IdempotencyScope<T = unknown> {
    * is this principal's to replay. Absent: such keys are never this principal's.
    */
   ownsUnscoped?: (result: T | undefined) => boolean;
+  /** The call the keyed work is done for, if any: its deadline bounds the transaction. */
+  call?: CallScope | undefined;
 }
 
-/** What a request brings to a keyed store operation: the key, who sent it, and the request's fingerprint. */
+/** What a request brings to a keyed store operation: the key, who sent it, the request's fingerprint, and its call. */
 export type KeyedRequest<T = unknown> = Omit<IdempotencyScope<T>, "tenantId" | "operation">;
 
 export interface ResultCodec<T> {
@@ -193,7 +196,7 @@ export async function runIdempotent<T>(
         "a request with this Idempotency-Key is still in progress; retry later",
       );
     return { result: codec.decode(response), replayed: true };
-  });
+  }, scope.call);
   if (outcome.replayed) idempotentReplays.labels({ operation: scope.operation }).inc();
   return outcome;
 }
@@ -259,7 +262,7 @@ export async function resolveIdempotencyKey<T>(
     if (!record.response)
       throw new DomainError("IDEMPOTENCY_KEY_IN_FLIGHT", "the work under this key is still in progress; retry later");
     return { result: codec.decode(record.response) };
-  });
+  }, scope.call);
 }
 
 /**

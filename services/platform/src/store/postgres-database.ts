@@ -5,7 +5,7 @@
 // is thrown away, and the LISTEN connection is made again and tells its listeners to read what they
 // may have missed.
 import pg from "pg";
-import { remainingCallMs } from "../call-deadline.js";
+import { remainingMs, type CallScope } from "../call-deadline.js";
 import { DomainError } from "../domain-error.js";
 import { reportPool } from "../metrics.js";
 import {
@@ -31,7 +31,9 @@ const CONNECTION_WAIT_MS = 2_000;
 export const DEFAULT_POOL_MAX = 10;
 /**
  * A statement the server refused before running it (no connection could be made: it is restarting,
- * down, or full) is tried once more after this long, when the call's deadline leaves the time.
+ * down, or full) is tried once more after this long; a transaction's connection only when the call it
+ * is for leaves the time (a single statement is not told its call: it never ran, and the server
+ * answers the caller at its deadline whatever a second try does).
  */
 const REFUSED_RETRY_MS = 250;
 /** The LISTEN connection, once lost, is made again after this long, doubling up to the second figure. */
@@ -222,7 +224,7 @@ class PostgresDatabase implements SqlDatabase {
       (err: unknown) => {
         const translated = translateDatabaseError(err);
         measurement.failed(translated);
-        if (on === this.pool && !again && refusedBeforeRunning(err) && timeLeftFor(REFUSED_RETRY_MS))
+        if (on === this.pool && !again && refusedBeforeRunning(err))
           return delay(REFUSED_RETRY_MS).then(() => this.run<R>(on, sql, params, true));
         throw translated;
       },
@@ -234,21 +236,21 @@ class PostgresDatabase implements SqlDatabase {
   }
 
   /** A connection of the pool for a transaction; a refusal before any connection was made is tried once more. */
-  private async checkOut(): Promise<pg.PoolClient> {
+  private async checkOut(call: CallScope | undefined): Promise<pg.PoolClient> {
     try {
       return await this.pool.connect();
     } catch (err) {
-      if (!refusedBeforeRunning(err) || !timeLeftFor(REFUSED_RETRY_MS)) throw translateDatabaseError(err);
+      if (!refusedBeforeRunning(err) || !timeLeftFor(REFUSED_RETRY_MS, call)) throw translateDatabaseError(err);
     }
     await delay(REFUSED_RETRY_MS);
     return translating(() => this.pool.connect());
   }
 
-  async transaction<T>(work: (tx: SqlExecutor) => Promise<T>): Promise<T> {
-    const remaining = remainingCallMs();
+  async transaction<T>(work: (tx: SqlExecutor) => Promise<T>, call?: CallScope): Promise<T> {
+    const remaining = remainingMs(call);
     if (remaining !== undefined && remaining <= 0)
       throw new DomainError("DEADLINE_EXCEEDED", "the call's deadline passed before its database work began");
-    const client = await this.checkOut();
+    const client = await this.checkOut(call);
     // While it is checked out, the pool does not hear the connection's `error` (the server went
     // away): heard here, the connection is thrown away at release, never handed out again.
     let lost: unknown;
@@ -304,9 +306,9 @@ class PostgresDatabase implements SqlDatabase {
 
 const delay = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** Whether the call this work belongs to (if any) has time left to wait `ms` and try again. */
-function timeLeftFor(ms: number): boolean {
-  const remaining = remainingCallMs();
+/** Whether the call this work is done for (if any) has time left to wait `ms` and try again. */
+function timeLeftFor(ms: number, call: CallScope | undefined): boolean {
+  const remaining = remainingMs(call);
   return remaining === undefined || remaining > ms * 2;
 }
 

@@ -33,6 +33,8 @@ export interface InProcessMesh {
   ordersAddress: string;
   /** Orders' own credential at identity (for tests that act as the orders service). */
   ordersSecret: string;
+  /** On a PostgreSQL server: the schema orders' tables are in. */
+  ordersSchema: string | undefined;
   /** The gates between orders and payments / content, with `gatePayments` / `gateContent`. */
   paymentsGate: TcpGate | undefined;
   contentGate: TcpGate | undefined;
@@ -143,6 +145,7 @@ export async function startInProcessMesh(options: InProcessMeshOptions = {}): Pr
     paymentsAddress,
     ordersAddress,
     ordersSecret,
+    ordersSchema: options.databaseUrl ? `orders_${suffix}` : undefined,
     paymentsGate,
     contentGate,
     async login(email, tenant = email.split("@")[1]!.split(".")[0]!) {

@@ -1,3 +1,4 @@
+import type { CallScope } from "@switchyard/platform/call-deadline.js";
 // What delivering events needs from storage: events recorded once each, with a delivery per endpoint
 // that asked for their type; deliveries claimed by lease, and each attempt's outcome.
 
@@ -64,7 +65,7 @@ export interface DeliveriesStore {
    */
   recordEvent(event: NewEvent): Promise<boolean>;
   /** Records an event for one endpoint alone (a test), with its delivery, whatever types the endpoint asked for. */
-  recordEventFor(endpointId: string, event: NewEvent): Promise<DeliveryRecord>;
+  recordEventFor(endpointId: string, event: NewEvent, call?: CallScope): Promise<DeliveryRecord>;
   /** Makes one of the endpoint's deliveries due now again, with a new span of retries; undefined when there is none. */
   redeliver(endpointId: string, deliveryId: string): Promise<DeliveryRecord | undefined>;
   /**

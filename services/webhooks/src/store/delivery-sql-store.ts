@@ -3,6 +3,7 @@
 // the bound on an endpoint's deliveries in flight holds across every replica.
 import { newId } from "@switchyard/platform/ids.js";
 import { KeysetPageQuery, type SqlDatabase } from "@switchyard/platform/store";
+import type { CallScope } from "@switchyard/platform/call-deadline.js";
 import type {
   AttemptRecord,
   AttemptVerdict,
@@ -137,7 +138,7 @@ export class SqlDeliveriesStore implements DeliveriesStore {
     });
   }
 
-  recordEventFor(endpointId: string, event: NewEvent): Promise<DeliveryRecord> {
+  recordEventFor(endpointId: string, event: NewEvent, call?: CallScope): Promise<DeliveryRecord> {
     return this.db.transaction(async (tx) => {
       await tx.query(`INSERT INTO events (id, tenant_id, type, body, occurred_at) VALUES ($1, $2, $3, $4, $5)`, [
         event.id,
@@ -161,7 +162,7 @@ export class SqlDeliveriesStore implements DeliveriesStore {
         nextAttemptAt: r.next_attempt_at,
         attempts: [],
       };
-    });
+    }, call);
   }
 
   async redeliver(endpointId: string, deliveryId: string): Promise<DeliveryRecord | undefined> {

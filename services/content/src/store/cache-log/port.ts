@@ -1,3 +1,4 @@
+import type { CallScope } from "@switchyard/platform/call-deadline.js";
 // The edge caches' side of content's storage: the log of changes to cached data (every write of a
 // document or the catalog records one) and the caches' leases on what they serve.
 
@@ -32,6 +33,7 @@ export interface CacheLogStore {
     subscriberId: string,
     appliedPosition: bigint,
     leaseMs: number,
+    call?: CallScope,
   ): Promise<{ requiredPosition: bigint; extended: boolean }>;
   /** Ends the lease of cache `subscriberId` now (it stopped answering from memory). */
   releaseCacheLease(subscriberId: string): Promise<void>;

@@ -3,6 +3,7 @@
 // through `record`; leases are renewed under the same lock, which orders the two.
 import type { SqlDatabase, SqlExecutor } from "@switchyard/platform/store";
 import type { CacheChangeKind, CacheChangeRecord, CacheLogStore } from "./port.js";
+import type { CallScope } from "@switchyard/platform/call-deadline.js";
 
 /** A change of cached data as its writer records it (its position is the log's to give). */
 export type CacheChange = Omit<CacheChangeRecord, "position">;
@@ -80,6 +81,7 @@ export class SqlCacheLogStore implements CacheLogStore, CacheChangeRecorder {
     subscriberId: string,
     appliedPosition: bigint,
     leaseMs: number,
+    call?: CallScope,
   ): Promise<{ requiredPosition: bigint; extended: boolean }> {
     return this.db.transaction(async (tx) => {
       // Under the changes' lock: every change committed before is visible to the next statement, and
@@ -100,7 +102,7 @@ export class SqlCacheLogStore implements CacheLogStore, CacheChangeRecorder {
         [subscriberId, appliedPosition, leaseMs, this.cacheAcksChannel],
       );
       return { requiredPosition: BigInt(rows[0]?.required ?? 0n), extended: rows[0]?.extended ?? false };
-    });
+    }, call);
   }
 
   async releaseCacheLease(subscriberId: string): Promise<void> {

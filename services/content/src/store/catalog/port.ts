@@ -2,6 +2,7 @@
 // owner (ImportItems, import jobs).
 import type { CatalogItemInput } from "../../domain/content.js";
 import type { CatalogWriter } from "../../catalog-import.js";
+import type { CallScope } from "@switchyard/platform/call-deadline.js";
 
 export interface CatalogItemRecord extends CatalogItemInput {
   updatedAt: Date;
@@ -12,5 +13,5 @@ export interface CatalogStore extends CatalogWriter {
   /** The catalog items with these skus (any order; skus not in the catalog are absent). */
   getCatalogItems(skus: readonly string[]): Promise<CatalogItemRecord[]>;
   /** Creates or replaces by sku, recording a cache change with it; true when it was created. */
-  upsertCatalogItem(item: CatalogItemInput): Promise<boolean>;
+  upsertCatalogItem(item: CatalogItemInput, call?: CallScope): Promise<boolean>;
 }

@@ -5,6 +5,7 @@ import type { CatalogItemInput } from "../../domain/content.js";
 import { CATALOG_CHANGE, type CacheChangeRecorder } from "../cache-log/sql-store.js";
 import { NOW } from "../sql-clock.js";
 import type { CatalogItemRecord, CatalogStore } from "./port.js";
+import type { CallScope } from "@switchyard/platform/call-deadline.js";
 
 interface CatalogItemRow {
   sku: string;
@@ -59,11 +60,11 @@ export class SqlCatalogStore implements CatalogStore {
     return rows.map(toCatalogItem);
   }
 
-  upsertCatalogItem(item: CatalogItemInput): Promise<boolean> {
+  upsertCatalogItem(item: CatalogItemInput, call?: CallScope): Promise<boolean> {
     return this.db.transaction(async (tx) => {
       const created = await upsertCatalogItemIn(tx, item);
       await this.cacheLog.record(tx, CATALOG_CHANGE);
       return created;
-    });
+    }, call);
   }
 }

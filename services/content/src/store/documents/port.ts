@@ -1,3 +1,4 @@
+import type { CallScope } from "@switchyard/platform/call-deadline.js";
 // A tenant's documents in content's storage: written with entity tags (a conditional write on the
 // stored version), each write recorded for the edge caches.
 
@@ -11,6 +12,12 @@ export interface DocumentRecord {
   updatedAt: Date;
 }
 
+/** A write's condition — the version it expects (undefined: any) — and the call it is made for, if any (its deadline bounds the transaction). */
+export interface ConditionalWrite {
+  expectedVersion: number | undefined;
+  call?: CallScope | undefined;
+}
+
 export interface DocumentStore {
   createDocument(tenantId: string, doc: { title: string; body: string }): Promise<DocumentRecord>;
   getDocument(tenantId: string, id: string): Promise<DocumentRecord | undefined>;
@@ -19,6 +26,6 @@ export interface DocumentStore {
     tenantId: string,
     id: string,
     doc: { title: string; body: string },
-    expectedVersion: number | undefined,
+    write: ConditionalWrite,
   ): Promise<DocumentRecord | undefined>;
 }

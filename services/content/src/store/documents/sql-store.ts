@@ -3,7 +3,7 @@
 import type { SqlDatabase } from "@switchyard/platform/store";
 import { newId } from "@switchyard/platform/ids.js";
 import type { CacheChangeRecorder } from "../cache-log/sql-store.js";
-import type { DocumentRecord, DocumentStore } from "./port.js";
+import type { ConditionalWrite, DocumentRecord, DocumentStore } from "./port.js";
 
 const DOC_COLUMNS = "id, tenant_id, title, body, version, created_at, updated_at";
 
@@ -53,7 +53,7 @@ export class SqlDocumentStore implements DocumentStore {
     tenantId: string,
     id: string,
     doc: { title: string; body: string },
-    expectedVersion: number | undefined,
+    { expectedVersion, call }: ConditionalWrite,
   ): Promise<DocumentRecord | undefined> {
     return this.db.transaction(async (tx) => {
       const { rows } = await tx.query<DocRow>(
@@ -65,6 +65,6 @@ export class SqlDocumentStore implements DocumentStore {
       if (!rows[0]) return undefined;
       await this.cacheLog.record(tx, { kind: "document", tenantId, id });
       return toDoc(rows[0]);
-    });
+    }, call);
   }
 }

@@ -1,6 +1,7 @@
 // A tenant's posts in content's storage: the feed, newest first in keyset pages, and announced to
 // every replica as they are made (the live feed).
 import type { Keyset } from "@switchyard/platform/paging.js";
+import type { CallScope } from "@switchyard/platform/call-deadline.js";
 
 export interface PostRecord {
   id: string;
@@ -13,7 +14,12 @@ export interface PostRecord {
 
 export interface PostStore {
   /** Inserts the post and announces it on the store's notification channel in the same transaction. */
-  createPost(tenantId: string, authorId: bigint, post: { title: string; body: string }): Promise<PostRecord>;
+  createPost(
+    tenantId: string,
+    authorId: bigint,
+    post: { title: string; body: string },
+    call?: CallScope,
+  ): Promise<PostRecord>;
   getPost(tenantId: string, id: string): Promise<PostRecord | undefined>;
   /** Newest first, before the keyset position. */
   listPosts(tenantId: string, before: Keyset | undefined, limit: number): Promise<PostRecord[]>;

@@ -4,6 +4,7 @@ import { KeysetPageQuery, type SqlDatabase } from "@switchyard/platform/store";
 import { newId } from "@switchyard/platform/ids.js";
 import type { Keyset } from "@switchyard/platform/paging.js";
 import type { PostRecord, PostStore } from "./port.js";
+import type { CallScope } from "@switchyard/platform/call-deadline.js";
 
 const POST_COLUMNS = "id, tenant_id, author_id, title, body, created_at";
 const TENANT_POSTS = { select: `SELECT ${POST_COLUMNS} FROM posts`, where: "tenant_id = $1" };
@@ -36,7 +37,12 @@ export class SqlPostStore implements PostStore {
     this.postsChannel = `${db.schema}_new_posts`;
   }
 
-  createPost(tenantId: string, authorId: bigint, post: { title: string; body: string }): Promise<PostRecord> {
+  createPost(
+    tenantId: string,
+    authorId: bigint,
+    post: { title: string; body: string },
+    call?: CallScope,
+  ): Promise<PostRecord> {
     return this.db.transaction(async (tx) => {
       // A tenant's posts are made one at a time, each later than the one before (even within one
       // millisecond): the feed's order (created_at, id) is then the order posts become visible, so a
@@ -52,7 +58,7 @@ export class SqlPostStore implements PostStore {
       // Delivered to every listener when this transaction commits, never before.
       await tx.query(`SELECT pg_notify($1, $2)`, [this.postsChannel, JSON.stringify({ t: tenantId, i: created.id })]);
       return created;
-    });
+    }, call);
   }
 
   async getPost(tenantId: string, id: string): Promise<PostRecord | undefined> {

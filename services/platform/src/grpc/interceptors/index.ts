@@ -1,6 +1,5 @@
 // The services' interceptor chain. Every call a service serves goes through, outermost first:
 //
-//   callScope      the call's deadline and request id for all the work beneath it   (call-scope.ts)
 //   telemetry      metrics, server span, log lines                                   (telemetry.ts)
 //   deadline       the server's deadline; how a stream ends                          (deadline.ts)
 //   admission      load shedding (the service's own methods; never health)           (admission.ts)
@@ -13,13 +12,12 @@
 // Each is made once per method when the service is registered, and each method's chain composed once
 // (chain.ts): a call pays only for the steps its method has.
 import { admission, type Admission } from "./admission.js";
-import { callScope } from "./call-scope.js";
 import type { ServiceInterceptor } from "./chain.js";
 import { deadline } from "./deadline.js";
 import { domainErrors } from "./domain-errors.js";
 import { telemetry, type RpcObserver } from "./telemetry.js";
 
-export { admission, callScope, deadline, domainErrors, telemetry, type Admission, type RpcObserver };
+export { admission, deadline, domainErrors, telemetry, type Admission, type RpcObserver };
 export { authentication } from "./authentication.js";
 export { idempotencyKeys, type IdempotencyKeyRule, type IdempotencyKeyRules } from "./idempotency-keys.js";
 export {
@@ -41,5 +39,5 @@ export interface ServerSteps {
 /** A service's whole chain, outermost first: the server's steps, domain errors → status, the service's own. */
 export function serviceChain(server: ServerSteps, declared: readonly ServiceInterceptor[]): ServiceInterceptor[] {
   const shedding = server.admission ? [admission(server.admission)] : [];
-  return [callScope, telemetry(server.observer), deadline, ...shedding, domainErrors, ...declared];
+  return [telemetry(server.observer), deadline, ...shedding, domainErrors, ...declared];
 }

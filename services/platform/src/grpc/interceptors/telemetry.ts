@@ -13,9 +13,9 @@ import { settle, streamsAnswers, type Interceptor, type ServiceInterceptor } fro
 /** What the server wants to hear about finished calls (its logs). */
 export interface RpcObserver {
   /** A call failed with this error. */
-  failed(err: unknown, method: DescMethod): void;
+  failed(err: unknown, method: DescMethod, requestId: string): void;
   /** A unary call answered OK after `ms` milliseconds. */
-  answered?(method: DescMethod, ms: number): void;
+  answered?(method: DescMethod, ms: number, requestId: string): void;
 }
 
 const metadataGetter = {
@@ -59,12 +59,12 @@ function methodTelemetry(method: DescMethod, observer: RpcObserver): Interceptor
     let span: Span | undefined;
     const answered = (answer: unknown) => {
       record(undefined, started, span);
-      answeredLog?.(method, performance.now() - started);
+      answeredLog?.(method, performance.now() - started, requestIdOf(call.context));
       return answer;
     };
     const failed = (err: unknown) => {
       record(err, started, span);
-      observer.failed(err, method);
+      observer.failed(err, method, requestIdOf(call.context));
       throw err;
     };
     if (!tracingEnabled()) return settle(next, call, answered, failed);
