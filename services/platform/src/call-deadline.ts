@@ -42,7 +42,7 @@ export function passedOn(call: CallScope | undefined): Record<string, string> {
  */
 export const DOWNSTREAM_MARGIN_MS = 250;
 
-export function downstreamTimeoutMs(remainingMs: number | undefined): number | undefined {
-  if (remainingMs === undefined) return undefined;
-  return Math.max(0, Math.floor(remainingMs - Math.min(DOWNSTREAM_MARGIN_MS, remainingMs / 5)));
+export function downstreamTimeoutMs(leftMs: number | undefined): number | undefined {
+  if (leftMs === undefined) return undefined;
+  return Math.max(0, Math.floor(leftMs - Math.min(DOWNSTREAM_MARGIN_MS, leftMs / 5)));
 }

@@ -10,13 +10,22 @@ import type { DescMethod } from "@bufbuild/protobuf";
 import { PaymentService } from "@switchyard/gen/switchyard/payments/v1/payments_pb.js";
 import { OrderService } from "@switchyard/gen/switchyard/orders/v1/orders_pb.js";
 import { passedOn, remainingMs } from "../src/call-deadline.js";
+import { downstreamOptions } from "../src/auth.js";
+import type { Caller } from "../src/caller.js";
 import { DomainError } from "../src/domain-error.js";
 import { EchoService } from "../src/echo.js";
 import { errorInfoOf, fail } from "../src/errors.js";
 import { createLogger } from "../src/logger.js";
 import { registration, startGrpcServer } from "../src/server.js";
 import { createServiceClient, openChannel } from "../src/grpc/client.js";
-import { callScopeOf, endCall, openCallContext, priorityOf, type ServerCallLike } from "../src/grpc/handler-context.js";
+import {
+  callScopeOf,
+  endCall,
+  openCallContext,
+  priorityOf,
+  requestIdOf,
+  type ServerCallLike,
+} from "../src/grpc/handler-context.js";
 import { PRIORITY_HEADER } from "../src/priority.js";
 import {
   composeChain,
@@ -187,10 +196,12 @@ describe("the call's scope (deadline, request id, priority)", () => {
   });
 });
 
-describe("interceptor: the call's scope — its priority, passed on", () => {
-  it("a service's calls onward carry the priority its caller sent; none sent is default", async () => {
+describe("the call's scope — passed on with the caller's credential (downstreamOptions)", () => {
+  it("a service's calls onward carry the priority and request id its caller sent; none sent is default", async () => {
     const logger = createLogger("test", "silent");
     const seenAtBack: string[] = [];
+    const idsAtBack: string[] = [];
+    const user: Caller = { tenantId: "acme", userId: 1n, role: "member", sessionId: "s", expiresAt: 0, token: "t" };
     const back = await startGrpcServer({
       name: "back",
       host: "127.0.0.1",
@@ -200,6 +211,7 @@ describe("interceptor: the call's scope — its priority, passed on", () => {
         registration(EchoService, {
           echo(_req, ctx) {
             seenAtBack.push(priorityOf(ctx));
+            idsAtBack.push(requestIdOf(ctx));
             return { message: "ok" };
           },
         } as Partial<ServiceImpl<typeof EchoService>> as ServiceImpl<typeof EchoService>),
@@ -215,7 +227,8 @@ describe("interceptor: the call's scope — its priority, passed on", () => {
       services: [
         registration(EchoService, {
           async echo(_req, ctx) {
-            await backEcho.echo({ message: "onward" }, { timeoutMs: 2_000, headers: passedOn(callScopeOf(ctx)) });
+            // What the services' own calls onward use (orders → payments, orders → content).
+            await backEcho.echo({ message: "onward" }, { ...downstreamOptions(user, ctx), timeoutMs: 2_000 });
             return { message: priorityOf(ctx) };
           },
         } as Partial<ServiceImpl<typeof EchoService>> as ServiceImpl<typeof EchoService>),
@@ -225,7 +238,10 @@ describe("interceptor: the call's scope — its priority, passed on", () => {
     try {
       const echo = createServiceClient(EchoService, channel);
       const at = async (headers: Record<string, string>) => (await echo.echo({ message: "x" }, { headers })).message;
-      expect(await at({ [PRIORITY_HEADER]: "sheddable" })).to.equal("sheddable");
+      expect(await at({ [PRIORITY_HEADER]: "sheddable", "x-request-id": "req-from-the-gateway" })).to.equal(
+        "sheddable",
+      );
+      expect(idsAtBack, "the caller's request id, passed on").to.deep.equal(["req-from-the-gateway"]);
       expect(await at({ [PRIORITY_HEADER]: "critical" })).to.equal("critical");
       expect(await at({})).to.equal("default");
       expect(await at({ [PRIORITY_HEADER]: "urgent!" }), "an unknown one").to.equal("default");
