@@ -144,7 +144,7 @@ class PgliteDatabase implements SqlDatabase {
     if (this.analyzing || this.changedSinceAnalyze < ANALYZE_THRESHOLD + ANALYZE_SCALE * this.rowsAtAnalyze) return;
     this.analyzing = true;
     setImmediate(() => {
-      this.exec("ANALYZE")
+      this.analyzeOwnTables()
         .then(() => {
           this.rowsAtAnalyze += this.changedSinceAnalyze;
           this.changedSinceAnalyze = 0;
@@ -153,6 +153,21 @@ class PgliteDatabase implements SqlDatabase {
         .catch(() => {})
         .finally(() => (this.analyzing = false));
     }).unref();
+  }
+
+  /**
+   * ANALYZE of this schema's tables alone. The bare command analyzes every table of the database,
+   * the system catalogs too: ~45 ms on PGlite for a schema whose own tables take ~2.5 ms each
+   * (measured), and run after every 10 % of growth it cost a write-heavy service more than the writes.
+   */
+  private analyzeOwnTables(): Promise<void> {
+    return this.exclusive(() => {
+      const { rows } = this.statement<{ name: string }>(
+        "SELECT format('%I.%I', schemaname, tablename) AS name FROM pg_tables WHERE schemaname = $1",
+        [this.schema],
+      );
+      if (rows.length > 0) this.script(`ANALYZE ${rows.map((r) => r.name).join(", ")}`);
+    });
   }
 
   private script(sql: string): void {
