@@ -42,7 +42,7 @@ import { checkDestination, type ResolveName } from "./workflow/destination-check
 export interface WebhooksDeps {
   store: WebhooksStore;
   deliveries: DeliveriesStore;
-  /** Told when new events were recorded (the delivery worker looks for due deliveries at once). */
+  /** Told when deliveries were made due (the delivery worker looks for due deliveries at once). */
   onRecorded?: () => void;
   /** Which destinations are allowed (the operator's settings). */
   destinations: DestinationPolicy;
@@ -224,9 +224,9 @@ export function webhookHandlers({
         occurredAt: timestampDate(e.occurTime!),
         body: eventPayload(e),
       }));
-      let recorded = 0;
-      for (const event of events) if (await deliveries.recordEvent(event)) recorded++;
-      if (recorded > 0) onRecorded?.();
+      const { recorded, deliveries: made } = await deliveries.recordEvents(events, callScopeOf(ctx));
+      // No endpoint asked for them: nothing to deliver, no claim to make.
+      if (made > 0) onRecorded?.();
       return { recorded };
     },
   };

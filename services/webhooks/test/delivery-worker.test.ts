@@ -87,8 +87,8 @@ forEachDatabase("webhook deliveries", (dbs) => {
       await endpoint(tenant, hook.url, ["order.paid"]);
       await endpoint(newTenant(), hook.url);
       const e = event(tenant);
-      expect(await deliveries.recordEvent(e)).to.equal(true);
-      expect(await deliveries.recordEvent(e), "sent again by a relay").to.equal(false);
+      expect(await deliveries.recordEvents([e])).to.deep.equal({ recorded: 1, deliveries: 1 });
+      expect(await deliveries.recordEvents([e]), "sent again by a relay").to.deep.equal({ recorded: 0, deliveries: 0 });
       expect((await deliveryOf(e.id)).map((d) => d.endpoint_id)).to.deep.equal([wanted.id]);
 
       const deliveredCount = async () =>
@@ -108,6 +108,24 @@ forEachDatabase("webhook deliveries", (dbs) => {
     }
   });
 
+  it("records a relay's batch in one go: each new event once, a delivery for each endpoint asking, none for the rest", async () => {
+    const tenant = newTenant();
+    const wanted = await endpoint(tenant, "http://127.0.0.1:9/hook");
+    const [a, b, seen] = [event(tenant), event(tenant), event(tenant)];
+    const unwanted = event(tenant, "order.shipped");
+    await deliveries.recordEvents([seen]);
+    expect(await deliveries.recordEvents([a, seen, b, unwanted, a]), "seen before, and a twice").to.deep.equal({
+      recorded: 3,
+      deliveries: 2,
+    });
+    for (const e of [a, b]) expect((await deliveryOf(e.id)).map((d) => d.endpoint_id)).to.deep.equal([wanted.id]);
+    expect(await deliveryOf(unwanted.id), "no endpoint asked for its type").to.deep.equal([]);
+    expect(await deliveries.recordEvents([event(newTenant())]), "a tenant without endpoints").to.deep.equal({
+      recorded: 1,
+      deliveries: 0,
+    });
+  });
+
   it("tries a failing endpoint again later, with the same webhook-id, and records every attempt", async () => {
     const tenant = newTenant();
     let answer = 500;
@@ -115,7 +133,7 @@ forEachDatabase("webhook deliveries", (dbs) => {
     try {
       await endpoint(tenant, hook.url);
       const e = event(tenant);
-      await deliveries.recordEvent(e);
+      await deliveries.recordEvents([e]);
       await worker("a").runOnce();
       const [failed] = await deliveryOf(e.id);
       expect(failed).to.include({ status: "pending", attempts: 1 });
@@ -155,7 +173,7 @@ forEachDatabase("webhook deliveries", (dbs) => {
     try {
       await endpoint(tenant, hook.url);
       const e = event(tenant);
-      await deliveries.recordEvent(e);
+      await deliveries.recordEvents([e]);
       const options = { limit: 10, perEndpoint: 4, leaseMs: 300 };
       const [claimed] = await deliveries.claimDue("dead", options);
       expect(claimed?.eventId).to.equal(e.id);
@@ -182,8 +200,8 @@ forEachDatabase("webhook deliveries", (dbs) => {
     try {
       await endpoint(tenant, slow.url, ["order.paid"]);
       await endpoint(tenant, fast.url, ["order.shipped"]);
-      for (let i = 0; i < 5; i++) await deliveries.recordEvent(event(tenant, "order.paid"));
-      for (let i = 0; i < 3; i++) await deliveries.recordEvent(event(tenant, "order.shipped"));
+      for (let i = 0; i < 5; i++) await deliveries.recordEvents([event(tenant, "order.paid")]);
+      for (let i = 0; i < 3; i++) await deliveries.recordEvents([event(tenant, "order.shipped")]);
       const bound = { limit: 20, perEndpoint: 2, leaseMs: 30_000 };
       const claimed = await deliveries.claimDue("a", bound);
       const byUrl = (list: typeof claimed, url: string) => list.filter((c) => c.url === url);
@@ -218,7 +236,7 @@ forEachDatabase("webhook deliveries", (dbs) => {
         { principal: "user:1", key: randomUUID(), requestHash: "h" },
         { url: `https://hook-${i}.example.com/`, eventTypes: ["payment.succeeded"], secret: newEndpointSecret() },
       );
-    for (let i = 0; i < 20; i++) await replicas[0]!.recordEvent(event(tenant));
+    for (let i = 0; i < 20; i++) await replicas[0]!.recordEvents([event(tenant)]);
     const bound = { limit: 3, perEndpoint: 2, leaseMs: 30_000 };
     const done = new Set<string>();
     for (let round = 0; round < 10; round++) {
@@ -259,7 +277,7 @@ forEachDatabase("webhook deliveries", (dbs) => {
     try {
       const { id } = await endpoint(tenant, hook.url);
       const e = event(tenant);
-      await deliveries.recordEvent(e);
+      await deliveries.recordEvents([e]);
       await db.query(`UPDATE endpoints SET created_at = clock_timestamp() - interval '4 days' WHERE id = $1`, [id]);
       await db.query(
         `UPDATE deliveries SET attempts = 20, first_attempt_at = clock_timestamp() - interval '3 days' WHERE event_id = $1`,
@@ -271,7 +289,7 @@ forEachDatabase("webhook deliveries", (dbs) => {
       expect(disabled.enabled).to.equal(false);
       expect(disabled.disabledReason).to.match(/every delivery failed for 72 hours/);
       const later = event(tenant);
-      await deliveries.recordEvent(later);
+      await deliveries.recordEvents([later]);
       expect(await deliveryOf(later.id), "a disabled endpoint gets nothing new").to.deep.equal([]);
       const enabled = (await endpoints.updateEndpoint(tenant, id, { enabled: true }))!;
       expect([enabled.enabled, enabled.disabledReason]).to.deep.equal([true, ""]);
@@ -301,7 +319,7 @@ forEachDatabase("webhook deliveries", (dbs) => {
       const { id } = await endpoint(tenant, hook.url);
       await db.query(`UPDATE endpoints SET created_at = clock_timestamp() - interval '1 hour' WHERE id = $1`, [id]);
       const e = event(tenant);
-      await deliveries.recordEvent(e);
+      await deliveries.recordEvents([e]);
       running.start();
       for (let i = 0; i < 200 && (await deliveryOf(e.id))[0]?.status !== "failed"; i++)
         await new Promise((resolve) => setTimeout(resolve, 50));

@@ -52,6 +52,14 @@ export interface DeliveryRecord {
   attempts: AttemptRecord[];
 }
 
+/** What recording a batch of events did. */
+export interface RecordedEvents {
+  /** The events that were new (the others had been recorded before: a relay sent them again). */
+  recorded: number;
+  /** The deliveries made for them: none, and there is nothing to deliver. */
+  deliveries: number;
+}
+
 export interface DeliveriesStore {
   /** An endpoint's deliveries, newest first (keyset on created_at, id), each with its attempts. */
   listDeliveries(
@@ -60,10 +68,11 @@ export interface DeliveriesStore {
     limit: number,
   ): Promise<DeliveryRecord[]>;
   /**
-   * Records the event, once by its id, and — in the same transaction, when it is new — a delivery to
-   * each enabled endpoint of its tenant that asked for its type. Returns whether it was new.
+   * Records the events, each once by its id, and — in the same transaction, for each that is new — a
+   * delivery to each enabled endpoint of its tenant that asked for its type. One transaction for the
+   * whole batch: a relay's call is recorded all or nothing.
    */
-  recordEvent(event: NewEvent): Promise<boolean>;
+  recordEvents(events: readonly NewEvent[], call?: CallScope): Promise<RecordedEvents>;
   /** Records an event for one endpoint alone (a test), with its delivery, whatever types the endpoint asked for. */
   recordEventFor(endpointId: string, event: NewEvent, call?: CallScope): Promise<DeliveryRecord>;
   /** Makes one of the endpoint's deliveries due now again, with a new span of retries; undefined when there is none. */

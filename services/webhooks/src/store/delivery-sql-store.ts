@@ -11,6 +11,7 @@ import type {
   DeliveriesStore,
   DeliveryRecord,
   NewEvent,
+  RecordedEvents,
 } from "./delivery-port.js";
 
 interface ClaimedRow {
@@ -116,26 +117,41 @@ export class SqlDeliveriesStore implements DeliveriesStore {
     }));
   }
 
-  recordEvent(event: NewEvent): Promise<boolean> {
+  recordEvents(events: readonly NewEvent[], call?: CallScope): Promise<RecordedEvents> {
     return this.db.transaction(async (tx) => {
-      const inserted = await tx.query(
-        `INSERT INTO events (id, tenant_id, type, body, occurred_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`,
-        [event.id, event.tenantId, event.type, event.body, event.occurredAt],
-      );
-      if (inserted.rowCount !== 1) return false;
-      const { rows } = await tx.query<{ id: string }>(
-        `SELECT id FROM endpoints WHERE tenant_id = $1 AND enabled AND $2 = ANY (event_types)`,
-        [event.tenantId, event.type],
-      );
-      for (const endpoint of rows)
-        await tx.query(`INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id) VALUES ($1, $2, $3, $4)`, [
-          newId("whd"),
-          event.tenantId,
-          endpoint.id,
-          event.id,
-        ]);
-      return true;
-    });
+      const result = { recorded: 0, deliveries: 0 };
+      // A batch's events mostly share a tenant and a type: their endpoints are looked up once.
+      const endpointsFor = new Map<string, Promise<{ id: string }[]>>();
+      for (const event of events) {
+        const inserted = await tx.query(
+          `INSERT INTO events (id, tenant_id, type, body, occurred_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`,
+          [event.id, event.tenantId, event.type, event.body, event.occurredAt],
+        );
+        if (inserted.rowCount !== 1) continue;
+        result.recorded++;
+        const key = `${event.tenantId}\n${event.type}`;
+        let endpoints = endpointsFor.get(key);
+        if (!endpoints) {
+          endpoints = tx
+            .query<{ id: string }>(
+              `SELECT id FROM endpoints WHERE tenant_id = $1 AND enabled AND $2 = ANY (event_types)`,
+              [event.tenantId, event.type],
+            )
+            .then((r) => r.rows);
+          endpointsFor.set(key, endpoints);
+        }
+        for (const endpoint of await endpoints) {
+          await tx.query(`INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id) VALUES ($1, $2, $3, $4)`, [
+            newId("whd"),
+            event.tenantId,
+            endpoint.id,
+            event.id,
+          ]);
+          result.deliveries++;
+        }
+      }
+      return result;
+    }, call);
   }
 
   recordEventFor(endpointId: string, event: NewEvent, call?: CallScope): Promise<DeliveryRecord> {
