@@ -1,9 +1,11 @@
 // Priority under overload (issue 46): sheddable reads — pages of the payments list past the first,
 // asked with a cursor — offered open loop at 3× what the mesh serves of them, beside a closed loop of
 // critical writers creating payments (the same service, the same core). With priorities, at least
-// 99 % of the critical requests must be answered 2xx, and the goodput of the whole (2xx a second,
-// reads and writes) must not fall below the same run with priorities off (GATEWAY_PRIORITIES=false:
-// every request default), which shows the difference. Each start is a pair of meshes, one with
+// 99 % of the critical requests must be answered 2xx, and the goodput of the whole must not fall
+// below the same load with priorities off (GATEWAY_PRIORITIES=false: every request default), which
+// shows the difference. Goodput is the work answered 2xx a second: each read one, each write the page
+// reads it costs the mesh (measured alone, on the same meshes) — in requests, one write let in where
+// eight reads were would count as a loss of seven though the mesh did as much (printed too). Each start is a pair of meshes, one with
 // priorities off and one on, loaded in turn at one rate (measurePriorityPair); the load generator on
 // one core and the meshes on the other; which goes first alternates from pair to pair.
 // Run with measurePriority() from bench/run.ts, or alone: `tsx bench/priority.ts [seconds] [starts]`.
@@ -240,10 +242,10 @@ async function floodRun(
 /**
  * One start: a mesh with priorities off and one with them on, side by side (the idle one costs
  * nothing), both loaded at one rate — 3× the mean of their two capacities — in turn, twice each:
- * first, second, second, first (`offFirst` says which is first). One rate, because the flood's cost is most of what the mesh
- * spends: at 3× a capacity measured 5 % high, the gateway refuses 5 % more and serves less, and
- * runs at rates of their own moved goodput more than priorities did (measured: 990–1,373 req/s for
- * one setting, in step with each run's own capacity).
+ * first, second, second, first (`offFirst` says which is first). One rate, because the flood's cost
+ * is most of what the mesh spends: at 3× a capacity measured 5 % high, the gateway refuses 5 % more
+ * and serves less, and runs at rates of their own moved goodput more than priorities did (measured:
+ * 990–1,373 req/s for one setting, in step with each run's own capacity).
  */
 export async function measurePriorityPair(seconds: number, writers: number, offFirst: boolean): Promise<PriorityRun[]> {
   const pair: PairedMesh[] = [];
@@ -258,7 +260,8 @@ export async function measurePriorityPair(seconds: number, writers: number, offF
       };
       const [first, second] = offFirst ? pair : [pair[1]!, pair[0]!];
       const runs: PriorityRun[] = [];
-      // First, second, second, first: a drift over the pair's minutes (a warming generator, the machine's phase) falls on both alike.
+      // First, second, second, first: a drift over the pair's minutes (a warming generator, the
+      // machine's phase) falls on both alike.
       for (const m of [first!, second!, second!, first!]) runs.push(await floodRun(m, load, seconds, writers));
       return runs;
     } finally {
