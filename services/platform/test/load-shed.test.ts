@@ -68,12 +68,25 @@ describe("event-loop-delay guard", function () {
     const guard = new EventLoopGuard(500, 500);
     try {
       await sleep(550);
-      // Busy across whole windows, the loop turning only every 350 ms: a lag between half the threshold and all of it.
-      for (let i = 0; i < 5; i++) {
+      // Busy across whole windows, the loop turning only every 350 ms: a lag between half the threshold
+      // and all of it. The guard reads its lag once a window, at a turn the blocks leave it: how many
+      // blocks that takes depends on where its windows fall (a CI run once read an idle window after
+      // five), so the loop stays saturated until it has seen two windows of it — for at most 4 s.
+      let blocks = 0;
+      const seesSaturation = () => {
+        try {
+          guard.admit("sheddable");
+          return false;
+        } catch {
+          return true;
+        }
+      };
+      while (blocks < 12 && (blocks < 5 || !seesSaturation())) {
         block(350);
         await sleep(1);
+        blocks++;
       }
-      expect(guard.lag).to.be.greaterThan(250);
+      expect(guard.lag, `the lag read after ${blocks} blocks of 350 ms`).to.be.greaterThan(250);
       expect(() => guard.admit("sheddable")).to.throw(ConnectError, /overloaded/);
       // Critical calls bear twice the threshold: a loop 350 ms behind (and what a busy CI machine adds) still admits them.
       expect(() => guard.admit("critical")).to.not.throw();
