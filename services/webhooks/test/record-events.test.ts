@@ -52,7 +52,8 @@ for (const engine of serviceEngines()) {
       // The receiver is on this machine.
       started = await startTestWebhooks({
         databaseUrl: engine.databaseUrl,
-        env: { WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8", WEBHOOK_ALLOW_PLAIN_HTTP: "true" },
+        // The worker's poll at its longest: a delivery within seconds is the one RecordEvents woke it for.
+        env: { WEBHOOK_ALLOWED_NETWORKS: "127.0.0.0/8", WEBHOOK_ALLOW_PLAIN_HTTP: "true", WEBHOOK_POLL_MS: "60000" },
       });
       ({ identity, webhooks } = started);
     });

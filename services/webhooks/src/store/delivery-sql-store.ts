@@ -121,7 +121,7 @@ export class SqlDeliveriesStore implements DeliveriesStore {
     return this.db.transaction(async (tx) => {
       const result = { recorded: 0, deliveries: 0 };
       // A batch's events mostly share a tenant and a type: their endpoints are looked up once.
-      const endpointsFor = new Map<string, Promise<{ id: string }[]>>();
+      const endpointsFor = new Map<string, { id: string }[]>();
       for (const event of events) {
         const inserted = await tx.query(
           `INSERT INTO events (id, tenant_id, type, body, occurred_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO NOTHING`,
@@ -132,15 +132,13 @@ export class SqlDeliveriesStore implements DeliveriesStore {
         const key = `${event.tenantId}\n${event.type}`;
         let endpoints = endpointsFor.get(key);
         if (!endpoints) {
-          endpoints = tx
-            .query<{ id: string }>(
-              `SELECT id FROM endpoints WHERE tenant_id = $1 AND enabled AND $2 = ANY (event_types)`,
-              [event.tenantId, event.type],
-            )
-            .then((r) => r.rows);
+          ({ rows: endpoints } = await tx.query<{ id: string }>(
+            `SELECT id FROM endpoints WHERE tenant_id = $1 AND enabled AND $2 = ANY (event_types)`,
+            [event.tenantId, event.type],
+          ));
           endpointsFor.set(key, endpoints);
         }
-        for (const endpoint of await endpoints) {
+        for (const endpoint of endpoints) {
           await tx.query(`INSERT INTO deliveries (id, tenant_id, endpoint_id, event_id) VALUES ($1, $2, $3, $4)`, [
             newId("whd"),
             event.tenantId,
